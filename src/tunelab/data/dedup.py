@@ -1,0 +1,140 @@
+"""Duplicates inside train and across train/validation/test, and the policy applied.
+
+A duplicate shared by train and an evaluation split inflates every score measured on it,
+so the leakage report lists the pairs and the policy (by default the train copy goes).
+
+Detection and policy are separate steps. A detector turns the split rows into clusters of
+rows it considers the same text; the exact detector clusters by a hash of the normalised
+text. A near-duplicate detector (MinHash LSH with datasketch) can be added to `DETECTORS`
+returning clusters of the same shape; pairing, counting and the policy then apply to it
+unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunelab.data.loaders import Example
+from tunelab.data.split import Splits
+from tunelab.spec import DedupSpec
+from tunelab.store import SPLITS
+
+Member = tuple[str, Example]
+"""A row and the split it sits in."""
+
+
+@dataclass
+class Cluster:
+    """Rows one detector considers the same text, in split order then id order."""
+
+    method: str
+    members: list[Member]
+
+
+Detector = Callable[[Splits], list[Cluster]]
+_SPACES = re.compile(r"\s+")
+SNIPPET_CHARS = 80
+
+
+def normalise(text: str) -> str:
+    """NFKC, casefold, collapse whitespace, strip: differences no reader would call new."""
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def exact_clusters(splits: Splits) -> list[Cluster]:
+    by_hash: dict[str, list[Member]] = defaultdict(list)
+    for split in SPLITS:
+        for ex in sorted(splits.get(split, []), key=Example.sort_key):
+            digest = hashlib.sha256(normalise(ex.text).encode("utf-8")).hexdigest()
+            by_hash[digest].append((split, ex))
+    return [Cluster("exact", m) for m in by_hash.values() if len(m) > 1]
+
+
+DETECTORS: dict[str, Detector] = {"exact": exact_clusters}
+
+
+def detectors_for(spec: DedupSpec) -> list[str]:
+    """The detectors the spec turns on, in a fixed order."""
+    return ["exact"] if spec.exact else []
+
+
+def pairs_of(cluster: Cluster) -> list[dict[str, Any]]:
+    """Pairs that describe a cluster without listing all n² of them: within each split,
+    every later copy against the first; across splits, the first copies of each two splits.
+
+    The snippet comes from a train or validation row: the sealed test split's text is
+    never shown, so a pair of two test rows has no snippet.
+    """
+    firsts: dict[str, Example] = {}
+    pairs = []
+    for split, ex in cluster.members:
+        if split in firsts:
+            pairs.append(_pair(cluster.method, (split, firsts[split]), (split, ex)))
+        else:
+            firsts[split] = ex
+    present = [s for s in SPLITS if s in firsts]
+    for i, a in enumerate(present):
+        for b in present[i + 1 :]:
+            pairs.append(_pair(cluster.method, (a, firsts[a]), (b, firsts[b])))
+    return pairs
+
+
+def _pair(method: str, a: Member, b: Member) -> dict[str, Any]:
+    shown = next((ex.text for s, ex in (a, b) if s != "test"), None)
+    snippet = None if shown is None else _snippet(shown)
+    return {
+        "kind": f"{a[0]}-{b[0]}",
+        "method": method,
+        "a": {"id": a[1].id, "split": a[0]},
+        "b": {"id": b[1].id, "split": b[0]},
+        "snippet": snippet,
+    }
+
+
+def _snippet(text: str) -> str:
+    flat = _SPACES.sub(" ", text).strip()
+    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1] + "…"
+
+
+def to_drop(cluster: Cluster) -> list[str]:
+    """Ids of train rows the `drop_from_train` policy removes from this cluster: every
+    train copy if the text is also in validation or test, else all but the first."""
+    train = [ex.id for split, ex in cluster.members if split == "train"]
+    in_eval = any(split != "train" for split, _ in cluster.members)
+    return train if in_eval else train[1:]
+
+
+@dataclass
+class Dedup:
+    splits: Splits
+    """The splits after the policy."""
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    """Ids of the train rows removed, in id order."""
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for pair in self.pairs:
+            out[pair["kind"]] = out.get(pair["kind"], 0) + 1
+        return out
+
+
+def deduplicate(splits: Splits, spec: DedupSpec) -> Dedup:
+    """Find duplicates with every detector the spec turns on, then apply its policy."""
+    clusters = [c for name in detectors_for(spec) for c in DETECTORS[name](splits)]
+    pairs = [p for c in clusters for p in pairs_of(c)]
+    drop: set[str] = set()
+    if spec.policy == "drop_from_train":
+        drop = {i for c in clusters for i in to_drop(c)}
+    kept = {
+        split: [ex for ex in rows if split != "train" or ex.id not in drop]
+        for split, rows in splits.items()
+    }
+    removed = [ex.id for ex in splits.get("train", []) if ex.id in drop]
+    return Dedup(kept, pairs, removed)

@@ -1,0 +1,119 @@
+"""`tunelab data`: load -> clean -> split -> dedup -> version, and the report of it.
+
+Every row read is accounted for: it is kept, quarantined (with file, line and reason) or
+removed as a duplicate, and the pipeline refuses to finish if those do not add up.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
+from tunelab.data.dedup import Dedup, deduplicate
+from tunelab.data.loaders import Rejection, load_sources
+from tunelab.data.split import Splits, presplit_examples, split_examples, split_warnings
+from tunelab.data.version import publish, settings_of, version_exists, version_id, write_version
+from tunelab.spec import Spec
+from tunelab.store import SPLITS, Store
+
+MAX_PAIRS = 50
+"""Pairs listed in the report; `duplicates.counts` always counts all of them."""
+
+
+def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
+    """Build (or find) the data version the spec describes, make it current, return its
+    report. The test split is written and hashed; the report holds only its counts."""
+    lab = Path(lab)
+    data = spec.data
+    for i, rule in enumerate(data.cleaning):
+        make_rule(rule, i)  # a bad rule fails before any file is read
+    loaded = load_sources(data, spec.task.labels, lab)
+    cleaned = apply_cleaning(loaded.examples, data.cleaning)
+    grouped = data.fields.group is not None
+    if loaded.presplit:
+        splits = presplit_examples(cleaned.examples)
+    else:
+        splits = split_examples(cleaned.examples, data.split, grouped)
+    dedup = deduplicate(splits, data.dedup)
+    quarantine = loaded.rejections + cleaned.rejections
+
+    seen = {ex.label for rows in dedup.splits.values() for ex in rows}
+    labels = list(spec.task.labels) if spec.task.labels else sorted(seen)
+    settings = settings_of(data, labels)
+    version = version_id(dedup.splits, quarantine, settings)
+    new = not version_exists(store, version)
+
+    counts = _tally(loaded.rows_read, dedup, quarantine)
+    warnings = split_warnings(dedup.splits, labels, grouped and loaded.presplit)
+    if spec.task.labels:
+        unseen = [label for label in spec.task.labels if label not in seen]
+        if unseen:
+            warnings.append(f"label(s) {unseen} from task.labels have no example")
+    report = {
+        "version": version,
+        "new": new,
+        **counts,
+        "splits": _split_counts(dedup.splits, labels),
+        "labels": labels,
+        "cleaning": cleaned.changed,
+        "quarantine": {
+            "file": _shown(store.data_dir(version) / "quarantine.jsonl", store.lab),
+            "reasons": dict(sorted(Counter(r.kind for r in quarantine).items())),
+        },
+        "duplicates": {
+            "policy": data.dedup.policy,
+            "counts": dedup.counts(),
+            "pairs": dedup.pairs[:MAX_PAIRS],
+            "removed": len(dedup.removed),
+        },
+        "presplit": loaded.presplit,
+        "warnings": warnings,
+    }
+    if new:
+        manifest = {
+            "labels": labels,
+            "counts": report["splits"],
+            "rows": counts,
+            "presplit": loaded.presplit,
+            "sources": loaded.sources,
+            "rules": rule_settings(data.cleaning),
+            "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
+        }
+        write_version(store, version, dedup.splits, quarantine, report, manifest)
+    publish(store, version, new, counts)
+    return report
+
+
+def _tally(rows_read: int, dedup: Dedup, quarantine: list[Rejection]) -> dict[str, int]:
+    counts = {
+        "rows_read": rows_read,
+        "kept": sum(len(rows) for rows in dedup.splits.values()),
+        "quarantined": len(quarantine),
+        "duplicates_removed": len(dedup.removed),
+    }
+    accounted = counts["kept"] + counts["quarantined"] + counts["duplicates_removed"]
+    if accounted != rows_read:
+        raise AssertionError(
+            f"rows went missing: read {rows_read}, but kept + quarantined + removed = {accounted}"
+        )
+    return counts
+
+
+def _split_counts(splits: Splits, labels: list[str]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for split in SPLITS:
+        per_label = Counter(ex.label for ex in splits.get(split, []))
+        out[split] = {
+            "n": sum(per_label.values()),
+            "labels": {label: per_label.get(label, 0) for label in labels},
+        }
+    return out
+
+
+def _shown(path: Path, lab: Path) -> str:
+    try:
+        return path.relative_to(lab).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,117 @@
+"""Train/validation/test split: seeded, stratified by label, grouped by a key.
+
+The split is a function of the rows and the seed only: rows are put in id order before a
+private `random.Random(seed)` shuffles them, so reordering a source file does not move an
+example to another split. Rows that share a group form one unit and move together (e.g.
+every paragraph of one document), so a group never straddles two splits. When the data
+comes already split, the user's split is kept exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from tunelab.data.loaders import Example
+from tunelab.spec import SplitSpec
+from tunelab.store import SPLITS
+
+Splits = dict[str, list[Example]]
+
+
+@dataclass
+class _Unit:
+    """Rows that must land in one split: one example, or every example of a group."""
+
+    key: tuple
+    examples: list[Example]
+
+    @property
+    def label(self) -> str:
+        """The majority label (ties go to the first label in sorted order)."""
+        counts = Counter(ex.label for ex in self.examples)
+        return min(counts, key=lambda label: (-counts[label], label))
+
+
+def split_examples(examples: list[Example], spec: SplitSpec, grouped: bool) -> Splits:
+    """Seeded split by the ratios in `spec`, stratified by (majority) label if asked."""
+    rng = random.Random(spec.seed)
+    ratios = {"train": spec.train, "validation": spec.validation, "test": spec.test}
+    units = _units(examples, grouped)
+    buckets: dict[str, list[_Unit]] = defaultdict(list)
+    for unit in units:
+        buckets[unit.label if spec.stratify else ""].append(unit)
+    out: Splits = {s: [] for s in SPLITS}
+    for name in sorted(buckets):
+        bucket = buckets[name]
+        rng.shuffle(bucket)
+        for split, chosen in _allocate(bucket, ratios).items():
+            for unit in chosen:
+                out[split].extend(unit.examples)
+    return {s: sorted(rows, key=Example.sort_key) for s, rows in out.items()}
+
+
+def _units(examples: list[Example], grouped: bool) -> list[_Unit]:
+    ordered = sorted(examples, key=Example.sort_key)
+    if not grouped:
+        return [_Unit(ex.sort_key(), [ex]) for ex in ordered]
+    groups: dict[str, list[Example]] = defaultdict(list)
+    for ex in ordered:
+        groups[str(ex.group)].append(ex)
+    return [_Unit((name,), rows) for name, rows in sorted(groups.items())]
+
+
+def _allocate(units: list[_Unit], ratios: dict[str, float]) -> dict[str, list[_Unit]]:
+    """Give each unit to the split furthest below its target row count.
+
+    With one-row units this ends within one row of every target. Larger units go first
+    (stable, so the shuffle still decides among equals) and the smallest ones fill the
+    gaps. When only as many units are left as splits still empty, each goes to an empty
+    split, so every split gets at least one unit whenever there are three or more.
+    """
+    total = sum(len(u.examples) for u in units)
+    target = {s: r * total for s, r in ratios.items()}
+    got = {s: 0 for s in ratios}
+    chosen: dict[str, list[_Unit]] = {s: [] for s in ratios}
+    ordered = sorted(units, key=lambda u: -len(u.examples))
+    for i, unit in enumerate(ordered):
+        empty = [s for s in ratios if not chosen[s]]
+        pool = empty if len(ordered) - i <= len(empty) else list(ratios)
+        split = max(pool, key=lambda s: target[s] - got[s])
+        chosen[split].append(unit)
+        got[split] += len(unit.examples)
+    return chosen
+
+
+def presplit_examples(examples: list[Example]) -> Splits:
+    """Keep the split each row came with (a source's `split:` or the split column)."""
+    out: Splits = {s: [] for s in SPLITS}
+    for ex in examples:
+        out[str(ex.split)].append(ex)
+    return {s: sorted(rows, key=Example.sort_key) for s, rows in out.items()}
+
+
+def split_warnings(splits: Splits, labels: list[str], grouped: bool) -> list[str]:
+    """What a reader of the report should know: empty splits, labels missing from a split,
+    and (for a user's split) groups that straddle splits."""
+    warnings = []
+    for split, rows in splits.items():
+        if not rows:
+            warnings.append(f"the {split} split is empty")
+            continue
+        present = {ex.label for ex in rows}
+        missing = [label for label in labels if label not in present]
+        if missing:
+            warnings.append(f"the {split} split has no example of label(s) {missing}")
+    if grouped:
+        where: dict[str, set[str]] = defaultdict(set)
+        for split, rows in splits.items():
+            for ex in rows:
+                where[str(ex.group)].add(split)
+        straddling = sorted(g for g, s in where.items() if len(s) > 1)
+        if straddling:
+            warnings.append(
+                f"{len(straddling)} group(s) appear in more than one split, e.g. {straddling[:5]}"
+            )
+    return warnings

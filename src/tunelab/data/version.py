@@ -1,0 +1,110 @@
+"""The data version: a content hash, its folder in the store, and the seal on the test split.
+
+The id is a hash of what training would see (the kept rows of each split) and of how they
+were made (rules, split and dedup settings, field mapping, labels), so changing any of them
+makes a new version and the old folder stays as it was. The quarantine's positions are
+hashed too, so a stored version's quarantine file always matches its report.
+
+A version folder is written into a temporary folder and renamed into place: a kill leaves
+either no version or a complete one, never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tunelab.data.cleaning import rule_settings
+from tunelab.data.loaders import DataError, Rejection
+from tunelab.data.split import Splits
+from tunelab.spec import DataSpec
+from tunelab.store import SPLITS, Store, atomic_write_json, now, write_jsonl
+
+ID_CHARS = 12
+
+
+def settings_of(data: DataSpec, labels: list[str]) -> dict[str, Any]:
+    """How the rows were made: everything besides the rows that the version id covers."""
+    return {
+        "labels": labels,
+        "fields": data.fields.model_dump(mode="json"),
+        "cleaning": rule_settings(data.cleaning),
+        "split": data.split.model_dump(mode="json"),
+        "dedup": data.dedup.model_dump(mode="json"),
+    }
+
+
+def version_id(splits: Splits, quarantine: list[Rejection], settings: dict[str, Any]) -> str:
+    """First 12 hex of the sha256 of a canonical JSON of rows, quarantine and settings."""
+    content = {
+        "examples": {
+            s: [[ex.id, ex.text, ex.label, ex.group] for ex in splits.get(s, [])] for s in SPLITS
+        },
+        "quarantine": [[r.file, r.line, r.kind] for r in quarantine],
+        "settings": settings,
+    }
+    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:ID_CHARS]
+
+
+def version_exists(store: Store, version: str) -> bool:
+    return (store.data_dir(version) / "manifest.json").exists()
+
+
+def write_version(
+    store: Store,
+    version: str,
+    splits: Splits,
+    quarantine: list[Rejection],
+    report: dict[str, Any],
+    manifest: dict[str, Any],
+) -> dict[str, Any]:
+    """Write the split files, quarantine, report and manifest; return the manifest.
+
+    `manifest` brings what the pipeline knows (labels, sources, settings); this adds the
+    version, the time, and the sha256 of each file. `test_sha256` is the seal that `final`
+    checks before it opens the test split.
+    """
+    final = store.data_dir(version)
+    if final.exists():
+        raise DataError(f"{final} exists but has no manifest.json; move it aside and rerun")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{version}.", suffix=".tmp"))
+    try:
+        files = {}
+        for split in SPLITS:
+            path = tmp / f"{split}.jsonl"
+            write_jsonl(path, (ex.to_row() for ex in splits.get(split, [])))
+            files[path.name] = _sha256(path)
+        write_jsonl(tmp / "quarantine.jsonl", (r.to_dict() for r in quarantine))
+        files["quarantine.jsonl"] = _sha256(tmp / "quarantine.jsonl")
+        atomic_write_json(tmp / "report.json", report)
+        files["report.json"] = _sha256(tmp / "report.json")
+        full = {
+            "version": version,
+            "created": now(),
+            **manifest,
+            "files": files,
+            "test_sha256": files["test.jsonl"],
+        }
+        atomic_write_json(tmp / "manifest.json", full)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return full
+
+
+def publish(store: Store, version: str, new: bool, counts: dict[str, Any]) -> None:
+    """Make `version` the current data and log it; older versions stay where they are."""
+    store.set_current_data(version)
+    store.log_event("data", version=version, new=new, **counts)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

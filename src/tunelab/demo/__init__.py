@@ -1,0 +1,17 @@
+"""The embedded default labs: `tunelab demo [TASK]` builds one and tells what it found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+DEMOS = ("classification",)
+
+
+def run_demo(task: str, lab: Path | None, console: Console, quiet: bool = False) -> dict:
+    if task not in DEMOS:
+        raise ValueError(f"no demo for task {task!r}; known: {list(DEMOS)}")
+    from tunelab.demo import classification
+
+    return classification.run(lab or Path("demo-lab") / task, console, quiet)

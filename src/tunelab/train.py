@@ -1,0 +1,150 @@
+"""The training loop: one plain function you can read top to bottom.
+
+Each optimizer step sees `global_batch` examples split into `accumulation` microbatches. The
+loss of a microbatch is the *sum* of per-example losses divided by the number of examples in
+the whole accumulated batch, so the accumulated gradient equals the gradient of one large batch
+(the normalisation is recorded in the run record).
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import time
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from tunelab.render import Encoded, collate
+from tunelab.spec import TrainingSpec
+
+LOSS_NORMALISATION = "sum of per-example losses / examples in the accumulated global batch"
+
+
+def total_steps(cfg: TrainingSpec, n_examples: int) -> int:
+    if cfg.budget.steps is not None:
+        return cfg.budget.steps
+    return max(1, math.ceil(cfg.budget.epochs * n_examples / cfg.global_batch))
+
+
+def lr_factor(schedule: str, warmup: int, steps: int):
+    """The multiplier of the base learning rate at each step (for LambdaLR)."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, steps - warmup)
+        if schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[list[int]]:
+    """Seeded epochs of shuffled indices, cut into global batches; epochs run on as needed."""
+    gen = torch.Generator().manual_seed(seed)
+    buffer: list[int] = []
+    for _ in range(steps):
+        while len(buffer) < global_batch:
+            buffer.extend(torch.randperm(n, generator=gen).tolist())
+        yield buffer[:global_batch]
+        buffer = buffer[global_batch:]
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def train(
+    model: torch.nn.Module,
+    examples: list[Encoded],
+    cfg: TrainingSpec,
+    device: torch.device,
+    pad_id: int,
+    console: Console | None = None,
+) -> dict:
+    """Train in place; return what happened (steps, tokens, speed, memory, loss history)."""
+    torch.manual_seed(cfg.seed)
+    steps = total_steps(cfg, len(examples))
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_factor(cfg.schedule, cfg.warmup_steps, steps)
+    )
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
+    history: list[dict] = []
+    tokens_seen = 0
+    start = time.perf_counter()
+    model.train()
+    progress = Progress(
+        TextColumn("[bold]train[/]"),
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}  loss {task.fields[loss]:.4f}"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TimeRemainingColumn(),
+        console=console or Console(stderr=True),
+        disable=console is None,
+        transient=True,
+    )
+    with progress:
+        bar = progress.add_task("train", total=steps, loss=float("nan"), tps=0.0)
+        for step, batch_idx in enumerate(
+            example_order(len(examples), steps, cfg.global_batch, cfg.seed)
+        ):
+            step_loss = 0.0
+            for i in range(0, len(batch_idx), cfg.microbatch):
+                micro = [examples[j] for j in batch_idx[i : i + cfg.microbatch]]
+                batch = collate(micro, pad_id, device)
+                with autocast:
+                    logits = model(
+                        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+                    ).logits
+                loss = F.cross_entropy(logits.float(), batch["labels"], reduction="sum")
+                loss = loss / len(batch_idx)
+                loss.backward()
+                step_loss += loss.item()
+                tokens_seen += int(batch["attention_mask"].sum())
+            grad_norm = None
+            if cfg.max_grad_norm is not None:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            lr = scheduler.get_last_lr()[0]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            elapsed = time.perf_counter() - start
+            history.append(
+                {
+                    "step": step + 1,
+                    "loss": step_loss,
+                    "lr": lr,
+                    "grad_norm": grad_norm,
+                    "tokens": tokens_seen,
+                    "seconds": round(elapsed, 3),
+                }
+            )
+            progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
+    seconds = time.perf_counter() - start
+    model.eval()
+    return {
+        "steps": steps,
+        "global_batch": cfg.global_batch,
+        "microbatch": cfg.microbatch,
+        "accumulation": cfg.accumulation,
+        "loss_normalisation": LOSS_NORMALISATION,
+        "examples_seen": steps * cfg.global_batch,
+        "tokens": tokens_seen,
+        "seconds": round(seconds, 2),
+        "tokens_per_s": round(tokens_seen / seconds, 1),
+        "peak_memory_mb": round(peak_memory_mb(device), 1),
+        "final_loss": history[-1]["loss"],
+        "history": history,
+    }

@@ -1,0 +1,84 @@
+"""Shared fixtures: a tiny BERT with a locally trained tokenizer, and a tiny lab on disk."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent / "assets"))
+
+from make_tiny import build_tiny_bert
+
+TOPICS = {
+    "business": "market shares profits bank interest rates economy forecasts grew",
+    "sport": "team match goal fans striker scored club cup final won",
+    "tech": "phone chip screen software update security browser network faster",
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert")
+
+
+def topic_rows(n_per_label: int = 20, seed: int = 0) -> list[dict]:
+    """Short synthetic documents whose words give away their topic."""
+    rng = random.Random(seed)
+    rows = []
+    for label, words in TOPICS.items():
+        vocab = words.split()
+        for i in range(n_per_label):
+            text = " ".join(rng.choice(vocab) for _ in range(8)) + f" story {label} {i}"
+            rows.append({"text": text, "label": label})
+    rng.shuffle(rows)
+    return rows
+
+
+def lab_spec(model: Path, **sections) -> dict:
+    spec = {
+        "hypothesis": {"behaviour": "topics", "metric": "macro_f1", "min_effect": 0.01},
+        "guardrails": [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}],
+        "task": {"type": "classification"},
+        "data": {
+            "sources": [{"type": "jsonl", "path": "docs.jsonl"}],
+            "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
+        },
+        "model": {"path": str(model), "max_length": 32},
+        "method": {
+            "type": "lora",
+            "r": 4,
+            "alpha": 8,
+            "target_modules": ["query", "value"],
+            "modules_to_save": ["classifier"],
+        },
+        "training": {
+            "lr": 5e-3,
+            "global_batch": 8,
+            "microbatch": 4,
+            "budget": {"steps": 4},
+            "seed": 0,
+        },
+        "evaluation": {"batch_size": 16},
+    }
+    spec.update(sections)
+    return spec
+
+
+@pytest.fixture
+def make_lab(tmp_path, tiny_bert):
+    """Write a lab folder (spec + JSONL data) and return its path."""
+
+    def _make(rows: list[dict] | None = None, **sections) -> Path:
+        lab = tmp_path / "lab"
+        lab.mkdir(exist_ok=True)
+        rows = topic_rows() if rows is None else rows
+        (lab / "docs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (lab / "tunelab.yaml").write_text(yaml.safe_dump(lab_spec(tiny_bert, **sections)))
+        return lab
+
+    return _make

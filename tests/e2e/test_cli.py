@@ -1,0 +1,96 @@
+"""Every command through the CLI on a tiny lab, checking --json output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tunelab.cli import main
+
+
+def tl(capsys, *args: str) -> tuple[int, dict | list]:
+    code = main([*args, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_the_whole_classification_lab(make_lab, capsys):
+    lab = str(make_lab())
+    code, report = tl(capsys, "data", "--lab", lab)
+    assert code == 0
+    assert report["rows_read"] == 60 and report["kept"] == 60
+    assert set(report["splits"]) == {"train", "validation", "test"}
+
+    code, base = tl(capsys, "baseline", "--lab", lab)
+    assert code == 0
+    assert [r["name"] for r in base["runs"]] == ["majority", "probe"]
+    majority = base["runs"][0]["metrics"]
+    assert majority["accuracy"] == pytest.approx(1 / 3)  # balanced 3-class validation split
+
+    code, lora = tl(capsys, "run", "--lab", lab, "--name", "lora")
+    assert code == 0 and lora["status"] == "completed"
+    assert lora["trainable"]["target_modules"] == {"query": 2, "value": 2}
+    assert lora["training"]["accumulation"] == 2
+    assert "adapter_model.safetensors" in lora["weights"]["files"]
+    assert lora["env"]["packages"]["torch"] and lora["data_version"] == report["version"]
+
+    code, full = tl(capsys, "run", "--lab", lab, "--name", "full", "method.type=full")
+    assert code == 0 and full["trainable"]["trainable_fraction"] == 1.0
+    assert "model.safetensors" in full["weights"]["files"]
+
+    code, result = tl(capsys, "compare", "--lab", lab)
+    assert code == 0
+    variants = [r for r in result["runs"] if r["kind"] == "variant"]
+    assert [r["id"] for r in variants] == [lora["id"], full["id"]]
+    assert all(r["verdict"] in {"improved", "no evidence", "guardrail broken"} for r in variants)
+    assert result["reference"] == "r002-probe" or result["reference"] == "r001-majority"
+
+    code, runs = tl(capsys, "runs", "--lab", lab)
+    assert code == 0
+    assert [r["status"] for r in runs] == ["completed"] * 4
+
+
+def test_run_refuses_without_a_hypothesis(make_lab, capsys):
+    lab = make_lab(hypothesis=None)
+    raw = yaml.safe_load((lab / "tunelab.yaml").read_text())
+    raw.pop("hypothesis")
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(raw))
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    code, err = tl(capsys, "run", "--lab", str(lab))
+    assert code == 2
+    assert "refuses to start" in err["error"] and "hypothesis" in err["error"]
+    assert not (lab / ".tunelab" / "runs").exists()  # nothing was started
+
+
+def test_bad_spec_names_the_line_and_field(make_lab, capsys):
+    lab = make_lab(training={"lr": "fast", "global_batch": 8, "microbatch": 4})
+    code, err = tl(capsys, "data", "--lab", str(lab))
+    assert code == 2
+    assert "field `training.lr`" in err["error"] and "line " in err["error"]
+
+
+def test_init_then_refuses_to_overwrite(tmp_path, capsys):
+    code, _ = tl(capsys, "init", "--lab", str(tmp_path))
+    assert code == 0 and (tmp_path / "tunelab.yaml").exists()
+    code, err = tl(capsys, "init", "--lab", str(tmp_path))
+    assert code == 2 and "--force" in err["error"]
+
+
+def test_commands_before_data_say_what_to_run(make_lab, capsys):
+    code, err = tl(capsys, "baseline", "--lab", str(make_lab()))
+    assert code == 1 and "tunelab data" in err["error"]
+
+
+def test_console_script_runs_in_a_fresh_process(make_lab):
+    lab = make_lab()
+    out = subprocess.run(
+        [sys.executable, "-m", "tunelab.cli", "runs", "--lab", str(lab), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout) == []
