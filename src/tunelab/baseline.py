@@ -19,10 +19,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from tunelab import ledger
-from tunelab.evaluate import score
+from tunelab.evaluate import evaluate_rows, protocol, score
 from tunelab.lab import Lab
-from tunelab.model import identity, load_encoder, load_tokenizer
-from tunelab.render import Encoded, collate, encode_classification
+from tunelab.model import identity, load_causal, load_encoder, load_tokenizer
+from tunelab.render import Encoded, collate, encode_classification, make_renderer
 from tunelab.store import write_jsonl
 
 
@@ -32,6 +32,8 @@ def run_baseline(lab: Lab, console: Console | None = None) -> dict:
     labels = store.data_manifest(version)["labels"]
     train, val = store.read_split(version, "train"), store.read_split(version, "validation")
     base = identity(spec.model, lab.path)
+    if spec.model_kind == "causal":
+        return {"data_version": version, "runs": [_zero_shot(lab, version, labels, val, base)]}
 
     majority_label = Counter(e["label"] for e in train).most_common(1)[0][0]
     majority = [{"id": e["id"], "gold": e["label"], "predicted": majority_label} for e in val]
@@ -67,6 +69,17 @@ def run_baseline(lab: Lab, console: Console | None = None) -> dict:
     return {"data_version": version, "runs": runs}
 
 
+def _zero_shot(lab: Lab, version: str, labels: list[str], val: list[dict], base: dict) -> dict:
+    renderer = make_renderer(lab.spec, load_tokenizer(lab.spec.model, lab.path), labels, lab.path)
+    model = load_causal(lab.spec.model, lab.path, lab.device)
+    e = lab.spec.evaluation
+    predictions, metrics = evaluate_rows(
+        model, renderer, val, e.batch_size, e.max_new_tokens, lab.device
+    )
+    info = {"model": "the base model, zero-shot, with the lab's template and decoding"}
+    return _save(lab, "zero-shot", version, labels, predictions, info, base, metrics)
+
+
 def _save(
     lab: Lab,
     name: str,
@@ -75,15 +88,20 @@ def _save(
     predictions: list[dict],
     info: dict,
     base: dict,
+    metrics: dict | None = None,
 ) -> dict:
     record, run_dir = ledger.open_run(
-        lab, name, "baseline", version, method=name, base_model=base, baseline=info
+        lab,
+        name,
+        "baseline",
+        version,
+        method=name,
+        base_model=base,
+        baseline=info,
+        protocol=protocol(lab.spec),
     )
     write_jsonl(run_dir / "predictions.jsonl", predictions)
-    record["metrics"] = score(lab.spec.task.type, predictions, labels)
-    record["protocol"] = lab.spec.evaluation.model_dump() | {
-        "max_length": lab.spec.model.max_length
-    }
+    record["metrics"] = metrics or score(lab.spec.task.type, predictions, labels)
     ledger.close_run(lab, record, "completed")
     return record
 

@@ -1,7 +1,8 @@
 """`tunelab compare`: every run beside the reference baseline, with guardrails and a verdict.
 
 The reference is the strongest baseline on the primary metric unless `--against` names one:
-a variant has to beat what the pretrained model already gives for free.
+a variant has to beat what the pretrained model already gives for free. Differences are
+paired: both runs are scored on the same validation examples, resampled together.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from tunelab.lab import Lab
 from tunelab.spec import Guardrail, Hypothesis
 from tunelab.stats import accuracy_rows, macro_f1_rows, mcnemar_exact, paired_bootstrap
 from tunelab.store import StoreError, read_jsonl
+from tunelab.tasks import get_task
 
-DEFAULT_PRIMARY = Hypothesis(
-    behaviour="(no hypothesis in the spec)", metric="macro_f1", min_effect=0.0
-)
+DEFAULT_METRIC = {
+    "classification": "macro_f1",
+    "extraction": "exact_match",
+    "format": "format_valid",
+}
 
 
 def compare(lab: Lab, against: str | None = None) -> dict:
@@ -30,7 +34,10 @@ def compare(lab: Lab, against: str | None = None) -> dict:
         raise StoreError(
             f"no completed baseline on data version {version}: run `tunelab baseline` first."
         )
-    hypothesis = lab.spec.hypothesis or DEFAULT_PRIMARY
+    task = get_task(lab.spec.task.type)
+    hypothesis = lab.spec.hypothesis or Hypothesis(
+        behaviour="(no hypothesis in the spec)", metric=DEFAULT_METRIC[task.name], min_effect=0
+    )
     primary = hypothesis.metric
     if against:
         matches = [r for r in runs if r["id"] == against]
@@ -45,39 +52,50 @@ def compare(lab: Lab, against: str | None = None) -> dict:
     ref_preds = _predictions(store, reference["id"])
     rows = []
     for run in runs:
-        row = _row(run)
+        row = _row(run, task)
         if run["kind"] == "variant" and run["id"] != reference["id"]:
             preds = _predictions(store, run["id"])
             row["vs_reference"] = _versus(reference, run, ref_preds, preds, labels, primary)
-            row["guardrails"] = [_guardrail(g, reference, run) for g in lab.spec.guardrails]
+            row["guardrails"] = [_guardrail(g, reference, run, task) for g in lab.spec.guardrails]
             row["verdict"], row["reasons"] = _verdict(row, hypothesis)
         rows.append(row)
     return {
         "data_version": version,
+        "task": task.name,
+        "metrics": sorted(task.overall_metrics),
         "primary_metric": primary,
         "min_effect": hypothesis.min_effect,
         "reference": reference["id"],
         "labels": labels,
+        "groups": task.group_key,
         "runs": rows,
     }
 
 
-def _row(run: dict) -> dict:
+def _row(run: dict, task) -> dict:
     m = run["metrics"]
-    return {
-        "id": run["id"],
-        "kind": run["kind"],
-        "method": run.get("method"),
-        "accuracy": m["accuracy"],
-        "macro_f1": m["macro_f1"],
-        "per_class": m["per_class"],
-        "confusion": m["confusion"],
-        "n": m["n"],
-    }
+    row = {"id": run["id"], "kind": run["kind"], "method": run.get("method"), "n": m["n"]}
+    row.update({k: m[k] for k in sorted(task.overall_metrics)})
+    if task.group_key:
+        row[task.group_key] = m[task.group_key]
+    if "confusion" in m:
+        row["confusion"] = m["confusion"]
+    return row
 
 
 def _predictions(store, run_id: str) -> dict[str, dict]:
     return {p["id"]: p for p in read_jsonl(store.run_dir(run_id) / "predictions.jsonl")}
+
+
+def example_values(pred: dict, metric: str) -> float:
+    """One example's contribution to a mean-type metric of a generative task."""
+    score = pred["score"]
+    fields = score.get("fields", {})
+    if metric == "field_presence":
+        return float(np.mean([f["present"] for f in fields.values()])) if fields else 1.0
+    if metric == "field_accuracy":
+        return float(np.mean([f["exact"] for f in fields.values()])) if fields else 1.0
+    return float(score[metric])
 
 
 def _versus(
@@ -89,29 +107,40 @@ def _versus(
             "they cannot be compared pairwise."
         )
     ids = sorted(ref_preds)
-    index = {label: i for i, label in enumerate(labels)}
-    gold = np.array([index[ref_preds[i]["gold"]] for i in ids])
-    a = np.array([index[ref_preds[i]["predicted"]] for i in ids])
-    b = np.array([index[preds[i]["predicted"]] for i in ids])
-    metric = (
-        accuracy_rows if primary == "accuracy" else partial(macro_f1_rows, n_labels=len(labels))
-    )
-    return {
-        "metric": primary,
-        "bootstrap": paired_bootstrap(metric, gold, a, b),
-        "mcnemar": mcnemar_exact(a == gold, b == gold),
-    }
+    if "gold" in ref_preds[ids[0]]:  # classification: resample labels, recompute the metric
+        index = {label: i for i, label in enumerate(labels)}
+        gold = np.array([index[ref_preds[i]["gold"]] for i in ids])
+        a = np.array([index[ref_preds[i]["predicted"]] for i in ids])
+        b = np.array([index[preds[i]["predicted"]] for i in ids])
+        metric = (
+            accuracy_rows if primary == "accuracy" else partial(macro_f1_rows, n_labels=len(labels))
+        )
+        return {
+            "metric": primary,
+            "bootstrap": paired_bootstrap(metric, gold, a, b),
+            "mcnemar": mcnemar_exact(a == gold, b == gold),
+        }
+    # generative: every metric is a mean of per-example values
+    a = np.array([example_values(ref_preds[i], primary) for i in ids])
+    b = np.array([example_values(preds[i], primary) for i in ids])
+    zeros = np.zeros(len(ids))
+    result = {"metric": primary, "bootstrap": paired_bootstrap(_mean_of_pred, zeros, a, b)}
+    if set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
+        result["mcnemar"] = mcnemar_exact(a == 1, b == 1)
+    return result
 
 
-def _guardrail(g: Guardrail, reference: dict, run: dict) -> dict:
+def _mean_of_pred(_: np.ndarray, values: np.ndarray) -> np.ndarray:
+    return values.mean(axis=-1)
+
+
+def _guardrail(g: Guardrail, reference: dict, run: dict, task) -> dict:
     ref, new = reference["metrics"], run["metrics"]
     if g.scope == "overall":
         checks = {"overall": (ref[g.metric], new[g.metric])}
     else:
-        checks = {
-            c: (ref["per_class"][c][g.metric], new["per_class"][c][g.metric])
-            for c in ref["per_class"]
-        }
+        groups = task.group_key
+        checks = {c: (ref[groups][c][g.metric], new[groups][c][g.metric]) for c in ref[groups]}
     failing = {
         name: round(before - after, 4)
         for name, (before, after) in checks.items()

@@ -1,15 +1,63 @@
-"""Predictions on a split under the shared protocol (same split, batch size, max length).
+"""Predictions on a split under the shared protocol (same split, batch size, lengths, decoding).
 
-Examples are scored in length order so each batch pads little; results come back in the
-split's own order, one record per example.
+Three ways to predict, one per model kind and task:
+- an encoder classifier: the argmax of its head;
+- a causal LM on a classification task: the label whose text has the highest log-likelihood
+  after the prompt (scoring, no free generation);
+- a causal LM on a generative task: batched greedy generation with the KV cache, prompts
+  padded on the left, then the task's own scoring of the output.
+Examples run in length order so each batch pads little; results come back in split order.
 """
 
 from __future__ import annotations
 
 import torch
 
-from tunelab.render import Encoded, collate
-from tunelab.tasks import get_task
+from tunelab.render import Encoded, Renderer, collate, collate_prompts, encode_classification
+from tunelab.tasks import get_task, score_outputs
+
+
+def evaluate_rows(
+    model: torch.nn.Module,
+    renderer: Renderer,
+    rows: list[dict],
+    batch_size: int,
+    max_new_tokens: int,
+    device: torch.device,
+) -> tuple[list[dict], dict]:
+    """Per-example predictions and the task's metrics: the one protocol every run shares."""
+    model.eval()
+    if renderer.kind == "encoder":
+        encoded = encode_classification(
+            renderer.tokenizer, rows, renderer.labels, renderer.max_length
+        )
+        predictions = predict_classifier(
+            model, encoded, renderer.labels, batch_size, device, renderer.pad_id
+        )
+    elif renderer.task.type == "classification":
+        predictions = predict_by_scoring(model, renderer, rows, batch_size, device)
+    else:
+        prompts = [renderer.render(r, with_target=False).prompt_ids for r in rows]
+        outputs = generate(model, renderer, prompts, batch_size, max_new_tokens, device)
+        predictions = [
+            {"id": r["id"], "target": r["target"], "output": out}
+            for r, out in zip(rows, outputs, strict=True)
+        ]
+        return predictions, score_outputs(renderer.task, renderer.schema, predictions)
+    return predictions, score(renderer.task.type, predictions, renderer.labels)
+
+
+def protocol(spec) -> dict:
+    """What every run of a lab is evaluated under: split, batch size, lengths, decoding."""
+    return spec.evaluation.model_dump() | {
+        "max_length": spec.model.max_length,
+        "template": spec.model.template,
+        "model_kind": spec.model_kind,
+    }
+
+
+def _length_order(lengths: list[int]) -> list[int]:
+    return sorted(range(len(lengths)), key=lambda i: lengths[i])
 
 
 @torch.no_grad()
@@ -21,9 +69,8 @@ def predict_classifier(
     device: torch.device,
     pad_id: int,
 ) -> list[dict]:
-    model.eval()
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
-    out: list[dict | None] = [None] * len(examples)
+    order = _length_order([len(e.input_ids) for e in examples])
+    out: list[dict] = [{} for _ in examples]
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         batch = collate([examples[i] for i in idx], pad_id, device)
@@ -37,11 +84,89 @@ def predict_classifier(
                 "predicted": labels[int(pred[row])],
                 "confidence": round(float(conf[row]), 4),
             }
-    return out  # type: ignore[return-value]
+    return out
+
+
+@torch.no_grad()
+def predict_by_scoring(
+    model: torch.nn.Module,
+    renderer: Renderer,
+    rows: list[dict],
+    batch_size: int,
+    device: torch.device,
+) -> list[dict]:
+    """Sum of the log-probabilities of each label's tokens (and the end token) after the prompt;
+    all (example, label) sequences go through the model in batches of `batch_size`."""
+    tok, end = renderer.tokenizer, renderer.template.end_id
+    candidates = [
+        tok(label, add_special_tokens=False)["input_ids"] + [end] for label in renderer.labels
+    ]
+    prompts = [renderer.render(r, with_target=False).prompt_ids for r in rows]
+    pairs = [(i, k) for i in range(len(rows)) for k in range(len(candidates))]
+    seqs = [prompts[i] + candidates[k] for i, k in pairs]
+    scores = torch.zeros(len(rows), len(candidates))
+    for start in range(0, len(pairs), batch_size):
+        chunk = list(range(start, min(start + batch_size, len(pairs))))
+        width = max(len(seqs[j]) for j in chunk)
+        ids = torch.full((len(chunk), width), renderer.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, j in enumerate(chunk):
+            ids[row, : len(seqs[j])] = torch.tensor(seqs[j])
+            mask[row, : len(seqs[j])] = 1
+        logp = torch.log_softmax(
+            model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float(), -1
+        )
+        for row, j in enumerate(chunk):
+            i, k = pairs[j]
+            first = len(prompts[i])
+            target = torch.tensor(candidates[k], device=logp.device)
+            steps = logp[row, first - 1 : first - 1 + len(target)]
+            scores[i, k] = steps.gather(1, target[:, None]).sum()
+    probs = torch.softmax(scores, dim=-1)
+    return [
+        {
+            "id": r["id"],
+            "gold": r["label"],
+            "predicted": renderer.labels[int(probs[i].argmax())],
+            "confidence": round(float(probs[i].max()), 4),
+        }
+        for i, r in enumerate(rows)
+    ]
+
+
+@torch.no_grad()
+def generate(
+    model: torch.nn.Module,
+    renderer: Renderer,
+    prompts: list[list[int]],
+    batch_size: int,
+    max_new_tokens: int,
+    device: torch.device,
+) -> list[str]:
+    """Greedy decoding with the KV cache; stops at the end-of-answer token or EOS."""
+    tok = renderer.tokenizer
+    stop = sorted({renderer.template.end_id, tok.eos_token_id} - {None})
+    order = _length_order([len(p) for p in prompts])
+    out = [""] * len(prompts)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = collate_prompts([prompts[i] for i in idx], renderer.pad_id, device)
+        generated = model.generate(
+            **batch,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=stop,
+            pad_token_id=renderer.pad_id,
+            use_cache=True,
+        )
+        new = generated[:, batch["input_ids"].shape[1] :]
+        for row, i in enumerate(idx):
+            out[i] = tok.decode(new[row], skip_special_tokens=True).strip()
+    return out
 
 
 def score(task_name: str, predictions: list[dict], labels: list[str]) -> dict:
-    """Metrics of per-example predictions, by the task's own definitions."""
+    """Classification metrics of per-example predictions, by the task's own definitions."""
     task = get_task(task_name)
     gold = [p["gold"] for p in predictions]
     predicted = [p["predicted"] for p in predictions]

@@ -9,6 +9,7 @@ import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from transformers import (
     AutoModel,
+    AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     PreTrainedModel,
@@ -16,6 +17,7 @@ from transformers import (
 )
 
 from tunelab.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.store import STORE_DIR
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -25,9 +27,19 @@ class ModelError(RuntimeError):
     """The base model or the method cannot be used as the spec says."""
 
 
-def resolve_path(spec: ModelSpec, lab: Path) -> Path:
+def _spec_path(spec: ModelSpec, lab: Path) -> Path:
     path = Path(spec.path).expanduser()
-    path = path if path.is_absolute() else lab / path
+    return path if path.is_absolute() else lab / path
+
+
+def resolve_path(spec: ModelSpec, lab: Path) -> Path:
+    """The folder to load from: the model folder, or the cached plain copy of a GGUF file
+    (dequantized once into the lab's store, keyed by the file's sha256)."""
+    path = _spec_path(spec, lab)
+    if path.suffix == ".gguf":
+        from tunelab.gguf import materialize
+
+        return materialize(path, lab / STORE_DIR / "cache" / "gguf")[0]
     if not (path / "config.json").exists():
         raise ModelError(
             f"model.path {spec.path!r}: no config.json in {path}. tunelab loads local models "
@@ -37,7 +49,20 @@ def resolve_path(spec: ModelSpec, lab: Path) -> Path:
 
 
 def identity(spec: ModelSpec, lab: Path) -> dict:
-    """Name, revision and a sha256 over the weight files: the base an adapter is bound to."""
+    """Name, revision and a sha256 over the weight files: the base an adapter is bound to.
+    For a GGUF base the identity is the GGUF file's own hash."""
+    source = _spec_path(spec, lab)
+    if source.suffix == ".gguf":
+        from tunelab.gguf import sha256_file
+
+        return {
+            "path": str(source),
+            "name": source.name,
+            "revision": spec.revision,
+            "weights_sha256": sha256_file(source),
+            "weight_files": [source.name],
+            "format": "gguf",
+        }
     path = resolve_path(spec, lab)
     digest = hashlib.sha256()
     files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
@@ -84,6 +109,14 @@ def load_classifier(
     return model.to(device)
 
 
+def load_causal(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
+    """A causal LM for generation, or for classification by scoring label texts."""
+    model = AutoModelForCausalLM.from_pretrained(
+        resolve_path(spec, lab), dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
+    )
+    return model.to(device)
+
+
 def _matches(name: str, pattern: str) -> bool:
     """PEFT's rule for a list of target names: the full name or its last components."""
     return name == pattern or name.endswith("." + pattern)
@@ -101,7 +134,7 @@ def check_targets(model: torch.nn.Module, method: LoraMethod) -> dict[str, list[
             f"Linear layers it has: {linear}"
         )
     top = sorted({n.split(".")[0] for n in names})
-    unsaved = [p for p in method.modules_to_save if not any(_matches(n, p) for n in names)]
+    unsaved = [p for p in method.modules_to_save or [] if not any(_matches(n, p) for n in names)]
     if unsaved:
         raise ModelError(
             f"method.modules_to_save {unsaved} match no module of this model. "
@@ -127,12 +160,12 @@ def apply_method(
             lora_alpha=method.alpha,
             lora_dropout=method.dropout,
             target_modules=method.target_modules,
-            modules_to_save=method.modules_to_save or None,
+            modules_to_save=method.modules_to_save,
         )
         model = get_peft_model(model, config)
         report["target_modules"] = {p: len(hits) for p, hits in matched.items()}
         report["adapted_modules"] = sorted(model.targeted_module_names)
-        report["modules_to_save"] = method.modules_to_save
+        report["modules_to_save"] = sorted(model.modules_to_save or [])
     else:
         model.requires_grad_(True)
     trainable = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
@@ -148,6 +181,18 @@ def save_trained(model: torch.nn.Module, out: Path) -> list[str]:
     """Adapter (with saved modules) or full weights, always as safetensors."""
     model.save_pretrained(out, safe_serialization=True)
     return sorted(p.name for p in out.iterdir())
+
+
+def load_trained(
+    spec: ModelSpec, lab: Path, weights: Path, device: torch.device, labels: list[str] | None
+) -> torch.nn.Module:
+    """A run's trained model: the classifier (labels given) or the causal LM."""
+    if labels is not None:
+        return load_trained_classifier(spec, lab, labels, weights, device)
+    if (weights / "adapter_config.json").exists():
+        return PeftModel.from_pretrained(load_causal(spec, lab, device), weights).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(weights, dtype=DTYPES[spec.dtype])
+    return model.to(device).eval()
 
 
 def load_trained_classifier(

@@ -56,3 +56,233 @@ def collate(batch: list[Encoded], pad_id: int, device: torch.device) -> dict[str
         "attention_mask": attention.to(device),
         "labels": torch.tensor([e.label for e in batch], device=device),
     }
+
+
+# --- generative: prompt + target -> tokens with a loss mask ------------------------------------
+
+PLACEHOLDER = "\x00INPUT\x00"
+PLAIN_INPUT, PLAIN_ANSWER = "\n\n### Input:\n", "\n\n### Answer:\n"
+
+
+class RenderError(ValueError):
+    """The template cannot render with this tokenizer (e.g. chat asked, none shipped)."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """The prompt around the input text, as token ids, and the token that ends an answer."""
+
+    prefix: list[int]
+    suffix: list[int]
+    end_id: int
+    kind: str
+    text: tuple[str, str]
+    """The prefix and suffix as text, for the inspect view."""
+
+
+def make_template(tokenizer: PreTrainedTokenizerBase, kind: str, instruction: str) -> Template:
+    """Split the rendered prompt at the input text, so the text alone can be cut to fit."""
+    if kind == "chat":
+        if not tokenizer.chat_template:
+            raise RenderError(
+                "model.template is `chat` but this tokenizer has no chat template; "
+                "use `template: plain` or a model that ships one"
+            )
+        messages = [{"role": "user", "content": f"{instruction}\n\n{PLACEHOLDER}"}]
+        rendered = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        prefix, suffix = rendered.split(PLACEHOLDER)
+        bos: list[int] = []
+    else:
+        prefix, suffix = instruction + PLAIN_INPUT, PLAIN_ANSWER
+        bos = [tokenizer.bos_token_id] if getattr(tokenizer, "add_bos_token", False) else []
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    return Template(
+        bos + ids(prefix), ids(suffix), end_of_answer(tokenizer, kind), kind, (prefix, suffix)
+    )
+
+
+def end_of_answer(tokenizer: PreTrainedTokenizerBase, kind: str) -> int:
+    """The token the model must learn to emit after an answer: the chat template's
+    end-of-turn token when there is one, else EOS."""
+    if kind == "chat":
+        turn = [{"role": "user", "content": "q"}, {"role": "assistant", "content": PLACEHOLDER}]
+        after = tokenizer.apply_chat_template(turn, tokenize=False).split(PLACEHOLDER, 1)[1]
+        first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
+        if first and first[0] in tokenizer.all_special_ids:
+            return first[0]
+    if tokenizer.eos_token_id is None:
+        raise RenderError("the tokenizer has no EOS token: the model could never learn to stop")
+    return tokenizer.eos_token_id
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One generative example as the trainer sees it."""
+
+    id: str
+    input_ids: list[int]
+    loss_mask: list[int]
+    """1 on the target tokens and the end-of-answer token, 0 on the prompt."""
+    prompt_len: int
+    text_cut: int
+    """Tokens of the input text cut to fit max_length (0: nothing cut)."""
+    target: object
+    target_text: str
+    category: str
+
+    @property
+    def loss_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.input_ids[: self.prompt_len]
+
+
+def render_example(
+    tokenizer: PreTrainedTokenizerBase,
+    template: Template,
+    example: dict,
+    target_text: str,
+    max_length: int,
+    truncation: str = "right",
+    with_target: bool = True,
+) -> Rendered:
+    """Prompt (template + input text, the text cut to fit) then the target and end token.
+
+    The target is never cut: when it cannot fit whole, a ValueError says so and the caller
+    rejects the example with that reason.
+    """
+    text = tokenizer(example["text"], add_special_tokens=False)["input_ids"]
+    target = tokenizer(target_text, add_special_tokens=False)["input_ids"] + [template.end_id]
+    if not with_target:
+        target = []
+    room = max_length - len(template.prefix) - len(template.suffix) - len(target)
+    if room < 1:
+        raise ValueError(
+            f"target of {len(target)} tokens and template of "
+            f"{len(template.prefix) + len(template.suffix)} leave no room for the input in "
+            f"model.max_length={max_length}"
+        )
+    cut = max(0, len(text) - room)
+    if cut:
+        text = text[:room] if truncation == "right" else text[cut:]
+    prompt = template.prefix + text + template.suffix
+    return Rendered(
+        id=example["id"],
+        input_ids=prompt + target,
+        loss_mask=[0] * len(prompt) + [1] * len(target),
+        prompt_len=len(prompt),
+        text_cut=cut,
+        target=example.get("target"),
+        target_text=target_text,
+        category=example.get("label") or "",
+    )
+
+
+def collate_causal(
+    batch: list[Rendered], pad_id: int, device: torch.device
+) -> dict[str, torch.Tensor]:
+    """Right-padded training batch; labels are -100 off the loss mask and on padding, so the
+    padding never hides the end token even when the pad token equals EOS."""
+    width = max(len(e.input_ids) for e in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    for row, e in enumerate(batch):
+        n = len(e.input_ids)
+        ids = torch.tensor(e.input_ids)
+        input_ids[row, :n] = ids
+        attention[row, :n] = 1
+        mask = torch.tensor(e.loss_mask, dtype=torch.bool)
+        labels[row, :n] = torch.where(mask, ids, torch.tensor(-100))
+    return {
+        "input_ids": input_ids.to(device),
+        "attention_mask": attention.to(device),
+        "labels": labels.to(device),
+    }
+
+
+def collate_prompts(
+    prompts: list[list[int]], pad_id: int, device: torch.device
+) -> dict[str, torch.Tensor]:
+    """Left-padded prompts for batched generation: every prompt ends where generation starts."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        input_ids[row, width - len(p) :] = torch.tensor(p)
+        attention[row, width - len(p) :] = 1
+    return {"input_ids": input_ids.to(device), "attention_mask": attention.to(device)}
+
+
+# --- one lab's renderer: the same code for training, evaluation and inspection ----------------
+
+
+@dataclass
+class Renderer:
+    """Renders this lab's rows for its model kind and task."""
+
+    tokenizer: PreTrainedTokenizerBase
+    kind: str
+    """encoder or causal (see `Spec.model_kind`)."""
+    task: object
+    schema: dict | None
+    labels: list[str]
+    max_length: int
+    truncation: str = "right"
+    template: Template | None = None
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.tokenizer.eos_token_id
+
+    def training(self, rows: list[dict]) -> tuple[list, list[dict]]:
+        """Training inputs, and the rows that cannot be trained on with the reason."""
+        if self.kind == "encoder":
+            return encode_classification(self.tokenizer, rows, self.labels, self.max_length), []
+        out, rejected = [], []
+        for row in rows:
+            try:
+                out.append(self.render(row))
+            except ValueError as err:
+                rejected.append({"id": row["id"], "reason": str(err)})
+        return out, rejected
+
+    def render(self, row: dict, with_target: bool = True) -> Rendered:
+        from tunelab.tasks import target_text
+
+        return render_example(
+            self.tokenizer,
+            self.template,
+            row,
+            target_text(self.task, self.schema, row),
+            self.max_length,
+            self.truncation,
+            with_target,
+        )
+
+
+def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], lab) -> Renderer:
+    from tunelab.tasks import load_schema
+
+    kind = spec.model_kind
+    template = None
+    if kind == "causal":
+        template = make_template(tokenizer, spec.model.template, spec.task.instruction)
+    return Renderer(
+        tokenizer,
+        kind,
+        spec.task,
+        load_schema(spec.task, lab),
+        labels,
+        spec.model.max_length,
+        spec.model.truncation,
+        template,
+    )

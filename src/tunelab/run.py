@@ -11,12 +11,26 @@ from peft import TaskType
 from rich.console import Console
 
 from tunelab import ledger
-from tunelab.evaluate import predict_classifier, score
+from tunelab.evaluate import evaluate_rows, protocol
 from tunelab.lab import Lab
-from tunelab.model import apply_method, identity, load_classifier, load_tokenizer, save_trained
-from tunelab.render import encode_classification
+from tunelab.model import (
+    apply_method,
+    identity,
+    load_causal,
+    load_classifier,
+    load_tokenizer,
+    save_trained,
+)
+from tunelab.render import make_renderer
 from tunelab.store import write_jsonl
 from tunelab.train import total_steps, train
+
+
+def load_base(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, TaskType]:
+    """The pretrained model this lab fine-tunes: a new-headed classifier or a causal LM."""
+    if lab.spec.model_kind == "encoder":
+        return load_classifier(lab.spec.model, lab.path, labels, lab.device), TaskType.SEQ_CLS
+    return load_causal(lab.spec.model, lab.path, lab.device), TaskType.CAUSAL_LM
 
 
 def run_variant(lab: Lab, name: str | None = None, console: Console | None = None) -> dict:
@@ -25,17 +39,13 @@ def run_variant(lab: Lab, name: str | None = None, console: Console | None = Non
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
     tokenizer = load_tokenizer(spec.model, lab.path)
-    max_len = spec.model.max_length
-    train_set = encode_classification(
-        tokenizer, store.read_split(version, "train"), labels, max_len
-    )
-    val_set = encode_classification(
-        tokenizer, store.read_split(version, "validation"), labels, max_len
-    )
+    renderer = make_renderer(spec, tokenizer, labels, lab.path)
+    train_set, rejected = renderer.training(store.read_split(version, "train"))
+    val_rows = store.read_split(version, "validation")
 
     torch.manual_seed(spec.training.seed)  # the new head's init comes from the seed
-    model = load_classifier(spec.model, lab.path, labels, lab.device)
-    model, trainable = apply_method(model, spec.method, TaskType.SEQ_CLS)
+    model, task_type = load_base(lab, labels)
+    model, trainable = apply_method(model, spec.method, task_type)
     record, run_dir = ledger.open_run(
         lab,
         name or spec.method.type,
@@ -44,25 +54,20 @@ def run_variant(lab: Lab, name: str | None = None, console: Console | None = Non
         method=spec.method.type,
         base_model=identity(spec.model, lab.path),
         trainable=trainable,
-        protocol=spec.evaluation.model_dump() | {"max_length": max_len},
-        truncated_train=sum(e.truncated for e in train_set),
+        protocol=protocol(lab.spec),
+        rejected_train=rejected,
     )
     if console:
         console.print(_start_line(record, spec, len(train_set)))
     try:
         record["training"] = train(
-            model, train_set, spec.training, lab.device, tokenizer.pad_token_id, console
+            model, train_set, spec.training, lab.device, renderer.pad_id, console
         )
-        predictions = predict_classifier(
-            model,
-            val_set,
-            labels,
-            spec.evaluation.batch_size,
-            lab.device,
-            tokenizer.pad_token_id,
+        e = spec.evaluation
+        predictions, record["metrics"] = evaluate_rows(
+            model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
         )
         write_jsonl(run_dir / "predictions.jsonl", predictions)
-        record["metrics"] = score(spec.task.type, predictions, labels)
         record["weights"] = {"dir": "weights", "files": save_trained(model, run_dir / "weights")}
     except KeyboardInterrupt as err:
         ledger.close_run(lab, record, "interrupted", err)

@@ -87,12 +87,14 @@ def run(record: dict, console: Console) -> None:
     console.print(f"  validation: accuracy {pct(m['accuracy'])}%, macro-F1 {pct(m['macro_f1'])}%")
 
 
+GROUP_VIEW = {"per_class": ("per-class F1", "f1"), "per_field": ("per-field exact", "exact")}
+
+
 def compare(result: dict, console: Console) -> None:
-    primary = result["primary_metric"]
+    primary, metrics = result["primary_metric"], result["metrics"]
     table = Table(
         "run",
-        "accuracy",
-        "macro-F1",
+        *[m.replace("_", " ") for m in metrics],
         f"Δ {primary} (95% CI)",
         "McNemar p",
         "guards",
@@ -100,31 +102,36 @@ def compare(result: dict, console: Console) -> None:
         title=f"against {result['reference']} (minimum effect {result['min_effect']})",
     )
     for r in result["runs"]:
+        values = [pct(r[m]) for m in metrics]
         vs = r.get("vs_reference")
         if vs is None:
-            table.add_row(r["id"], pct(r["accuracy"]), pct(r["macro_f1"]), "reference", "", "", "")
+            role = "reference" if r["id"] == result["reference"] else r["kind"]
+            table.add_row(r["id"], *values, role, "", "", "")
             continue
         b = vs["bootstrap"]
+        mcnemar = vs.get("mcnemar")
         passed = sum(g["passed"] for g in r["guardrails"])
         style = VERDICT_STYLE[r["verdict"]]
         table.add_row(
             r["id"],
-            pct(r["accuracy"]),
-            pct(r["macro_f1"]),
+            *values,
             f"{100 * b['delta']:+.1f} ({100 * b['low']:+.1f}, {100 * b['high']:+.1f})",
-            f"{vs['mcnemar']['p_value']:.3f}",
+            f"{mcnemar['p_value']:.3f}" if mcnemar else "-",
             f"{passed}/{len(r['guardrails'])}",
             f"[{style}]{r['verdict']}[/]",
         )
     console.print(table)
-    _per_class(result, console)
+    if result["groups"]:
+        _per_group(result, console)
     for r in result["runs"]:
         for reason in r.get("reasons", []) if r.get("verdict") != "improved" else []:
             console.print(f"  {r['id']}: {reason}")
 
 
-def _per_class(result: dict, console: Console) -> None:
-    table = Table("per-class F1", *[r["id"] for r in result["runs"]], box=None, padding=(0, 2))
-    for label in result["labels"]:
-        table.add_row(label, *[pct(r["per_class"][label]["f1"]) for r in result["runs"]])
+def _per_group(result: dict, console: Console) -> None:
+    key = result["groups"]
+    title, metric = GROUP_VIEW[key]
+    table = Table(title, *[r["id"] for r in result["runs"]], box=None, padding=(0, 2))
+    for name in result["runs"][0][key]:
+        table.add_row(name, *[pct(r[key][name][metric]) for r in result["runs"]])
     console.print(table)

@@ -9,10 +9,68 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
+
+from tunelab.sections import (
+    Budget,
+    ClassificationTask,
+    CleaningRule,
+    Compass,
+    DataSpec,
+    DedupSpec,
+    EvaluationSpec,
+    ExtractionTask,
+    Fields,
+    FormatTask,
+    FullMethod,
+    Guardrail,
+    Hypothesis,
+    LoraMethod,
+    MethodSpec,
+    ModelSpec,
+    RentalSpec,
+    Source,
+    SplitSpec,
+    TaskSpec,
+    TrainingSpec,
+    _Section,
+)
+
+# The sections are re-exported: `from tunelab.spec import ModelSpec` is the public path.
+__all__ = [
+    "SPEC_FILE",
+    "Budget",
+    "ClassificationTask",
+    "CleaningRule",
+    "Compass",
+    "DataSpec",
+    "DedupSpec",
+    "EvaluationSpec",
+    "ExtractionTask",
+    "Fields",
+    "FormatTask",
+    "FullMethod",
+    "Guardrail",
+    "Hypothesis",
+    "LoraMethod",
+    "MethodSpec",
+    "ModelSpec",
+    "RentalSpec",
+    "Source",
+    "Spec",
+    "SpecError",
+    "SplitSpec",
+    "TaskSpec",
+    "TrainingSpec",
+    "apply_overrides",
+    "dump_spec",
+    "load_spec",
+    "parse_overrides",
+    "validate_spec",
+]
 
 SPEC_FILE = "tunelab.yaml"
 
@@ -21,192 +79,10 @@ class SpecError(ValueError):
     """A spec that cannot be used; the message names the file, line and field."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class Compass(_Section):
-    kind: Literal["benchmark", "research", "production"] = "production"
-    """Why this model is trained: a benchmark entry, a research question, or production use."""
-    why: str = ""
-    """One sentence on what the model is for."""
-
-
-class Hypothesis(_Section):
-    behaviour: str = Field(min_length=1)
-    """The behaviour to improve, in words."""
-    metric: str
-    """The primary metric (for classification: accuracy or macro_f1)."""
-    min_effect: float = Field(ge=0)
-    """The smallest gain in the primary metric that would count (absolute, e.g. 0.02)."""
-
-
-class Guardrail(_Section):
-    metric: str
-    """What must not degrade: an overall metric, or a per-class metric (f1, precision, recall)."""
-    scope: Literal["overall", "every_class"] = "overall"
-    """`overall`: the metric itself; `every_class`: the per-class metric of each class."""
-    max_drop: float = Field(ge=0)
-    """The largest drop allowed against the baseline (absolute)."""
-
-
-class ClassificationTask(_Section):
-    type: Literal["classification"] = "classification"
-    labels: list[str] | None = None
-    """The label set in a fixed order; inferred (sorted) from the data when left out."""
-
-
-TaskSpec = Annotated[ClassificationTask, Field(discriminator="type")]
-
-
-class Source(_Section):
-    type: str
-    """Loader name: jsonl, csv or folder (one sub-folder per label)."""
-    path: str
-    """File or folder, relative to the lab folder unless absolute."""
-    split: Literal["train", "validation", "test"] | None = None
-    """Set when this source already is one split: the user's split is kept as it is."""
-
-
-class Fields(_Section):
-    text: str = "text"
-    """Column holding the input text."""
-    label: str = "label"
-    """Column holding the label."""
-    id: str | None = None
-    """Column holding a stable example id (default: source file and line)."""
-    group: str | None = None
-    """Column whose rows must all land in one split (e.g. the same author or document)."""
-    split: str | None = None
-    """Column naming each row's split, when the data comes already split."""
-
-
-class CleaningRule(_Section):
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
-    rule: str
-    """Rule name (unicode_nfkc, whitespace, strip_regex, lowercase); extra keys are its options."""
-
-
-class SplitSpec(_Section):
-    train: float = Field(0.7, gt=0, lt=1)
-    validation: float = Field(0.15, gt=0, lt=1)
-    test: float = Field(0.15, gt=0, lt=1)
-    seed: int = 0
-    """Seed of the deterministic split."""
-    stratify: bool = True
-    """Keep the label proportions in every split."""
-
-    @model_validator(mode="after")
-    def _sum_to_one(self) -> SplitSpec:
-        total = self.train + self.validation + self.test
-        if abs(total - 1.0) > 1e-6:
-            raise ValueError(f"train + validation + test must sum to 1, got {total:g}")
-        return self
-
-
-class DedupSpec(_Section):
-    exact: bool = True
-    """Find exact duplicates after normalisation (case, unicode, whitespace)."""
-    policy: Literal["drop_from_train", "report"] = "drop_from_train"
-    """What to do with a duplicate: drop the train copy, or only report it."""
-
-
-class DataSpec(_Section):
-    sources: list[Source] = Field(min_length=1)
-    fields: Fields = Fields()
-    cleaning: list[CleaningRule] = []
-    split: SplitSpec = SplitSpec()
-    dedup: DedupSpec = DedupSpec()
-
-
-class ModelSpec(_Section):
-    path: str
-    """Local folder of the pretrained model (nothing is downloaded)."""
-    revision: str | None = None
-    """Optional label of the base model's revision, recorded with its weight hash."""
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    max_length: int = Field(256, gt=0)
-    """Longest input in tokens; longer inputs are truncated."""
-    trust_remote_code: bool = False
-
-
-class LoraMethod(_Section):
-    type: Literal["lora"] = "lora"
-    r: int = Field(8, gt=0)
-    alpha: float = Field(16, gt=0)
-    dropout: float = Field(0.05, ge=0, lt=1)
-    target_modules: list[str] = Field(default_factory=lambda: ["query", "value"], min_length=1)
-    """Module-name suffixes that receive an adapter; each must match at least one module."""
-    modules_to_save: list[str] = Field(default_factory=lambda: ["classifier"])
-    """Modules trained in full and saved with the adapter (a new classification head)."""
-
-
-class FullMethod(_Section):
-    type: Literal["full"] = "full"
-
-
-MethodSpec = Annotated[LoraMethod | FullMethod, Field(discriminator="type")]
-
-
-class Budget(_Section):
-    steps: int | None = Field(None, gt=0)
-    """Optimizer steps to train."""
-    epochs: float | None = Field(None, gt=0)
-    """Passes over the train split (converted to steps and recorded)."""
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Budget:
-        if (self.steps is None) == (self.epochs is None):
-            raise ValueError("give exactly one of steps or epochs")
-        return self
-
-
-class TrainingSpec(_Section):
-    optimizer: Literal["adamw"] = "adamw"
-    lr: float = Field(5e-4, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    schedule: Literal["constant", "linear", "cosine"] = "linear"
-    warmup_steps: int = Field(0, ge=0)
-    global_batch: int = Field(16, gt=0)
-    """Examples per optimizer step."""
-    microbatch: int = Field(8, gt=0)
-    """Examples per forward/backward; accumulation = global_batch / microbatch."""
-    budget: Budget = Budget(epochs=1)
-    seed: int = 0
-    max_grad_norm: float | None = Field(1.0, gt=0)
-    precision: Literal["fp32", "bf16"] = "fp32"
-    """bf16 uses autocast; weights stay in model.dtype."""
-
-    @model_validator(mode="after")
-    def _divisible(self) -> TrainingSpec:
-        if self.global_batch % self.microbatch:
-            raise ValueError(
-                f"global_batch ({self.global_batch}) must be a multiple of microbatch "
-                f"({self.microbatch})"
-            )
-        return self
-
-    @property
-    def accumulation(self) -> int:
-        return self.global_batch // self.microbatch
-
-
-class EvaluationSpec(_Section):
-    split: Literal["validation"] = "validation"
-    """Variants are compared on validation; the test split is opened only by `final`."""
-    batch_size: int = Field(32, gt=0)
-
-
-class RentalSpec(_Section):
-    days: Literal[3, 7, 30] = 7
-    device: str = "cpu"
-    price_per_hour: float | None = Field(None, ge=0)
-
-
 class Spec(_Section):
     compass: Compass = Compass()
     hypothesis: Hypothesis | None = None
-    guardrails: list[Guardrail] = []
+    guardrails: list[Guardrail] = Field(default_factory=list)
     task: TaskSpec = ClassificationTask()
     data: DataSpec
     model: ModelSpec
@@ -234,6 +110,11 @@ class Spec(_Section):
                 f"choose one of {sorted(task.overall_metrics)}"
             )
         for i, g in enumerate(self.guardrails):
+            if g.scope not in ("overall", task.group_scope):
+                raise ValueError(
+                    f"guardrails[{i}].scope {g.scope!r} does not apply to {self.task.type}; "
+                    f"use overall" + (f" or {task.group_scope}" if task.group_scope else "")
+                )
             known = task.overall_metrics if g.scope == "overall" else task.class_metrics
             if g.metric not in known:
                 raise ValueError(
@@ -241,6 +122,13 @@ class Spec(_Section):
                     f"{self.task.type}; choose one of {sorted(known)}"
                 )
         return self
+
+    @property
+    def model_kind(self) -> str:
+        """encoder (a new classification head) or causal (generation, label scoring)."""
+        if self.model.kind != "auto":
+            return self.model.kind
+        return "causal" if self.task.generative else "encoder"
 
     def require_plan(self) -> None:
         """Training refuses to start without a hypothesis and at least one guardrail."""
@@ -345,7 +233,7 @@ def validate_spec(raw: dict[str, Any], path: Path | str = SPEC_FILE, text: str =
 
 
 def _is_union_tag(part: Any) -> bool:
-    return part in {"lora", "full", "classification"}
+    return part in {"lora", "full", "classification", "extraction", "format"}
 
 
 def _line_of(node: Any, loc: list[str]) -> int | None:

@@ -1,9 +1,10 @@
 """The training loop: one plain function you can read top to bottom.
 
 Each optimizer step sees `global_batch` examples split into `accumulation` microbatches. The
-loss of a microbatch is the *sum* of per-example losses divided by the number of examples in
-the whole accumulated batch, so the accumulated gradient equals the gradient of one large batch
-(the normalisation is recorded in the run record).
+loss of a microbatch is the *sum* of its losses (per example for a classifier, per target token
+for a causal LM) divided by the same count over the whole accumulated batch, so the accumulated
+gradient equals the gradient of one large batch even when microbatches hold different numbers
+of target tokens (the normalisation is recorded in the run record).
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from tunelab.render import Encoded, collate
+from tunelab.render import Encoded, Rendered, collate, collate_causal
 from tunelab.spec import TrainingSpec
 
-LOSS_NORMALISATION = "sum of per-example losses / examples in the accumulated global batch"
+LOSS_NORMALISATION = (
+    "sum of losses (per example, or per target token for a causal LM) / the same count over "
+    "the whole accumulated global batch"
+)
+Example = Encoded | Rendered
 
 
 def total_steps(cfg: TrainingSpec, n_examples: int) -> int:
@@ -57,6 +62,28 @@ def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[
         buffer = buffer[global_batch:]
 
 
+def loss_weight(example: Example) -> int:
+    """How many terms an example adds to the loss: 1, or its target tokens."""
+    return example.loss_tokens if isinstance(example, Rendered) else 1
+
+
+def make_batch(micro: list[Example], pad_id: int, device: torch.device) -> dict:
+    if isinstance(micro[0], Rendered):
+        return collate_causal(micro, pad_id, device)
+    return collate(micro, pad_id, device)
+
+
+def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Sum (not mean) of the losses in a microbatch; the caller divides by the global count."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    labels = batch["labels"]
+    if labels.dim() == 1:  # one class per example
+        return F.cross_entropy(logits.float(), labels, reduction="sum")
+    # causal LM: the logits at position t predict the token at t + 1
+    shifted = logits[:, :-1].float().reshape(-1, logits.size(-1))
+    return F.cross_entropy(shifted, labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
+
+
 def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
@@ -65,7 +92,7 @@ def peak_memory_mb(device: torch.device) -> float:
 
 def train(
     model: torch.nn.Module,
-    examples: list[Encoded],
+    examples: list[Example],
     cfg: TrainingSpec,
     device: torch.device,
     pad_id: int,
@@ -100,15 +127,12 @@ def train(
             example_order(len(examples), steps, cfg.global_batch, cfg.seed)
         ):
             step_loss = 0.0
+            denominator = sum(loss_weight(examples[j]) for j in batch_idx)
             for i in range(0, len(batch_idx), cfg.microbatch):
                 micro = [examples[j] for j in batch_idx[i : i + cfg.microbatch]]
-                batch = collate(micro, pad_id, device)
+                batch = make_batch(micro, pad_id, device)
                 with autocast:
-                    logits = model(
-                        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-                    ).logits
-                loss = F.cross_entropy(logits.float(), batch["labels"], reduction="sum")
-                loss = loss / len(batch_idx)
+                    loss = summed_loss(model, batch) / denominator
                 loss.backward()
                 step_loss += loss.item()
                 tokens_seen += int(batch["attention_mask"].sum())

@@ -4,10 +4,14 @@ A duplicate shared by train and an evaluation split inflates every score measure
 so the leakage report lists the pairs and the policy (by default the train copy goes).
 
 Detection and policy are separate steps. A detector turns the split rows into clusters of
-rows it considers the same text; the exact detector clusters by a hash of the normalised
-text. A near-duplicate detector (MinHash LSH with datasketch) can be added to `DETECTORS`
-returning clusters of the same shape; pairing, counting and the policy then apply to it
-unchanged.
+rows it considers the same text; pairing, counting and the policy then apply to every
+detector's clusters unchanged. The exact detector clusters rows by a hash of the
+normalised text. The near detector (MinHash LSH over word shingles, see `near`) returns
+one two-row cluster per near-duplicate pair, with the pair's estimated Jaccard
+similarity. It pairs only rows whose normalised texts differ, so an exact duplicate is
+never reported a second time as a near one (and with `exact: false`, identical copies
+are reported by neither). Under `drop_from_train`, a train row goes when it is a near
+copy of a validation or test row, or of an earlier train row (in id order).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunelab.data import near
 from tunelab.data.loaders import Example
 from tunelab.data.split import Splits
 from tunelab.spec import DedupSpec
@@ -35,9 +40,12 @@ class Cluster:
 
     method: str
     members: list[Member]
+    similarity: float = 1.0
+    """Estimated Jaccard similarity of the members' shingle sets (1.0 for exact copies)."""
 
 
-Detector = Callable[[Splits], list[Cluster]]
+Detector = Callable[[Splits, DedupSpec], list[Cluster]]
+"""Split rows and the dedup settings -> clusters (the settings may be left out)."""
 _SPACES = re.compile(r"\s+")
 SNIPPET_CHARS = 80
 
@@ -47,21 +55,48 @@ def normalise(text: str) -> str:
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
-def exact_clusters(splits: Splits) -> list[Cluster]:
+def _rows(splits: Splits) -> list[Member]:
+    """Every row, in split order then id order: the order clusters list their members."""
+    return [
+        (split, ex)
+        for split in SPLITS
+        for ex in sorted(splits.get(split, []), key=Example.sort_key)
+    ]
+
+
+def exact_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
     by_hash: dict[str, list[Member]] = defaultdict(list)
-    for split in SPLITS:
-        for ex in sorted(splits.get(split, []), key=Example.sort_key):
-            digest = hashlib.sha256(normalise(ex.text).encode("utf-8")).hexdigest()
-            by_hash[digest].append((split, ex))
+    for split, ex in _rows(splits):
+        digest = hashlib.sha256(normalise(ex.text).encode("utf-8")).hexdigest()
+        by_hash[digest].append((split, ex))
     return [Cluster("exact", m) for m in by_hash.values() if len(m) > 1]
 
 
-DETECTORS: dict[str, Detector] = {"exact": exact_clusters}
+def near_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
+    """One cluster per pair of rows whose normalised texts differ but whose estimated
+    Jaccard similarity reaches `spec.threshold`, in the order of their rows."""
+    spec = spec or DedupSpec()
+    rows = _rows(splits)
+    by_text: dict[str, list[int]] = defaultdict(list)
+    for i, (_, ex) in enumerate(rows):
+        by_text[normalise(ex.text)].append(i)
+    texts = list(by_text)  # distinct normalised texts, in row order
+    sigs = near.signatures(texts, spec.shingle, spec.num_perm)
+    clusters = []
+    for a, b, similarity in near.similar_pairs(sigs, spec.threshold):
+        for i in by_text[texts[a]]:
+            for j in by_text[texts[b]]:
+                first, second = sorted((i, j))
+                clusters.append((first, second, round(similarity, 3)))
+    return [Cluster("near", [rows[i], rows[j]], s) for i, j, s in sorted(clusters)]
+
+
+DETECTORS: dict[str, Detector] = {"exact": exact_clusters, "near": near_clusters}
 
 
 def detectors_for(spec: DedupSpec) -> list[str]:
     """The detectors the spec turns on, in a fixed order."""
-    return ["exact"] if spec.exact else []
+    return [name for name, on in (("exact", spec.exact), ("near", spec.near)) if on]
 
 
 def pairs_of(cluster: Cluster) -> list[dict[str, Any]]:
@@ -75,22 +110,24 @@ def pairs_of(cluster: Cluster) -> list[dict[str, Any]]:
     pairs = []
     for split, ex in cluster.members:
         if split in firsts:
-            pairs.append(_pair(cluster.method, (split, firsts[split]), (split, ex)))
+            pairs.append(_pair(cluster, (split, firsts[split]), (split, ex)))
         else:
             firsts[split] = ex
     present = [s for s in SPLITS if s in firsts]
     for i, a in enumerate(present):
         for b in present[i + 1 :]:
-            pairs.append(_pair(cluster.method, (a, firsts[a]), (b, firsts[b])))
+            pairs.append(_pair(cluster, (a, firsts[a]), (b, firsts[b])))
     return pairs
 
 
-def _pair(method: str, a: Member, b: Member) -> dict[str, Any]:
+def _pair(cluster: Cluster, a: Member, b: Member) -> dict[str, Any]:
+    method, similarity = cluster.method, cluster.similarity
     shown = next((ex.text for s, ex in (a, b) if s != "test"), None)
     snippet = None if shown is None else _snippet(shown)
     return {
         "kind": f"{a[0]}-{b[0]}",
         "method": method,
+        "similarity": similarity,
         "a": {"id": a[1].id, "split": a[0]},
         "b": {"id": b[1].id, "split": b[0]},
         "snippet": snippet,
@@ -119,15 +156,18 @@ class Dedup:
     """Ids of the train rows removed, in id order."""
 
     def counts(self) -> dict[str, int]:
+        """Pairs by kind: exact ones under the kind (`train-validation`), the others under
+        method and kind (`near:train-validation`)."""
         out: dict[str, int] = {}
         for pair in self.pairs:
-            out[pair["kind"]] = out.get(pair["kind"], 0) + 1
+            key = pair["kind"] if pair["method"] == "exact" else f"{pair['method']}:{pair['kind']}"
+            out[key] = out.get(key, 0) + 1
         return out
 
 
 def deduplicate(splits: Splits, spec: DedupSpec) -> Dedup:
     """Find duplicates with every detector the spec turns on, then apply its policy."""
-    clusters = [c for name in detectors_for(spec) for c in DETECTORS[name](splits)]
+    clusters = [c for name in detectors_for(spec) for c in DETECTORS[name](splits, spec)]
     pairs = [p for c in clusters for p in pairs_of(c)]
     drop: set[str] = set()
     if spec.policy == "drop_from_train":

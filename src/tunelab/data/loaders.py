@@ -38,6 +38,8 @@ class Example:
     line: int | None
     group: str | None = None
     split: str | None = None
+    target: Any = None
+    """The expected answer of a generative example (a JSON object or a string)."""
 
     @property
     def origin(self) -> str:
@@ -51,6 +53,8 @@ class Example:
         row = {"id": self.id, "text": self.text, "label": self.label}
         if self.group is not None:
             row["group"] = self.group
+        if self.target is not None:
+            row["target"] = self.target
         row["origin"] = self.origin
         return row
 
@@ -170,14 +174,20 @@ def get_loader(name: str) -> Loader:
 
 
 def check_record(
-    rec: Record, fields: Fields, labels: list[str] | None, split: str | None
+    rec: Record,
+    fields: Fields,
+    labels: list[str] | None,
+    split: str | None,
+    generative: bool = False,
 ) -> Example | Rejection:
-    """The checks every row passes, whatever its format."""
+    """The checks every row passes, whatever its format. A generative row needs a target
+    (a JSON object or a non-empty string); its label column is an optional category."""
 
     def reject(kind: str, reason: str) -> Rejection:
         return Rejection(rec.file, rec.line, kind, reason)
 
-    needed = [fields.text, fields.label] + [f for f in (fields.id, fields.group) if f is not None]
+    answer = fields.target if generative else fields.label
+    needed = [fields.text, answer] + [f for f in (fields.id, fields.group) if f is not None]
     if split is None and fields.split is not None:
         needed.append(fields.split)
     missing = [f for f in needed if rec.values.get(f) is None]
@@ -188,12 +198,22 @@ def check_record(
         return reject("bad_text_type", f"text must be a string, got {type(text).__name__}")
     if not text.strip():
         return reject("empty_text", "text is empty")
-    label = _as_str(rec.values[fields.label])
+    target = rec.values.get(fields.target) if generative else None
+    if generative and not (isinstance(target, dict) or (isinstance(target, str) and target)):
+        kind = type(target).__name__
+        return reject(
+            "bad_target", f"target must be a JSON object or a non-empty string, got {kind}"
+        )
+    label = (
+        _as_str(rec.values.get(fields.label, ""))
+        if generative
+        else _as_str(rec.values[fields.label])
+    )
     if label is None:
         kind = type(rec.values[fields.label]).__name__
         return reject("bad_label_type", f"label must be a string or an integer, got {kind}")
     label = label.strip()
-    if not label:
+    if not label and not generative:
         return reject("empty_label", "label is empty")
     if labels is not None and label not in labels:
         return reject("unknown_label", f"label {label!r} is not one of task.labels {labels}")
@@ -208,7 +228,9 @@ def check_record(
         return reject("bad_key", f"{', '.join(bad)} must be a non-empty string or integer")
     example_id = ids[fields.id] if fields.id else origin
     group = ids[fields.group] if fields.group else None
-    return Example(example_id, text, label, rec.file, rec.line, group=group, split=split)
+    return Example(
+        example_id, text, label, rec.file, rec.line, group=group, split=split, target=target
+    )
 
 
 def _as_str(value: Any) -> str | None:
@@ -230,7 +252,9 @@ class Loaded:
     presplit: bool
 
 
-def load_sources(data: DataSpec, labels: list[str] | None, lab: Path) -> Loaded:
+def load_sources(
+    data: DataSpec, labels: list[str] | None, lab: Path, generative: bool = False
+) -> Loaded:
     """Read every source; ids must be unique across them (later copies are quarantined)."""
     presplit = data.fields.split is not None or any(s.split for s in data.sources)
     out = Loaded([], [], [], 0, presplit)
@@ -242,7 +266,7 @@ def load_sources(data: DataSpec, labels: list[str] | None, lab: Path) -> Loaded:
         for item in loader(path, shown, data.fields):
             out.rows_read += 1
             if isinstance(item, Record):
-                item = check_record(item, data.fields, labels, source.split)
+                item = check_record(item, data.fields, labels, source.split, generative)
             if isinstance(item, Example) and item.id in seen:
                 item = item.reject("duplicate_id", f"id {item.id!r} is already used")
             if isinstance(item, Rejection):

@@ -43,7 +43,8 @@ def version_id(splits: Splits, quarantine: list[Rejection], settings: dict[str, 
     """First 12 hex of the sha256 of a canonical JSON of rows, quarantine and settings."""
     content = {
         "examples": {
-            s: [[ex.id, ex.text, ex.label, ex.group] for ex in splits.get(s, [])] for s in SPLITS
+            s: [[ex.id, ex.text, ex.label, ex.group, ex.target] for ex in splits.get(s, [])]
+            for s in SPLITS
         },
         "quarantine": [[r.file, r.line, r.kind] for r in quarantine],
         "settings": settings,

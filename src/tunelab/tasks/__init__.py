@@ -1,23 +1,34 @@
-"""Task types: target rendering, metrics and guardrail values; a small registry by name."""
+"""Task types: target rendering, metrics and guardrail values; a small registry by name.
+
+Each task module names its metrics (`overall_metrics` for the primary metric and `overall`
+guardrails, `class_metrics` for the per-class or per-field guardrail scope `group_scope`,
+found under `group_key` in its metrics). The functions below are the only place that knows
+how each task turns an example into a target text and scores its predictions.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Protocol
 
-from tunelab.tasks import classification
+from tunelab.tasks import classification, extraction
+from tunelab.tasks import format as format_task
 
 
 class Task(Protocol):
     name: str
     overall_metrics: frozenset[str]
-    """Metrics with one value per run (usable as the primary metric or an `overall` guardrail)."""
     class_metrics: frozenset[str]
-    """Metrics with one value per class (usable in an `every_class` guardrail)."""
+    group_scope: str | None
+    group_key: str | None
 
-    def metrics(self, gold: list[Any], predicted: list[Any], labels: list[str]) -> dict: ...
 
-
-TASKS: dict[str, Task] = {"classification": classification}
+TASKS: dict[str, Task] = {
+    "classification": classification,
+    "extraction": extraction,
+    "format": format_task,
+}
 
 
 def get_task(name: str) -> Task:
@@ -25,3 +36,39 @@ def get_task(name: str) -> Task:
         return TASKS[name]
     except KeyError:
         raise ValueError(f"unknown task type {name!r}; known: {sorted(TASKS)}") from None
+
+
+def load_schema(task_spec: Any, lab: Path) -> dict | None:
+    """The task's JSON Schema: inline in the spec, or a .json file relative to the lab."""
+    schema = getattr(task_spec, "json_schema", None)
+    if schema is None or isinstance(schema, dict):
+        return schema
+    path = Path(schema) if Path(schema).is_absolute() else lab / schema
+    if not path.exists():
+        raise ValueError(f"task.json_schema: {schema!r} not found (looked at {path})")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"task.json_schema: {path} is not valid JSON: {err}") from None
+
+
+def target_text(task_spec: Any, schema: dict | None, example: dict) -> str:
+    """What the model is trained to answer for one example."""
+    if task_spec.type == "extraction":
+        return extraction.render_target(example["target"], schema)
+    if task_spec.type == "format":
+        return format_task.render_target(example["target"])
+    return example["label"]  # classification by a causal LM: the label's own text
+
+
+def score_outputs(task_spec: Any, schema: dict | None, predictions: list[dict]) -> dict:
+    """Score generated outputs in place (each prediction gains `score`); return the metrics."""
+    if task_spec.type == "extraction":
+        for p in predictions:
+            p["score"] = extraction.score_example(
+                p["output"], p["target"], schema, task_spec.required
+            )
+        return extraction.metrics([p["score"] for p in predictions], task_spec.required)
+    for p in predictions:
+        p["score"] = format_task.score_example(p["output"], p["target"], schema, task_spec.regex)
+    return format_task.metrics([p["score"] for p in predictions])

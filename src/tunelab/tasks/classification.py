@@ -7,6 +7,8 @@ from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 name = "classification"
 overall_metrics = frozenset({"accuracy", "macro_f1"})
 class_metrics = frozenset({"f1", "precision", "recall"})
+group_scope = "every_class"
+group_key = "per_class"
 
 
 def metrics(gold: list[str], predicted: list[str], labels: list[str]) -> dict:

@@ -1,0 +1,206 @@
+"""Near-duplicates: MinHash signatures of word shingles, candidate pairs from MinHash LSH.
+
+Text in, index pairs out; rows, splits and policy live in `dedup`. A text's tokens are its
+words (runs of `\\w`, so punctuation does not count); a shingle is `size` consecutive
+tokens, and a text with fewer tokens than that is one shingle, the whole text (a text
+with no word at all is one token, itself). Two texts are near-duplicates when the
+Jaccard similarity of their shingle sets, estimated from their MinHashes, reaches the
+threshold.
+
+The signatures are datasketch's `MinHash` (scheme `affine32`, seed `SEED`) with
+`shingle_hash` as its hash function, computed for all texts at once with numpy rather
+than one `MinHash.update_batch` call per text. Candidate pairs are those sharing a bucket
+of a `MinHashLSH` (its bands and rows, tuned to miss few true pairs: a missed leak costs
+more than checking a candidate), found by sorting band hashes with numpy rather than by
+inserting every text. The test suite checks both shortcuts against datasketch itself
+(same hash values, same candidates). A candidate is kept only if its estimated
+similarity reaches the threshold.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+from datasketch import LeanMinHash, MinHash, MinHashLSH
+
+SEED = 1
+"""Seed of the MinHash permutations: fixed, so the same texts always give the same pairs."""
+SCHEME = "affine32"
+LSH_WEIGHTS = (0.05, 0.95)
+"""False-positive and false-negative weights datasketch uses to choose the LSH bands: a
+missed pair is worse than a checked candidate. At threshold 0.8 and 128 permutations this
+gives 16 bands of 8 rows: a pair at similarity 0.8 is a candidate with probability 0.95
+(0.40 with datasketch's default weights), one at 0.5 with probability 0.06."""
+CHECK_PAIRS = 1 << 16
+"""Candidate pairs compared at a time (bounds memory when there are very many)."""
+
+BLOCK_SHINGLES = 1 << 16
+"""Shingles per block when applying the permutations (measured: about twice as fast as
+one pass per permutation over all shingles)."""
+
+_WORDS = re.compile(r"\w+")
+_MASK64 = (1 << 64) - 1
+
+
+def tokens(normalised: str) -> list[str]:
+    """The words of a normalised text; a text without any word is one token, itself."""
+    return _WORDS.findall(normalised) or [normalised]
+
+
+def shingles(toks: Sequence[str], size: int) -> list[tuple[str, ...]]:
+    """Every run of `size` consecutive tokens; fewer tokens than that make one shingle."""
+    if len(toks) <= size:
+        return [tuple(toks)]
+    return [tuple(toks[i : i + size]) for i in range(len(toks) - size + 1)]
+
+
+def _position_multiplier(j: int) -> int:
+    """An odd 64-bit constant for position j in a shingle (splitmix64 of j + 1)."""
+    z = ((j + 1) * 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (z ^ (z >> 31)) | 1
+
+
+def _token_hash(token: str) -> int:
+    return zlib.crc32(token.encode("utf-8"))
+
+
+def shingle_hash(shingle: Sequence[str]) -> int:
+    """32-bit hash of a shingle: each token's CRC-32 times a constant for its position,
+    summed modulo 2**64, top 32 bits. The reference `signatures` must agree with."""
+    total = 0
+    for j, token in enumerate(shingle):
+        total = (total + _token_hash(token) * _position_multiplier(j)) & _MASK64
+    return total >> 32
+
+
+class _TokenHashes(dict):
+    """token -> CRC-32, computed once per distinct token."""
+
+    def __missing__(self, token: str) -> int:
+        value = self[token] = _token_hash(token)
+        return value
+
+
+def _shingle_hashes(texts: Sequence[str], size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`shingle_hash` of every shingle of every text, concatenated, and where each text's
+    shingles start (one more entry than texts)."""
+    every: list[str] = []
+    counts: list[int] = []
+    for text in texts:
+        toks = tokens(text)
+        every += toks
+        counts.append(len(toks))
+    cache = _TokenHashes()
+    words = np.fromiter(map(cache.__getitem__, every), dtype=np.uint64, count=len(every))
+    lengths = np.array(counts, dtype=np.int64)
+    starts = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    # A shingle starting at token p takes tokens p .. p+size-1, cut at the end of its text.
+    end_of_text = np.repeat(starts[1:], lengths)
+    position = np.arange(len(words), dtype=np.int64)
+    total = np.zeros(len(words), dtype=np.uint64)
+    for j in range(size):
+        inside = position[: len(words) - j] + j < end_of_text[: len(words) - j]
+        term = words[j:] * np.uint64(_position_multiplier(j))
+        total[: len(words) - j] += np.where(inside, term, np.uint64(0))
+    per_text = np.maximum(lengths - size + 1, 1)
+    offset_in_text = position - np.repeat(starts[:-1], lengths)
+    first = offset_in_text < np.repeat(per_text, lengths)
+    hashes = (total[first] >> np.uint64(32)).astype(np.uint32)
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(per_text, out=bounds[1:])
+    return hashes, bounds
+
+
+def _fmix32(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 32-bit finalizer, which datasketch's affine32 scheme applies first."""
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(0x85EBCA6B)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+
+def signatures(texts: Sequence[str], size: int, num_perm: int) -> np.ndarray:
+    """MinHash hash values of normalised texts, one row per text (uint32).
+
+    Row i equals `MinHash(num_perm, seed=SEED, hashfunc=shingle_hash)` updated with
+    `shingles(tokens(texts[i]), size)`.
+    """
+    out = np.empty((len(texts), num_perm), dtype=np.uint32)
+    if not texts:
+        return out
+    hashes, bounds = _shingle_hashes(texts, size)
+    mixed = _fmix32(hashes)
+    a, b = MinHash(num_perm=num_perm, seed=SEED, scheme=SCHEME).permutations
+    first = 0
+    while first < len(texts):  # a block of texts at a time, so the loop stays in cache
+        last = int(np.searchsorted(bounds, bounds[first] + BLOCK_SHINGLES, side="right")) - 1
+        last = min(max(last, first + 1), len(texts))
+        block = mixed[bounds[first] : bounds[last]]
+        starts = bounds[first:last] - bounds[first]
+        for j in range(num_perm):
+            out[first:last, j] = np.minimum.reduceat(block * a[j] + b[j], starts)
+        first = last
+    return out
+
+
+def minhash(signature: np.ndarray) -> LeanMinHash:
+    """A row of `signatures` as datasketch's MinHash (for `jaccard`, or a `MinHashLSH`)."""
+    return LeanMinHash(seed=SEED, hashvalues=signature, scheme=SCHEME)
+
+
+@functools.cache
+def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
+    """Bands and rows per band that datasketch's `MinHashLSH` picks for the threshold."""
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=LSH_WEIGHTS)
+    return lsh.b, lsh.r
+
+
+def candidate_pairs(sigs: np.ndarray, threshold: float) -> np.ndarray:
+    """Pairs (i, j), i < j, sorted, that share at least one LSH bucket.
+
+    The buckets are `MinHashLSH`'s: the same bands (`lsh_params`, consecutive slices of
+    the hash values), a pair is a candidate when all values of one band are equal. The
+    bands are matched by sorting a 64-bit hash of each band instead of inserting every
+    text into a `MinHashLSH` (many times slower: see bench/README.md); a hash collision only
+    adds a candidate, which `similar_pairs` then checks.
+    """
+    bands, rows = lsh_params(threshold, sigs.shape[1])
+    mix = np.array([_position_multiplier(j) for j in range(rows)], dtype=np.uint64)
+    found: list[np.ndarray] = []
+    for band in range(bands):
+        values = sigs[:, band * rows : (band + 1) * rows].astype(np.uint64)
+        keys = (values * mix).sum(axis=1, dtype=np.uint64)
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        # +1 where a run of equal keys starts, -1 at its last element
+        edges = np.diff(np.concatenate(([0], ordered[1:] == ordered[:-1], [0])).astype(np.int8))
+        for start, end in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
+            members = np.sort(order[start : end + 1])
+            i, j = np.triu_indices(len(members), k=1)
+            found.append(np.stack([members[i], members[j]], axis=1))
+    if not found:
+        return np.empty((0, 2), dtype=np.int64)
+    return np.unique(np.concatenate(found), axis=0)
+
+
+def similar_pairs(sigs: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
+    """Pairs (i, j, similarity), i < j, in order, whose estimated Jaccard similarity (the
+    share of equal hash values, as `MinHash.jaccard` computes it) reaches the threshold."""
+    ij = candidate_pairs(sigs, threshold)
+    out = []
+    for start in range(0, len(ij), CHECK_PAIRS):
+        chunk = ij[start : start + CHECK_PAIRS]
+        equal = np.count_nonzero(sigs[chunk[:, 0]] == sigs[chunk[:, 1]], axis=1)
+        similarity = equal / sigs.shape[1]
+        keep = similarity >= threshold
+        kept = zip(chunk[keep].tolist(), similarity[keep].tolist(), strict=True)
+        out += [(i, j, s) for (i, j), s in kept]
+    return out

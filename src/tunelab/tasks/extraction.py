@@ -1,0 +1,152 @@
+"""Structured extraction: text in, one JSON object with named fields out.
+
+Scoring is layered so a regression can be located: is the output JSON at all
+(`json_valid`), does it follow the schema (`schema_valid`), are the required fields
+there (`field_presence`), are their values right (`field_accuracy`), and is every
+required field right at once (`exact_match`). Per-field rates feed the
+`every_field` guardrail, the way per-class rates feed `every_class`.
+
+Decisions:
+- JSON validity is strict (see `jsonout.parse_json`): the stripped output must be
+  exactly one JSON object; an array, a scalar, or JSON wrapped in prose or a
+  Markdown fence is invalid, because a downstream parser would reject it too.
+- Extra fields the schema allows do not affect `exact_match` (only required fields
+  are compared); the schema decides whether they are allowed (`additionalProperties`),
+  which shows up in `schema_valid`.
+- A field is present when its key is in the object (as JSON Schema's `required`),
+  even with a null value; a null where the target has a value is then not exact.
+- Without a schema, `schema_valid` equals `json_valid`: there is nothing to violate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tunelab.tasks.jsonout import (
+    NotJSONError,
+    compile_schema,
+    parse_json,
+    schema_error,
+    values_equal,
+)
+
+name = "extraction"
+overall_metrics = frozenset(
+    {"json_valid", "schema_valid", "exact_match", "field_presence", "field_accuracy"}
+)
+class_metrics = frozenset({"presence", "exact"})
+"""Per-field metrics (usable in an `every_field` guardrail)."""
+group_scope = "every_field"
+group_key = "per_field"
+
+
+def render_target(target: dict, schema: dict | None = None) -> str:
+    """The canonical training target text.
+
+    Keys follow the schema's `properties` order (the order a reader of the schema
+    expects and the model should learn), then any other keys sorted, so the same
+    target always renders to the same tokens.
+    """
+    if not isinstance(target, dict):
+        raise ValueError(f"an extraction target must be a JSON object, got {type(target).__name__}")
+    order = list((schema or {}).get("properties", {}))
+    keys = [k for k in order if k in target] + sorted(k for k in target if k not in order)
+    return json.dumps({k: target[k] for k in keys}, ensure_ascii=False)
+
+
+def score_example(
+    output: str, target: dict, schema: dict | None, required: list[str]
+) -> dict[str, Any]:
+    """Score one generated output against its target object.
+
+    Returns `json_valid`, `schema_valid`, `fields` ({field: {"present", "exact"}} for
+    each required field), `exact_match` and `error` (the first problem found, in the
+    order JSON, object, schema, missing fields, wrong values; None when all is right).
+    """
+    missing_in_target = [f for f in required if f not in target]
+    if missing_in_target:
+        raise ValueError(f"target lacks required field(s) {missing_in_target}: fix the data")
+    validator = compile_schema(schema) if schema is not None else None
+
+    error: str | None = None
+    obj: dict | None = None
+    try:
+        value = parse_json(output)
+    except NotJSONError as e:
+        error = str(e)
+    else:
+        if isinstance(value, dict):
+            obj = value
+        else:
+            error = f"not a JSON object: got {_json_type(value)}"
+
+    schema_valid = obj is not None
+    if obj is not None and validator is not None:
+        problem = schema_error(validator, obj)
+        if problem is not None:
+            schema_valid = False
+            error = problem
+
+    fields: dict[str, dict[str, bool]] = {}
+    for field in required:
+        present = obj is not None and field in obj
+        exact = present and values_equal(obj[field], target[field])  # type: ignore[index]
+        fields[field] = {"present": present, "exact": exact}
+    if error is None and obj is not None:
+        missing = [f for f in required if not fields[f]["present"]]
+        wrong = [f for f in required if fields[f]["present"] and not fields[f]["exact"]]
+        if missing:
+            error = f"missing field {', '.join(missing)}"
+        elif wrong:
+            error = f"wrong value in field {', '.join(wrong)}"
+
+    return {
+        "json_valid": obj is not None,
+        "schema_valid": schema_valid,
+        "fields": fields,
+        "exact_match": all(f["exact"] for f in fields.values()) and obj is not None,
+        "error": error,
+    }
+
+
+def metrics(per_example: list[dict], required: list[str]) -> dict[str, Any]:
+    """Rates over scored examples (from `score_example`), keyed as guardrails name them.
+
+    `field_presence` and `field_accuracy` average over every (example, required field)
+    pair, so each field weighs the same in every example. With no required fields
+    they are 1.0, as `exact_match` is vacuously true.
+    """
+    if not per_example:
+        raise ValueError("no examples to score")
+    n = len(per_example)
+
+    def rate(key: str) -> float:
+        return sum(bool(ex[key]) for ex in per_example) / n
+
+    per_field = {}
+    present_total = exact_total = 0
+    for field in required:
+        present = sum(bool(ex["fields"][field]["present"]) for ex in per_example)
+        exact = sum(bool(ex["fields"][field]["exact"]) for ex in per_example)
+        present_total += present
+        exact_total += exact
+        per_field[field] = {"presence": present / n, "exact": exact / n, "support": n}
+    pairs = n * len(required)
+    return {
+        "json_valid": rate("json_valid"),
+        "schema_valid": rate("schema_valid"),
+        "exact_match": rate("exact_match"),
+        "field_presence": present_total / pairs if pairs else 1.0,
+        "field_accuracy": exact_total / pairs if pairs else 1.0,
+        "per_field": per_field,
+        "n": n,
+    }
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return {list: "an array", str: "a string"}.get(type(value), "a number")
