@@ -208,6 +208,12 @@ def main() -> None:
         if band:
             label = f"[{lo:.2f}, {min(hi, 1.0):.2f}{']' if hi > 1 else ')'}"
             print(f"  {label:<14} {sum(band):5,} / {len(band):5,} = {sum(band) / len(band):.3f}")
+    missed = [(a, b) for a, b, j in truth if j >= spec.threshold and frozenset((a, b)) not in found]
+    low_estimate = sum(np.mean(sigs[a] == sigs[b]) < spec.threshold for a, b in missed)
+    print(
+        f"  of the {len(missed)} missed at or above the threshold, {low_estimate} have a MinHash "
+        f"estimate below it; {len(missed) - low_estimate} were not LSH candidates"
+    )
     extra = found - {frozenset((a, b)) for a, b in planted}
     extra_j = sorted(true_jaccard(texts[a], texts[b], spec.shingle) for a, b in map(tuple, extra))
     low = sum(j < spec.threshold - 0.1 for j in extra_j)
@@ -220,7 +226,10 @@ def main() -> None:
     )
     print(f"train rows removed: {len(result.removed):,}")
     if args.compare:
-        compare_hashing(texts[: args.compare], spec)
+        # a subset holding both sides of some planted pairs, so the LSH finds candidates
+        pairs_in = [i for pair in planted[: args.compare // 20] for i in pair]
+        rest = [i for i in range(n) if i not in set(pairs_in)][: args.compare - len(pairs_in)]
+        compare_hashing([texts[i] for i in sorted(pairs_in + rest)], spec)
     sys.stdout.flush()
 
 

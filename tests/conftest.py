@@ -12,7 +12,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent / "assets"))
 
-from make_tiny import build_tiny_bert
+from make_tiny import build_tiny_bert, build_tiny_llama
 
 TOPICS = {
     "business": "market shares profits bank interest rates economy forecasts grew",
@@ -24,6 +24,87 @@ TOPICS = {
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    return build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama")
+
+
+PAGES = [
+    ("ls", "1", "list directory contents"),
+    ("cp", "1", "copy files and directories"),
+    ("printf", "3", "formatted output conversion"),
+    ("mount", "8", "mount a filesystem"),
+    ("passwd", "5", "the password file"),
+    ("signal", "7", "overview of signals"),
+]
+
+
+def page_rows(n: int = 30) -> list[dict]:
+    """Tiny man-page-like documents whose NAME line holds the answer."""
+    rows = []
+    for i in range(n):
+        name, section, summary = PAGES[i % len(PAGES)]
+        name = f"{name}{i}"
+        text = f"{name.upper()}({section})\n\nNAME\n  {name} - {summary}\n\nSYNOPSIS\n  {name} -x"
+        rows.append(
+            {
+                "text": text,
+                "label": section,
+                "target": {"name": name, "section": section, "summary": summary},
+            }
+        )
+    return rows
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "section": {"type": "string"},
+        "summary": {"type": "string"},
+    },
+    "required": ["name", "section", "summary"],
+}
+
+
+def extraction_spec(model: Path, **sections) -> dict:
+    spec = {
+        "hypothesis": {"behaviour": "json", "metric": "exact_match", "min_effect": 0.05},
+        "guardrails": [
+            {"metric": "json_valid", "scope": "overall", "max_drop": 0.0},
+            {"metric": "presence", "scope": "every_field", "max_drop": 0.0},
+        ],
+        "task": {
+            "type": "extraction",
+            "json_schema": SCHEMA,
+            "required": ["name", "section", "summary"],
+        },
+        "data": {
+            "sources": [{"type": "jsonl", "path": "pages.jsonl"}],
+            "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
+        },
+        "model": {"path": str(model), "max_length": 192, "template": "chat"},
+        "method": {"type": "lora", "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+        "training": {"lr": 5e-3, "global_batch": 4, "microbatch": 2, "budget": {"steps": 3}},
+        "evaluation": {"batch_size": 8, "max_new_tokens": 12},
+    }
+    spec.update(sections)
+    return spec
+
+
+@pytest.fixture
+def make_extraction_lab(tmp_path, tiny_llama):
+    def _make(rows: list[dict] | None = None, **sections) -> Path:
+        lab = tmp_path / "gen-lab"
+        lab.mkdir(exist_ok=True)
+        rows = page_rows() if rows is None else rows
+        (lab / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (lab / "tunelab.yaml").write_text(yaml.safe_dump(extraction_spec(tiny_llama, **sections)))
+        return lab
+
+    return _make
 
 
 def topic_rows(n_per_label: int = 20, seed: int = 0) -> list[dict]:

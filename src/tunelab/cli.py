@@ -54,7 +54,13 @@ def cmd_baseline(args):
 def cmd_run(args):
     from tunelab.run import run_variant
 
-    return run_variant(_lab(args), args.name, _progress(args))
+    return run_variant(_lab(args), args.name, _progress(args), args.allow_warnings)
+
+
+def cmd_inspect(args):
+    from tunelab.inspection import inspect_lab
+
+    return inspect_lab(_lab(args), args.sample, args.split)
 
 
 def cmd_compare(args):
@@ -80,6 +86,7 @@ def cmd_demo(args):
 COMMANDS: dict[str, tuple[Callable, Callable | None, str]] = {
     "init": (cmd_init, show.init, "write a commented starting spec"),
     "data": (cmd_data, show.data, "load, validate, clean, split, deduplicate and version data"),
+    "inspect": (cmd_inspect, show.inspect, "show examples exactly as the trainer sees them"),
     "baseline": (cmd_baseline, show.baseline, "evaluate the starting points on validation"),
     "run": (cmd_run, show.run, "train one variant and evaluate it"),
     "compare": (cmd_compare, show.compare, "every run beside the baseline, with verdicts"),
@@ -97,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
         if name != "demo":
             p.add_argument("--lab", type=Path, default=Path("."), help="lab folder (default .)")
-        if name in {"data", "baseline", "run", "compare"}:
+        if name in {"data", "inspect", "baseline", "run", "compare"}:
             p.add_argument(
                 "overrides",
                 nargs="*",
@@ -107,6 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["init"].add_argument("--task", default="classification")
     sub.choices["init"].add_argument("--force", action="store_true")
     sub.choices["run"].add_argument("--name", help="run name (default: the method)")
+    sub.choices["run"].add_argument(
+        "--allow-warnings",
+        metavar="REASON",
+        help="train despite blocking inspect findings; the reason is recorded",
+    )
+    sub.choices["inspect"].add_argument(
+        "--sample", type=int, default=2, help="examples per category (default 2)"
+    )
+    sub.choices["inspect"].add_argument("--split", default="train", choices=["train", "validation"])
     sub.choices["compare"].add_argument(
         "--against", help="reference run id (default: best baseline)"
     )

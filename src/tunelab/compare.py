@@ -17,12 +17,6 @@ from tunelab.stats import accuracy_rows, macro_f1_rows, mcnemar_exact, paired_bo
 from tunelab.store import StoreError, read_jsonl
 from tunelab.tasks import get_task
 
-DEFAULT_METRIC = {
-    "classification": "macro_f1",
-    "extraction": "exact_match",
-    "format": "format_valid",
-}
-
 
 def compare(lab: Lab, against: str | None = None) -> dict:
     store = lab.store
@@ -36,7 +30,7 @@ def compare(lab: Lab, against: str | None = None) -> dict:
         )
     task = get_task(lab.spec.task.type)
     hypothesis = lab.spec.hypothesis or Hypothesis(
-        behaviour="(no hypothesis in the spec)", metric=DEFAULT_METRIC[task.name], min_effect=0
+        behaviour="(no hypothesis in the spec)", metric=task.default_metric, min_effect=0
     )
     primary = hypothesis.metric
     if against:

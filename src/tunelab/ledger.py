@@ -12,6 +12,7 @@ from pathlib import Path
 from tunelab.env import fingerprint
 from tunelab.lab import Lab
 from tunelab.store import now
+from tunelab.tasks import get_task
 
 
 def open_run(lab: Lab, name: str, kind: str, data_version: str, **fields) -> tuple[dict, Path]:
@@ -43,15 +44,17 @@ def close_run(lab: Lab, record: dict, status: str, error: BaseException | None =
 
 
 def summary(record: dict) -> dict:
-    """One line of `tunelab runs`."""
+    """One line of `tunelab runs`: status and the primary metric."""
     metrics = record.get("metrics") or {}
+    hypothesis = record.get("spec", {}).get("hypothesis")
+    metric = hypothesis["metric"] if hypothesis else get_task(record["task"]).default_metric
     return {
         "id": record["id"],
         "kind": record["kind"],
         "status": record["status"],
         "data_version": record["data_version"],
         "method": record.get("method"),
-        "accuracy": metrics.get("accuracy"),
-        "macro_f1": metrics.get("macro_f1"),
+        "metric": metric,
+        "value": metrics.get(metric),
         "created": record["created"],
     }

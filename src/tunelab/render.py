@@ -74,7 +74,7 @@ class Template:
 
     prefix: list[int]
     suffix: list[int]
-    end_id: int
+    end_id: int | None
     kind: str
     text: tuple[str, str]
     """The prefix and suffix as text, for the inspect view."""
@@ -106,17 +106,16 @@ def make_template(tokenizer: PreTrainedTokenizerBase, kind: str, instruction: st
     )
 
 
-def end_of_answer(tokenizer: PreTrainedTokenizerBase, kind: str) -> int:
+def end_of_answer(tokenizer: PreTrainedTokenizerBase, kind: str) -> int | None:
     """The token the model must learn to emit after an answer: the chat template's
-    end-of-turn token when there is one, else EOS."""
+    end-of-turn token when there is one, else EOS; None when the tokenizer has neither
+    (then nothing teaches the model to stop, and `tunelab inspect` blocks training)."""
     if kind == "chat":
         turn = [{"role": "user", "content": "q"}, {"role": "assistant", "content": PLACEHOLDER}]
         after = tokenizer.apply_chat_template(turn, tokenize=False).split(PLACEHOLDER, 1)[1]
         first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
         if first and first[0] in tokenizer.all_special_ids:
             return first[0]
-    if tokenizer.eos_token_id is None:
-        raise RenderError("the tokenizer has no EOS token: the model could never learn to stop")
     return tokenizer.eos_token_id
 
 
@@ -152,6 +151,7 @@ def render_example(
     max_length: int,
     truncation: str = "right",
     with_target: bool = True,
+    loss_on_prompt: bool = False,
 ) -> Rendered:
     """Prompt (template + input text, the text cut to fit) then the target and end token.
 
@@ -159,9 +159,10 @@ def render_example(
     rejects the example with that reason.
     """
     text = tokenizer(example["text"], add_special_tokens=False)["input_ids"]
-    target = tokenizer(target_text, add_special_tokens=False)["input_ids"] + [template.end_id]
-    if not with_target:
-        target = []
+    end = [] if template.end_id is None else [template.end_id]
+    target = (
+        tokenizer(target_text, add_special_tokens=False)["input_ids"] + end if with_target else []
+    )
     room = max_length - len(template.prefix) - len(template.suffix) - len(target)
     if room < 1:
         raise ValueError(
@@ -176,7 +177,7 @@ def render_example(
     return Rendered(
         id=example["id"],
         input_ids=prompt + target,
-        loss_mask=[0] * len(prompt) + [1] * len(target),
+        loss_mask=[int(loss_on_prompt)] * len(prompt) + [1] * len(target),
         prompt_len=len(prompt),
         text_cut=cut,
         target=example.get("target"),
@@ -237,6 +238,7 @@ class Renderer:
     max_length: int
     truncation: str = "right"
     template: Template | None = None
+    loss_on_prompt: bool = False
 
     @property
     def pad_id(self) -> int:
@@ -266,23 +268,24 @@ class Renderer:
             self.max_length,
             self.truncation,
             with_target,
+            self.loss_on_prompt and with_target,
         )
 
 
 def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], lab) -> Renderer:
     from tunelab.tasks import load_schema
 
-    kind = spec.model_kind
     template = None
-    if kind == "causal":
+    if spec.model_kind == "causal":
         template = make_template(tokenizer, spec.model.template, spec.task.instruction)
     return Renderer(
-        tokenizer,
-        kind,
-        spec.task,
-        load_schema(spec.task, lab),
-        labels,
-        spec.model.max_length,
-        spec.model.truncation,
-        template,
+        tokenizer=tokenizer,
+        kind=spec.model_kind,
+        task=spec.task,
+        schema=load_schema(spec.task, lab),
+        labels=labels,
+        max_length=spec.model.max_length,
+        truncation=spec.model.truncation,
+        template=template,
+        loss_on_prompt=spec.model.loss_on_prompt,
     )

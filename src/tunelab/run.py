@@ -12,6 +12,7 @@ from rich.console import Console
 
 from tunelab import ledger
 from tunelab.evaluate import evaluate_rows, protocol
+from tunelab.inspection import blocking, training_findings
 from tunelab.lab import Lab
 from tunelab.model import (
     apply_method,
@@ -33,14 +34,33 @@ def load_base(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, TaskType]:
     return load_causal(lab.spec.model, lab.path, lab.device), TaskType.CAUSAL_LM
 
 
-def run_variant(lab: Lab, name: str | None = None, console: Console | None = None) -> dict:
+class BlockedError(ValueError):
+    """Blocking inspect findings and no recorded reason to train anyway."""
+
+
+def run_variant(
+    lab: Lab,
+    name: str | None = None,
+    console: Console | None = None,
+    allow_warnings: str | None = None,
+) -> dict:
     spec, store = lab.spec, lab.store
     spec.require_plan()
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
     tokenizer = load_tokenizer(spec.model, lab.path)
     renderer = make_renderer(spec, tokenizer, labels, lab.path)
-    train_set, rejected = renderer.training(store.read_split(version, "train"))
+    train_rows = store.read_split(version, "train")
+    train_set, rejected = renderer.training(train_rows)
+    findings = training_findings(renderer, train_rows, rejected)
+    if blocking(findings) and not allow_warnings:
+        raise BlockedError(
+            "training refuses to start: "
+            + "; ".join(
+                f"{f['code']} ({f['count']} rows, e.g. {f['example']})" for f in blocking(findings)
+            )
+            + '. See `tunelab inspect`; to train anyway pass --allow-warnings "why".'
+        )
     val_rows = store.read_split(version, "validation")
 
     torch.manual_seed(spec.training.seed)  # the new head's init comes from the seed
@@ -56,6 +76,8 @@ def run_variant(lab: Lab, name: str | None = None, console: Console | None = Non
         trainable=trainable,
         protocol=protocol(lab.spec),
         rejected_train=rejected,
+        findings=findings,
+        warnings_allowed=allow_warnings,
     )
     if console:
         console.print(_start_line(record, spec, len(train_set)))

@@ -169,6 +169,8 @@ class ModelSpec(_Section):
     template with the answer as the assistant turn."""
     truncation: Literal["left", "right"] = "right"
     """Which end of the input text is cut when the prompt is too long. The target never is."""
+    loss_on_prompt: bool = False
+    """Also train on the prompt tokens (rarely wanted; `tunelab inspect` warns about it)."""
 
 
 class LoraMethod(_Section):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 VERDICT_STYLE = {"improved": "bold green", "no evidence": "yellow", "guardrail broken": "bold red"}
 
@@ -52,7 +53,7 @@ def data(report: dict, console: Console) -> None:
 
 
 def runs(rows: list[dict], console: Console) -> None:
-    table = Table("run", "kind", "status", "data", "accuracy", "macro-F1", "created (UTC)")
+    table = Table("run", "kind", "status", "data", "primary metric", "created (UTC)")
     table.columns[0].no_wrap = True
     for r in rows:
         created = r["created"][:16].replace("T", " ")
@@ -61,20 +62,22 @@ def runs(rows: list[dict], console: Console) -> None:
             r["kind"],
             r["status"],
             r["data_version"][:8],
-            pct(r["accuracy"]),
-            pct(r["macro_f1"]),
+            f"{r['metric'].replace('_', ' ')} {pct(r['value'])}",
             created,
         )
     console.print(table if rows else "no runs yet: start with `tunelab baseline`.")
 
 
+def metric_line(m: dict) -> str:
+    """The overall metrics of a run, e.g. `accuracy 93.9%, macro f1 93.8%`."""
+    shown = [k for k, v in m.items() if isinstance(v, float)]
+    return ", ".join(f"{k.replace('_', ' ')} {pct(m[k])}%" for k in shown)
+
+
 def baseline(result: dict, console: Console) -> None:
     for r in result["runs"]:
         m = r["metrics"]
-        console.print(
-            f"[bold]{r['id']}[/]: accuracy {pct(m['accuracy'])}%, macro-F1 "
-            f"{pct(m['macro_f1'])}% on {m['n']} validation examples"
-        )
+        console.print(f"[bold]{r['id']}[/]: {metric_line(m)} on {m['n']} validation examples")
 
 
 def run(record: dict, console: Console) -> None:
@@ -84,7 +87,12 @@ def run(record: dict, console: Console) -> None:
         f"in {t['seconds']:.0f}s ({t['tokens_per_s']:,.0f} tok/s, peak memory "
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
-    console.print(f"  validation: accuracy {pct(m['accuracy'])}%, macro-F1 {pct(m['macro_f1'])}%")
+    console.print(f"  validation: {metric_line(m)}")
+    if record.get("rejected_train"):
+        console.print(
+            f"  {len(record['rejected_train'])} train rows could not be rendered "
+            f"(first: {record['rejected_train'][0]['reason']})"
+        )
 
 
 GROUP_VIEW = {"per_class": ("per-class F1", "f1"), "per_field": ("per-field exact", "exact")}
@@ -135,3 +143,65 @@ def _per_group(result: dict, console: Console) -> None:
     for name in result["runs"][0][key]:
         table.add_row(name, *[pct(r[key][name][metric]) for r in result["runs"]])
     console.print(table)
+
+
+def inspect(result: dict, console: Console) -> None:
+    console.print(
+        f"[bold]{result['split']} split of data version {result['data_version']}[/]: "
+        f"{result['rows']} rows, {result['model_kind']} model, "
+        f"{result['template']} template"
+    )
+    for ex in result["examples"]:
+        console.print(f"\n[bold]{ex['id']}[/] ({ex['category'] or 'no category'})")
+        console.print(_token_text(ex))
+        loss = sum(t["loss"] for t in ex["tokens"])
+        extra = ""
+        if "eos_trained" in ex:
+            extra = f", end token trained: {'yes' if ex['eos_trained'] else '[red]NO[/]'}"
+        cut = ex.get("text_cut") or ex.get("truncated_from")
+        console.print(
+            f"[dim]{len(ex['tokens'])} tokens, {loss} carry the loss{extra}"
+            + (f", truncated ({cut})" if cut else "")
+            + f"; expected: {ex['target']}[/]"
+        )
+    s = result.get("summary") or {}
+    if "tokens" in s:
+        t = s["tokens"]
+        console.print(
+            f"\nlengths in tokens: p50 {t['p50']}, p95 {t['p95']}, max {t['max']}; "
+            f"inputs truncated {s['inputs_truncated']}"
+            + (
+                f"; targets that cannot fit {s['targets_truncated']}; rows without loss "
+                f"tokens {s['rows_without_loss_tokens']}; end token {s['end_token']!r}"
+                + (
+                    " (= pad token: masked by position, still trained)"
+                    if s["pad_is_end_token"]
+                    else ""
+                )
+                if "targets_truncated" in s
+                else ""
+            )
+        )
+    for f in result["findings"]:
+        mark = "[bold red]BLOCKING[/]" if f["blocking"] else "[yellow]warning[/]"
+        console.print(
+            f"{mark} {f['code']}: {f['message']} ({f['count']} rows, e.g. {f['example']})"
+        )
+    if not result["findings"]:
+        console.print("[green]no findings[/]")
+
+
+def _token_text(ex: dict) -> Text:
+    """Tokens with separators visible: loss tokens green, newlines as ↵, the cut marked."""
+    text = Text()
+    for i, tok in enumerate(ex["tokens"]):
+        if ex.get("text_cut") and i == ex.get("cut_at"):
+            text.append(f"[…{ex['text_cut']} tokens cut…]", style="bold red")
+        piece = tok["text"].replace("\n", "↵\n")
+        style = (
+            "bold green"
+            if tok["loss"]
+            else ("magenta" if piece.startswith("<") and piece.endswith(">") else "")
+        )
+        text.append(piece, style=style)
+    return text

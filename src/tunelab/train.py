@@ -53,6 +53,8 @@ def lr_factor(schedule: str, warmup: int, steps: int):
 
 def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[list[int]]:
     """Seeded epochs of shuffled indices, cut into global batches; epochs run on as needed."""
+    if n == 0:
+        raise ValueError("no training examples: nothing to train on")
     gen = torch.Generator().manual_seed(seed)
     buffer: list[int] = []
     for _ in range(steps):

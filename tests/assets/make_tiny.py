@@ -1,7 +1,8 @@
-"""Build the tiny models the tests use: a WordPiece tokenizer trained here, a 2-layer BERT.
+"""Build the tiny models the tests use, with tokenizers trained here: a 2-layer BERT and a
+2-layer llama with a ChatML chat template (pad = EOS = `<|im_end|>`, the classic trap).
 
-Nothing is downloaded. `python tests/assets/make_tiny.py OUT` writes `OUT/tiny-bert/`; the
-test suite calls `build_tiny_bert` once per session.
+Nothing is downloaded. `python tests/assets/make_tiny.py OUT` writes `OUT/tiny-bert/` and
+`OUT/tiny-llama/`; the test suite builds them once per session.
 """
 
 from __future__ import annotations
@@ -10,8 +11,23 @@ import sys
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import BertConfig, BertModel, BertTokenizerFast
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+from transformers import (
+    BertConfig,
+    BertModel,
+    BertTokenizerFast,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 CORPUS = [
     "the market rallied as shares rose and profits beat forecasts",
@@ -65,11 +81,72 @@ def build_tiny_bert(out: Path) -> Path:
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(out, safe_serialization=True)
+    BertModel(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+JSON_CORPUS = [
+    '{"name": "ls", "section": "1", "summary": "list directory contents"}',
+    '{"name": "printf", "section": "3", "summary": "formatted output conversion"}',
+    "Extract the fields below from the text and answer with JSON only.",
+    "NAME ls - list directory contents SYNOPSIS ls [OPTION]... [FILE]...",
+]
+
+
+def train_byte_bpe(vocab_size: int = 400) -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator((CORPUS + JSON_CORPUS) * 5, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        bos_token="<|im_start|>",
+        unk_token=None,
+        model_max_length=256,
+    )
+    fast.chat_template = CHATML
+    return fast
+
+
+def build_tiny_llama(out: Path) -> Path:
+    """A 2-layer, 32-wide llama with a ChatML template, saved like any local model."""
+    out = Path(out)
+    tokenizer = train_byte_bpe()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-models") / "tiny-bert"
-    print(build_tiny_bert(target))
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-models")
+    print(build_tiny_bert(root / "tiny-bert"))
+    print(build_tiny_llama(root / "tiny-llama"))

@@ -78,6 +78,12 @@ def test_tokens_and_shingles() -> None:
     assert near.shingles(["a", "b", "c"], 3) == [("a", "b", "c")]
 
 
+def test_normalise_collapses_every_unicode_space() -> None:
+    spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+    assert len(spaces) > 20
+    assert normalise("".join(spaces) + "a" + "".join(spaces) + "B" + "".join(spaces)) == "a b"
+
+
 def test_signatures_are_datasketch_minhashes() -> None:
     texts = [normalise(t) for t in (text(1), "Hello, world!", "one", "", "?!", "a b c d")]
     for size, num_perm in ((1, 16), (3, 128), (5, 64)):

@@ -11,7 +11,9 @@ one two-row cluster per near-duplicate pair, with the pair's estimated Jaccard
 similarity. It pairs only rows whose normalised texts differ, so an exact duplicate is
 never reported a second time as a near one (and with `exact: false`, identical copies
 are reported by neither). Under `drop_from_train`, a train row goes when it is a near
-copy of a validation or test row, or of an earlier train row (in id order).
+copy of a validation or test row, or of an earlier train row (in id order). In a large
+group of mutually similar texts (templated rows), each is paired with the group's first
+text only, not with every other (see `near.candidate_pairs`), so the counts stay linear.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ SNIPPET_CHARS = 80
 
 
 def normalise(text: str) -> str:
-    """NFKC, casefold, collapse whitespace, strip: differences no reader would call new."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    """NFKC, casefold, collapse whitespace, strip: differences no reader would call new.
+    Whitespace is every character `str.isspace` accepts (the same as the regex `\\s`)."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def _rows(splits: Splits) -> list[Member]:

@@ -35,6 +35,8 @@ LSH_WEIGHTS = (0.05, 0.95)
 missed pair is worse than a checked candidate. At threshold 0.8 and 128 permutations this
 gives 16 bands of 8 rows: a pair at similarity 0.8 is a candidate with probability 0.95
 (0.40 with datasketch's default weights), one at 0.5 with probability 0.06."""
+FULL_BUCKET = 32
+"""Largest LSH bucket whose texts are all paired with each other (see `candidate_pairs`)."""
 CHECK_PAIRS = 1 << 16
 """Candidate pairs compared at a time (bounds memory when there are very many)."""
 
@@ -169,25 +171,34 @@ def candidate_pairs(sigs: np.ndarray, threshold: float) -> np.ndarray:
     The buckets are `MinHashLSH`'s: the same bands (`lsh_params`, consecutive slices of
     the hash values), a pair is a candidate when all values of one band are equal. The
     bands are matched by sorting a 64-bit hash of each band instead of inserting every
-    text into a `MinHashLSH` (many times slower: see bench/README.md); a hash collision only
-    adds a candidate, which `similar_pairs` then checks.
+    text into a `MinHashLSH` (many times slower: see bench/README.md); a hash collision
+    only adds a candidate, which `similar_pairs` then checks.
+
+    A bucket of more than `FULL_BUCKET` texts (templated text: thousands of rows that
+    share most of their words) gives only the pairs of its first text with each other
+    one, so the work stays linear in the rows rather than quadratic.
     """
+    if len(sigs) < 2:
+        return np.empty((0, 2), dtype=np.int64)
     bands, rows = lsh_params(threshold, sigs.shape[1])
     mix = np.array([_position_multiplier(j) for j in range(rows)], dtype=np.uint64)
-    found: list[np.ndarray] = []
+    n = len(sigs)
+    found: list[np.ndarray] = [np.empty((0, 2), dtype=np.int64)]
     for band in range(bands):
         values = sigs[:, band * rows : (band + 1) * rows].astype(np.uint64)
         keys = (values * mix).sum(axis=1, dtype=np.uint64)
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable")  # within a bucket: rows in order
         ordered = keys[order]
-        # +1 where a run of equal keys starts, -1 at its last element
-        edges = np.diff(np.concatenate(([0], ordered[1:] == ordered[:-1], [0])).astype(np.int8))
-        for start, end in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
-            members = np.sort(order[start : end + 1])
-            i, j = np.triu_indices(len(members), k=1)
-            found.append(np.stack([members[i], members[j]], axis=1))
-    if not found:
-        return np.empty((0, 2), dtype=np.int64)
+        new = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+        bucket = np.cumsum(new) - 1
+        size = np.bincount(bucket)[bucket]
+        first = np.flatnonzero(new)[bucket]
+        full = size <= FULL_BUCKET
+        for step in range(1, min(FULL_BUCKET, n)):
+            at = np.flatnonzero(full[:-step] & (bucket[:-step] == bucket[step:]))
+            found.append(np.stack([order[at], order[at + step]], axis=1))
+        star = np.flatnonzero(~full & ~new)
+        found.append(np.stack([order[first[star]], order[star]], axis=1))
     return np.unique(np.concatenate(found), axis=0)
 
 

@@ -29,7 +29,9 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
     data = spec.data
     for i, rule in enumerate(data.cleaning):
         make_rule(rule, i)  # a bad rule fails before any file is read
-    loaded = load_sources(data, spec.task.labels, lab)
+    generative = spec.task.generative  # rows carry a target; a label is an optional category
+    task_labels = None if generative else spec.task.labels
+    loaded = load_sources(data, task_labels, lab, generative)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
     grouped = data.fields.group is not None
     if loaded.presplit:
@@ -40,15 +42,15 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
     quarantine = loaded.rejections + cleaned.rejections
 
     seen = {ex.label for rows in dedup.splits.values() for ex in rows}
-    labels = list(spec.task.labels) if spec.task.labels else sorted(seen)
+    labels = list(task_labels) if task_labels else sorted(seen)
     settings = settings_of(data, labels)
     version = version_id(dedup.splits, quarantine, settings)
     new = not version_exists(store, version)
 
     counts = _tally(loaded.rows_read, dedup, quarantine)
     warnings = split_warnings(dedup.splits, labels, grouped and loaded.presplit)
-    if spec.task.labels:
-        unseen = [label for label in spec.task.labels if label not in seen]
+    if task_labels:
+        unseen = [label for label in task_labels if label not in seen]
         if unseen:
             warnings.append(f"label(s) {unseen} from task.labels have no example")
     report = {

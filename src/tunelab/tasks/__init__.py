@@ -20,6 +20,7 @@ class Task(Protocol):
     name: str
     overall_metrics: frozenset[str]
     class_metrics: frozenset[str]
+    default_metric: str
     group_scope: str | None
     group_key: str | None
 

@@ -7,6 +7,7 @@ from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 name = "classification"
 overall_metrics = frozenset({"accuracy", "macro_f1"})
 class_metrics = frozenset({"f1", "precision", "recall"})
+default_metric = "macro_f1"
 group_scope = "every_class"
 group_key = "per_class"
 

@@ -37,6 +37,7 @@ overall_metrics = frozenset(
 )
 class_metrics = frozenset({"presence", "exact"})
 """Per-field metrics (usable in an `every_field` guardrail)."""
+default_metric = "exact_match"
 group_scope = "every_field"
 group_key = "per_field"
 

@@ -36,6 +36,7 @@ from tunelab.tasks.jsonout import (
 name = "format"
 overall_metrics = frozenset({"format_valid", "exact_match"})
 class_metrics: frozenset[str] = frozenset()
+default_metric = "format_valid"
 group_scope = None
 group_key = None
 
