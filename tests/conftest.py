@@ -69,7 +69,7 @@ SCHEMA = {
 }
 
 
-def extraction_spec(model: Path, **sections) -> dict:
+def extraction_spec(model_path: Path, **sections) -> dict:
     spec = {
         "hypothesis": {"behaviour": "json", "metric": "exact_match", "min_effect": 0.05},
         "guardrails": [
@@ -85,7 +85,7 @@ def extraction_spec(model: Path, **sections) -> dict:
             "sources": [{"type": "jsonl", "path": "pages.jsonl"}],
             "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
         },
-        "model": {"path": str(model), "max_length": 192, "template": "chat"},
+        "model": {"path": str(model_path), "max_length": 192, "template": "chat"},
         "method": {"type": "lora", "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
         "training": {"lr": 5e-3, "global_batch": 4, "microbatch": 2, "budget": {"steps": 3}},
         "evaluation": {"batch_size": 8, "max_new_tokens": 12},
@@ -120,7 +120,7 @@ def topic_rows(n_per_label: int = 20, seed: int = 0) -> list[dict]:
     return rows
 
 
-def lab_spec(model: Path, **sections) -> dict:
+def lab_spec(model_path: Path, **sections) -> dict:
     spec = {
         "hypothesis": {"behaviour": "topics", "metric": "macro_f1", "min_effect": 0.01},
         "guardrails": [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}],
@@ -129,7 +129,7 @@ def lab_spec(model: Path, **sections) -> dict:
             "sources": [{"type": "jsonl", "path": "docs.jsonl"}],
             "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
         },
-        "model": {"path": str(model), "max_length": 32},
+        "model": {"path": str(model_path), "max_length": 32},
         "method": {
             "type": "lora",
             "r": 4,

@@ -95,34 +95,10 @@ def predict_by_scoring(
     batch_size: int,
     device: torch.device,
 ) -> list[dict]:
-    """Sum of the log-probabilities of each label's tokens (and the end token) after the prompt;
-    all (example, label) sequences go through the model in batches of `batch_size`."""
-    tok, end = renderer.tokenizer, renderer.template.end_id
-    candidates = [
-        tok(label, add_special_tokens=False)["input_ids"] + [end] for label in renderer.labels
-    ]
+    """The label whose tokens (and the end token) have the highest summed log-likelihood after
+    the prompt; no generation."""
     prompts = [renderer.render(r, with_target=False).prompt_ids for r in rows]
-    pairs = [(i, k) for i in range(len(rows)) for k in range(len(candidates))]
-    seqs = [prompts[i] + candidates[k] for i, k in pairs]
-    scores = torch.zeros(len(rows), len(candidates))
-    for start in range(0, len(pairs), batch_size):
-        chunk = list(range(start, min(start + batch_size, len(pairs))))
-        width = max(len(seqs[j]) for j in chunk)
-        ids = torch.full((len(chunk), width), renderer.pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, j in enumerate(chunk):
-            ids[row, : len(seqs[j])] = torch.tensor(seqs[j])
-            mask[row, : len(seqs[j])] = 1
-        logp = torch.log_softmax(
-            model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float(), -1
-        )
-        for row, j in enumerate(chunk):
-            i, k = pairs[j]
-            first = len(prompts[i])
-            target = torch.tensor(candidates[k], device=logp.device)
-            steps = logp[row, first - 1 : first - 1 + len(target)]
-            scores[i, k] = steps.gather(1, target[:, None]).sum()
-    probs = torch.softmax(scores, dim=-1)
+    probs = torch.softmax(label_scores(model, renderer, prompts, batch_size, device), dim=-1)
     return [
         {
             "id": r["id"],
@@ -132,6 +108,71 @@ def predict_by_scoring(
         }
         for i, r in enumerate(rows)
     ]
+
+
+@torch.no_grad()
+def label_scores(
+    model: torch.nn.Module,
+    renderer: Renderer,
+    prompts: list[list[int]],
+    batch_size: int,
+    device: torch.device,
+) -> torch.Tensor:
+    """Summed log-probabilities of each label after each prompt, shaped (prompts, labels).
+
+    Each prompt runs through the model once; its KV cache is repeated for every label, and all
+    labels' tokens go through one more batched forward pass, with positions that follow the
+    left padding.
+    """
+    tok, end = renderer.tokenizer, renderer.template.end_id
+    candidates = [
+        tok(label, add_special_tokens=False)["input_ids"] + ([end] if end else [])
+        for label in renderer.labels
+    ]
+    k, width = len(candidates), max(len(c) for c in candidates)
+    # each candidate as inputs (all but its last token) and as targets (all its tokens)
+    inputs = torch.full((k, max(width - 1, 1)), renderer.pad_id, dtype=torch.long)
+    input_mask = torch.zeros_like(inputs)
+    for j, c in enumerate(candidates):
+        inputs[j, : len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
+        input_mask[j, : len(c) - 1] = 1
+    scores = torch.zeros(len(prompts), k)
+    order = _length_order([len(p) for p in prompts])
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = collate_prompts([prompts[i] for i in idx], renderer.pad_id, device)
+        mask = batch["attention_mask"]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = model(**batch, position_ids=positions, use_cache=True)
+        first = torch.log_softmax(out.logits[:, -1].float(), -1)  # predicts each label's 1st token
+        rest = None
+        if width > 1:
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(k)
+            n = len(idx)
+            cont_mask = input_mask.repeat(n, 1).to(device)
+            cont_pos = (
+                positions[:, -1:].repeat_interleave(k, 0)
+                + 1
+                + torch.arange(inputs.shape[1], device=device)
+            )
+            rest = torch.log_softmax(
+                model(
+                    input_ids=inputs.repeat(n, 1).to(device),
+                    attention_mask=torch.cat([mask.repeat_interleave(k, 0), cont_mask], 1),
+                    position_ids=cont_pos,
+                    past_key_values=cache,
+                    use_cache=False,
+                ).logits.float(),
+                -1,
+            )
+        for row, i in enumerate(idx):
+            for j, c in enumerate(candidates):
+                total = first[row, c[0]]
+                for t in range(1, len(c)):
+                    total = total + rest[row * k + j, t - 1, c[t]]
+                scores[i, j] = total
+    return scores
 
 
 @torch.no_grad()

@@ -43,11 +43,21 @@ def data(report: dict, console: Console) -> None:
         table.add_row(split, str(info["n"]), *counts)
     console.print(table)
     dups = report["duplicates"]
-    found = ", ".join(f"{k} {v}" for k, v in dups["counts"].items() if v) or "none"
-    console.print(
-        f"  exact duplicates (pairs): {found}; policy {dups['policy']}, "
-        f"{dups['removed']} removed from train"
-    )
+    for method, title in (("exact", "exact duplicates"), ("near", "near-duplicates")):
+        counts = {
+            k.removeprefix("near:"): v
+            for k, v in dups["counts"].items()
+            if v and k.startswith("near:") == (method == "near")
+        }
+        found = ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
+        console.print(f"  {title} (pairs): {found}")
+    example = next((p for p in dups["pairs"] if p["method"] == "near" and p.get("snippet")), None)
+    if example:
+        console.print(
+            f"    e.g. {example['a']['id']} ~ {example['b']['id']} (similarity "
+            f"{example['similarity']}): {example['snippet']!r}"
+        )
+    console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
     if report.get("presplit"):
         console.print("  the data came already split: the user's split was kept as it is")
 

@@ -31,3 +31,41 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     assert set(variant["per_field"]) == {"name", "section", "summary"}
     assert [g["scope"] for g in variant["guardrails"]] == ["overall", "every_field"]
     assert variant["verdict"] in {"improved", "no evidence", "guardrail broken"}
+
+
+def test_format_lab_checks_answers_against_a_regex(make_extraction_lab, capsys):
+    rows = [
+        {"text": f"What is {i} plus {i}?", "target": f"ANSWER: {2 * i}", "label": "sum"}
+        for i in range(30)
+    ]
+    lab = str(
+        make_extraction_lab(
+            rows,
+            task={"type": "format", "regex": r"ANSWER: \d+", "instruction": "Add."},
+            hypothesis={"behaviour": "format", "metric": "format_valid", "min_effect": 0.1},
+            guardrails=[{"metric": "exact_match", "scope": "overall", "max_drop": 0.0}],
+        )
+    )
+    assert tl(capsys, "data", "--lab", lab)[0] == 0
+    code, base = tl(capsys, "baseline", "--lab", lab)
+    assert code == 0 and set(base["runs"][0]["metrics"]) == {"format_valid", "exact_match", "n"}
+    assert tl(capsys, "run", "--lab", lab)[0] == 0
+    code, result = tl(capsys, "compare", "--lab", lab)
+    assert code == 0 and result["task"] == "format" and result["groups"] is None
+
+
+def test_classification_with_a_causal_lm_scores_labels(make_lab, tiny_llama, capsys):
+    lab = str(
+        make_lab(
+            model={"path": str(tiny_llama), "kind": "causal", "template": "chat", "max_length": 64},
+            method={"type": "lora", "r": 4, "target_modules": ["q_proj", "v_proj"]},
+        )
+    )
+    assert tl(capsys, "data", "--lab", lab)[0] == 0
+    code, base = tl(capsys, "baseline", "--lab", lab)
+    assert code == 0 and base["runs"][0]["name"] == "zero-shot"
+    assert base["runs"][0]["metrics"]["n"] == 12 and "macro_f1" in base["runs"][0]["metrics"]
+    code, run = tl(capsys, "run", "--lab", lab)
+    assert code == 0 and run["status"] == "completed"
+    predictions = (tl(capsys, "compare", "--lab", lab))[1]["runs"]
+    assert {r["kind"] for r in predictions} == {"baseline", "variant"}

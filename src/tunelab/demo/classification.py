@@ -7,7 +7,6 @@ compare) on a lab folder the user can go on exploring with every other command.
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -18,7 +17,7 @@ from tunelab import show
 from tunelab.baseline import run_baseline
 from tunelab.compare import compare
 from tunelab.data import build_data
-from tunelab.demo.assets import bbc_news, minilm
+from tunelab.demo.assets import bbc_news, minilm, set_aside
 from tunelab.lab import open_lab
 from tunelab.run import run_variant
 from tunelab.spec import SPEC_FILE
@@ -83,7 +82,7 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
     out = Console(quiet=True) if quiet else console
     progress = None if quiet else show.console(stderr=True)
     started = time.perf_counter()
-    moved = _set_aside(lab)
+    moved = set_aside(lab)
     write_spec(lab)
     handle = open_lab(lab)
     spec = handle.spec
@@ -131,16 +130,6 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
         "compare": result,
         "seconds": round(seconds, 1),
     }
-
-
-def _set_aside(lab: Path) -> Path | None:
-    """Never delete a lab: an earlier demo lab is renamed with its time, not removed."""
-    if not lab.exists():
-        return None
-    stamp = datetime.fromtimestamp(lab.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
-    target = lab.with_name(f"{lab.name}.{stamp}")
-    lab.rename(target)
-    return target
 
 
 def _story(result: dict, baselines: dict, out: Console) -> None:
