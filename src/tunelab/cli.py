@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from tunelab import show
 from tunelab.spec import parse_overrides
+from tunelab.train import TrainingInterrupted
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -73,7 +74,21 @@ def cmd_runs(args):
     from tunelab.ledger import summary
     from tunelab.store import Store
 
-    return [summary(r) for r in Store(args.lab).runs()]
+    store = Store(args.lab)
+    return [summary(r, store.runs_dir / r["id"]) for r in store.runs()]
+
+
+def cmd_resume(args):
+    from tunelab.run import resume_run
+
+    return resume_run(args.lab, args.run, _progress(args))
+
+
+def cmd_invalidate(args):
+    from tunelab.ledger import invalidate
+    from tunelab.store import Store
+
+    return invalidate(Store(args.lab), args.run, args.why)
 
 
 def cmd_demo(args):
@@ -90,6 +105,8 @@ COMMANDS: dict[str, tuple[Callable, Callable | None, str]] = {
     "baseline": (cmd_baseline, show.baseline, "evaluate the starting points on validation"),
     "run": (cmd_run, show.run, "train one variant and evaluate it"),
     "compare": (cmd_compare, show.compare, "every run beside the baseline, with verdicts"),
+    "resume": (cmd_resume, show.run, "continue an interrupted run from its checkpoint"),
+    "invalidate": (cmd_invalidate, show.invalidated, "mark a run invalid, with the reason"),
     "runs": (cmd_runs, show.runs, "list the runs of the lab"),
     "demo": (cmd_demo, None, "run the embedded default lab end to end"),
 }
@@ -111,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="key=value",
                 help="override spec fields for this command, e.g. training.lr=1e-4",
             )
+    sub.choices["resume"].add_argument("run", help="run id, e.g. r003-lora")
+    sub.choices["invalidate"].add_argument("run", help="run id")
+    sub.choices["invalidate"].add_argument("--why", required=True, help="what makes it invalid")
     sub.choices["init"].add_argument("--task", default="classification")
     sub.choices["init"].add_argument("--force", action="store_true")
     sub.choices["run"].add_argument("--name", help="run name (default: the method)")
@@ -138,8 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     try:
         result = args.handler(args)
-    except KeyboardInterrupt:
-        _error(args, "interrupted; the run is recorded as interrupted.")
+    except (KeyboardInterrupt, TrainingInterrupted) as err:
+        _error(
+            args,
+            f"interrupted ({err or 'Ctrl-C'}); the run is recorded as interrupted: "
+            "`tunelab resume RUN` continues it.",
+        )
         return EXIT_INTERRUPTED
     except Exception as err:  # every failure reaches the user as one clear message
         _error(args, str(err))

@@ -160,7 +160,7 @@ def apply_method(
             lora_alpha=method.alpha,
             lora_dropout=method.dropout,
             target_modules=method.target_modules,
-            modules_to_save=method.modules_to_save,
+            modules_to_save=list(method.modules_to_save or []) or None,  # PEFT extends it
         )
         model = get_peft_model(model, config)
         report["target_modules"] = {p: len(hits) for p, hits in matched.items()}

@@ -6,11 +6,19 @@ ledger with its status and error.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
 import torch
 from peft import TaskType
 from rich.console import Console
 
 from tunelab import ledger
+from tunelab.checkpoint import CHECKPOINT_DIR, find_checkpoint
+from tunelab.env import pick_device
 from tunelab.evaluate import evaluate_rows, protocol
 from tunelab.inspection import blocking, training_findings
 from tunelab.lab import Lab
@@ -23,8 +31,9 @@ from tunelab.model import (
     save_trained,
 )
 from tunelab.render import make_renderer
-from tunelab.store import write_jsonl
-from tunelab.train import total_steps, train
+from tunelab.spec import validate_spec
+from tunelab.store import Store, now, write_jsonl
+from tunelab.train import TrainingInterrupted, total_steps, train
 
 
 def load_base(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, TaskType]:
@@ -38,19 +47,11 @@ class BlockedError(ValueError):
     """Blocking inspect findings and no recorded reason to train anyway."""
 
 
-def run_variant(
-    lab: Lab,
-    name: str | None = None,
-    console: Console | None = None,
-    allow_warnings: str | None = None,
-) -> dict:
-    spec, store = lab.spec, lab.store
-    spec.require_plan()
-    version = store.current_data()
-    labels = store.data_manifest(version)["labels"]
-    tokenizer = load_tokenizer(spec.model, lab.path)
-    renderer = make_renderer(spec, tokenizer, labels, lab.path)
-    train_rows = store.read_split(version, "train")
+def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
+    """Renderer, training examples (with the rows that cannot be rendered) and findings."""
+    labels = lab.store.data_manifest(version)["labels"]
+    renderer = make_renderer(lab.spec, load_tokenizer(lab.spec.model, lab.path), labels, lab.path)
+    train_rows = lab.store.read_split(version, "train")
     train_set, rejected = renderer.training(train_rows)
     findings = training_findings(renderer, train_rows, rejected)
     if blocking(findings) and not allow_warnings:
@@ -61,11 +62,26 @@ def run_variant(
             )
             + '. See `tunelab inspect`; to train anyway pass --allow-warnings "why".'
         )
-    val_rows = store.read_split(version, "validation")
+    return renderer, train_set, rejected, findings
 
-    torch.manual_seed(spec.training.seed)  # the new head's init comes from the seed
+
+def build_model(lab: Lab, labels: list[str]):
+    torch.manual_seed(lab.spec.training.seed)  # the new head's init comes from the seed
     model, task_type = load_base(lab, labels)
-    model, trainable = apply_method(model, spec.method, task_type)
+    return apply_method(model, lab.spec.method, task_type)
+
+
+def run_variant(
+    lab: Lab,
+    name: str | None = None,
+    console: Console | None = None,
+    allow_warnings: str | None = None,
+) -> dict:
+    spec, store = lab.spec, lab.store
+    spec.require_plan()
+    version = store.current_data()
+    renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
+    model, trainable = build_model(lab, renderer.labels)
     record, run_dir = ledger.open_run(
         lab,
         name or spec.method.type,
@@ -81,24 +97,91 @@ def run_variant(
     )
     if console:
         console.print(_start_line(record, spec, len(train_set)))
-    try:
-        record["training"] = train(
-            model, train_set, spec.training, lab.device, renderer.pad_id, console
+    return _train_and_finish(lab, record, run_dir, model, renderer, train_set, console)
+
+
+def resume_run(lab_path: Path, run_id: str, console: Console | None = None) -> dict:
+    """Continue an interrupted (or lost) run from its checkpoint, under the run's own spec and
+    data version, so it ends as an uninterrupted run with the same seed would."""
+    store = Store(lab_path)
+    record = store.read_record(run_id)
+    if record["status"] not in ("interrupted", "running", "failed"):
+        raise ValueError(
+            f"{run_id} is {record['status']}: only an interrupted, lost or failed "
+            "run can be resumed"
         )
-        e = spec.evaluation
-        predictions, record["metrics"] = evaluate_rows(
-            model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
+    run_dir = store.run_dir(run_id)
+    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None:
+        raise ValueError(
+            f"{run_id} has no checkpoint to resume from (set "
+            "training.checkpoint_every to checkpoint long runs); start a new run"
         )
-        write_jsonl(run_dir / "predictions.jsonl", predictions)
-        record["weights"] = {"dir": "weights", "files": save_trained(model, run_dir / "weights")}
-    except KeyboardInterrupt as err:
-        ledger.close_run(lab, record, "interrupted", err)
-        raise
-    except Exception as err:
-        ledger.close_run(lab, record, "failed", err)
-        raise
+    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device())
+    renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
+    model, _ = build_model(lab, renderer.labels)
+    record.setdefault("resumed", []).append({"time": now(), "pid": os.getpid()})
+    ledger.reopen_run(lab, record)
+    return _train_and_finish(lab, record, run_dir, model, renderer, train_set, console, resume=True)
+
+
+def _train_and_finish(
+    lab, record, run_dir, model, renderer, train_set, console, resume: bool = False
+) -> dict:
+    """Train (stopping cleanly on Ctrl-C or SIGTERM), evaluate, save; the record follows."""
+    stop = threading.Event()
+    with _stop_on_signals(stop, console):
+        try:
+            record["training"] = train(
+                model,
+                train_set,
+                lab.spec.training,
+                lab.device,
+                renderer.pad_id,
+                console,
+                run_dir,
+                stop,
+                resume,
+            )
+            e = lab.spec.evaluation
+            val_rows = lab.store.read_split(record["data_version"], "validation")
+            predictions, record["metrics"] = evaluate_rows(
+                model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
+            )
+            write_jsonl(run_dir / "predictions.jsonl", predictions)
+            files = save_trained(model, run_dir / "weights")
+            record["weights"] = {"dir": "weights", "files": files}
+        except (TrainingInterrupted, KeyboardInterrupt) as err:
+            record["checkpoint"] = getattr(err, "checkpoint", None) and CHECKPOINT_DIR
+            ledger.close_run(lab, record, "interrupted", err)
+            raise
+        except Exception as err:
+            ledger.close_run(lab, record, "failed", err)
+            raise
     ledger.close_run(lab, record, "completed")
     return record
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event, console: Console | None):
+    """Ctrl-C or SIGTERM asks the loop to finish its step and checkpoint; a second Ctrl-C
+    stops at once (the run is still recorded as interrupted)."""
+
+    def handler(signum, frame):
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        if console:
+            console.print("[yellow]stopping after this step (checkpoint, then exit)…[/]")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _start_line(record: dict, spec, n_train: int) -> str:
@@ -107,6 +190,7 @@ def _start_line(record: dict, spec, n_train: int) -> str:
     return (
         f"[bold]{record['id']}[/]: {t['method']} · {t['trainable_params']:,} of "
         f"{t['total_params']:,} parameters train ({100 * t['trainable_fraction']:.2f}%) · "
-        f"global batch {cfg.global_batch} = {cfg.microbatch} × {cfg.accumulation} accumulation"
+        f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {cfg.accumulation} "
+        "accumulation × 1 process"
         f" · {steps} steps on {n_train} examples"
     )

@@ -209,7 +209,11 @@ class TrainingSpec(_Section):
     optimizer: Literal["adamw"] = "adamw"
     lr: float = Field(5e-4, gt=0)
     weight_decay: float = Field(0.0, ge=0)
-    schedule: Literal["constant", "linear", "cosine"] = "linear"
+    schedule: Literal["constant", "linear", "cosine", "wsd"] = "linear"
+    """wsd: warmup-stable-decay (constant after warmup, then a linear decay to zero over the
+    last `decay_fraction` of the steps)."""
+    decay_fraction: float = Field(0.2, gt=0, le=1)
+    """Share of the steps in the final decay of the wsd schedule."""
     warmup_steps: int = Field(0, ge=0)
     global_batch: int = Field(16, gt=0)
     """Examples per optimizer step."""
@@ -218,6 +222,8 @@ class TrainingSpec(_Section):
     budget: Budget = Budget(epochs=1)
     seed: int = 0
     max_grad_norm: float | None = Field(1.0, gt=0)
+    checkpoint_every: int | None = Field(None, gt=0)
+    """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """bf16 uses autocast; weights stay in model.dtype."""
 

@@ -62,6 +62,13 @@ def data(report: dict, console: Console) -> None:
         console.print("  the data came already split: the user's split was kept as it is")
 
 
+def invalidated(record: dict, console: Console) -> None:
+    console.print(
+        f"{record['id']} is now invalid (was {record['invalidated']['previous_status']}):"
+        f" {record['invalidated']['why']}"
+    )
+
+
 def runs(rows: list[dict], console: Console) -> None:
     table = Table("run", "kind", "status", "data", "primary metric", "created (UTC)")
     table.columns[0].no_wrap = True

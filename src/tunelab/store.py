@@ -87,8 +87,17 @@ class Store:
             os.fsync(fh.fileno())
 
     def events(self) -> list[dict]:
+        """The event log; a last line cut short by a kill is skipped, never fatal."""
         path = self.root / "events.jsonl"
-        return read_jsonl(path) if path.exists() else []
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
 
     # --- data versions -------------------------------------------------------------------
 

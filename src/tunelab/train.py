@@ -10,17 +10,22 @@ of target tokens (the normalisation is recorded in the run record).
 from __future__ import annotations
 
 import math
+import os
 import resource
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from tunelab.checkpoint import CHECKPOINT_DIR, find_checkpoint, load_checkpoint, save_checkpoint
 from tunelab.render import Encoded, Rendered, collate, collate_causal
 from tunelab.spec import TrainingSpec
+from tunelab.store import atomic_write_json, now
 
 LOSS_NORMALISATION = (
     "sum of losses (per example, or per target token for a causal LM) / the same count over "
@@ -35,12 +40,17 @@ def total_steps(cfg: TrainingSpec, n_examples: int) -> int:
     return max(1, math.ceil(cfg.budget.epochs * n_examples / cfg.global_batch))
 
 
-def lr_factor(schedule: str, warmup: int, steps: int):
+def lr_factor(schedule: str, warmup: int, steps: int, decay_fraction: float = 0.2):
     """The multiplier of the base learning rate at each step (for LambdaLR)."""
+    decay_start = steps - max(1, round(decay_fraction * steps))
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if schedule == "wsd":
+            if step < decay_start:
+                return 1.0
+            return max(0.0, (steps - step) / (steps - decay_start))
         progress = (step - warmup) / max(1, steps - warmup)
         if schedule == "linear":
             return max(0.0, 1.0 - progress)
@@ -92,6 +102,16 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+class TrainingInterrupted(Exception):
+    """Training stopped on request (Ctrl-C, SIGTERM) after a step, with a checkpoint saved."""
+
+    def __init__(self, step: int, checkpoint: Path | None):
+        super().__init__(
+            f"stopped after step {step}" + (f"; checkpoint {checkpoint}" if checkpoint else "")
+        )
+        self.step, self.checkpoint = step, checkpoint
+
+
 def train(
     model: torch.nn.Module,
     examples: list[Example],
@@ -99,19 +119,32 @@ def train(
     device: torch.device,
     pad_id: int,
     console: Console | None = None,
+    run_dir: Path | None = None,
+    stop: threading.Event | None = None,
+    resume: bool = False,
 ) -> dict:
-    """Train in place; return what happened (steps, tokens, speed, memory, loss history)."""
+    """Train in place; return what happened (steps, tokens, speed, memory, loss history).
+
+    With `run_dir`, each step writes a heartbeat and checkpoints go to `run_dir/checkpoint`
+    (every `cfg.checkpoint_every` steps, and when `stop` is set: then the loop ends the step it
+    is in, saves, and raises TrainingInterrupted). `resume` continues from that checkpoint.
+    """
     torch.manual_seed(cfg.seed)
     steps = total_steps(cfg, len(examples))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lr_factor(cfg.schedule, cfg.warmup_steps, steps)
+        optimizer, lr_factor(cfg.schedule, cfg.warmup_steps, steps, cfg.decay_fraction)
     )
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
+    checkpoint = run_dir / CHECKPOINT_DIR if run_dir else None
     history: list[dict] = []
-    tokens_seen = 0
-    start = time.perf_counter()
+    tokens_seen, done, elapsed_before = 0, 0, 0.0
+    if resume:
+        state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
+        history, tokens_seen, done = state["history"], state["tokens"], state["step"]
+        elapsed_before = state["seconds"]
+    start = time.perf_counter() - elapsed_before
     model.train()
     progress = Progress(
         TextColumn("[bold]train[/]"),
@@ -124,10 +157,12 @@ def train(
         transient=True,
     )
     with progress:
-        bar = progress.add_task("train", total=steps, loss=float("nan"), tps=0.0)
+        bar = progress.add_task("train", total=steps, completed=done, loss=float("nan"), tps=0.0)
         for step, batch_idx in enumerate(
             example_order(len(examples), steps, cfg.global_batch, cfg.seed)
         ):
+            if step < done:  # resumed: these batches were taken before the stop
+                continue
             step_loss = 0.0
             denominator = sum(loss_weight(examples[j]) for j in batch_idx)
             for i in range(0, len(batch_idx), cfg.microbatch):
@@ -158,6 +193,23 @@ def train(
                 }
             )
             progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
+            if run_dir is None:
+                continue
+            atomic_write_json(
+                run_dir / "heartbeat.json", {"step": step + 1, "time": now(), "pid": os.getpid()}
+            )
+            stopping = stop is not None and stop.is_set()
+            every = cfg.checkpoint_every
+            if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
+                state = {
+                    "step": step + 1,
+                    "tokens": tokens_seen,
+                    "history": history,
+                    "seconds": elapsed,
+                }
+                save_checkpoint(checkpoint, model, optimizer, scheduler, state)
+            if stopping:
+                raise TrainingInterrupted(step + 1, checkpoint)
     seconds = time.perf_counter() - start
     model.eval()
     return {

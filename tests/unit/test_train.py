@@ -14,6 +14,10 @@ def test_schedules_warm_up_then_decay():
     cosine = lr_factor("cosine", warmup=0, steps=10)
     assert cosine(0) == 1.0 and cosine(5) == pytest.approx(0.5)
     assert lr_factor("constant", 0, 10)(7) == 1.0
+    wsd = lr_factor("wsd", warmup=2, steps=10, decay_fraction=0.3)
+    assert [wsd(s) for s in range(10)] == pytest.approx(
+        [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2 / 3, 1 / 3]
+    )
 
 
 def test_example_order_is_seeded_and_covers_each_epoch():

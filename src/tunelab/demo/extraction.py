@@ -63,7 +63,7 @@ SPEC = {
     "data": {
         "sources": [{"type": "jsonl", "path": "{data}"}],
         "fields": {"text": "text", "target": "target", "group": "group"},
-        "split": {"train": 0.6, "validation": 0.15, "test": 0.25, "seed": 0, "stratify": False},
+        "split": {"train": 0.6, "validation": 0.1, "test": 0.3, "seed": 0, "stratify": False},
     },
     "model": {"path": "{model}", "template": "chat", "max_length": 320},
     "method": {
@@ -83,7 +83,7 @@ SPEC = {
         "seed": 0,
         "precision": "bf16",
     },
-    "evaluation": {"split": "validation", "batch_size": 16, "max_new_tokens": 64},
+    "evaluation": {"split": "validation", "batch_size": 16, "max_new_tokens": 72},
 }
 
 
