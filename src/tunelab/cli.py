@@ -55,7 +55,9 @@ def cmd_baseline(args):
 def cmd_run(args):
     from tunelab.run import run_variant
 
-    return run_variant(_lab(args), args.name, _progress(args), args.allow_warnings)
+    return run_variant(
+        _lab(args), args.name, _progress(args), args.allow_warnings, args.parent, args.reason
+    )
 
 
 def cmd_inspect(args):
@@ -91,6 +93,13 @@ def cmd_invalidate(args):
     return invalidate(Store(args.lab), args.run, args.why)
 
 
+def cmd_final(args):
+    from tunelab.final import run_final
+    from tunelab.lab import open_lab
+
+    return run_final(open_lab(args.lab), args.run, args.reason)
+
+
 def cmd_demo(args):
     from tunelab.demo import run_demo
 
@@ -107,6 +116,7 @@ COMMANDS: dict[str, tuple[Callable, Callable | None, str]] = {
     "compare": (cmd_compare, show.compare, "every run beside the baseline, with verdicts"),
     "resume": (cmd_resume, show.run, "continue an interrupted run from its checkpoint"),
     "invalidate": (cmd_invalidate, show.invalidated, "mark a run invalid, with the reason"),
+    "final": (cmd_final, show.final, "open the sealed test split once for a chosen run"),
     "runs": (cmd_runs, show.runs, "list the runs of the lab"),
     "demo": (cmd_demo, None, "run the embedded default lab end to end"),
 }
@@ -131,9 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["resume"].add_argument("run", help="run id, e.g. r003-lora")
     sub.choices["invalidate"].add_argument("run", help="run id")
     sub.choices["invalidate"].add_argument("--why", required=True, help="what makes it invalid")
+    sub.choices["final"].add_argument("run", help="the chosen run id, e.g. r004-lora")
+    sub.choices["final"].add_argument(
+        "--reason", help="required after the first opening of the test split; recorded"
+    )
     sub.choices["init"].add_argument("--task", default="classification")
     sub.choices["init"].add_argument("--force", action="store_true")
     sub.choices["run"].add_argument("--name", help="run name (default: the method)")
+    sub.choices["run"].add_argument(
+        "--parent", help="run this variant descends from (default: the newest baseline)"
+    )
+    sub.choices["run"].add_argument(
+        "--reason",
+        help="why more than one parameter group changes against the parent; recorded",
+    )
     sub.choices["run"].add_argument(
         "--allow-warnings",
         metavar="REASON",

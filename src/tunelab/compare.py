@@ -3,6 +3,22 @@
 The reference is the strongest baseline on the primary metric unless `--against` names one:
 a variant has to beat what the pretrained model already gives for free. Differences are
 paired: both runs are scored on the same validation examples, resampled together.
+
+Each variant is set beside the reference (`vs_reference`, and for backwards compatibility
+`guardrails`, `verdict`, `reasons` at the top of its row) and, when its record names a
+`parent` that is completed on the same data version, beside that parent too (`vs_parent`,
+with the recorded diff and reason). Each paired view holds the bootstrap interval, McNemar
+(0/1 per-example values), per-example flips and the concentration check (`stats.concentration`).
+
+Per-example values: classification uses correctness (`predicted == gold`) whatever the
+primary metric, since macro-F1 is not a sum over examples; generative tasks use the primary
+metric's per-example value (`example_values`), and an example counts as right for flips when
+that value is 1 (e.g. exact match, or every field exact for `field_accuracy`).
+
+Verdict: `improved` needs the minimum effect, the interval above zero and every guardrail.
+A concentrated gain, a different platform or protocol are warnings (`warnings`, and the
+concentration also in `reasons`): they do not change the verdict, which answers "is the
+difference real on these examples"; they say where to look before trusting it.
 """
 
 from __future__ import annotations
@@ -13,7 +29,14 @@ import numpy as np
 
 from tunelab.lab import Lab
 from tunelab.spec import Guardrail, Hypothesis
-from tunelab.stats import accuracy_rows, macro_f1_rows, mcnemar_exact, paired_bootstrap
+from tunelab.stats import (
+    accuracy_rows,
+    concentration,
+    flips,
+    macro_f1_rows,
+    mcnemar_exact,
+    paired_bootstrap,
+)
 from tunelab.store import StoreError, read_jsonl
 from tunelab.tasks import get_task
 
@@ -43,15 +66,31 @@ def compare(lab: Lab, against: str | None = None) -> dict:
         reference = matches[0]
     else:
         reference = max(baselines, key=lambda r: r["metrics"][primary])
-    ref_preds = _predictions(store, reference["id"])
+    by_id = {r["id"]: r for r in runs}
+    cache: dict[str, dict] = {}
+
+    def preds_of(run_id: str) -> dict[str, dict]:
+        if run_id not in cache:
+            cache[run_id] = _predictions(store, run_id)
+        return cache[run_id]
+
+    def paired(before: dict, run: dict) -> dict:
+        versus = _versus(before, run, preds_of(before["id"]), preds_of(run["id"]), labels, primary)
+        versus["guardrails"] = [_guardrail(g, before, run, task) for g in lab.spec.guardrails]
+        versus["verdict"], versus["reasons"] = _verdict(versus, hypothesis)
+        versus["warnings"] = _warnings(before, run, versus)
+        return versus
+
     rows = []
     for run in runs:
         row = _row(run, task)
         if run["kind"] == "variant" and run["id"] != reference["id"]:
-            preds = _predictions(store, run["id"])
-            row["vs_reference"] = _versus(reference, run, ref_preds, preds, labels, primary)
-            row["guardrails"] = [_guardrail(g, reference, run, task) for g in lab.spec.guardrails]
-            row["verdict"], row["reasons"] = _verdict(row, hypothesis)
+            vs = paired(reference, run)
+            row["vs_reference"] = {k: vs.pop(k) for k in _VERSUS_KEYS if k in vs}
+            row["against"] = reference["id"]
+            row.update(vs)  # guardrails, verdict, reasons, warnings
+            row["parent"], row["reason"] = run.get("parent"), run.get("reason")
+            _add_parent(row, run, by_id, store, version, paired)
         rows.append(row)
     return {
         "data_version": version,
@@ -92,9 +131,13 @@ def example_values(pred: dict, metric: str) -> float:
     return float(score[metric])
 
 
+_VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "flips", "concentration")
+
+
 def _versus(
     reference: dict, run: dict, ref_preds: dict, preds: dict, labels: list[str], primary: str
 ) -> dict:
+    """Paired statistics of `run` against `reference` on the same examples."""
     if set(ref_preds) != set(preds):
         raise StoreError(
             f"{run['id']} and {reference['id']} were scored on different examples; "
@@ -109,10 +152,13 @@ def _versus(
         metric = (
             accuracy_rows if primary == "accuracy" else partial(macro_f1_rows, n_labels=len(labels))
         )
+        right_a, right_b = a == gold, b == gold
         return {
             "metric": primary,
             "bootstrap": paired_bootstrap(metric, gold, a, b),
-            "mcnemar": mcnemar_exact(a == gold, b == gold),
+            "mcnemar": mcnemar_exact(right_a, right_b),
+            "flips": flips(ids, right_a, right_b),
+            "concentration": concentration(right_a, right_b),
         }
     # generative: every metric is a mean of per-example values
     a = np.array([example_values(ref_preds[i], primary) for i in ids])
@@ -121,7 +167,91 @@ def _versus(
     result = {"metric": primary, "bootstrap": paired_bootstrap(_mean_of_pred, zeros, a, b)}
     if set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
         result["mcnemar"] = mcnemar_exact(a == 1, b == 1)
+    result["flips"] = flips(ids, a >= 1, b >= 1)
+    result["concentration"] = concentration(a, b)
     return result
+
+
+def _add_parent(row: dict, run: dict, by_id: dict, store, version: str, paired) -> None:
+    """`vs_parent` when the run's parent is completed on the same data version, else a
+    warning that says why there is none."""
+    parent_id = run.get("parent")
+    if not parent_id:
+        return
+    parent = by_id.get(parent_id)
+    if parent is None:
+        try:
+            record = store.read_record(parent_id)
+            why = (
+                f"is {record['status']}"
+                if record["status"] != "completed"
+                else f"is on data version {record['data_version']}, not {version}"
+            )
+        except StoreError:
+            why = "is not in the store"
+        row["warnings"].append(f"parent {parent_id} {why}: no paired comparison with it")
+        return
+    vs = paired(parent, run)
+    row["vs_parent"] = {
+        "run": parent_id,
+        **vs,
+        "diff": run.get("diff"),
+        "reason": run.get("reason"),
+    }
+
+
+ENV_PACKAGES = ("torch", "transformers", "peft")
+
+
+def env_differences(a: dict | None, b: dict | None) -> list[str]:
+    """What differs between two environment records: torch, transformers and peft versions,
+    the torch build (CUDA / ROCm) and the device type. Empty when either is unknown."""
+    if not a or not b:
+        return []
+    out = []
+    pa, pb = a.get("packages") or {}, b.get("packages") or {}
+    for name in ENV_PACKAGES:
+        if pa.get(name) != pb.get(name):
+            out.append(f"{name} {pa.get(name)} -> {pb.get(name)}")
+    for key, name in (("torch_cuda", "CUDA build"), ("torch_hip", "ROCm build")):
+        if a.get(key) != b.get(key):
+            out.append(f"{name} {a.get(key)} -> {b.get(key)}")
+    da, db = (a.get("device") or {}).get("type"), (b.get("device") or {}).get("type")
+    if da != db:
+        out.append(f"device {da} -> {db}")
+    return out
+
+
+def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
+    """Concentrated gain, a different platform, a different evaluation protocol."""
+    out = []
+    c = versus["concentration"]
+    if c["concentrated"]:
+        out.append(_concentration_note(c, versus["flips"]))
+    env = env_differences(before.get("env"), run.get("env"))
+    if env:
+        out.append(
+            f"{run['id']} ran on a different platform than {before['id']}: "
+            + ", ".join(env)
+            + "; a new platform means the checks are redone (`tunelab check`)"
+        )
+    pa, pb = before.get("protocol"), run.get("protocol")
+    if pa and pb and pa != pb:
+        keys = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
+        out.append(
+            f"{run['id']} was evaluated under a different protocol than {before['id']}: "
+            + ", ".join(f"{k} {pa.get(k)} -> {pb.get(k)}" for k in keys)
+        )
+    return out
+
+
+def _concentration_note(c: dict, f: dict) -> str:
+    return (
+        f"the gain comes from a handful of examples: without the {c['k']} most improved of "
+        f"{c['n']} it is {c['delta_without_top_k']:+.4f} per example "
+        f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}, net {f['net']} "
+        f"<= {c['k']})"
+    )
 
 
 def _mean_of_pred(_: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -151,25 +281,29 @@ def _guardrail(g: Guardrail, reference: dict, run: dict, task) -> dict:
     }
 
 
-def _verdict(row: dict, hypothesis: Hypothesis) -> tuple[str, list[str]]:
-    """`guardrail broken`, `improved` (effect met, interval above zero), or `no evidence`."""
-    broken = [g for g in row["guardrails"] if not g["passed"]]
+def _verdict(versus: dict, hypothesis: Hypothesis) -> tuple[str, list[str]]:
+    """`guardrail broken`, `improved` (effect met, interval above zero), or `no evidence`.
+
+    A concentrated gain is added to the reasons but does not change the verdict."""
+    c = versus["concentration"]
+    extra = [_concentration_note(c, versus["flips"])] if c["concentrated"] else []
+    broken = [g for g in versus["guardrails"] if not g["passed"]]
     if broken:
         return "guardrail broken", [
             f"{g['metric']} ({g['scope']}) dropped more than {g['max_drop']}: "
             + ", ".join(f"{k} -{v:.3f}" for k, v in g["failing"].items())
             for g in broken
-        ]
-    boot = row["vs_reference"]["bootstrap"]
+        ] + extra
+    boot = versus["bootstrap"]
     reasons = [
         f"{hypothesis.metric} {boot['delta']:+.4f} "
         f"(95% CI {boot['low']:+.4f} to {boot['high']:+.4f}), "
         f"minimum effect {hypothesis.min_effect}"
     ]
     if boot["delta"] >= hypothesis.min_effect and boot["low"] > 0:
-        return "improved", reasons
+        return "improved", reasons + extra
     if boot["low"] <= 0:
         reasons.append("the interval includes zero")
     if boot["delta"] < hypothesis.min_effect:
         reasons.append("the gain is below the minimum effect")
-    return "no evidence", reasons
+    return "no evidence", reasons + extra

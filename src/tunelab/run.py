@@ -1,7 +1,9 @@
 """`tunelab run`: train one variant, evaluate it with the baseline's protocol, record everything.
 
 The record is opened before training starts, so an interrupted or crashed run stays in the
-ledger with its status and error.
+ledger with its status and error. Every run has a parent (`--parent`, by default the newest
+completed baseline on the data version) and the diff against it by parameter group; changing
+more than one group is refused unless `--reason` says why (see `tunelab.variants`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tunelab.render import make_renderer
 from tunelab.spec import validate_spec
 from tunelab.store import Store, now, write_jsonl
 from tunelab.train import TrainingInterrupted, total_steps, train
+from tunelab.variants import check_one_change, diff_runs, diff_warnings, resolve_parent
 
 
 def load_base(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, TaskType]:
@@ -76,10 +79,16 @@ def run_variant(
     name: str | None = None,
     console: Console | None = None,
     allow_warnings: str | None = None,
+    parent: str | None = None,
+    reason: str | None = None,
 ) -> dict:
     spec, store = lab.spec, lab.store
     spec.require_plan()
     version = store.current_data()
+    parent_record = resolve_parent(store, version, parent)
+    diff = diff_runs(parent_record, spec.to_dict(), version) if parent_record else None
+    if diff is not None:
+        check_one_change(diff, reason, parent_record["id"])
     renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
     model, trainable = build_model(lab, renderer.labels)
     record, run_dir = ledger.open_run(
@@ -94,6 +103,10 @@ def run_variant(
         rejected_train=rejected,
         findings=findings,
         warnings_allowed=allow_warnings,
+        parent=parent_record["id"] if parent_record else None,
+        diff=diff,
+        diff_warnings=diff_warnings(diff) if diff else [],
+        reason=reason.strip() if reason and reason.strip() else None,
     )
     if console:
         console.print(_start_line(record, spec, len(train_set)))

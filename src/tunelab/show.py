@@ -99,6 +99,17 @@ def baseline(result: dict, console: Console) -> None:
 
 def run(record: dict, console: Console) -> None:
     t, m = record["training"], record["metrics"]
+    if record.get("parent"):
+        diff = record.get("diff") or {}
+        changed = "; ".join(
+            f"{g}: " + ", ".join(f"{c['key']} {c['parent']} -> {c['child']}" for c in cs)
+            for g, cs in diff.items()
+        )
+        console.print(f"parent {record['parent']}: {changed or 'no change (a repeat)'}")
+        if record.get("reason"):
+            console.print(f"  reason: {record['reason']}")
+        for w in record.get("diff_warnings", []):
+            console.print(f"  [bold yellow]warning[/] {w}")
     console.print(
         f"[bold]{record['id']}[/] {record['status']}: {t['steps']} steps, {t['tokens']:,} tokens "
         f"in {t['seconds']:.0f}s ({t['tokens_per_s']:,.0f} tok/s, peak memory "
@@ -149,8 +160,73 @@ def compare(result: dict, console: Console) -> None:
     if result["groups"]:
         _per_group(result, console)
     for r in result["runs"]:
-        for reason in r.get("reasons", []) if r.get("verdict") != "improved" else []:
-            console.print(f"  {r['id']}: {reason}")
+        if "vs_reference" in r:
+            _variant_notes(r, result["primary_metric"], console)
+
+
+def _flips_line(vs: dict) -> str:
+    """`fixed 3 (e03, e04, e07), broken 2 (e00, e08)`; ids beyond the first five as `…`."""
+
+    def part(name: str) -> str:
+        p = vs["flips"][name]
+        ids = ", ".join(p["ids"]) + (", …" if p["count"] > len(p["ids"]) else "")
+        return f"{name} {p['count']}" + (f" ({ids})" if ids else "")
+
+    return f"{part('fixed')}, {part('broken')}"
+
+
+def _variant_notes(r: dict, primary: str, console: Console) -> None:
+    """Under the table, per variant: why it was made, flips, the parent view, warnings."""
+    console.print(f"[bold]{r['id']}[/]" + (f" — reason: {r['reason']}" if r.get("reason") else ""))
+    console.print(f"  vs {r.get('against', 'reference')}: {_flips_line(r['vs_reference'])}")
+    if r.get("verdict") != "improved":
+        for reason in r.get("reasons", []):
+            if "handful" not in reason:  # shown once, among the warnings
+                console.print(f"  {reason}")
+    vp = r.get("vs_parent")
+    if vp:
+        changed = ", ".join(
+            f"{g} ({'; '.join(c['key'] for c in cs)})" for g, cs in (vp.get("diff") or {}).items()
+        )
+        head = f"  parent {vp['run']} ({changed or 'no change'})"
+        if vp["run"] == r.get("against"):
+            console.print(head + ": the reference above")
+        else:
+            b, style = vp["bootstrap"], VERDICT_STYLE[vp["verdict"]]
+            console.print(
+                f"{head}: Δ {primary} {100 * b['delta']:+.1f} "
+                f"({100 * b['low']:+.1f}, {100 * b['high']:+.1f}), "
+                f"[{style}]{vp['verdict']}[/]; {_flips_line(vp)}"
+            )
+            for w in vp.get("warnings", []):
+                console.print(f"    [yellow]warning[/] (vs parent) {w}")
+    for w in r.get("warnings", []):
+        console.print(f"  [yellow]warning[/] {w}")
+
+
+def final(result: dict, console: Console) -> None:
+    """The one look at the test split: its metrics beside validation, and the access."""
+    m, primary = result["metrics"], result.get("primary_metric")
+    console.print(
+        f"[bold]final {result['run']}[/] on the sealed test split of {result['data_version']}"
+        f" ({m['n']} examples, sha256 {result['test_sha256'][:12]}… verified)"
+    )
+    console.print(f"  test: {metric_line(m)}")
+    val = result.get("validation_metrics") or {}
+    if primary and primary in val and primary in m:
+        gap = m[primary] - val[primary]
+        console.print(
+            f"  {primary.replace('_', ' ')}: validation {pct(val[primary])}% -> test "
+            f"{pct(m[primary])}% ({100 * gap:+.1f} points)"
+        )
+    access = f"access {result['n']} recorded in {result['file']}"
+    if result["repeated"]:
+        earlier = ", ".join(f"{e['run']} ({e['time']})" for e in result["earlier"])
+        console.print(
+            f"  [yellow]repeated[/] {access}; earlier: {earlier}; reason: {result['reason']}"
+        )
+    else:
+        console.print(f"  {access}; any later look needs --reason and is listed in the handover")
 
 
 def _per_group(result: dict, console: Console) -> None:

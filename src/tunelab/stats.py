@@ -65,3 +65,47 @@ def mcnemar_exact(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
     n = fixed + broken
     p = 1.0 if n == 0 else float(binomtest(fixed, n, 0.5, alternative="two-sided").pvalue)
     return {"fixed": fixed, "broken": broken, "p_value": p}
+
+
+def flips(ids: list[str], correct_a: np.ndarray, correct_b: np.ndarray, limit: int = 5) -> dict:
+    """Examples that system b fixed (a wrong, b right) and broke (a right, b wrong): counts
+    and the first `limit` ids of each (in the order of `ids`)."""
+    correct_a, correct_b = np.asarray(correct_a, bool), np.asarray(correct_b, bool)
+    fixed = [ids[i] for i in np.flatnonzero(~correct_a & correct_b)]
+    broken = [ids[i] for i in np.flatnonzero(correct_a & ~correct_b)]
+    return {
+        "fixed": {"count": len(fixed), "ids": fixed[:limit]},
+        "broken": {"count": len(broken), "ids": broken[:limit]},
+        "net": len(fixed) - len(broken),
+    }
+
+
+def concentration_k(n: int) -> int:
+    """How many examples make "a handful": max(3, 1% of n), rounded up."""
+    return max(3, -(-n // 100))
+
+
+def concentration(values_a: np.ndarray, values_b: np.ndarray, k: int | None = None) -> dict:
+    """Does the gain of b over a come from a handful of examples?
+
+    Rule: with per-example values (correctness 0/1, or a per-example score such as the share
+    of exact fields), d = b - a. The gain is *concentrated* when the mean difference is
+    positive and removing the k (`concentration_k`) most improved examples leaves a sum of
+    differences <= 0. For 0/1 values this is exactly: net flips (fixed - broken) <= k. A
+    non-positive difference has no gain to be concentrated (`concentrated` is False).
+    """
+    d = np.asarray(values_b, float) - np.asarray(values_a, float)
+    n = len(d)
+    k = concentration_k(n) if k is None else k
+    top = np.sort(d)[::-1][:k]
+    rest = float(d.sum() - top.sum())
+    delta = float(d.mean()) if n else 0.0
+    return {
+        "rule": f"gain > 0 and removing the {k} most improved examples leaves no gain",
+        "k": k,
+        "n": n,
+        "delta": delta,
+        "top_k_gain": float(top.sum()),
+        "delta_without_top_k": rest / max(n - k, 1) if n > k else 0.0,
+        "concentrated": bool(delta > 0 and rest <= 1e-12),
+    }

@@ -94,3 +94,45 @@ def test_console_script_runs_in_a_fresh_process(make_lab):
         check=True,
     )
     assert json.loads(out.stdout) == []
+
+
+def test_variants_have_a_parent_a_diff_and_the_one_change_rule(make_lab, capsys):
+    lab = str(make_lab())
+    tl(capsys, "data", "--lab", lab)
+    tl(capsys, "baseline", "--lab", lab)
+    code, first = tl(capsys, "run", "--lab", lab, "--name", "lora")
+    assert code == 0 and first["parent"] == "r002-probe" and first["diff"] == {}
+
+    two = ["training.lr=1e-3", "method.r=8"]
+    code, err = tl(capsys, "run", "--lab", lab, "--name", "two", *two)
+    assert code == 2 and "optimizer" in err["error"] and "method" in err["error"]
+    assert "--reason" in err["error"]
+    code, both = tl(capsys, "run", "--lab", lab, "--name", "two", *two, "--reason", "paired")
+    assert code == 0 and both["reason"] == "paired" and set(both["diff"]) == {"method", "optimizer"}
+
+    code, lr = tl(
+        capsys, "run", "--lab", lab, "--name", "lr", "--parent", first["id"], "training.lr=1e-3"
+    )
+    assert code == 0 and lr["parent"] == first["id"], lr
+    assert lr["diff"] == {"optimizer": [{"key": "training.lr", "parent": 5e-3, "child": 1e-3}]}
+
+    code, result = tl(capsys, "compare", "--lab", lab)
+    rows = {r["id"]: r for r in result["runs"]}
+    assert rows[lr["id"]]["vs_parent"]["run"] == first["id"]
+    assert rows[both["id"]]["reason"] == "paired"
+    assert "flips" in rows[lr["id"]]["vs_reference"]
+    assert main(["compare", "--lab", lab]) == 0  # the human view renders
+    assert f"parent {first['id']}" in capsys.readouterr().out
+
+
+def test_final_opens_the_seal_once_then_needs_a_reason(make_lab, capsys):
+    lab = str(make_lab())
+    _, report = tl(capsys, "data", "--lab", lab)
+    tl(capsys, "baseline", "--lab", lab)
+    code, run = tl(capsys, "run", "--lab", lab, "--name", "lora")
+    code, final = tl(capsys, "final", "--lab", lab, run["id"])
+    assert code == 0 and final["metrics"]["n"] == report["splits"]["test"]["n"]
+    code, err = tl(capsys, "final", "--lab", lab, run["id"])
+    assert code == 2 and "already opened" in err["error"]
+    assert main(["final", "--lab", lab, run["id"], "--reason", "report figure"]) == 0
+    assert "repeated" in capsys.readouterr().out

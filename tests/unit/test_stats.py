@@ -3,7 +3,15 @@ import pytest
 from scipy.stats import binomtest
 from sklearn.metrics import f1_score
 
-from tunelab.stats import accuracy_rows, macro_f1_rows, mcnemar_exact, paired_bootstrap
+from tunelab.stats import (
+    accuracy_rows,
+    concentration,
+    concentration_k,
+    flips,
+    macro_f1_rows,
+    mcnemar_exact,
+    paired_bootstrap,
+)
 
 
 def test_macro_f1_rows_matches_sklearn():
@@ -35,3 +43,56 @@ def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
     assert one == two
     assert one["delta"] == pytest.approx(0.15)
     assert 0 < one["low"] < 0.15 < one["high"]
+
+
+def test_flips_name_fixed_and_broken_examples_in_order():
+    ids = ["x0", "x1", "x2", "x3", "x4", "x5"]
+    a = np.array([1, 0, 0, 1, 1, 0], dtype=bool)
+    b = np.array([0, 1, 1, 1, 0, 0], dtype=bool)
+    result = flips(ids, a, b, limit=1)
+    assert result["fixed"] == {"count": 2, "ids": ["x1"]}
+    assert result["broken"] == {"count": 2, "ids": ["x0"]}
+    assert result["net"] == 0
+
+
+def test_a_handful_is_three_or_one_percent():
+    assert [concentration_k(n) for n in (10, 300, 301, 1000, 5000)] == [3, 3, 4, 10, 50]
+
+
+def test_a_planted_gain_of_three_examples_against_many_small_losses_is_concentrated():
+    a = np.full(200, 0.5)
+    b = a.copy()
+    b[:3] = 1.0  # three examples gain 0.5 each
+    b[100:150] -= 0.01  # fifty lose a little
+    c = concentration(a, b)
+    assert c["delta"] > 0 and c["k"] == 3
+    assert c["top_k_gain"] == pytest.approx(1.5)
+    assert c["delta_without_top_k"] == pytest.approx(-0.5 / 197)
+    assert c["concentrated"]
+
+
+def test_a_gain_spread_over_many_examples_is_not_concentrated():
+    a = np.full(200, 0.5)
+    b = a.copy()
+    b[:50] += 0.1
+    c = concentration(a, b)
+    assert c["delta"] == pytest.approx(0.025)
+    assert not c["concentrated"]
+
+
+@pytest.mark.parametrize(("fixed", "broken"), [(3, 0), (5, 2), (4, 0), (9, 5), (2, 3)])
+def test_for_correctness_the_rule_is_net_flips_at_most_k(fixed, broken):
+    n = 100
+    a = np.zeros(n, dtype=bool)
+    a[50 : 50 + broken] = True
+    b = np.zeros(n, dtype=bool)
+    b[:fixed] = True
+    c = concentration(a, b)
+    gain = fixed - broken > 0
+    assert c["concentrated"] == (gain and fixed - broken <= c["k"])
+
+
+def test_no_gain_is_never_concentrated():
+    a = np.array([1.0, 1.0, 0.0, 0.0])
+    assert not concentration(a, a)["concentrated"]
+    assert not concentration(a, a[::-1] * 0)["concentrated"]

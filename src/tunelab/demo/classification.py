@@ -111,7 +111,8 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
     out.print(Rule("3. The variants"))
     lora = run_variant(handle, "lora", progress)
     show.run(lora, out)
-    full = run_variant(open_lab(lab, FULL), "full", progress)
+    why = "full fine-tuning needs a far smaller learning rate than LoRA"
+    full = run_variant(open_lab(lab, FULL), "full", progress, reason=why)
     show.run(full, out)
 
     out.print(Rule("4. The verdict"))
