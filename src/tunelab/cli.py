@@ -100,6 +100,12 @@ def cmd_final(args):
     return run_final(open_lab(args.lab), args.run, args.reason)
 
 
+def cmd_ablate(args):
+    from tunelab.ablate import run_ablation
+
+    return run_ablation(args.lab, args.assignment, args.parent, _progress(args))
+
+
 def cmd_demo(args):
     from tunelab.demo import run_demo
 
@@ -113,6 +119,7 @@ COMMANDS: dict[str, tuple[Callable, Callable | None, str]] = {
     "inspect": (cmd_inspect, show.inspect, "show examples exactly as the trainer sees them"),
     "baseline": (cmd_baseline, show.baseline, "evaluate the starting points on validation"),
     "run": (cmd_run, show.run, "train one variant and evaluate it"),
+    "ablate": (cmd_ablate, show.ablation, "one variant per value of one parameter"),
     "compare": (cmd_compare, show.compare, "every run beside the baseline, with verdicts"),
     "resume": (cmd_resume, show.run, "continue an interrupted run from its checkpoint"),
     "invalidate": (cmd_invalidate, show.invalidated, "mark a run invalid, with the reason"),
@@ -141,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["resume"].add_argument("run", help="run id, e.g. r003-lora")
     sub.choices["invalidate"].add_argument("run", help="run id")
     sub.choices["invalidate"].add_argument("--why", required=True, help="what makes it invalid")
+    sub.choices["ablate"].add_argument(
+        "assignment", metavar="KEY=V1,V2,...", help="e.g. training.lr=1e-4,5e-4 or method.r=4,16"
+    )
+    sub.choices["ablate"].add_argument("--parent", help="common parent (default: newest baseline)")
     sub.choices["final"].add_argument("run", help="the chosen run id, e.g. r004-lora")
     sub.choices["final"].add_argument(
         "--reason", help="required after the first opening of the test split; recorded"

@@ -62,6 +62,23 @@ def data(report: dict, console: Console) -> None:
         console.print("  the data came already split: the user's split was kept as it is")
 
 
+def ablation(result: dict, console: Console) -> None:
+    table = Table(
+        result["key"],
+        "run",
+        "parent",
+        result["runs"][0]["metric"],
+        "train s",
+        title=f"ablation of {result['key']}",
+    )
+    for r in result["runs"]:
+        table.add_row(
+            str(r["value"]), r["id"], str(r["parent"]), pct(r["score"]), f"{r['seconds']:.0f}"
+        )
+    console.print(table)
+    console.print("compare them with the paired statistics: `tunelab compare`")
+
+
 def invalidated(record: dict, console: Console) -> None:
     console.print(
         f"{record['id']} is now invalid (was {record['invalidated']['previous_status']}):"

@@ -152,6 +152,17 @@ class Spec(_Section):
 # --- loading ---------------------------------------------------------------------------------
 
 
+def parse_value(raw: str) -> Any:
+    """A command-line value read as YAML, with `1e-4` taken as the number YAML 1.1 misses."""
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """`a.b=1` -> {"a.b": 1}; the value is read as YAML (numbers, booleans, lists)."""
     out: dict[str, Any] = {}
@@ -159,7 +170,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise SpecError(f"override {item!r}: expected key=value, e.g. training.lr=1e-4")
-        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        out[key.strip()] = parse_value(raw)
     return out
 
 

@@ -136,3 +136,26 @@ def test_final_opens_the_seal_once_then_needs_a_reason(make_lab, capsys):
     assert code == 2 and "already opened" in err["error"]
     assert main(["final", "--lab", lab, run["id"], "--reason", "report figure"]) == 0
     assert "repeated" in capsys.readouterr().out
+
+
+def test_ablate_makes_one_variant_per_value_with_one_change_each(make_lab, capsys):
+    lab = str(make_lab())
+    tl(capsys, "data", "--lab", lab)
+    tl(capsys, "baseline", "--lab", lab)
+    code, result = tl(capsys, "ablate", "--lab", lab, "training.lr=1e-3,1e-2")
+    assert code == 0 and result["values"] == [1e-3, 1e-2]
+    assert [r["parent"] for r in result["runs"]] == ["r002-probe", "r002-probe"]
+    records = [
+        json.loads(
+            (
+                tmp_record := __import__("pathlib").Path(lab)
+                / ".tunelab"
+                / "runs"
+                / r["id"]
+                / "record.json"
+            ).read_text()
+        )
+        for r in result["runs"]
+    ]
+    assert all(list(rec["diff"]) == ["optimizer"] for rec in records), tmp_record
+    assert [rec["spec"]["training"]["lr"] for rec in records] == [1e-3, 1e-2]
