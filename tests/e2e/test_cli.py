@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -145,17 +146,7 @@ def test_ablate_makes_one_variant_per_value_with_one_change_each(make_lab, capsy
     code, result = tl(capsys, "ablate", "--lab", lab, "training.lr=1e-3,1e-2")
     assert code == 0 and result["values"] == [1e-3, 1e-2]
     assert [r["parent"] for r in result["runs"]] == ["r002-probe", "r002-probe"]
-    records = [
-        json.loads(
-            (
-                tmp_record := __import__("pathlib").Path(lab)
-                / ".tunelab"
-                / "runs"
-                / r["id"]
-                / "record.json"
-            ).read_text()
-        )
-        for r in result["runs"]
-    ]
-    assert all(list(rec["diff"]) == ["optimizer"] for rec in records), tmp_record
+    runs_dir = Path(lab) / ".tunelab" / "runs"
+    records = [json.loads((runs_dir / r["id"] / "record.json").read_text()) for r in result["runs"]]
+    assert all(list(rec["diff"]) == ["optimizer"] for rec in records)
     assert [rec["spec"]["training"]["lr"] for rec in records] == [1e-3, 1e-2]
