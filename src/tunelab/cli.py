@@ -52,6 +52,12 @@ def cmd_baseline(args):
     return run_baseline(_lab(args), _progress(args))
 
 
+def cmd_check(args):
+    from tunelab.preflight import run_check
+
+    return run_check(_lab(args), _progress(args), args.rows)
+
+
 def cmd_run(args):
     from tunelab.run import run_variant
 
@@ -118,6 +124,7 @@ COMMANDS: dict[str, tuple[Callable, Callable | None, str]] = {
     "data": (cmd_data, show.data, "load, validate, clean, split, deduplicate and version data"),
     "inspect": (cmd_inspect, show.inspect, "show examples exactly as the trainer sees them"),
     "baseline": (cmd_baseline, show.baseline, "evaluate the starting points on validation"),
+    "check": (cmd_check, show.check, "preflight on a slice: wiring, updates, reload, backend"),
     "run": (cmd_run, show.run, "train one variant and evaluate it"),
     "ablate": (cmd_ablate, show.ablation, "one variant per value of one parameter"),
     "compare": (cmd_compare, show.compare, "every run beside the baseline, with verdicts"),
@@ -138,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
         if name != "demo":
             p.add_argument("--lab", type=Path, default=Path("."), help="lab folder (default .)")
-        if name in {"data", "inspect", "baseline", "run", "compare"}:
+        if name in {"data", "inspect", "baseline", "check", "run", "compare"}:
             p.add_argument(
                 "overrides",
                 nargs="*",
@@ -158,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.choices["init"].add_argument("--task", default="classification")
     sub.choices["init"].add_argument("--force", action="store_true")
+    sub.choices["check"].add_argument(
+        "--rows", type=int, default=16, help="train and validation rows in the slice (default 16)"
+    )
     sub.choices["run"].add_argument("--name", help="run name (default: the method)")
     sub.choices["run"].add_argument(
         "--parent", help="run this variant descends from (default: the newest baseline)"
@@ -206,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         view = COMMANDS[args.command][1]
         if view:
             view(result, show.console())
-    return EXIT_OK
+    # a result that says it did not pass (a failed `check`) exits 1, after it is shown
+    return EXIT_FAIL if isinstance(result, dict) and result.get("passed") is False else EXIT_OK
 
 
 def _error(args, message: str) -> None:

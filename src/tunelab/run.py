@@ -32,6 +32,7 @@ from tunelab.model import (
     load_tokenizer,
     save_trained,
 )
+from tunelab.preflight import check_status
 from tunelab.render import make_renderer
 from tunelab.spec import validate_spec
 from tunelab.store import Store, now, write_jsonl
@@ -90,6 +91,9 @@ def run_variant(
     if diff is not None:
         check_one_change(diff, reason, parent_record["id"])
     renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
+    preflight = check_status(lab, version)
+    if console and preflight["warning"]:
+        console.print(f"[yellow]warning[/] {preflight['warning']}")
     model, trainable = build_model(lab, renderer.labels)
     record, run_dir = ledger.open_run(
         lab,
@@ -107,6 +111,7 @@ def run_variant(
         diff=diff,
         diff_warnings=diff_warnings(diff) if diff else [],
         reason=reason.strip() if reason and reason.strip() else None,
+        preflight=preflight,
     )
     if console:
         console.print(_start_line(record, spec, len(train_set)))

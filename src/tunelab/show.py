@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -138,6 +139,31 @@ def run(record: dict, console: Console) -> None:
             f"  {len(record['rejected_train'])} train rows could not be rendered "
             f"(first: {record['rejected_train'][0]['reason']})"
         )
+    warning = (record.get("preflight") or {}).get("warning")
+    if warning:
+        console.print(f"  [yellow]warning[/] {escape(warning)}")
+
+
+def check(result: dict, console: Console) -> None:
+    """The preflight checklist: one line per item, then the verdict."""
+    table = Table("", "check", "detail", box=None, padding=(0, 1))
+    table.columns[1].no_wrap = True
+    for i in result["items"]:
+        mark = "[dim]-[/]" if i.get("skipped") else "[green]✓[/]" if i["passed"] else "[red]✗[/]"
+        table.add_row(mark, i["name"], escape(i["detail"]))
+    console.print(table)
+    for warning in result["warnings"]:
+        console.print(f"[yellow]warning[/] {escape(warning)}")
+    verdict = "[bold green]PASSED[/]"
+    if not result["passed"]:
+        skipped = f"; {len(result['skipped'])} not run" if result["skipped"] else ""
+        verdict = f"[bold red]FAILED[/] ({', '.join(result['failed'])}{skipped})"
+    rows = result["slice"]
+    console.print(
+        f"check {verdict} on {rows['train']} train and {rows['validation']} validation rows of "
+        f"data version {result['data_version'][:8]} in {result['seconds']:.0f}s; "
+        f"saved to {result['file']}"
+    )
 
 
 GROUP_VIEW = {"per_class": ("per-class F1", "f1"), "per_field": ("per-field exact", "exact")}
