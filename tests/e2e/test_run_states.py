@@ -124,9 +124,14 @@ def test_kill_9_at_random_moments_never_leaves_an_unreadable_record(make_lab, ca
     lab = make_lab(training={**LONG, "budget": {"steps": 60}})
     tl(capsys, "data", "--lab", str(lab))
     rng = random.Random(0)
+    runs_dir = lab / ".tunelab" / "runs"
     for i in range(12):
         proc = start_run(lab, f"k{i}")
-        time.sleep(rng.uniform(1.0, 8.0))
+        record = runs_dir / f"r{i + 1:03d}-k{i}" / "record.json"
+        deadline = time.monotonic() + 120
+        while not record.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the run exists: from here on every moment is a fair target
+        time.sleep(rng.uniform(0.0, 3.0))
         proc.kill()
         proc.wait()
         for path in (lab / ".tunelab").rglob("*.json"):
@@ -135,6 +140,6 @@ def test_kill_9_at_random_moments_never_leaves_an_unreadable_record(make_lab, ca
         line.strip() for line in (lab / ".tunelab" / "events.jsonl").read_text().splitlines()[:-1]
     )
     code, runs = tl(capsys, "runs", "--lab", str(lab))
-    assert code == 0 and len(runs) == len(list((lab / ".tunelab" / "runs").iterdir()))
+    assert code == 0 and len(runs) == 12
     assert {r["status"] for r in runs} <= {"lost", "completed", "interrupted"}
     assert os.path.exists(lab / ".tunelab" / "events.jsonl")
