@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from tunelab import show
+from tunelab import show, show_preflight
 from tunelab.spec import parse_overrides
 from tunelab.train import TrainingInterrupted
 
@@ -56,6 +56,12 @@ def cmd_check(args):
     from tunelab.preflight import run_check
 
     return run_check(_lab(args), _progress(args), args.rows)
+
+
+def cmd_size(args):
+    from tunelab.sizing import run_size
+
+    return run_size(_lab(args), args.seq_len, args.microbatch, args.memory_limit, _progress(args))
 
 
 def cmd_run(args):
@@ -124,7 +130,12 @@ COMMANDS: dict[str, tuple[Callable, Callable | None, str]] = {
     "data": (cmd_data, show.data, "load, validate, clean, split, deduplicate and version data"),
     "inspect": (cmd_inspect, show.inspect, "show examples exactly as the trainer sees them"),
     "baseline": (cmd_baseline, show.baseline, "evaluate the starting points on validation"),
-    "check": (cmd_check, show.check, "preflight on a slice: wiring, updates, reload, backend"),
+    "check": (
+        cmd_check,
+        show_preflight.check,
+        "preflight on a slice: wiring, updates, reload, backend",
+    ),
+    "size": (cmd_size, show_preflight.size, "measure a training step's memory beside the estimate"),
     "run": (cmd_run, show.run, "train one variant and evaluate it"),
     "ablate": (cmd_ablate, show.ablation, "one variant per value of one parameter"),
     "compare": (cmd_compare, show.compare, "every run beside the baseline, with verdicts"),
@@ -145,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
         if name != "demo":
             p.add_argument("--lab", type=Path, default=Path("."), help="lab folder (default .)")
-        if name in {"data", "inspect", "baseline", "check", "run", "compare"}:
+        if name in {"data", "inspect", "baseline", "check", "size", "run", "compare"}:
             p.add_argument(
                 "overrides",
                 nargs="*",
@@ -167,6 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["init"].add_argument("--force", action="store_true")
     sub.choices["check"].add_argument(
         "--rows", type=int, default=16, help="train and validation rows in the slice (default 16)"
+    )
+    size = sub.choices["size"]
+    size.add_argument("--seq-len", type=int, help="tokens per example (default: p95 of train)")
+    size.add_argument("--microbatch", type=int, help="default: the spec's training.microbatch")
+    size.add_argument(
+        "--memory-limit",
+        type=float,
+        metavar="MIB",
+        help="memory budget for the largest microbatch on CPU (default: available memory)",
     )
     sub.choices["run"].add_argument("--name", help="run name (default: the method)")
     sub.choices["run"].add_argument(

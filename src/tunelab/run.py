@@ -24,6 +24,7 @@ from tunelab.env import pick_device
 from tunelab.evaluate import evaluate_rows, protocol
 from tunelab.inspection import blocking, training_findings
 from tunelab.lab import Lab
+from tunelab.mixture import MixtureSampler, sampler_for
 from tunelab.model import (
     apply_method,
     identity,
@@ -32,7 +33,7 @@ from tunelab.model import (
     load_tokenizer,
     save_trained,
 )
-from tunelab.preflight import check_status
+from tunelab.preflight_record import check_status
 from tunelab.render import make_renderer
 from tunelab.spec import validate_spec
 from tunelab.store import Store, now, write_jsonl
@@ -69,6 +70,15 @@ def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
     return renderer, train_set, rejected, findings
 
 
+def mixture_sampler(lab: Lab, version: str, train_set: list) -> MixtureSampler | None:
+    """The spec's data mixture over this training set, checked against the run's steps."""
+    rows = lab.store.read_split(version, "train")
+    sampler = sampler_for(lab.spec.data.mixture, train_set, rows)
+    if sampler is not None:
+        sampler.check(total_steps(lab.spec.training, len(train_set)))
+    return sampler
+
+
 def build_model(lab: Lab, labels: list[str]):
     torch.manual_seed(lab.spec.training.seed)  # the new head's init comes from the seed
     model, task_type = load_base(lab, labels)
@@ -91,6 +101,7 @@ def run_variant(
     if diff is not None:
         check_one_change(diff, reason, parent_record["id"])
     renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
+    mixture_sampler(lab, version, train_set)  # a mixture that cannot be followed stops here
     preflight = check_status(lab, version)
     if console and preflight["warning"]:
         console.print(f"[yellow]warning[/] {preflight['warning']}")
@@ -108,6 +119,7 @@ def run_variant(
         findings=findings,
         warnings_allowed=allow_warnings,
         parent=parent_record["id"] if parent_record else None,
+        parent_kind=parent_record["kind"] if parent_record else None,
         diff=diff,
         diff_warnings=diff_warnings(diff) if diff else [],
         reason=reason.strip() if reason and reason.strip() else None,
@@ -149,6 +161,7 @@ def _train_and_finish(
     stop = threading.Event()
     with _stop_on_signals(stop, console):
         try:
+            sampler = mixture_sampler(lab, record["data_version"], train_set)
             record["training"] = train(
                 model,
                 train_set,
@@ -159,6 +172,7 @@ def _train_and_finish(
                 run_dir,
                 stop,
                 resume,
+                sampler,
             )
             e = lab.spec.evaluation
             val_rows = lab.store.read_split(record["data_version"], "validation")
@@ -211,4 +225,12 @@ def _start_line(record: dict, spec, n_train: int) -> str:
         f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {cfg.accumulation} "
         "accumulation × 1 process"
         f" · {steps} steps on {n_train} examples"
+        + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
     )
+
+
+def _mixture_text(mixture) -> str:
+    total = sum(mixture.weights.values())
+    parts = ", ".join(f"{n} {w / total:.0%}" for n, w in mixture.weights.items())
+    stages = f", then {len(mixture.stages)} more stage(s)" if mixture.stages else ""
+    return f" · mixture {parts}{stages}"

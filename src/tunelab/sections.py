@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -88,6 +89,12 @@ class Source(_Section):
     """File or folder, relative to the lab folder unless absolute."""
     split: Literal["train", "validation", "test"] | None = None
     """Set when this source already is one split: the user's split is kept as it is."""
+    name: str | None = Field(None, min_length=1)
+    """Name used by `data.mixture` (default: the file or folder name without its extension)."""
+
+    @property
+    def source_name(self) -> str:
+        return self.name or PurePath(self.path).stem
 
 
 class Fields(_Section):
@@ -144,12 +151,59 @@ class DedupSpec(_Section):
     """MinHash permutations (more: a finer similarity estimate, slower)."""
 
 
+class MixtureStage(_Section):
+    from_step: int | None = Field(None, ge=0)
+    """The optimizer step (counted from 0) from which this stage's weights apply."""
+    from_fraction: float | None = Field(None, ge=0, lt=1)
+    """Or: the fraction of the run's steps from which they apply."""
+    weights: dict[str, float]
+    """Sampling weight per source name (relative; 0 leaves a source out)."""
+
+    @model_validator(mode="after")
+    def _one_start(self) -> MixtureStage:
+        if (self.from_step is None) == (self.from_fraction is None):
+            raise ValueError("give exactly one of from_step or from_fraction")
+        return self
+
+
+class Mixture(_Section):
+    weights: dict[str, float]
+    """Sampling weight per source name from the first step (relative; 0 leaves a source out).
+    Every source with training rows must be named."""
+    stages: list[MixtureStage] = []
+    """Later stages of a curriculum, each with its own weights, in order of their start."""
+
+
 class DataSpec(_Section):
     sources: list[Source] = Field(min_length=1)
     fields: Fields = Fields()
     cleaning: list[CleaningRule] = []
     split: SplitSpec = SplitSpec()
     dedup: DedupSpec = DedupSpec()
+    mixture: Mixture | None = None
+    """Sample training batches from the sources by weight instead of uniformly over rows."""
+
+    @model_validator(mode="after")
+    def _names_and_weights(self) -> DataSpec:
+        names = [s.source_name for s in self.sources]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(
+                f"source names must be unique, {twice} repeats: give data.sources[i].name"
+            )
+        if self.mixture is None:
+            return self
+        tables = [("data.mixture.weights", self.mixture.weights)] + [
+            (f"data.mixture.stages[{i}].weights", st.weights)
+            for i, st in enumerate(self.mixture.stages)
+        ]
+        for where, weights in tables:
+            unknown = sorted(set(weights) - set(names))
+            if unknown:
+                raise ValueError(f"{where}: unknown source(s) {unknown}; the sources are {names}")
+            if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+                raise ValueError(f"{where}: weights must be >= 0 with a positive sum")
+        return self
 
 
 class ModelSpec(_Section):

@@ -55,12 +55,21 @@ def data(report: dict, console: Console) -> None:
     example = next((p for p in dups["pairs"] if p["method"] == "near" and p.get("snippet")), None)
     if example:
         console.print(
-            f"    e.g. {example['a']['id']} ~ {example['b']['id']} (similarity "
-            f"{example['similarity']}): {example['snippet']!r}"
+            f"    e.g. {_short(example['a']['id'])} ~ {_short(example['b']['id'])} (similarity "
+            f"{example['similarity']}, {example['a']['split']}-{example['b']['split']}; "
+            f"{example.get('action', '')}): {escape(repr(example['snippet']))}"
         )
+    if dups.get("pairs_file"):
+        console.print(f"    every pair, with its similarity and action: {dups['pairs_file']}")
     console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
     if report.get("presplit"):
         console.print("  the data came already split: the user's split was kept as it is")
+
+
+def _short(row_id: str) -> str:
+    """A row id that is a long path, shown by its last two parts (`business/214.txt`)."""
+    parts = row_id.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 2 else row_id
 
 
 def ablation(result: dict, console: Console) -> None:
@@ -115,15 +124,30 @@ def baseline(result: dict, console: Console) -> None:
         console.print(f"[bold]{r['id']}[/]: {metric_line(m)} on {m['n']} validation examples")
 
 
+def _changes(changes: list[dict]) -> str:
+    """`training.lr 0.001 -> 5e-05`; a changed `type` (lora -> full) stands for its settings."""
+    kinds = [c for c in changes if c["key"].endswith(".type")]
+    shown = kinds or changes
+    text = ", ".join(f"{c['key']} {c['parent']} -> {c['child']}" for c in shown)
+    hidden = len(changes) - len(shown)
+    return text + (f" (with {hidden} settings that come with it)" if hidden else "")
+
+
+def _keys(changes: list[dict]) -> list[str]:
+    """The changed keys; a changed `type` stands for the settings that come with it."""
+    kinds = [c["key"] for c in changes if c["key"].endswith(".type")]
+    return kinds or [c["key"] for c in changes]
+
+
 def run(record: dict, console: Console) -> None:
     t, m = record["training"], record["metrics"]
     if record.get("parent"):
         diff = record.get("diff") or {}
-        changed = "; ".join(
-            f"{g}: " + ", ".join(f"{c['key']} {c['parent']} -> {c['child']}" for c in cs)
-            for g, cs in diff.items()
-        )
-        console.print(f"parent {record['parent']}: {changed or 'no change (a repeat)'}")
+        changed = "; ".join(f"{g}: {_changes(cs)}" for g, cs in diff.items())
+        if not changed:  # a variant of a baseline trains what the baseline only evaluated
+            baseline = record.get("parent_kind") == "baseline"
+            changed = "the same spec, now trained" if baseline else "no change (a repeat)"
+        console.print(f"parent {record['parent']}: {changed}")
         if record.get("reason"):
             console.print(f"  reason: {record['reason']}")
         for w in record.get("diff_warnings", []):
@@ -134,6 +158,14 @@ def run(record: dict, console: Console) -> None:
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
+    for stage in (t.get("mixture") or {}).get("stages", []):
+        drawn = ", ".join(
+            f"{name} {c['rows']} rows ({c['share']:.0%}; {c['distinct']} of {c['available']} "
+            "distinct)"
+            for name, c in stage["sampled"].items()
+        )
+        first, end = stage["steps"]
+        console.print(f"  mixture stage {stage['stage']} (steps {first}-{end}): {drawn}")
     if record.get("rejected_train"):
         console.print(
             f"  {len(record['rejected_train'])} train rows could not be rendered "
@@ -142,28 +174,6 @@ def run(record: dict, console: Console) -> None:
     warning = (record.get("preflight") or {}).get("warning")
     if warning:
         console.print(f"  [yellow]warning[/] {escape(warning)}")
-
-
-def check(result: dict, console: Console) -> None:
-    """The preflight checklist: one line per item, then the verdict."""
-    table = Table("", "check", "detail", box=None, padding=(0, 1))
-    table.columns[1].no_wrap = True
-    for i in result["items"]:
-        mark = "[dim]-[/]" if i.get("skipped") else "[green]✓[/]" if i["passed"] else "[red]✗[/]"
-        table.add_row(mark, i["name"], escape(i["detail"]))
-    console.print(table)
-    for warning in result["warnings"]:
-        console.print(f"[yellow]warning[/] {escape(warning)}")
-    verdict = "[bold green]PASSED[/]"
-    if not result["passed"]:
-        skipped = f"; {len(result['skipped'])} not run" if result["skipped"] else ""
-        verdict = f"[bold red]FAILED[/] ({', '.join(result['failed'])}{skipped})"
-    rows = result["slice"]
-    console.print(
-        f"check {verdict} on {rows['train']} train and {rows['validation']} validation rows of "
-        f"data version {result['data_version'][:8]} in {result['seconds']:.0f}s; "
-        f"saved to {result['file']}"
-    )
 
 
 GROUP_VIEW = {"per_class": ("per-class F1", "f1"), "per_field": ("per-field exact", "exact")}
@@ -207,12 +217,17 @@ def compare(result: dict, console: Console) -> None:
             _variant_notes(r, result["primary_metric"], console)
 
 
+FLIP_IDS = 3
+"""Example ids shown per flip list (all of them are in `tunelab compare --json`)."""
+
+
 def _flips_line(vs: dict) -> str:
-    """`fixed 3 (e03, e04, e07), broken 2 (e00, e08)`; ids beyond the first five as `…`."""
+    """`fixed 3 (e03, e04, e07), broken 2 (e00, e08)`; ids beyond the first three as `…`."""
 
     def part(name: str) -> str:
         p = vs["flips"][name]
-        ids = ", ".join(p["ids"]) + (", …" if p["count"] > len(p["ids"]) else "")
+        shown = [_short(i) for i in p["ids"][:FLIP_IDS]]
+        ids = ", ".join(shown) + (", …" if p["count"] > len(shown) else "")
         return f"{name} {p['count']}" + (f" ({ids})" if ids else "")
 
     return f"{part('fixed')}, {part('broken')}"
@@ -229,9 +244,9 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
     vp = r.get("vs_parent")
     if vp:
         changed = ", ".join(
-            f"{g} ({'; '.join(c['key'] for c in cs)})" for g, cs in (vp.get("diff") or {}).items()
+            f"{g} ({'; '.join(_keys(cs))})" for g, cs in (vp.get("diff") or {}).items()
         )
-        head = f"  parent {vp['run']} ({changed or 'no change'})"
+        head = f"  parent {vp['run']} ({changed or 'same spec'})"
         if vp["run"] == r.get("against"):
             console.print(head + ": the reference above")
         else:

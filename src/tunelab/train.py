@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tunelab.checkpoint import CHECKPOINT_DIR, find_checkpoint, load_checkpoint, save_checkpoint
+from tunelab.mixture import MixtureSampler
 from tunelab.render import Encoded, Rendered, collate, collate_causal
 from tunelab.spec import TrainingSpec
 from tunelab.store import atomic_write_json, now
@@ -122,12 +123,14 @@ def train(
     run_dir: Path | None = None,
     stop: threading.Event | None = None,
     resume: bool = False,
+    sampler: MixtureSampler | None = None,
 ) -> dict:
     """Train in place; return what happened (steps, tokens, speed, memory, loss history).
 
     With `run_dir`, each step writes a heartbeat and checkpoints go to `run_dir/checkpoint`
     (every `cfg.checkpoint_every` steps, and when `stop` is set: then the loop ends the step it
     is in, saves, and raises TrainingInterrupted). `resume` continues from that checkpoint.
+    `sampler` (a data mixture) chooses the rows of each batch instead of plain seeded epochs.
     """
     torch.manual_seed(cfg.seed)
     steps = total_steps(cfg, len(examples))
@@ -158,9 +161,11 @@ def train(
     )
     with progress:
         bar = progress.add_task("train", total=steps, completed=done, loss=float("nan"), tps=0.0)
-        for step, batch_idx in enumerate(
-            example_order(len(examples), steps, cfg.global_batch, cfg.seed)
-        ):
+        if sampler is not None:
+            order = sampler.order(steps, cfg.global_batch, cfg.seed)
+        else:
+            order = example_order(len(examples), steps, cfg.global_batch, cfg.seed)
+        for step, batch_idx in enumerate(order):
             if step < done:  # resumed: these batches were taken before the stop
                 continue
             step_loss = 0.0
@@ -225,4 +230,5 @@ def train(
         "peak_memory_mb": round(peak_memory_mb(device), 1),
         "final_loss": history[-1]["loss"],
         "history": history,
+        "mixture": sampler.record(steps) if sampler is not None else None,
     }

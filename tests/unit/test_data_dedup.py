@@ -59,6 +59,8 @@ def test_across_splits_the_train_copy_goes_and_eval_copies_stay() -> None:
     assert by_kind["train-validation"]["a"] == {"id": "t1", "split": "train"}
     assert by_kind["train-validation"]["b"] == {"id": "v1", "split": "validation"}
     assert by_kind["validation-test"]["snippet"] == "val and test share this"
+    assert by_kind["train-validation"]["action"] == "removed from train: t1"
+    assert by_kind["validation-test"]["action"] == "kept: no train copy to remove"
 
 
 def test_duplicates_only_inside_eval_splits_are_reported_not_removed() -> None:
@@ -81,6 +83,7 @@ def test_report_policy_removes_nothing() -> None:
     assert kept_ids(result) == {"train": ["t1", "t2"], "validation": ["v1"], "test": []}
     assert result.removed == []
     assert result.counts() == {"train-train": 1, "train-validation": 1}
+    assert {p["action"] for p in result.pairs} == {"reported only (policy report)"}
 
 
 def test_exact_off_finds_nothing() -> None:

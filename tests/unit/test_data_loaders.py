@@ -159,6 +159,7 @@ def test_field_mapping_ids_groups_and_duplicate_ids(tmp_path: Path) -> None:
         "label": "a",
         "group": "d1",
         "origin": "r.jsonl:1",
+        "source": "r",
     }
 
 

@@ -225,6 +225,9 @@ def test_pipeline_reports_near_pairs_and_accounts_for_every_row(tmp_path: Path) 
     assert dups["counts"] == {"near:train-train": 1, "near:train-validation": 1}
     assert {p["method"] for p in dups["pairs"]} == {"near"}
     assert report["duplicates_removed"] == dups["removed"] == 2
+    every = [json.loads(line) for line in (tmp_path / dups["pairs_file"]).read_text().splitlines()]
+    assert every == dups["pairs"] and dups["pairs_total"] == 2
+    assert all(p["action"].startswith("removed from train: ") for p in every)
     assert (
         report["rows_read"]
         == 8

@@ -87,13 +87,14 @@ def test_report_shape_and_split_files(tmp_path: Path) -> None:
     assert report["cleaning"] == {"lowercase": 0, "whitespace": 0}
     assert report["splits"]["train"] == {"n": 30, "labels": {"cat": 20, "dog": 10}}
     assert report["splits"]["validation"]["n"] == report["splits"]["test"]["n"] == 6
-    assert set(report["duplicates"]) == {"policy", "counts", "pairs", "removed"}
+    dups = report["duplicates"]
+    assert set(dups) == {"policy", "counts", "pairs", "pairs_total", "pairs_file", "removed"}
 
     folder = Store(tmp_path).data_dir(report["version"])
-    names = {"train", "validation", "test", "quarantine", "report", "manifest"}
+    names = {"train", "validation", "test", "quarantine", "duplicates", "report", "manifest"}
     assert {p.stem for p in folder.iterdir()} == names
     train = read_jsonl(folder / "train.jsonl")
-    assert set(train[0]) == {"id", "text", "label", "origin"}
+    assert set(train[0]) == {"id", "text", "label", "origin", "source"}
     assert train[0]["origin"].startswith("data/rows.jsonl:")
     assert read_json(folder / "report.json") == report
 

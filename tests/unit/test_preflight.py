@@ -12,7 +12,8 @@ from tunelab import model as model_lib
 from tunelab import preflight_reload
 from tunelab.data import build_data
 from tunelab.lab import open_lab
-from tunelab.preflight import check_path, check_status, latest_check, run_check, spec_hash
+from tunelab.preflight import run_check
+from tunelab.preflight_record import check_path, check_status, latest_check, spec_hash
 from tunelab.preflight_reload import check_backend, compare_outputs
 from tunelab.spec import parse_overrides
 from tunelab.store import atomic_write_json

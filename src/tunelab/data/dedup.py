@@ -180,4 +180,16 @@ def deduplicate(splits: Splits, spec: DedupSpec) -> Dedup:
         for split, rows in splits.items()
     }
     removed = [ex.id for ex in splits.get("train", []) if ex.id in drop]
+    for pair in pairs:
+        pair["action"] = _action(pair, drop, spec.policy)
     return Dedup(kept, pairs, removed)
+
+
+def _action(pair: dict[str, Any], drop: set[str], policy: str) -> str:
+    """What the policy did about this pair, in words."""
+    gone = [m["id"] for m in (pair["a"], pair["b"]) if m["split"] == "train" and m["id"] in drop]
+    if gone:
+        return "removed from train: " + ", ".join(gone)
+    if policy == "report":
+        return "reported only (policy report)"
+    return "kept: no train copy to remove" if "train" not in pair["kind"] else "kept (first copy)"

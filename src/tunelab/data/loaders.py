@@ -40,6 +40,8 @@ class Example:
     split: str | None = None
     target: Any = None
     """The expected answer of a generative example (a JSON object or a string)."""
+    source: str | None = None
+    """The name of the source it was read from (`data.sources[i].name`)."""
 
     @property
     def origin(self) -> str:
@@ -56,6 +58,8 @@ class Example:
         if self.target is not None:
             row["target"] = self.target
         row["origin"] = self.origin
+        if self.source is not None:
+            row["source"] = self.source
         return row
 
     def sort_key(self) -> tuple:
@@ -273,6 +277,7 @@ def load_sources(
                 out.rejections.append(item)
             else:
                 seen.add(item.id)
+                item.source = source.source_name
                 out.examples.append(item)
         out.sources.append(
             {"type": source.type, "path": shown, "split": source.split, "sha256": _sha256(path)}

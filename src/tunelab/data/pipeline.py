@@ -18,7 +18,8 @@ from tunelab.data.version import publish, settings_of, version_exists, version_i
 from tunelab.spec import Spec
 from tunelab.store import SPLITS, Store
 
-MAX_PAIRS = 50
+MAX_PAIRS = 25
+"""Pairs of each method listed in the report; duplicates.jsonl holds all of them."""
 """Pairs listed in the report; `duplicates.counts` always counts all of them."""
 
 
@@ -67,7 +68,9 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         "duplicates": {
             "policy": data.dedup.policy,
             "counts": dedup.counts(),
-            "pairs": dedup.pairs[:MAX_PAIRS],
+            "pairs": _first_of_each_method(dedup.pairs, MAX_PAIRS),
+            "pairs_total": len(dedup.pairs),
+            "pairs_file": _shown(store.data_dir(version) / "duplicates.jsonl", store.lab),
             "removed": len(dedup.removed),
         },
         "presplit": loaded.presplit,
@@ -83,9 +86,20 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
             "rules": rule_settings(data.cleaning),
             "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
         }
-        write_version(store, version, dedup.splits, quarantine, report, manifest)
+        write_version(store, version, dedup.splits, quarantine, report, manifest, dedup.pairs)
     publish(store, version, new, counts)
     return report
+
+
+def _first_of_each_method(pairs: list[dict], n: int) -> list[dict]:
+    """Up to n pairs of each method (exact, near) for the report; all are in duplicates.jsonl."""
+    shown: dict[str, int] = {}
+    out = []
+    for pair in pairs:
+        if shown.get(pair["method"], 0) < n:
+            shown[pair["method"]] = shown.get(pair["method"], 0) + 1
+            out.append(pair)
+    return out
 
 
 def _tally(rows_read: int, dedup: Dedup, quarantine: list[Rejection]) -> dict[str, int]:

@@ -32,6 +32,7 @@ def settings_of(data: DataSpec, labels: list[str]) -> dict[str, Any]:
     """How the rows were made: everything besides the rows that the version id covers."""
     return {
         "labels": labels,
+        "sources": [s.source_name for s in data.sources],
         "fields": data.fields.model_dump(mode="json"),
         "cleaning": rule_settings(data.cleaning),
         "split": data.split.model_dump(mode="json"),
@@ -64,8 +65,10 @@ def write_version(
     quarantine: list[Rejection],
     report: dict[str, Any],
     manifest: dict[str, Any],
+    duplicates: list[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Write the split files, quarantine, report and manifest; return the manifest.
+    """Write the split files, quarantine, duplicate pairs, report and manifest; return the
+    manifest.
 
     `manifest` brings what the pipeline knows (labels, sources, settings); this adds the
     version, the time, and the sha256 of each file. `test_sha256` is the seal that `final`
@@ -84,6 +87,8 @@ def write_version(
             files[path.name] = _sha256(path)
         write_jsonl(tmp / "quarantine.jsonl", (r.to_dict() for r in quarantine))
         files["quarantine.jsonl"] = _sha256(tmp / "quarantine.jsonl")
+        write_jsonl(tmp / "duplicates.jsonl", duplicates)
+        files["duplicates.jsonl"] = _sha256(tmp / "duplicates.jsonl")
         atomic_write_json(tmp / "report.json", report)
         files["report.json"] = _sha256(tmp / "report.json")
         full = {

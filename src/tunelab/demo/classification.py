@@ -1,26 +1,28 @@
 """The classification demo: BBC News topics on all-MiniLM-L6-v2, told as a short lab report.
 
-It chains the real stages (init-like spec, data, baseline, a LoRA run, a full fine-tuning run,
-compare) on a lab folder the user can go on exploring with every other command.
+It chains the real stages (spec, data with its duplicates, baselines, a LoRA run, a full
+fine-tuning run, an ablation of the LoRA's learning rate, compare with verdicts, and the sealed
+final on the run chosen on validation) on a lab folder the user can go on exploring with every
+other command.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import yaml
 from rich.console import Console
-from rich.rule import Rule
 
-from tunelab import show
+from tunelab import show, show_preflight
+from tunelab.ablate import run_ablation
 from tunelab.baseline import run_baseline
 from tunelab.compare import compare
 from tunelab.data import build_data
-from tunelab.demo.assets import bbc_news, minilm, set_aside
+from tunelab.demo.assets import bbc_news, minilm
+from tunelab.demo.report import open_demo
+from tunelab.final import run_final
 from tunelab.lab import open_lab
+from tunelab.preflight import run_check
 from tunelab.run import run_variant
-from tunelab.spec import SPEC_FILE
 
 # The demo spec: the first 128 tokens of an article carry its topic, and 60 optimizer steps of
 # 16 articles (about 960 articles) keep each variant to a couple of minutes on two CPU cores.
@@ -70,67 +72,69 @@ SPEC = {
 FULL = {"method": {"type": "full"}, "training.lr": 5e-5}
 
 
-def write_spec(lab: Path) -> Path:
-    text = yaml.safe_dump(SPEC, sort_keys=False)
-    text = text.replace("'{corpus}'", str(bbc_news())).replace("'{model}'", str(minilm()))
-    lab.mkdir(parents=True, exist_ok=True)
-    (lab / SPEC_FILE).write_text("# tunelab demo: BBC News topic classification\n" + text)
-    return lab / SPEC_FILE
+# An ablation of the LoRA's learning rate: one change against the LoRA run, everything else equal.
+ABLATION = "training.lr=3e-4,3e-3"
 
 
 def run(lab: Path, console: Console, quiet: bool = False) -> dict:
-    out = Console(quiet=True) if quiet else console
-    progress = None if quiet else show.console(stderr=True)
-    started = time.perf_counter()
-    moved = set_aside(lab)
-    write_spec(lab)
-    handle = open_lab(lab)
-    spec = handle.spec
+    paths = {"corpus": bbc_news(), "model": minilm()}
+    report = open_demo(lab, "BBC News topics on all-MiniLM-L6-v2", SPEC, paths, console, quiet)
+    out, handle, progress = report.out, report.lab, report.progress
 
-    out.print(Rule("[bold]tunelab demo: BBC News topics on all-MiniLM-L6-v2"))
-    out.print(
-        f"lab: {handle.path}" + (f"  (the previous demo lab was moved to {moved})" if moved else "")
-    )
-    out.print(f"[bold]Question.[/] {spec.hypothesis.behaviour}")
-    out.print(
-        f"Primary metric {spec.hypothesis.metric}, minimum effect "
-        f"{spec.hypothesis.min_effect}; guardrails: "
-        + "; ".join(
-            f"{g.metric} ({g.scope}) may drop at most {g.max_drop}" for g in spec.guardrails
-        )
-    )
+    report.section("The data")
+    data = build_data(handle.spec, handle.path, handle.store)
+    show.data(data, out)
 
-    out.print(Rule("1. The data"))
-    report = build_data(spec, handle.path, handle.store)
-    show.data(report, out)
+    report.section("The preflight (tunelab check, on a slice)")
+    check = run_check(handle, progress)
+    show_preflight.check(check, out)
 
-    out.print(Rule("2. The baselines (validation split)"))
+    report.section("The baselines (validation split)")
     baselines = run_baseline(handle, progress)
     show.baseline(baselines, out)
 
-    out.print(Rule("3. The variants"))
+    report.section("The variants")
     lora = run_variant(handle, "lora", progress)
     show.run(lora, out)
     why = "full fine-tuning needs a far smaller learning rate than LoRA"
     full = run_variant(open_lab(lab, FULL), "full", progress, reason=why)
     show.run(full, out)
 
-    out.print(Rule("4. The verdict"))
+    report.section(f"An ablation of the LoRA run: {ABLATION}")
+    ablation = run_ablation(handle.path, ABLATION, lora["id"], progress)
+    show.ablation(ablation, out)
+
+    report.section("The verdict")
     result = compare(handle)
     show.compare(result, out)
     _story(result, baselines, out)
-    seconds = time.perf_counter() - started
-    out.print(Rule())
-    out.print(
-        f"done in {seconds / 60:.1f} min. Explore it: `tunelab runs --lab {lab}`, "
-        f"`tunelab compare --lab {lab} --json`."
-    )
+
+    report.section("The sealed final")
+    chosen = _choose(result, out)
+    final = run_final(handle, chosen)
+    show.final(final, out)
     return {
         "lab": str(handle.path),
-        "data": report,
+        "data": data,
+        "check": check,
         "compare": result,
-        "seconds": round(seconds, 1),
+        "ablation": ablation,
+        "final": final,
+        "seconds": report.finish("runs", "compare"),
     }
+
+
+def _choose(result: dict, out: Console) -> str:
+    """The variant with the best validation score: the one candidate the test split sees."""
+    metric = result["primary_metric"]
+    variants = [r for r in result["runs"] if r["kind"] == "variant"]
+    best = max(variants, key=lambda r: r[metric])
+    out.print(
+        f"Chosen on validation alone: {best['id']} ({metric.replace('_', ' ')} "
+        f"{show.pct(best[metric])}%, verdict {best['verdict']}). The test split is opened once, "
+        "for it; a second look would need a reason and is marked in every later report."
+    )
+    return best["id"]
 
 
 def _story(result: dict, baselines: dict, out: Console) -> None:

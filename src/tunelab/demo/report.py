@@ -1,0 +1,92 @@
+"""What every demo shares: its lab folder and spec, the opening question, sections, the ending.
+
+A demo reads like a short lab report: the question and its guardrails first, then one
+numbered section per stage, then how long it took and where to look next.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.rule import Rule
+
+from tunelab import show
+from tunelab.demo.assets import set_aside
+from tunelab.lab import Lab, open_lab
+from tunelab.spec import SPEC_FILE
+
+
+@dataclass
+class DemoReport:
+    out: Console
+    """Where the report goes (silent with --json)."""
+    progress: Console | None
+    """Where progress bars go (stderr; None with --json)."""
+    lab: Lab
+    started: float
+    sections: int = 0
+
+    def section(self, title: str) -> None:
+        self.sections += 1
+        self.out.print(Rule(f"{self.sections}. {title}"))
+
+    def note(self, text: str) -> None:
+        """A line of progress that is not part of the report (stderr, not with --json)."""
+        if self.progress:
+            self.progress.print(f"[dim]{text}[/]")
+
+    def finish(self, *explore: str) -> float:
+        seconds = time.perf_counter() - self.started
+        self.out.print(Rule())
+        hints = ", ".join(f"`tunelab {c} --lab {self.lab.path}`" for c in explore)
+        self.out.print(f"done in {seconds / 60:.1f} min. Explore it: {hints}.")
+        return round(seconds, 1)
+
+
+def write_spec(lab: Path, spec: dict, header: str, paths: dict[str, Path]) -> Path:
+    """The demo's spec as YAML, with `'{name}'` placeholders replaced by installed paths."""
+    text = yaml.safe_dump(spec, sort_keys=False)
+    for name, path in paths.items():
+        text = text.replace(f"'{{{name}}}'", str(path))
+    lab.mkdir(parents=True, exist_ok=True)
+    (lab / SPEC_FILE).write_text(f"# tunelab demo: {header}\n{text}")
+    return lab / SPEC_FILE
+
+
+def open_demo(
+    lab: Path,
+    title: str,
+    spec: dict,
+    paths: dict[str, Path],
+    console: Console,
+    quiet: bool = False,
+) -> DemoReport:
+    """Set an earlier demo lab aside (never delete it), write the spec, open the lab and print
+    the question with its guardrails."""
+    out = Console(quiet=True) if quiet else console
+    progress = None if quiet else show.console(stderr=True)
+    started = time.perf_counter()
+    moved = set_aside(lab)
+    write_spec(lab, spec, title, paths)
+    handle = open_lab(lab)
+    s = handle.spec
+    out.print(Rule(f"[bold]tunelab demo: {title}"))
+    out.print(
+        f"lab: {handle.path}" + (f"  (the previous demo lab was moved to {moved})" if moved else "")
+    )
+    out.print(f"[bold]Question.[/] {s.hypothesis.behaviour}")
+    out.print(
+        f"Primary metric {s.hypothesis.metric.replace('_', ' ')}, minimum effect "
+        f"{s.hypothesis.min_effect:g}; guardrails: "
+        + "; ".join(
+            f"{g.metric.replace('_', ' ')} ({g.scope.replace('_', ' ')}) may drop at most "
+            f"{g.max_drop:g}"
+            for g in s.guardrails
+        )
+        + "."
+    )
+    return DemoReport(out, progress, handle, started)

@@ -1,0 +1,104 @@
+"""How big a microbatch fits, and how to reach the spec's global batch (`tunelab size`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MAX_MICROBATCH = 4096
+
+
+def largest_by_estimate(estimate_mb, budget_mb: float, cap: int = MAX_MICROBATCH) -> int:
+    """The largest microbatch whose estimate fits `budget_mb` (0: not even one)."""
+    if estimate_mb(1) > budget_mb:
+        return 0
+    good, bad = 1, 2
+    while bad <= cap and estimate_mb(bad) <= budget_mb:
+        good, bad = bad, bad * 2
+    bad = min(bad, cap + 1)
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if estimate_mb(mid) <= budget_mb else (good, mid)
+    return good
+
+
+def advice(global_batch: int, largest: int, processes: int, tokens_per_s: float, seq: int):
+    """Microbatch x accumulation x processes = the global batch, with the largest microbatch
+    that fits and divides the per-process share; the step time at the measured speed."""
+    share = global_batch // processes if global_batch % processes == 0 else None
+    if share is None or largest < 1:
+        return {
+            "fits": False,
+            "reason": (
+                f"global batch {global_batch} does not split over {processes} processes"
+                if share is None
+                else "not even a microbatch of 1 fits the budget; try activation checkpointing"
+            ),
+        }
+    micro = max(d for d in range(1, min(share, largest) + 1) if share % d == 0)
+    tokens = global_batch * seq
+    return {
+        "fits": True,
+        "microbatch": micro,
+        "accumulation": share // micro,
+        "processes": processes,
+        "global_batch": global_batch,
+        "tokens_per_step": tokens,
+        "expected_tokens_per_s": round(tokens_per_s * processes, 1),
+        "expected_step_s": round(tokens / (tokens_per_s * processes), 3),
+    }
+
+
+def largest_microbatch(base, estimate_mb, overhead, limit_mb, device, say, probe) -> dict:
+    """GPU: try and catch OOM in one probe. CPU: the estimate against the budget, then a
+    measurement at that microbatch (stepping down while the measurement exceeds it). `probe`
+    runs one configuration in a fresh process (`sizing.run_probe`)."""
+    if device == "cuda":
+        say("largest microbatch: trying until CUDA runs out of memory")
+        r = probe(base | {"mode": "max_microbatch", "steps": 0})
+        return {
+            "value": r["max_microbatch"],
+            "budget_mb": round(r["device_free_mb"], 1),
+            "budget": "free device memory",
+            "method": "tried, out-of-memory caught",
+            "tried": r["tried"],
+        }
+    budget = limit_mb or _available_mb()
+    value = largest_by_estimate(lambda b: estimate_mb(b, 1, False, overhead)["peak_mb"], budget)
+    out = {
+        "value": value,
+        "budget_mb": round(budget, 1),
+        "budget": "--memory-limit" if limit_mb else "available memory (not confirmed)",
+        "method": "estimate",
+        "estimated_mb": estimate_mb(value, 1, False, overhead)["peak_mb"] if value else None,
+        "tried": {},
+    }
+    if not limit_mb or not value:
+        return out
+    for _ in range(4):  # confirm by measuring, stepping down while the measurement exceeds it
+        say(f"largest microbatch: measuring {value} against {budget:,.0f} MiB")
+        m = probe(base | {"microbatch": value, "steps": 1})
+        peak = None if m.get("oom") else m["peak_rss_mb"]
+        out["tried"][value] = None if peak is None else round(peak, 1)
+        if peak is not None and peak <= budget:
+            return out | {
+                "value": value,
+                "method": "estimate, confirmed by measuring",
+                "estimated_mb": estimate_mb(value, 1, False, overhead)["peak_mb"],
+                "measured_mb": round(peak, 1),
+                "tokens_per_s": m["tokens_per_s"],
+            }
+        # the step's own memory scales with the microbatch; the framework's does not
+        scale = (budget - overhead) / (peak - overhead) if peak and peak > overhead else 0.5
+        value = max(0, min(value - 1, int(value * scale)))
+        if value == 0:
+            break
+    est_mb = estimate_mb(value, 1, False, overhead)["peak_mb"] if value else None
+    return out | {"value": value, "estimated_mb": est_mb, "method": "estimate; not confirmed"}
+
+
+def _available_mb() -> float:
+    try:
+        text = Path("/proc/meminfo").read_text()
+        return int(text.split("MemAvailable:")[1].split()[0]) / 1024
+    except (OSError, IndexError, ValueError):
+        return float("inf")

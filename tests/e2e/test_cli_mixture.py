@@ -1,0 +1,80 @@
+"""A data mixture with a curriculum stage, through the CLI: the record says what was drawn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from conftest import topic_rows
+from tunelab.cli import main
+from tunelab.store import Store
+
+
+def tl(capsys, *args: str):
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _two_source_lab(make_lab, mixture) -> str:
+    lab = make_lab(
+        data={
+            "sources": [
+                {"type": "jsonl", "path": "docs.jsonl"},
+                {"type": "jsonl", "path": "more.jsonl", "name": "extra"},
+            ],
+            "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
+            "mixture": mixture,
+        },
+        training={"lr": 5e-3, "global_batch": 8, "microbatch": 4, "budget": {"steps": 6}},
+    )
+    rows = [{**r, "text": "more " + r["text"]} for r in topic_rows(10, seed=1)]
+    (lab / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(lab)
+
+
+def test_a_run_follows_the_mixture_and_its_stages(make_lab, capsys):
+    lab = _two_source_lab(
+        make_lab,
+        {"weights": {"docs": 1, "extra": 3}, "stages": [{"from_step": 4, "weights": {"docs": 1}}]},
+    )
+    code, data = tl(capsys, "data", "--lab", lab)
+    assert code == 0
+    train_rows = Store(lab).read_split(data["version"], "train")
+    assert {r["source"] for r in train_rows} == {"docs", "extra"}
+
+    code, run = tl(capsys, "run", "--lab", lab, "--name", "mix")
+    assert code == 0, run
+    mix = run["training"]["mixture"]
+    assert mix["sources"] == {
+        "docs": sum(r["source"] == "docs" for r in train_rows),
+        "extra": sum(r["source"] == "extra" for r in train_rows),
+    }
+    first, second = mix["stages"]
+    assert first["steps"] == [0, 4] and second["steps"] == [4, 6]
+    assert first["weights"] == {"docs": 0.25, "extra": 0.75}
+    assert sum(c["rows"] for c in first["sampled"].values()) == 4 * 8
+    assert list(second["sampled"]) == ["docs"] and second["sampled"]["docs"]["rows"] == 2 * 8
+    saved = json.loads((Store(lab).run_dir(run["id"]) / "record.json").read_text())
+    assert saved["training"]["mixture"] == mix
+
+
+def test_a_mixture_naming_an_unknown_source_points_at_the_spec(make_lab, capsys):
+    lab = _two_source_lab(make_lab, {"weights": {"docs": 1, "blog": 1}})
+    code, err = tl(capsys, "data", "--lab", lab)
+    assert code == 2
+    assert "data.mixture.weights: unknown source(s) ['blog']" in err["error"]
+    assert "tunelab.yaml" in err["error"]
+
+
+def test_a_source_left_out_of_the_weights_is_refused_before_a_run_exists(make_lab, capsys):
+    lab = _two_source_lab(make_lab, {"weights": {"docs": 1, "extra": 1}})
+    assert tl(capsys, "data", "--lab", lab)[0] == 0
+    spec_file = Path(lab) / "tunelab.yaml"
+    spec = yaml.safe_load(spec_file.read_text())
+    spec["data"]["mixture"] = {"weights": {"docs": 1}}
+    spec_file.write_text(yaml.safe_dump(spec))
+    code, err = tl(capsys, "run", "--lab", lab)
+    assert code == 2 and "['extra'] have training rows but no weight" in err["error"]
+    assert Store(lab).runs() == []
