@@ -52,12 +52,17 @@ def data(report: dict, console: Console) -> None:
         }
         found = ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
         console.print(f"  {title} (pairs): {found}")
-    example = next((p for p in dups["pairs"] if p["method"] == "near" and p.get("snippet")), None)
+    near = [p for p in dups["pairs"] if p["method"] == "near" and p.get("snippet")]
+    across = [p for p in near if p["a"]["split"] != p["b"]["split"]]  # a leak is the news
+    example = (across or near or [None])[0]
     if example:
+        action = example.get("action", "")
+        if action.startswith("removed from train"):
+            action = "train copy removed"
         console.print(
-            f"    e.g. {_short(example['a']['id'])} ~ {_short(example['b']['id'])} (similarity "
-            f"{example['similarity']}, {example['a']['split']}-{example['b']['split']}; "
-            f"{example.get('action', '')}): {escape(repr(example['snippet']))}"
+            f"    e.g. {_short(example['a']['id'])} ~ {_short(example['b']['id'])} "
+            f"({example['kind']}, similarity {example['similarity']}, {action}): "
+            f"{escape(repr(example['snippet']))}"
         )
     if dups.get("pairs_file"):
         console.print(f"    every pair, with its similarity and action: {dups['pairs_file']}")
