@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binomtest, bootstrap
 from sklearn.metrics import f1_score
 
 from tunelab.stats import (
@@ -43,6 +43,30 @@ def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
     assert one == two
     assert one["delta"] == pytest.approx(0.15)
     assert 0 < one["low"] < 0.15 < one["high"]
+
+
+def test_paired_bootstrap_interval_agrees_with_scipy():
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 3, 300)
+    a = np.where(rng.random(300) < 0.80, gold, (gold + 1) % 3)
+    b = np.where(rng.random(300) < 0.88, gold, (gold + 1) % 3)
+    ours = paired_bootstrap(accuracy_rows, gold, a, b, resamples=20_000, seed=1)
+
+    def gain(x, y, axis=-1):
+        return y.mean(axis=axis) - x.mean(axis=axis)
+
+    ref = bootstrap(
+        ((a == gold).astype(float), (b == gold).astype(float)),
+        gain,
+        paired=True,
+        vectorized=True,
+        n_resamples=20_000,
+        method="percentile",
+        rng=np.random.default_rng(2),
+    ).confidence_interval
+    assert ours["delta"] == pytest.approx(np.mean(b == gold) - np.mean(a == gold))
+    assert ours["low"] == pytest.approx(ref.low, abs=0.006)  # two seeds: Monte Carlo noise
+    assert ours["high"] == pytest.approx(ref.high, abs=0.006)
 
 
 def test_flips_name_fixed_and_broken_examples_in_order():
