@@ -95,7 +95,7 @@ def size(result: dict, console: Console) -> None:
         console.print(
             f"advice: microbatch {a['microbatch']} × accumulation {a['accumulation']} × "
             f"{a['processes']} process(es) = global batch {a['global_batch']}; expect "
-            f"~{a['expected_tokens_per_s']:,.0f} tok/s, {a['expected_step_s']:.1f}s per step"
+            f"~{a['expected_tokens_per_s']:,.0f} tok/s, {a['expected_step_s']:.2f}s per step"
         )
     else:
         console.print(f"[red]advice[/]: {escape(a['reason'])}")

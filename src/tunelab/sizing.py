@@ -255,7 +255,7 @@ def run_size(
             "value": seq,
             "source": "given" if seq_len else f"p95 of {len(lengths)} rendered train examples",
             "p50": int(np.percentile(lengths, 50)),
-            "p95": int(np.percentile(lengths, 95)),
+            "p95": representative_length(lengths),  # rounded up, as the default length
             "max": max(lengths),
         },
         "microbatch": mb,
