@@ -101,7 +101,7 @@ def run_variant(
     if diff is not None:
         check_one_change(diff, reason, parent_record["id"])
     renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
-    mixture_sampler(lab, version, train_set)  # a mixture that cannot be followed stops here
+    sampler = mixture_sampler(lab, version, train_set)  # one that cannot be followed stops here
     preflight = check_status(lab, version)
     if console and preflight["warning"]:
         console.print(f"[yellow]warning[/] {preflight['warning']}")
@@ -127,7 +127,7 @@ def run_variant(
     )
     if console:
         console.print(_start_line(record, spec, len(train_set)))
-    return _train_and_finish(lab, record, run_dir, model, renderer, train_set, console)
+    return _train_and_finish(lab, record, run_dir, model, renderer, train_set, sampler, console)
 
 
 def resume_run(lab_path: Path, run_id: str, console: Console | None = None) -> dict:
@@ -148,20 +148,22 @@ def resume_run(lab_path: Path, run_id: str, console: Console | None = None) -> d
         )
     lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device())
     renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
+    sampler = mixture_sampler(lab, record["data_version"], train_set)
     model, _ = build_model(lab, renderer.labels)
     record.setdefault("resumed", []).append({"time": now(), "pid": os.getpid()})
     ledger.reopen_run(lab, record)
-    return _train_and_finish(lab, record, run_dir, model, renderer, train_set, console, resume=True)
+    return _train_and_finish(
+        lab, record, run_dir, model, renderer, train_set, sampler, console, resume=True
+    )
 
 
 def _train_and_finish(
-    lab, record, run_dir, model, renderer, train_set, console, resume: bool = False
+    lab, record, run_dir, model, renderer, train_set, sampler, console, resume: bool = False
 ) -> dict:
     """Train (stopping cleanly on Ctrl-C or SIGTERM), evaluate, save; the record follows."""
     stop = threading.Event()
     with _stop_on_signals(stop, console):
         try:
-            sampler = mixture_sampler(lab, record["data_version"], train_set)
             record["training"] = train(
                 model,
                 train_set,

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -78,3 +82,35 @@ def test_a_source_left_out_of_the_weights_is_refused_before_a_run_exists(make_la
     code, err = tl(capsys, "run", "--lab", lab)
     assert code == 2 and "['extra'] have training rows but no weight" in err["error"]
     assert Store(lab).runs() == []
+
+
+def test_an_interrupted_mixture_run_resumes_to_the_same_draws_and_metrics(make_lab, capsys):
+    lab = _two_source_lab(
+        make_lab,
+        {"weights": {"docs": 1, "extra": 1}, "stages": [{"from_step": 6, "weights": {"docs": 1}}]},
+    )
+    spec_file = Path(lab) / "tunelab.yaml"
+    spec = yaml.safe_load(spec_file.read_text())
+    spec["training"] |= {"budget": {"steps": 12}, "checkpoint_every": 1}
+    spec_file.write_text(yaml.safe_dump(spec))
+    assert tl(capsys, "data", "--lab", lab)[0] == 0
+    beat = Path(lab) / ".tunelab" / "runs" / "r001-stopped" / "heartbeat.json"
+
+    def stop_at_step_4():  # SIGTERM from outside the loop, as a user's `kill` would
+        while not (beat.exists() and json.loads(beat.read_text())["step"] >= 4):
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=stop_at_step_4, daemon=True)
+    killer.start()
+    code, _ = tl(capsys, "run", "--lab", lab, "--name", "stopped")
+    killer.join(timeout=5)
+    assert code == 130
+    assert Store(lab).read_record("r001-stopped")["status"] == "interrupted"
+
+    code, resumed = tl(capsys, "resume", "--lab", lab, "r001-stopped")
+    assert code == 0, resumed
+    code, straight = tl(capsys, "run", "--lab", lab, "--name", "straight")
+    assert code == 0
+    assert resumed["training"]["mixture"] == straight["training"]["mixture"]
+    assert resumed["metrics"] == straight["metrics"]

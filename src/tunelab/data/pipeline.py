@@ -19,8 +19,8 @@ from tunelab.spec import Spec
 from tunelab.store import SPLITS, Store
 
 MAX_PAIRS = 25
-"""Pairs of each method listed in the report; duplicates.jsonl holds all of them."""
-"""Pairs listed in the report; `duplicates.counts` always counts all of them."""
+"""Pairs of each method listed in the report; `duplicates.counts` counts all of them and
+duplicates.jsonl holds all of them."""
 
 
 def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
