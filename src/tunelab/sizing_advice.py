@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 MAX_MICROBATCH = 4096
+CONFIRM_TRIES = 6
+STEP_DOWN_MARGIN = 0.9
+"""Stepping down, aim 10% under the budget: memory does not scale exactly with the microbatch
+(glibc's heap on CPU), so a step aimed at the budget itself often lands just above it."""
 
 
 def largest_by_estimate(estimate_mb, budget_mb: float, cap: int = MAX_MICROBATCH) -> int:
@@ -74,7 +78,7 @@ def largest_microbatch(base, estimate_mb, overhead, limit_mb, device, say, probe
     }
     if not limit_mb or not value:
         return out
-    for _ in range(4):  # confirm by measuring, stepping down while the measurement exceeds it
+    for _ in range(CONFIRM_TRIES):  # confirm by measuring; step down while it exceeds the budget
         say(f"largest microbatch: measuring {value} against {budget:,.0f} MiB")
         m = probe(base | {"microbatch": value, "steps": 1})
         peak = None if m.get("oom") else m["peak_rss_mb"]
@@ -89,7 +93,7 @@ def largest_microbatch(base, estimate_mb, overhead, limit_mb, device, say, probe
             }
         # the step's own memory scales with the microbatch; the framework's does not
         scale = (budget - overhead) / (peak - overhead) if peak and peak > overhead else 0.5
-        value = max(0, min(value - 1, int(value * scale)))
+        value = max(0, min(value - 1, int(value * scale * STEP_DOWN_MARGIN)))
         if value == 0:
             break
     est_mb = estimate_mb(value, 1, False, overhead)["peak_mb"] if value else None

@@ -189,7 +189,7 @@ def test_largest_microbatch_is_confirmed_by_measuring_and_stepped_down():
     out = sizing_advice.largest_microbatch(
         {}, estimate, 400.0, 500.0, "cpu", lambda text: None, fake_probe
     )
-    assert measured[0] == 33 and out["value"] == 25 and out["measured_mb"] <= 500
+    assert measured == [33, 22] and out["value"] == 22 and out["measured_mb"] <= 500  # 10% margin
     assert out["method"] == "estimate, confirmed by measuring"
 
 
