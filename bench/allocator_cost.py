@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/allocator_cost.py [--rounds 2] [--steps 3] [--cache DIR]
 
-For each configuration, fresh `tunelab.sizing_probe` processes run `--steps` timed training
+For each configuration, fresh `tunelab.stages.size.probe` processes run `--steps` timed training
 steps (after a warm-up step) with glibc's default allocator settings and with the mmap
 threshold fixed at 128 KiB, alternating default/fixed for `--rounds` rounds so that drift in
 the machine's load falls on both sides alike. Printed: the median step time of each side, the
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from size_accuracy import MMAP_THRESHOLD, probe_args
 
-from tunelab import sizing
+from tunelab.stages.size import measure as sizing
 
 CONFIGS = ["minilm-lora-128", "minilm-full-512-ckpt", "smollm2-lora-128", "smollm2-full-128"]
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from tunelab.core.sections import ClassificationTask
 from tunelab.demo.assets import bbc_news, smollm2_gguf
-from tunelab.evaluate import generate, predict_by_scoring
-from tunelab.gguf import materialize
-from tunelab.render import Renderer, make_template
-from tunelab.sections import ClassificationTask
+from tunelab.modeling.gguf import materialize
+from tunelab.modeling.render import Renderer, make_template
+from tunelab.training.evaluate import generate, predict_by_scoring
 
 LABELS = ["business", "entertainment", "politics", "sport", "tech"]
 INSTRUCTION = "Which section of a news site does this article belong to? Answer with one of: " + (

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
+from tunelab.core.spec import DedupSpec
 from tunelab.data import near
 from tunelab.data.dedup import deduplicate, near_clusters, normalise
 from tunelab.data.loaders import Example
-from tunelab.spec import DedupSpec
 
 SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["th", "sh", "qu", "str"]
 

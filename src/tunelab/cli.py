@@ -14,15 +14,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from tunelab import show, show_preflight
-from tunelab.spec import parse_overrides
-from tunelab.train import TrainingInterrupted
+from tunelab.core.spec import parse_overrides
+from tunelab.training.loop import TrainingInterrupted
+from tunelab.views import check as show_preflight
+from tunelab.views import runs as show
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _lab(args):
-    from tunelab.lab import open_lab
+    from tunelab.core.lab import open_lab
 
     return open_lab(args.lab, parse_overrides(args.overrides))
 
@@ -34,7 +35,7 @@ def _progress(args) -> Console | None:
 
 
 def cmd_init(args):
-    from tunelab.init import init_lab
+    from tunelab.stages.init import init_lab
 
     return init_lab(args.lab, args.task, args.force)
 
@@ -47,25 +48,25 @@ def cmd_data(args):
 
 
 def cmd_baseline(args):
-    from tunelab.baseline import run_baseline
+    from tunelab.stages.baseline import run_baseline
 
     return run_baseline(_lab(args), _progress(args))
 
 
 def cmd_check(args):
-    from tunelab.preflight import run_check
+    from tunelab.stages.check.steps import run_check
 
     return run_check(_lab(args), _progress(args), args.rows)
 
 
 def cmd_size(args):
-    from tunelab.sizing import run_size
+    from tunelab.stages.size.measure import run_size
 
     return run_size(_lab(args), args.seq_len, args.microbatch, args.memory_limit, _progress(args))
 
 
 def cmd_run(args):
-    from tunelab.run import run_variant
+    from tunelab.stages.run.variant import run_variant
 
     return run_variant(
         _lab(args), args.name, _progress(args), args.allow_warnings, args.parent, args.reason
@@ -73,47 +74,47 @@ def cmd_run(args):
 
 
 def cmd_inspect(args):
-    from tunelab.inspection import inspect_lab
+    from tunelab.stages.inspection import inspect_lab
 
     return inspect_lab(_lab(args), args.sample, args.split)
 
 
 def cmd_compare(args):
-    from tunelab.compare import compare
+    from tunelab.stages.compare.verdicts import compare
 
     return compare(_lab(args), args.against)
 
 
 def cmd_runs(args):
-    from tunelab.ledger import summary
-    from tunelab.store import Store
+    from tunelab.core.ledger import summary
+    from tunelab.core.store import Store
 
     store = Store(args.lab)
     return [summary(r, store.runs_dir / r["id"]) for r in store.runs()]
 
 
 def cmd_resume(args):
-    from tunelab.run import resume_run
+    from tunelab.stages.run.variant import resume_run
 
     return resume_run(args.lab, args.run, _progress(args))
 
 
 def cmd_invalidate(args):
-    from tunelab.ledger import invalidate
-    from tunelab.store import Store
+    from tunelab.core.ledger import invalidate
+    from tunelab.core.store import Store
 
     return invalidate(Store(args.lab), args.run, args.why)
 
 
 def cmd_final(args):
-    from tunelab.final import run_final
-    from tunelab.lab import open_lab
+    from tunelab.core.lab import open_lab
+    from tunelab.stages.final import run_final
 
     return run_final(open_lab(args.lab), args.run, args.reason)
 
 
 def cmd_ablate(args):
-    from tunelab.ablate import run_ablation
+    from tunelab.stages.run.ablate import run_ablation
 
     return run_ablation(args.lab, args.assignment, args.parent, _progress(args))
 

@@ -13,7 +13,7 @@ import yaml
 
 from conftest import topic_rows
 from tunelab.cli import main
-from tunelab.store import Store
+from tunelab.core.store import Store
 
 
 def tl(capsys, *args: str):

@@ -83,7 +83,7 @@ def test_a_crash_is_recorded_as_failed_with_its_traceback(make_lab, capsys, monk
     def broken(*args, **kwargs):
         raise RuntimeError("the GPU caught fire")
 
-    monkeypatch.setattr("tunelab.run.train", broken)
+    monkeypatch.setattr("tunelab.stages.run.variant.train", broken)
     code, err = tl(capsys, "run", "--lab", str(lab))
     assert code == 1 and "caught fire" in err["error"]
     (record,) = [json.loads(p.read_text()) for p in lab.glob(".tunelab/runs/*/record.json")]

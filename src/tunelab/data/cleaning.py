@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tunelab.core.spec import CleaningRule
 from tunelab.data.loaders import Example, Rejection
-from tunelab.spec import CleaningRule
 
 Clean = Callable[[str], str]
 _SPACES = re.compile(r"\s+")

@@ -26,11 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunelab.core.spec import DedupSpec
+from tunelab.core.store import SPLITS
 from tunelab.data import near
 from tunelab.data.loaders import Example
 from tunelab.data.split import Splits
-from tunelab.spec import DedupSpec
-from tunelab.store import SPLITS
 
 Member = tuple[str, Example]
 """A row and the split it sits in."""

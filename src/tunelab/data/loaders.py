@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab.spec import DataSpec, Fields, Source
-from tunelab.store import SPLITS
+from tunelab.core.spec import DataSpec, Fields, Source
+from tunelab.core.store import SPLITS
 
 
 class DataError(ValueError):

@@ -10,13 +10,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.spec import Spec
+from tunelab.core.store import SPLITS, Store
 from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.dedup import Dedup, deduplicate
 from tunelab.data.loaders import Rejection, load_sources
 from tunelab.data.split import Splits, presplit_examples, split_examples, split_warnings
 from tunelab.data.version import publish, settings_of, version_exists, version_id, write_version
-from tunelab.spec import Spec
-from tunelab.store import SPLITS, Store
 
 MAX_PAIRS = 25
 """Pairs of each method listed in the report; `duplicates.counts` counts all of them and

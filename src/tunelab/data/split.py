@@ -13,9 +13,9 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from tunelab.core.spec import SplitSpec
+from tunelab.core.store import SPLITS
 from tunelab.data.loaders import Example
-from tunelab.spec import SplitSpec
-from tunelab.store import SPLITS
 
 Splits = dict[str, list[Example]]
 

@@ -19,11 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.spec import DataSpec
+from tunelab.core.store import SPLITS, Store, atomic_write_json, now, write_jsonl
 from tunelab.data.cleaning import rule_settings
 from tunelab.data.loaders import DataError, Rejection
 from tunelab.data.split import Splits
-from tunelab.spec import DataSpec
-from tunelab.store import SPLITS, Store, atomic_write_json, now, write_jsonl
 
 ID_CHARS = 12
 

@@ -12,17 +12,18 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tunelab import show, show_preflight
-from tunelab.ablate import run_ablation
-from tunelab.baseline import run_baseline
-from tunelab.compare import compare
+from tunelab.core.lab import open_lab
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, minilm
 from tunelab.demo.report import open_demo
-from tunelab.final import run_final
-from tunelab.lab import open_lab
-from tunelab.preflight import run_check
-from tunelab.run import run_variant
+from tunelab.stages.baseline import run_baseline
+from tunelab.stages.check.steps import run_check
+from tunelab.stages.compare.verdicts import compare
+from tunelab.stages.final import run_final
+from tunelab.stages.run.ablate import run_ablation
+from tunelab.stages.run.variant import run_variant
+from tunelab.views import check as show_preflight
+from tunelab.views import runs as show
 
 # The demo spec: the first 128 tokens of an article carry its topic, and 60 optimizer steps of
 # 16 articles (about 960 articles) keep each variant to a couple of minutes on two CPU cores.

@@ -12,15 +12,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tunelab import show, show_preflight
-from tunelab.baseline import run_baseline
-from tunelab.compare import compare
 from tunelab.data import build_data
 from tunelab.demo.assets import manpages, smollm2_gguf
 from tunelab.demo.report import open_demo
-from tunelab.inspection import inspect_lab
-from tunelab.preflight import run_check
-from tunelab.run import run_variant
+from tunelab.stages.baseline import run_baseline
+from tunelab.stages.check.steps import run_check
+from tunelab.stages.compare.verdicts import compare
+from tunelab.stages.inspection import inspect_lab
+from tunelab.stages.run.variant import run_variant
+from tunelab.views import check as show_preflight
+from tunelab.views import runs as show
 
 FIELDS = ["name", "section", "summary"]
 SCHEMA = {

@@ -14,10 +14,10 @@ import yaml
 from rich.console import Console
 from rich.rule import Rule
 
-from tunelab import show
+from tunelab.core.lab import Lab, open_lab
+from tunelab.core.spec import SPEC_FILE
 from tunelab.demo.assets import set_aside
-from tunelab.lab import Lab, open_lab
-from tunelab.spec import SPEC_FILE
+from tunelab.views import runs as show
 
 
 @dataclass

@@ -1,0 +1,27 @@
+"""A lab: its folder, its validated spec, its store and the device, passed explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tunelab.core.env import pick_device
+from tunelab.core.spec import SPEC_FILE, Spec, load_spec
+from tunelab.core.store import Store
+
+
+@dataclass
+class Lab:
+    path: Path
+    spec: Spec
+    store: Store
+    device: torch.device
+
+
+def open_lab(path: Path, overrides: dict[str, Any] | None = None) -> Lab:
+    path = Path(path).resolve()
+    spec = load_spec(path / SPEC_FILE, overrides)
+    return Lab(path=path, spec=spec, store=Store(path), device=pick_device())

@@ -1,0 +1,115 @@
+"""The experiment ledger: every run's record, opened before work starts and never deleted.
+
+A record is written as soon as the run exists (status `running`) and rewritten atomically as
+it ends (`completed`, `interrupted`, `failed`), so a crash never loses a run from the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tunelab.core.env import fingerprint
+from tunelab.core.lab import Lab
+from tunelab.core.store import now
+from tunelab.tasks import get_task
+
+
+def open_run(lab: Lab, name: str, kind: str, data_version: str, **fields) -> tuple[dict, Path]:
+    run_id, run_dir = lab.store.new_run(name)
+    record = {
+        "id": run_id,
+        "name": name,
+        "kind": kind,
+        "status": "running",
+        "created": now(),
+        "data_version": data_version,
+        "task": lab.spec.task.type,
+        "spec": lab.spec.to_dict(),
+        "env": fingerprint(lab.device),
+        "process": {"pid": os.getpid(), "host": socket.gethostname()},
+        **fields,
+    }
+    lab.store.write_record(run_id, record)
+    lab.store.log_event("run_started", run=run_id, kind=kind)
+    return record, run_dir
+
+
+def reopen_run(lab: Lab, record: dict) -> None:
+    """A resumed run is running again, in this process."""
+    record["status"] = "running"
+    record["process"] = {"pid": os.getpid(), "host": socket.gethostname()}
+    record.pop("error", None)
+    lab.store.write_record(record["id"], record)
+    lab.store.log_event("run_resumed", run=record["id"])
+
+
+def invalidate(store, run_id: str, why: str) -> dict:
+    """Mark a run invalid (a bug found, a leak): it stays in the record, with the reason."""
+    if not why.strip():
+        raise ValueError("invalidate needs --why: say what makes the run invalid")
+    record = store.read_record(run_id)
+    record["invalidated"] = {"why": why, "time": now(), "previous_status": record["status"]}
+    record["status"] = "invalid"
+    store.write_record(run_id, record)
+    store.log_event("run_invalid", run=run_id, why=why)
+    return record
+
+
+STALE_SECONDS = 600
+"""A running run whose heartbeat is older than this (or whose process is gone) is lost."""
+
+
+def effective_status(record: dict, run_dir: Path) -> str:
+    """`lost` for a run recorded as running whose process died without a word (kill -9)."""
+    if record["status"] != "running":
+        return record["status"]
+    proc = record.get("process", {})
+    if proc.get("host") == socket.gethostname() and not _alive(proc.get("pid")):
+        return "lost"
+    beat = run_dir / "heartbeat.json"
+    last = json.loads(beat.read_text())["time"] if beat.exists() else record["updated"]
+    age = datetime.now(timezone.utc) - datetime.fromisoformat(last)
+    return "lost" if age.total_seconds() > STALE_SECONDS else "running"
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def close_run(lab: Lab, record: dict, status: str, error: BaseException | None = None) -> None:
+    record["status"] = status
+    record["ended"] = now()
+    if error is not None:
+        record["error"] = "".join(traceback.format_exception(error))
+    lab.store.write_record(record["id"], record)
+    lab.store.log_event("run_" + status, run=record["id"])
+
+
+def summary(record: dict, run_dir: Path) -> dict:
+    """One line of `tunelab runs`: status (with `lost` detected) and the primary metric."""
+    metrics = record.get("metrics") or {}
+    hypothesis = record.get("spec", {}).get("hypothesis")
+    metric = hypothesis["metric"] if hypothesis else get_task(record["task"]).default_metric
+    return {
+        "id": record["id"],
+        "kind": record["kind"],
+        "status": effective_status(record, run_dir),
+        "data_version": record["data_version"],
+        "method": record.get("method"),
+        "metric": metric,
+        "value": metrics.get(metric),
+        "created": record["created"],
+    }

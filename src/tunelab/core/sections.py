@@ -1,0 +1,309 @@
+"""The sections of the lab spec, each a pydantic model with a docstring per field.
+
+`tunelab.core.spec` assembles them into `Spec` and holds loading, overrides and error reporting.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Compass(_Section):
+    kind: Literal["benchmark", "research", "production"] = "production"
+    """Why this model is trained: a benchmark entry, a research question, or production use."""
+    why: str = ""
+    """One sentence on what the model is for."""
+
+
+class Hypothesis(_Section):
+    behaviour: str = Field(min_length=1)
+    """The behaviour to improve, in words."""
+    metric: str
+    """The primary metric (for classification: accuracy or macro_f1)."""
+    min_effect: float = Field(ge=0)
+    """The smallest gain in the primary metric that would count (absolute, e.g. 0.02)."""
+
+
+class Guardrail(_Section):
+    metric: str
+    """What must not degrade: an overall metric, or a per-class / per-field metric."""
+    scope: Literal["overall", "every_class", "every_field"] = "overall"
+    """`overall`: the metric itself; `every_class` / `every_field`: that metric of each class
+    (classification) or each required field (extraction)."""
+    max_drop: float = Field(ge=0)
+    """The largest drop allowed against the baseline (absolute)."""
+
+
+class ClassificationTask(_Section):
+    type: Literal["classification"] = "classification"
+    labels: list[str] | None = None
+    """The label set in a fixed order; inferred (sorted) from the data when left out."""
+    instruction: str = "Which category does this text belong to?"
+    """Prompt instruction when a causal LM classifies by scoring each label's text."""
+
+    generative: ClassVar[bool] = False
+
+
+class ExtractionTask(_Section):
+    type: Literal["extraction"] = "extraction"
+    json_schema: dict[str, Any] | str
+    """The answer's JSON Schema: inline, or a path to a .json file (relative to the lab)."""
+    required: list[str] = Field(min_length=1)
+    """Fields every answer must have; each is scored for presence and exact value."""
+    instruction: str = "Extract the fields below from the text and answer with JSON only."
+
+    generative: ClassVar[bool] = True
+
+
+class FormatTask(_Section):
+    type: Literal["format"] = "format"
+    json_schema: dict[str, Any] | str | None = None
+    """Answers must be JSON valid under this schema (inline or a path) ..."""
+    regex: str | None = None
+    """... or match this regular expression (whole answer)."""
+    instruction: str = "Answer in the required format."
+
+    generative: ClassVar[bool] = True
+
+    @model_validator(mode="after")
+    def _one_format(self) -> FormatTask:
+        if (self.json_schema is None) == (self.regex is None):
+            raise ValueError("give exactly one of json_schema or regex")
+        return self
+
+
+TaskSpec = Annotated[ClassificationTask | ExtractionTask | FormatTask, Field(discriminator="type")]
+
+
+class Source(_Section):
+    type: str
+    """Loader name: jsonl, csv or folder (one sub-folder per label)."""
+    path: str
+    """File or folder, relative to the lab folder unless absolute."""
+    split: Literal["train", "validation", "test"] | None = None
+    """Set when this source already is one split: the user's split is kept as it is."""
+    name: str | None = Field(None, min_length=1)
+    """Name used by `data.mixture` (default: the file or folder name without its extension)."""
+
+    @property
+    def source_name(self) -> str:
+        return self.name or PurePath(self.path).stem
+
+
+class Fields(_Section):
+    text: str = "text"
+    """Column holding the input text."""
+    label: str = "label"
+    """Column holding the label (classification), or an optional category used to stratify
+    and sample generative examples."""
+    target: str = "target"
+    """Column holding the expected answer (generative tasks): a JSON object or a string."""
+    id: str | None = None
+    """Column holding a stable example id (default: source file and line)."""
+    group: str | None = None
+    """Column whose rows must all land in one split (e.g. the same author or document)."""
+    split: str | None = None
+    """Column naming each row's split, when the data comes already split."""
+
+
+class CleaningRule(_Section):
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    rule: str
+    """Rule name (unicode_nfkc, whitespace, strip_regex, lowercase); extra keys are its options."""
+
+
+class SplitSpec(_Section):
+    train: float = Field(0.7, gt=0, lt=1)
+    validation: float = Field(0.15, gt=0, lt=1)
+    test: float = Field(0.15, gt=0, lt=1)
+    seed: int = 0
+    """Seed of the deterministic split."""
+    stratify: bool = True
+    """Keep the label proportions in every split."""
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> SplitSpec:
+        total = self.train + self.validation + self.test
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"train + validation + test must sum to 1, got {total:g}")
+        return self
+
+
+class DedupSpec(_Section):
+    exact: bool = True
+    """Find exact duplicates after normalisation (case, unicode, whitespace)."""
+    policy: Literal["drop_from_train", "report"] = "drop_from_train"
+    """What to do with a duplicate: drop the train copy, or only report it."""
+    near: bool = True
+    """Also find near-duplicates (MinHash LSH over word shingles)."""
+    threshold: float = Field(0.8, gt=0, le=1)
+    """Estimated Jaccard similarity from which two texts count as near-duplicates."""
+    shingle: int = Field(3, gt=0)
+    """Words per shingle."""
+    num_perm: int = Field(128, ge=16)
+    """MinHash permutations (more: a finer similarity estimate, slower)."""
+
+
+class MixtureStage(_Section):
+    from_step: int | None = Field(None, ge=0)
+    """The optimizer step (counted from 0) from which this stage's weights apply."""
+    from_fraction: float | None = Field(None, ge=0, lt=1)
+    """Or: the fraction of the run's steps from which they apply."""
+    weights: dict[str, float]
+    """Sampling weight per source name (relative; 0 leaves a source out)."""
+
+    @model_validator(mode="after")
+    def _one_start(self) -> MixtureStage:
+        if (self.from_step is None) == (self.from_fraction is None):
+            raise ValueError("give exactly one of from_step or from_fraction")
+        return self
+
+
+class Mixture(_Section):
+    weights: dict[str, float]
+    """Sampling weight per source name from the first step (relative; 0 leaves a source out).
+    Every source with training rows must be named."""
+    stages: list[MixtureStage] = []
+    """Later stages of a curriculum, each with its own weights, in order of their start."""
+
+
+class DataSpec(_Section):
+    sources: list[Source] = Field(min_length=1)
+    fields: Fields = Fields()
+    cleaning: list[CleaningRule] = []
+    split: SplitSpec = SplitSpec()
+    dedup: DedupSpec = DedupSpec()
+    mixture: Mixture | None = None
+    """Sample training batches from the sources by weight instead of uniformly over rows."""
+
+    @model_validator(mode="after")
+    def _names_and_weights(self) -> DataSpec:
+        names = [s.source_name for s in self.sources]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(
+                f"source names must be unique, {twice} repeats: give data.sources[i].name"
+            )
+        if self.mixture is None:
+            return self
+        tables = [("data.mixture.weights", self.mixture.weights)] + [
+            (f"data.mixture.stages[{i}].weights", st.weights)
+            for i, st in enumerate(self.mixture.stages)
+        ]
+        for where, weights in tables:
+            unknown = sorted(set(weights) - set(names))
+            if unknown:
+                raise ValueError(f"{where}: unknown source(s) {unknown}; the sources are {names}")
+            if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+                raise ValueError(f"{where}: weights must be >= 0 with a positive sum")
+        return self
+
+
+class ModelSpec(_Section):
+    path: str
+    """Local folder of the pretrained model (nothing is downloaded)."""
+    revision: str | None = None
+    """Optional label of the base model's revision, recorded with its weight hash."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    max_length: int = Field(256, gt=0)
+    """Longest sequence in tokens (prompt and target); the prompt's text is cut to fit."""
+    trust_remote_code: bool = False
+    kind: Literal["auto", "encoder", "causal"] = "auto"
+    """encoder: a sequence classifier with a new head; causal: a causal LM (generative tasks,
+    or classification by scoring each label's text). auto: encoder for classification."""
+    template: Literal["plain", "chat"] = "plain"
+    """plain: explicit separators (`### Input:` / `### Answer:`); chat: the tokenizer's chat
+    template with the answer as the assistant turn."""
+    truncation: Literal["left", "right"] = "right"
+    """Which end of the input text is cut when the prompt is too long. The target never is."""
+    loss_on_prompt: bool = False
+    """Also train on the prompt tokens (rarely wanted; `tunelab inspect` warns about it)."""
+
+
+class LoraMethod(_Section):
+    type: Literal["lora"] = "lora"
+    r: int = Field(8, gt=0)
+    alpha: float = Field(16, gt=0)
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: ["query", "value"], min_length=1)
+    """Module-name suffixes that receive an adapter; each must match at least one module."""
+    modules_to_save: list[str] | None = None
+    """Modules trained in full and saved with the adapter. Left out: PEFT's default for the
+    task (a sequence classifier's new head, `classifier` or `score`; nothing for a causal LM)."""
+
+
+class FullMethod(_Section):
+    type: Literal["full"] = "full"
+
+
+MethodSpec = Annotated[LoraMethod | FullMethod, Field(discriminator="type")]
+
+
+class Budget(_Section):
+    steps: int | None = Field(None, gt=0)
+    """Optimizer steps to train."""
+    epochs: float | None = Field(None, gt=0)
+    """Passes over the train split (converted to steps and recorded)."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Budget:
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError("give exactly one of steps or epochs")
+        return self
+
+
+class TrainingSpec(_Section):
+    optimizer: Literal["adamw"] = "adamw"
+    lr: float = Field(5e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    schedule: Literal["constant", "linear", "cosine", "wsd"] = "linear"
+    """wsd: warmup-stable-decay (constant after warmup, then a linear decay to zero over the
+    last `decay_fraction` of the steps)."""
+    decay_fraction: float = Field(0.2, gt=0, le=1)
+    """Share of the steps in the final decay of the wsd schedule."""
+    warmup_steps: int = Field(0, ge=0)
+    global_batch: int = Field(16, gt=0)
+    """Examples per optimizer step."""
+    microbatch: int = Field(8, gt=0)
+    """Examples per forward/backward; accumulation = global_batch / microbatch."""
+    budget: Budget = Budget(epochs=1)
+    seed: int = 0
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    checkpoint_every: int | None = Field(None, gt=0)
+    """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """bf16 uses autocast; weights stay in model.dtype."""
+
+    @model_validator(mode="after")
+    def _divisible(self) -> TrainingSpec:
+        if self.global_batch % self.microbatch:
+            raise ValueError(
+                f"global_batch ({self.global_batch}) must be a multiple of microbatch "
+                f"({self.microbatch})"
+            )
+        return self
+
+    @property
+    def accumulation(self) -> int:
+        return self.global_batch // self.microbatch
+
+
+class EvaluationSpec(_Section):
+    split: Literal["validation"] = "validation"
+    """Variants are compared on validation; the test split is opened only by `final`."""
+    batch_size: int = Field(32, gt=0)
+    max_new_tokens: int = Field(128, gt=0)
+    """Generation limit for generative tasks (greedy decoding with the KV cache)."""
+
+
+class RentalSpec(_Section):
+    days: Literal[3, 7, 30] = 7
+    device: str = "cpu"
+    price_per_hour: float | None = Field(None, ge=0)

@@ -1,0 +1,273 @@
+"""The typed lab spec (`tunelab.yaml`): load, validate, `key=value` overrides, dump.
+
+Every section is a pydantic model with a docstring per field and its checks where it is
+defined. YAML is only the saved form. Validation errors name the file, the line and the
+dotted field, and say what is wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from tunelab.core.sections import (
+    Budget,
+    ClassificationTask,
+    CleaningRule,
+    Compass,
+    DataSpec,
+    DedupSpec,
+    EvaluationSpec,
+    ExtractionTask,
+    Fields,
+    FormatTask,
+    FullMethod,
+    Guardrail,
+    Hypothesis,
+    LoraMethod,
+    MethodSpec,
+    Mixture,
+    MixtureStage,
+    ModelSpec,
+    RentalSpec,
+    Source,
+    SplitSpec,
+    TaskSpec,
+    TrainingSpec,
+    _Section,
+)
+
+# The sections are re-exported: `from tunelab.core.spec import ModelSpec` is the public path.
+__all__ = [
+    "SPEC_FILE",
+    "Budget",
+    "ClassificationTask",
+    "CleaningRule",
+    "Compass",
+    "DataSpec",
+    "DedupSpec",
+    "EvaluationSpec",
+    "ExtractionTask",
+    "Fields",
+    "FormatTask",
+    "FullMethod",
+    "Guardrail",
+    "Hypothesis",
+    "LoraMethod",
+    "MethodSpec",
+    "Mixture",
+    "MixtureStage",
+    "ModelSpec",
+    "RentalSpec",
+    "Source",
+    "Spec",
+    "SpecError",
+    "SplitSpec",
+    "TaskSpec",
+    "TrainingSpec",
+    "apply_overrides",
+    "dump_spec",
+    "load_spec",
+    "parse_overrides",
+    "validate_spec",
+]
+
+SPEC_FILE = "tunelab.yaml"
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; the message names the file, line and field."""
+
+
+class Spec(_Section):
+    compass: Compass = Compass()
+    hypothesis: Hypothesis | None = None
+    guardrails: list[Guardrail] = Field(default_factory=list)
+    task: TaskSpec = ClassificationTask()
+    data: DataSpec
+    model: ModelSpec
+    method: MethodSpec = LoraMethod()
+    training: TrainingSpec = TrainingSpec()
+    evaluation: EvaluationSpec = EvaluationSpec()
+    rental: RentalSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_task_type(cls, raw: Any) -> Any:
+        """`task: {labels: [...]}` without a type means classification."""
+        if isinstance(raw, dict) and isinstance(raw.get("task"), dict):
+            raw["task"].setdefault("type", "classification")
+        return raw
+
+    @model_validator(mode="after")
+    def _metrics_known(self) -> Spec:
+        from tunelab.tasks import get_task
+
+        task = get_task(self.task.type)
+        if self.hypothesis and self.hypothesis.metric not in task.overall_metrics:
+            raise ValueError(
+                f"hypothesis.metric {self.hypothesis.metric!r} is not a {self.task.type} metric; "
+                f"choose one of {sorted(task.overall_metrics)}"
+            )
+        for i, g in enumerate(self.guardrails):
+            if g.scope not in ("overall", task.group_scope):
+                raise ValueError(
+                    f"guardrails[{i}].scope {g.scope!r} does not apply to {self.task.type}; "
+                    f"use overall" + (f" or {task.group_scope}" if task.group_scope else "")
+                )
+            known = task.overall_metrics if g.scope == "overall" else task.class_metrics
+            if g.metric not in known:
+                raise ValueError(
+                    f"guardrails[{i}].metric {g.metric!r} is not a {g.scope} metric of "
+                    f"{self.task.type}; choose one of {sorted(known)}"
+                )
+        return self
+
+    @property
+    def model_kind(self) -> str:
+        """encoder (a new classification head) or causal (generation, label scoring)."""
+        if self.model.kind != "auto":
+            return self.model.kind
+        return "causal" if self.task.generative else "encoder"
+
+    def require_plan(self) -> None:
+        """Training refuses to start without a hypothesis and at least one guardrail."""
+        missing = []
+        if self.hypothesis is None:
+            missing.append("a `hypothesis` (behaviour, metric, min_effect)")
+        if not self.guardrails:
+            missing.append("at least one entry in `guardrails`")
+        if missing:
+            raise SpecError(
+                "training refuses to start: the spec has no "
+                + " and no ".join(missing)
+                + ". Say what should improve and what must not degrade first "
+                "(see `tunelab init` for an example)."
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def parse_value(raw: str) -> Any:
+    """A command-line value read as YAML, with `1e-4` taken as the number YAML 1.1 misses."""
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`a.b=1` -> {"a.b": 1}; the value is read as YAML (numbers, booleans, lists)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SpecError(f"override {item!r}: expected key=value, e.g. training.lr=1e-4")
+        out[key.strip()] = parse_value(raw)
+    return out
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys in a copy of the raw spec; list items are addressed by index.
+
+    Changing a section's `type` (e.g. `method.type=full`) starts that section afresh, since
+    the old type's options (a LoRA rank) mean nothing to the new one.
+    """
+    data = copy.deepcopy(raw)
+    for dotted, value in overrides.items():
+        node: Any = data
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = _child(node, part, dotted)
+        last = parts[-1]
+        if last == "type" and isinstance(node, dict) and node.get("type") != value:
+            node.clear()
+        if isinstance(node, list):
+            node[_index(last, dotted, len(node))] = value
+        else:
+            node[last] = value
+    return data
+
+
+def _index(part: str, dotted: str, size: int) -> int:
+    if not part.isdigit() or int(part) >= size:
+        raise SpecError(f"override {dotted!r}: {part!r} is not an index below {size}")
+    return int(part)
+
+
+def _child(node: Any, part: str, dotted: str) -> Any:
+    if isinstance(node, list):
+        return node[_index(part, dotted, len(node))]
+    if not isinstance(node, dict):
+        raise SpecError(f"override {dotted!r}: {part!r} is inside a value, not a section")
+    if part not in node or node[part] is None:
+        node[part] = {}
+    return node[part]
+
+
+def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:
+    """Read, override and validate a spec file; errors name the file, line and field."""
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(f"{path}: no spec here. Create one with `tunelab init`.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise SpecError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: the spec must be a mapping of sections (compass, task, ...)")
+    return validate_spec(apply_overrides(raw, overrides or {}), path, text)
+
+
+def validate_spec(raw: dict[str, Any], path: Path | str = SPEC_FILE, text: str = "") -> Spec:
+    try:
+        return Spec.model_validate(raw)
+    except ValidationError as err:
+        lines = [f"{path}: the spec is not valid ({err.error_count()} problem(s)):"]
+        root = yaml.compose(text) if text else None
+        for e in err.errors():
+            loc = [str(p) for p in e["loc"] if not _is_union_tag(p)]
+            field = ".".join(loc) or "(top level)"
+            line = _line_of(root, loc)
+            where = f"line {line}, " if line else ""
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  - {where}field `{field}`: {msg}")
+        raise SpecError("\n".join(lines)) from None
+
+
+def _is_union_tag(part: Any) -> bool:
+    return part in {"lora", "full", "classification", "extraction", "format"}
+
+
+def _line_of(node: Any, loc: list[str]) -> int | None:
+    """The 1-based YAML line of the deepest existing key on the path `loc`."""
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == part), None)
+            if match is None:
+                return line
+            key = next(k for k, v in node.value if v is match)
+            line, node = key.start_mark.line + 1, match
+        elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+            node = node.value[int(part)]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def dump_spec(spec: Spec) -> str:
+    return yaml.safe_dump(spec.to_dict(), sort_keys=False)

@@ -1,0 +1,206 @@
+"""Load the base model with its identity, apply LoRA or full fine-tuning, report what trains."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, TaskType, get_peft_model
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.core.store import STORE_DIR
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelError(RuntimeError):
+    """The base model or the method cannot be used as the spec says."""
+
+
+def _spec_path(spec: ModelSpec, lab: Path) -> Path:
+    path = Path(spec.path).expanduser()
+    return path if path.is_absolute() else lab / path
+
+
+def resolve_path(spec: ModelSpec, lab: Path) -> Path:
+    """The folder to load from: the model folder, or the cached plain copy of a GGUF file
+    (dequantized once into the lab's store, keyed by the file's sha256)."""
+    path = _spec_path(spec, lab)
+    if path.suffix == ".gguf":
+        from tunelab.modeling.gguf import materialize
+
+        return materialize(path, lab / STORE_DIR / "cache" / "gguf")[0]
+    if not (path / "config.json").exists():
+        raise ModelError(
+            f"model.path {spec.path!r}: no config.json in {path}. tunelab loads local models "
+            "only; point model.path at a folder saved with save_pretrained."
+        )
+    return path
+
+
+def identity(spec: ModelSpec, lab: Path) -> dict:
+    """Name, revision and a sha256 over the weight files: the base an adapter is bound to.
+    For a GGUF base the identity is the GGUF file's own hash."""
+    source = _spec_path(spec, lab)
+    if source.suffix == ".gguf":
+        from tunelab.modeling.gguf import sha256_file
+
+        return {
+            "path": str(source),
+            "name": source.name,
+            "revision": spec.revision,
+            "weights_sha256": sha256_file(source),
+            "weight_files": [source.name],
+            "format": "gguf",
+        }
+    path = resolve_path(spec, lab)
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
+    for file in files:
+        digest.update(file.name.encode())
+        with file.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return {
+        "path": str(path),
+        "name": path.name,
+        "revision": spec.revision,
+        "weights_sha256": digest.hexdigest(),
+        "weight_files": [f.name for f in files],
+    }
+
+
+def load_tokenizer(spec: ModelSpec, lab: Path) -> PreTrainedTokenizerBase:
+    return AutoTokenizer.from_pretrained(
+        resolve_path(spec, lab), trust_remote_code=spec.trust_remote_code
+    )
+
+
+def load_encoder(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
+    """The bare pretrained encoder (no head), frozen, for the linear-probe baseline."""
+    model = AutoModel.from_pretrained(
+        resolve_path(spec, lab), dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
+    )
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_classifier(
+    spec: ModelSpec, lab: Path, labels: list[str], device: torch.device
+) -> PreTrainedModel:
+    """A sequence classifier on the pretrained encoder with a new head for `labels`."""
+    model = AutoModelForSequenceClassification.from_pretrained(
+        resolve_path(spec, lab),
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={label: i for i, label in enumerate(labels)},
+        dtype=DTYPES[spec.dtype],
+        trust_remote_code=spec.trust_remote_code,
+    )
+    return model.to(device)
+
+
+def load_causal(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
+    """A causal LM for generation, or for classification by scoring label texts."""
+    model = AutoModelForCausalLM.from_pretrained(
+        resolve_path(spec, lab), dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
+    )
+    return model.to(device)
+
+
+def _matches(name: str, pattern: str) -> bool:
+    """PEFT's rule for a list of target names: the full name or its last components."""
+    return name == pattern or name.endswith("." + pattern)
+
+
+def check_targets(model: torch.nn.Module, method: LoraMethod) -> dict[str, list[str]]:
+    """Each target and module to save must match a module; else name the ones that exist."""
+    names = [n for n, _ in model.named_modules() if n]
+    linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if _is_linear(m)})
+    matched = {p: [n for n in names if _matches(n, p)] for p in method.target_modules}
+    missing = [p for p, hits in matched.items() if not hits]
+    if missing:
+        raise ModelError(
+            f"method.target_modules {missing} match no module of this model. "
+            f"Linear layers it has: {linear}"
+        )
+    top = sorted({n.split(".")[0] for n in names})
+    unsaved = [p for p in method.modules_to_save or [] if not any(_matches(n, p) for n in names)]
+    if unsaved:
+        raise ModelError(
+            f"method.modules_to_save {unsaved} match no module of this model. "
+            f"Top-level modules: {top}"
+        )
+    return matched
+
+
+def _is_linear(module: torch.nn.Module) -> bool:
+    return isinstance(module, torch.nn.Linear | torch.nn.Conv1d)
+
+
+def apply_method(
+    model: PreTrainedModel, method: LoraMethod | FullMethod, task_type: TaskType
+) -> tuple[torch.nn.Module, dict]:
+    """Wrap with LoRA (PEFT) or leave every weight trainable; return the trainable report."""
+    report: dict = {"method": method.type}
+    if isinstance(method, LoraMethod):
+        matched = check_targets(model, method)
+        config = LoraConfig(
+            task_type=task_type,
+            r=method.r,
+            lora_alpha=method.alpha,
+            lora_dropout=method.dropout,
+            target_modules=method.target_modules,
+            modules_to_save=list(method.modules_to_save or []) or None,  # PEFT extends it
+        )
+        model = get_peft_model(model, config)
+        report["target_modules"] = {p: len(hits) for p, hits in matched.items()}
+        report["adapted_modules"] = sorted(model.targeted_module_names)
+        report["modules_to_save"] = sorted(model.modules_to_save or [])
+    else:
+        model.requires_grad_(True)
+    trainable = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
+    total = sum(p.numel() for p in model.parameters())
+    report["trainable_params"] = sum(trainable.values())
+    report["total_params"] = total
+    report["trainable_fraction"] = report["trainable_params"] / total
+    report["trainable_tensors"] = len(trainable)
+    return model, report
+
+
+def save_trained(model: torch.nn.Module, out: Path) -> list[str]:
+    """Adapter (with saved modules) or full weights, always as safetensors."""
+    model.save_pretrained(out, safe_serialization=True)
+    return sorted(p.name for p in out.iterdir())
+
+
+def load_trained(
+    spec: ModelSpec, lab: Path, weights: Path, device: torch.device, labels: list[str] | None
+) -> torch.nn.Module:
+    """A run's trained model: the classifier (labels given) or the causal LM."""
+    if labels is not None:
+        return load_trained_classifier(spec, lab, labels, weights, device)
+    if (weights / "adapter_config.json").exists():
+        return PeftModel.from_pretrained(load_causal(spec, lab, device), weights).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(weights, dtype=DTYPES[spec.dtype])
+    return model.to(device).eval()
+
+
+def load_trained_classifier(
+    spec: ModelSpec, lab: Path, labels: list[str], weights: Path, device: torch.device
+) -> torch.nn.Module:
+    """Rebuild a trained classifier from a run's saved weights (adapter or full model)."""
+    if (weights / "adapter_config.json").exists():
+        base = load_classifier(spec, lab, labels, device)
+        return PeftModel.from_pretrained(base, weights).to(device).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(weights, dtype=DTYPES[spec.dtype])
+    return model.to(device).eval()

@@ -1,0 +1,1 @@
+"""One module or package per command, named as the user types it."""

@@ -1,0 +1,1 @@
+"""`tunelab check`: the preflight on a slice."""

@@ -1,0 +1,359 @@
+"""What `tunelab check` runs outside the training loop: the environment probes (versions,
+device, dtypes), the evaluation pass, and the fresh-process reload of the saved checkpoint.
+
+    python -m tunelab.stages.check.reload REQUEST.json     (the child; see `main`)
+
+The model is saved with `model.save_trained` and loaded with `model.load_trained` in a new
+Python interpreter. Both sides run `reference_outputs`: the loss the next training step would
+compute on the first microbatch of the train slice (`train.summed_loss`, in eval mode so dropout
+cannot differ), compact tensors of that forward pass (a classifier's logits; a causal LM's
+log-probability of the gold token and its argmax at every target position), and the predictions
+of `evaluate.evaluate_rows` on the validation slice. On a CPU with float32 weights and fp32
+precision everything must be identical. Elsewhere (GPU kernels, half precision) the loss and the
+float tensors must agree within `tolerance()` (rtol = atol), and predictions that differ (a
+greedy near-tie can flip) are reported, not failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+import tunelab
+from tunelab.core.env import device_of
+from tunelab.core.spec import Spec, validate_spec
+from tunelab.core.store import atomic_write_json, read_json
+from tunelab.modeling.model import DTYPES, load_tokenizer, load_trained, save_trained
+from tunelab.modeling.render import Renderer, make_renderer
+from tunelab.training.evaluate import evaluate_rows
+from tunelab.training.loop import loss_weight, make_batch, summed_loss
+
+RELOAD_TIMEOUT_S = 900
+OUTPUTS, TENSORS = "outputs.json", "tensors.safetensors"
+MAX_NEW_TOKENS = 32
+"""Generation limit of the check's evaluation pass (the spec's, if lower): wiring, not quality."""
+PLATFORM_PACKAGES = ("torch", "transformers", "peft")
+
+
+def item(name: str, passed: bool, detail: str, **data) -> dict:
+    return {"name": name, "passed": bool(passed), "detail": detail, **data}
+
+
+# --- environment ------------------------------------------------------------------------------
+
+
+def check_versions() -> dict:
+    from packaging.requirements import Requirement
+
+    try:
+        required = metadata.requires("tunelab") or []
+    except metadata.PackageNotFoundError:
+        return item("versions", True, "tunelab runs from source: requirements not checked")
+    problems, seen = [], {}
+    for req in map(Requirement, required):
+        if req.marker and not req.marker.evaluate({"extra": ""}):
+            continue  # an optional extra (dev tools)
+        try:
+            seen[req.name] = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            problems.append(f"{req.name} is not installed (needs {req.specifier})")
+            continue
+        if not req.specifier.contains(seen[req.name], prereleases=True):
+            problems.append(f"{req.name} {seen[req.name]} does not satisfy {req.specifier}")
+    core = ", ".join(f"{k} {seen.get(k)}" for k in PLATFORM_PACKAGES)
+    detail = "; ".join(problems) or f"{len(seen)} requirements satisfied ({core})"
+    return item("versions", not problems, detail, installed=seen)
+
+
+def check_backend(spec: Spec, device: torch.device, probe: dict) -> dict:
+    problems, warnings = [], probe["warnings"]
+    if probe["float32"] != "ok":
+        problems.append(f"a float32 matmul fails on {device}: {probe['float32']}")
+    if spec.model.dtype == "bfloat16" or spec.training.precision == "bf16":
+        if probe["bfloat16"] != "ok" or probe["bf16_autocast"] != "ok":
+            problems.append(f"the spec asks for bf16, which fails here: {probe['bf16_autocast']}")
+        elif not probe["bf16_native"]:
+            warnings.append(
+                f"the spec asks for bf16 but this {probe['device']} has no native "
+                "bf16: it is emulated, usually slower than fp32"
+            )
+    if spec.model.dtype == "float16":
+        if probe["float16"] != "ok":
+            problems.append(f"model.dtype float16 fails here: {probe['float16']}")
+        if device.type == "cpu":
+            warnings.append("model.dtype float16 on a CPU is slow; use float32 or bfloat16")
+        warnings.append(
+            "float16 weights train without loss scaling: small updates underflow; "
+            "prefer float32 weights with precision bf16"
+        )
+    if probe["mps_available"] and device.type == "cpu":
+        warnings.append("an Apple GPU (MPS) is present, but tunelab trains on the CPU")
+    wanted = f"model.dtype {spec.model.dtype}, precision {spec.training.precision}"
+    detail = "; ".join(problems) or f"{probe['device']} runs {wanted}"
+    if warnings:
+        detail += " (warnings: " + "; ".join(warnings) + ")"
+    return item("backend", not problems, detail, device=probe["device"])
+
+
+def probe_backend(device: torch.device) -> dict:
+    """A tiny matmul per dtype and a bf16 autocast on the device; whether bf16 is native."""
+    x = torch.randn(8, 8, generator=torch.Generator().manual_seed(0))
+
+    def run(fn) -> str:
+        try:
+            out = fn()
+            return "ok" if bool(torch.isfinite(out.float()).all()) else "non-finite result"
+        except Exception as err:
+            return f"{type(err).__name__}: {err}"
+
+    def bf16_autocast():
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            out = torch.nn.functional.linear(x.to(device), x.to(device))
+        if out.dtype != torch.bfloat16:
+            raise RuntimeError(f"autocast computed in {out.dtype}, not bfloat16")
+        return out
+
+    probe: dict = {"device": device_of(device)["type"], "warnings": []}
+    for name, dtype in DTYPES.items():
+        probe[name] = run(lambda dtype=dtype: x.to(device, dtype) @ x.to(device, dtype))
+    probe["bf16_autocast"] = run(bf16_autocast)
+    try:
+        native = {
+            "cuda": lambda: torch.cuda.is_bf16_supported(including_emulation=False),
+            "cpu": torch.ops.mkldnn._is_mkldnn_bf16_supported,
+        }
+        probe["bf16_native"] = bool(native[device.type]()) if device.type in native else None
+    except Exception:  # an older torch without these probes
+        probe["bf16_native"] = None
+    probe["mps_available"] = bool(torch.backends.mps.is_available())
+    return probe
+
+
+# --- evaluation and reload ------------------------------------------------------------------
+
+
+def autocast(device: torch.device, precision: str):
+    """The training loop's autocast: bf16 when the spec asks for it, else a no-op."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def tolerance(spec: Spec, device: torch.device) -> float:
+    """0.0 (bit-identical) on a CPU in float32; 1e-4 for float32 on a GPU; 2e-2 in half
+    precision (bf16 keeps 8 bits of mantissa)."""
+    fp32 = spec.model.dtype == "float32" and spec.training.precision == "fp32"
+    if fp32:
+        return 0.0 if device.type == "cpu" else 1e-4
+    return 2e-2
+
+
+@torch.no_grad()
+def reference_outputs(
+    model: torch.nn.Module,
+    renderer: Renderer,
+    train_rows: list[dict],
+    val_rows: list[dict],
+    protocol: dict,
+    spec: Spec,
+    device: torch.device,
+) -> tuple[dict, dict[str, torch.Tensor]]:
+    """What the in-process model and the reloaded one must agree on (see the module doc)."""
+    examples, _ = renderer.training(train_rows)
+    micro = examples[: spec.training.microbatch]
+    batch = make_batch(micro, renderer.pad_id, device)
+    denominator = sum(loss_weight(e) for e in micro)
+    model.eval()
+    with autocast(device, spec.training.precision):
+        loss = float(summed_loss(model, batch) / denominator)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    logits = logits.logits.float()
+    labels = batch["labels"]
+    if labels.dim() == 1:
+        tensors = {"logits": logits}
+    else:  # the logits at t predict the token at t + 1; only target positions are kept
+        mask = labels[:, 1:] != -100
+        logp = torch.log_softmax(logits[:, :-1][mask], dim=-1)
+        gold = labels[:, 1:][mask]
+        tensors = {
+            "target_logprob": logp.gather(1, gold[:, None])[:, 0],
+            "target_argmax": logp.argmax(dim=-1),
+        }
+    predictions, metrics = evaluate_rows(
+        model, renderer, val_rows, protocol["batch_size"], protocol["max_new_tokens"], device
+    )
+    summary = {"loss": loss, "predictions": predictions, "metrics": metrics}
+    return summary, {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+
+
+def evaluation_step(ctx: dict) -> dict:
+    """The shared protocol on the validation slice; its outputs are the reload's reference."""
+    lab = ctx["lab"]
+    e = lab.spec.evaluation
+    ctx["protocol"] = {
+        "batch_size": e.batch_size,
+        "max_new_tokens": min(e.max_new_tokens, MAX_NEW_TOKENS),
+    }
+    ctx["reference"] = reference_outputs(
+        ctx["model"],
+        ctx["renderer"],
+        ctx["train_rows"],
+        ctx["val_rows"],
+        ctx["protocol"],
+        lab.spec,
+        lab.device,
+    )
+    n, total = len(ctx["reference"][0]["predictions"]), len(ctx["val_rows"])
+    detail = f"{n} of {total} validation rows predicted (quality is not judged here)"
+    return item("evaluation", n == total > 0, detail)
+
+
+def reload_step(ctx: dict) -> dict:
+    """Save, load with `model.load_trained` in a fresh interpreter, compare the outputs."""
+    if "reference" not in ctx:
+        return item("reload", False, "not run: the evaluation pass gave nothing to compare")
+    lab = ctx["lab"]
+    request = {
+        "lab": str(lab.path),
+        "spec": lab.spec.to_dict(),
+        "labels": ctx["labels"],
+        "device": str(lab.device),
+        "threads": torch.get_num_threads(),
+        "train_rows": ctx["train_rows"],
+        "val_rows": ctx["val_rows"],
+        "protocol": ctx["protocol"],
+    }
+    # the last step: the model is not used again, so the child may have its memory
+    ran, theirs_t, theirs = reload_in_fresh_process(ctx.pop("model"), request, lab.store.root)
+    if theirs_t is None:
+        return item("reload", False, f"the fresh process failed: {ran['stderr']}", process=ran)
+    tol = tolerance(lab.spec, lab.device)
+    ok, diff = compare_outputs(*ctx["reference"], theirs, theirs_t, tol)
+    detail = (
+        f"reloaded in a fresh process (pid {ran['pid']}): predictions, "
+        f"{'/'.join(diff['max_abs_diff'])} and next-step loss {'' if ok else 'NOT '}"
+        + ("identical" if tol == 0 else f"within {tol:g}")
+    )
+    if diff["predictions_differ"]:
+        detail += f"; predictions differ for {diff['predictions_differ']}"
+    if not ok:
+        detail += f" (max abs diff {diff['max_abs_diff']}, loss {diff['loss']})"
+    return item("reload", ok, detail, process=ran, comparison=diff)
+
+
+def reload_in_fresh_process(
+    model: torch.nn.Module, request: dict, store_root: Path
+) -> tuple[dict, dict[str, torch.Tensor] | None, dict]:
+    """Save `model`, run this module in a new interpreter on `request`, return its outputs
+    (None when it failed) and what ran: command, pid, exit code, stderr tail, saved files.
+    On an accelerator `model` is released once saved (moved to `meta`), so that a large model
+    and its reloaded copy need not fit on the device together."""
+    store_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=store_root, prefix="check-") as tmp:
+        tmp = Path(tmp)
+        files = save_trained(model, tmp / "weights")
+        if next(model.parameters()).device.type not in ("cpu", "meta"):
+            model.to("meta")
+            torch.cuda.empty_cache()
+        request = request | {"weights": str(tmp / "weights"), "out": str(tmp / "out")}
+        atomic_write_json(tmp / "request.json", request)
+        command = [sys.executable, "-m", "tunelab.stages.check.reload", str(tmp / "request.json")]
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=RELOAD_TIMEOUT_S,
+            env=_child_env(),
+            cwd=request["lab"],
+        )
+        ran = {
+            "command": [Path(command[0]).name, *command[1:3]],
+            "returncode": proc.returncode,
+            "parent_pid": os.getpid(),
+            "saved_files": files,
+        }
+        if proc.returncode != 0:
+            return ran | {"stderr": proc.stderr[-2000:]}, None, {}
+        theirs = read_json(tmp / "out" / OUTPUTS)
+        tensors = load_file(tmp / "out" / TENSORS)
+    return ran | {"pid": theirs.pop("pid")}, tensors, theirs
+
+
+def _child_env() -> dict:
+    """The parent's environment, offline, with this tunelab importable even from a checkout."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    src = str(Path(tunelab.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def compare_outputs(
+    mine: dict, mine_t: dict, theirs: dict, theirs_t: dict, tol: float
+) -> tuple[bool, dict]:
+    """Agreement of two `reference_outputs`: exact when tol is 0, else within rtol = atol."""
+    out: dict = {"tolerance": tol, "max_abs_diff": {}}
+    ok = set(mine_t) == set(theirs_t)
+    for key in sorted(set(mine_t) & set(theirs_t)):
+        a, b = mine_t[key], theirs_t[key]
+        if a.shape != b.shape:
+            out["max_abs_diff"][key] = f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
+            ok = False
+        elif a.is_floating_point():
+            diff = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+            out["max_abs_diff"][key] = diff
+            ok &= torch.equal(a, b) if tol == 0 else torch.allclose(a, b, rtol=tol, atol=tol)
+        else:  # token ids: exact required only in exact mode
+            out["max_abs_diff"][key] = int((a != b).sum())
+            ok &= tol > 0 or torch.equal(a, b)
+    out["loss"] = [mine["loss"], theirs["loss"]]
+    loss_diff = abs(mine["loss"] - theirs["loss"])
+    ok &= loss_diff == 0 if tol == 0 else loss_diff <= tol * (1 + abs(mine["loss"]))
+    differ = [
+        a["id"] for a, b in zip(mine["predictions"], theirs["predictions"], strict=False) if a != b
+    ]
+    if len(mine["predictions"]) != len(theirs["predictions"]):
+        differ.append("(a different number of predictions)")
+        ok = False
+    out["predictions_differ"] = differ
+    ok &= tol > 0 or not differ
+    return ok, out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: load the saved checkpoint the way a later command would, and compute."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    argv = sys.argv[1:] if argv is None else argv
+    request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    torch.set_num_threads(request["threads"])
+    spec = validate_spec(request["spec"])
+    lab, device = Path(request["lab"]), torch.device(request["device"])
+    renderer = make_renderer(spec, load_tokenizer(spec.model, lab), request["labels"], lab)
+    labels = request["labels"] if spec.model_kind == "encoder" else None
+    model = load_trained(spec.model, lab, Path(request["weights"]), device, labels)
+    summary, tensors = reference_outputs(
+        model,
+        renderer,
+        request["train_rows"],
+        request["val_rows"],
+        request["protocol"],
+        spec,
+        device,
+    )
+    out = Path(request["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, out / TENSORS)
+    atomic_write_json(out / OUTPUTS, summary | {"pid": os.getpid()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

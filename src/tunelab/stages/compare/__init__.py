@@ -1,0 +1,1 @@
+"""`tunelab compare`: variants beside the reference, paired statistics, verdicts."""

@@ -1,0 +1,172 @@
+"""`tunelab final RUN`: open the sealed test split, once, on purpose, and record that it was.
+
+The test split is the one measurement that was not used to choose anything. This module is
+the only reader of it: `Store.read_split` refuses "test", and `_open_sealed` below reads the
+file's bytes once, checks them against the sha256 that `tunelab data` recorded in the
+version's manifest (`test_sha256`), and parses those same bytes, so what is evaluated is what
+was sealed.
+
+Rules:
+- The chosen run is evaluated once on the test split of *its own* data version, with the
+  spec it was trained with (`record["spec"]`) and the shared protocol (`evaluate_rows`).
+- The first access needs no reason. Any later one (another run, or the same again) needs a
+  reason, is marked `repeated: true`, and names the earlier accesses; all of them are listed
+  by `final_accesses` for the handover.
+- The access is logged (`final` event) as soon as the test rows have been read, before the
+  evaluation: a crash during evaluation still counts as having looked. The result is then
+  written atomically to `.tunelab/finals/<n>-<run>.json`.
+- A trained variant, and the two baselines that need no stored weights (`majority`: its label;
+  `zero-shot`: the base model) can be finalised. The `probe` baseline cannot: its logistic
+  regression is not stored, so it is refused before the seal is touched.
+- No per-example test predictions are stored: only the metrics leave the seal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from tunelab.core.lab import Lab
+from tunelab.core.spec import Spec, validate_spec
+from tunelab.core.store import Store, StoreError, atomic_write_json
+from tunelab.training.evaluate import evaluate_rows, protocol, score
+
+FINALS = "finals"
+
+
+class FinalError(ValueError):
+    """`final` refuses: a second access without a reason, or a run it cannot evaluate."""
+
+
+class SealBrokenError(StoreError):
+    """The test split no longer matches the hash recorded when the data version was made."""
+
+
+def final_accesses(store: Store) -> list[dict]:
+    """Every opening of the test split, oldest first (time, run, reason, repeated, file...)."""
+    return [e for e in store.events() if e.get("event") == "final"]
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _open_sealed(store: Store, version: str) -> tuple[list[dict], str]:
+    """The rows of the sealed test split and its hash, after checking the seal.
+
+    The only place any command reads `test.jsonl`. The bytes are read once, hashed and parsed,
+    so the file cannot change between the check and the use.
+    """
+    expected = store.data_manifest(version).get("test_sha256")
+    path = store.data_dir(version) / "test.jsonl"
+    if not expected:
+        raise SealBrokenError(
+            f"data version {version} has no test_sha256 in its manifest: the test split was "
+            "never sealed; rebuild the data with `tunelab data`."
+        )
+    if not path.exists():
+        raise SealBrokenError(f"{path}: the sealed test split of version {version} is missing.")
+    data = path.read_bytes()
+    actual = _sha256(data)
+    if actual != expected:
+        raise SealBrokenError(
+            f"{path}: the sealed test split changed since `tunelab data` made version "
+            f"{version}: the manifest records sha256 {expected}, the file now has {actual}. "
+            "Refusing to evaluate on it; restore the file or make a new data version."
+        )
+    text = data.decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()], actual
+
+
+def _check_run(store: Store, record: dict) -> None:
+    """Refuse, before the seal is touched, a run that cannot be evaluated."""
+    if record["status"] != "completed":
+        raise FinalError(
+            f"{record['id']} is {record['status']}: only a completed run can be finalised."
+        )
+    if record["kind"] == "baseline" and record.get("method") not in ("majority", "zero-shot"):
+        raise FinalError(
+            f"{record['id']} is the {record.get('method')} baseline, whose fitted model is not "
+            "stored; finalise a trained variant (or the majority / zero-shot baseline)."
+        )
+    if record["kind"] != "baseline":
+        weights = store.run_dir(record["id"]) / record.get("weights", {}).get("dir", "weights")
+        if not weights.is_dir():
+            raise FinalError(f"{record['id']} has no saved weights at {weights}.")
+
+
+def _check_reason(earlier: list[dict], reason: str | None) -> None:
+    if earlier and not (reason and reason.strip()):
+        seen = "; ".join(f"{e['time']} for {e['run']}" for e in earlier)
+        raise FinalError(
+            f"the test split was already opened ({seen}). Every later look weakens it as an "
+            'unbiased estimate; to open it again, say why with --reason "..." (it is recorded '
+            "and listed in the handover)."
+        )
+
+
+def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[list[dict], dict]:
+    """Predictions and metrics of the run on `rows`, under its spec's shared protocol."""
+    from tunelab.modeling.model import load_causal, load_tokenizer, load_trained
+    from tunelab.modeling.render import make_renderer
+
+    labels = lab.store.data_manifest(record["data_version"])["labels"]
+    if record.get("method") == "majority":
+        label = record["baseline"]["label"]
+        predictions = [{"id": r["id"], "gold": r["label"], "predicted": label} for r in rows]
+        return predictions, score(spec.task.type, predictions, labels)
+    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
+    if record["kind"] == "baseline":  # zero-shot: the base model itself
+        model = load_causal(spec.model, lab.path, lab.device)
+    else:
+        weights = lab.store.run_dir(record["id"]) / record.get("weights", {}).get("dir", "weights")
+        encoder = spec.model_kind == "encoder"
+        model = load_trained(spec.model, lab.path, weights, lab.device, labels if encoder else None)
+    e = spec.evaluation
+    return evaluate_rows(model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device)
+
+
+def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
+    """Evaluate `run_id` once on the sealed test split and record the access."""
+    from tunelab.core.env import fingerprint
+
+    store = lab.store
+    record = store.read_record(run_id)
+    _check_run(store, record)
+    earlier = final_accesses(store)
+    _check_reason(earlier, reason)
+    spec = validate_spec(record["spec"])
+    version = record["data_version"]
+
+    rows, digest = _open_sealed(store, version)
+    n = len(earlier) + 1
+    out = store.root / FINALS / f"{n}-{run_id}.json"
+    access = {
+        "n": n,
+        "run": run_id,
+        "reason": reason,
+        "repeated": bool(earlier),
+        "data_version": version,
+        "test_sha256": digest,
+        "examples": len(rows),
+        "file": str(out.relative_to(store.lab)),
+    }
+    store.log_event("final", **access)
+
+    _, metrics = _evaluate(lab, record, spec, rows)
+    primary = spec.hypothesis.metric if spec.hypothesis else None
+    result = {
+        **access,
+        "time": final_accesses(store)[-1]["time"],
+        "kind": record["kind"],
+        "split": "test",
+        "metrics": metrics,
+        "primary_metric": primary,
+        "validation_metrics": record.get("metrics"),
+        "protocol": protocol(spec),
+        "env": fingerprint(lab.device),
+        "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],
+    }
+    atomic_write_json(store.lab / Path(result["file"]), result)
+    return result

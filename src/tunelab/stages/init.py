@@ -1,0 +1,29 @@
+"""`tunelab init`: write a commented starting spec for a task type, and check that it parses."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from tunelab.core.spec import SPEC_FILE, validate_spec
+
+TEMPLATES = ("classification",)
+
+
+def template(task: str) -> str:
+    if task not in TEMPLATES:
+        raise ValueError(f"no spec template for task {task!r}; known: {list(TEMPLATES)}")
+    return resources.files("tunelab").joinpath(f"templates/{task}.yaml").read_text("utf-8")
+
+
+def init_lab(lab: Path, task: str, force: bool = False) -> dict:
+    text = template(task)
+    path = Path(lab) / SPEC_FILE
+    if path.exists() and not force:
+        raise FileExistsError(f"{path} exists; pass --force to overwrite it.")
+    validate_spec(yaml.safe_load(text), path, text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return {"spec": str(path), "task": task}

@@ -1,0 +1,271 @@
+"""`tunelab inspect`: the examples exactly as the trainer sees them, and what is wrong with them.
+
+The view renders rows with the same code the trainer uses (`render.py`), then checks the
+*collated* labels the loss is computed on, so a mistake anywhere between the template and the
+loss (a prompt token trained, an end token hidden by padding, a target cut) shows here.
+Blocking findings stop `tunelab run` unless it is given a recorded reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import torch
+
+from tunelab.core.lab import Lab
+from tunelab.modeling.model import load_tokenizer
+from tunelab.modeling.render import (
+    Renderer,
+    RenderError,
+    collate_causal,
+    encode_classification,
+    make_renderer,
+)
+
+BLOCKING = frozenset(
+    {
+        "target_truncated",
+        "eos_not_trained",
+        "loss_on_prompt",
+        "empty_loss_mask",
+        "chat_template_missing",
+    }
+)
+IMBALANCE_RATIO = 10.0
+"""Largest over smallest class count above which the imbalance warning fires."""
+
+
+def finding(code: str, count: int, example: str | None, message: str) -> dict:
+    return {
+        "code": code,
+        "blocking": code in BLOCKING,
+        "count": count,
+        "example": example,
+        "message": message,
+    }
+
+
+def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
+    version = lab.store.current_data()
+    labels = lab.store.data_manifest(version)["labels"]
+    rows = lab.store.read_split(version, split)
+    tokenizer = load_tokenizer(lab.spec.model, lab.path)
+    out = {
+        "data_version": version,
+        "split": split,
+        "rows": len(rows),
+        "model_kind": lab.spec.model_kind,
+        "template": lab.spec.model.template,
+    }
+    try:
+        renderer = make_renderer(lab.spec, tokenizer, labels, lab.path)
+    except RenderError as err:
+        return out | {
+            "findings": [finding("chat_template_missing", len(rows), None, str(err))],
+            "examples": [],
+            "summary": {},
+        }
+    chat_ignored = (
+        renderer.kind == "causal"
+        and bool(tokenizer.chat_template)
+        and (lab.spec.model.template == "plain")
+    )
+    if renderer.kind == "encoder":
+        summary, findings, examples = _encoder_view(renderer, rows, sample)
+    else:
+        _, rejected = renderer.training(rows)
+        summary, findings, examples = causal_view(renderer, rows, rejected, sample)
+    if chat_ignored:
+        findings.append(
+            finding(
+                "chat_template_ignored",
+                len(rows),
+                None,
+                "the tokenizer ships a chat template but model.template is "
+                "plain: an instruct model may answer better in its own format",
+            )
+        )
+    if labels and len(labels) > 1 and not renderer.task.generative:
+        findings.extend(_imbalance(rows))
+    return out | {"summary": summary, "findings": findings, "examples": examples}
+
+
+def blocking(findings: list[dict]) -> list[dict]:
+    return [f for f in findings if f["blocking"]]
+
+
+def training_findings(renderer: Renderer, rows: list[dict], rejected: list[dict]) -> list[dict]:
+    """The findings `tunelab run` checks before it trains (no example views)."""
+    if renderer.kind == "encoder":
+        return _imbalance(rows)
+    return causal_view(renderer, rows, rejected, sample=0)[1]
+
+
+def _percentiles(lengths: list[int]) -> dict:
+    arr = np.array(lengths or [0])
+    return {
+        "p50": int(np.percentile(arr, 50)),
+        "p95": int(np.percentile(arr, 95)),
+        "max": int(arr.max()),
+    }
+
+
+def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], sample: int):
+    ok = {r["id"]: r for r in rows if r["id"] not in {x["id"] for x in rejected}}
+    rendered = [renderer.render(r) for r in ok.values()]
+    end = renderer.template.end_id
+    no_eos, on_prompt, empty = [], [], []
+    for r in rendered:
+        labels = collate_causal([r], renderer.pad_id, torch.device("cpu"))["labels"][0]
+        trained = labels[1:][labels[1:] != -100]  # position 0 is never predicted
+        if end is None or not len(trained) or trained[-1].item() != end:
+            no_eos.append(r.id)
+        if (labels[: r.prompt_len] != -100).any():
+            on_prompt.append(r.id)
+        if not len(trained):
+            empty.append(r.id)
+    findings = []
+    if rejected:
+        findings.append(
+            finding(
+                "target_truncated",
+                len(rejected),
+                rejected[0]["id"],
+                f"targets that cannot fit whole: {rejected[0]['reason']}",
+            )
+        )
+    if no_eos:
+        findings.append(
+            finding(
+                "eos_not_trained",
+                len(no_eos),
+                no_eos[0],
+                "the end-of-answer token is not in the loss: the model will "
+                "not learn to stop (does the tokenizer have an EOS token?)",
+            )
+        )
+    if on_prompt:
+        findings.append(
+            finding(
+                "loss_on_prompt",
+                len(on_prompt),
+                on_prompt[0],
+                "prompt tokens carry the loss (model.loss_on_prompt)",
+            )
+        )
+    if empty:
+        findings.append(
+            finding(
+                "empty_loss_mask", len(empty), empty[0], "rows with no loss token teach nothing"
+            )
+        )
+    cut = [r for r in rendered if r.text_cut]
+    if cut:
+        findings.append(
+            finding(
+                "input_truncated",
+                len(cut),
+                cut[0].id,
+                f"input text cut to fit model.max_length={renderer.max_length}",
+            )
+        )
+    summary = {
+        "tokens": _percentiles([len(r.input_ids) + r.text_cut for r in rendered]),
+        "target_tokens": _percentiles([r.loss_tokens for r in rendered]),
+        "inputs_truncated": len(cut),
+        "targets_truncated": len(rejected),
+        "rows_without_loss_tokens": len(empty),
+        "end_token": renderer.tokenizer.convert_ids_to_tokens(end) if end is not None else None,
+        "pad_is_end_token": renderer.pad_id == end,
+    }
+    picks = _sample([r.category for r in rendered], sample, total=max(sample * 2, 4))
+    return summary, findings, [_token_view(renderer, rendered[i]) for i in picks]
+
+
+def _encoder_view(renderer: Renderer, rows: list[dict], sample: int):
+    encoded = encode_classification(renderer.tokenizer, rows, renderer.labels, renderer.max_length)
+    full = renderer.tokenizer([r["text"] for r in rows])["input_ids"]
+    truncated = [e for e in encoded if e.truncated]
+    findings = []
+    if truncated:
+        findings.append(
+            finding(
+                "input_truncated",
+                len(truncated),
+                truncated[0].id,
+                f"inputs cut to model.max_length={renderer.max_length}",
+            )
+        )
+    summary = {"tokens": _percentiles([len(f) for f in full]), "inputs_truncated": len(truncated)}
+    picks = _sample([r["label"] for r in rows], sample, total=None)
+    examples = []
+    for i in picks:
+        e = encoded[i]
+        examples.append(
+            {
+                "id": e.id,
+                "category": rows[i]["label"],
+                "tokens": _tokens(renderer, e.input_ids, [0] * len(e.input_ids)),
+                "truncated_from": len(full[i]) if e.truncated else None,
+                "target": rows[i]["label"],
+                "loss": "the class head, on the label",
+            }
+        )
+    return summary, findings, examples
+
+
+def _sample(categories: list[str], per: int, total: int | None) -> list[int]:
+    """The first `per` examples of every category (at most `total` in all), in order."""
+    taken: Counter = Counter()
+    picks = []
+    for i, c in enumerate(categories):
+        if taken[c] < per and (total is None or len(picks) < total):
+            taken[c] += 1
+            picks.append(i)
+    return picks
+
+
+def _tokens(renderer: Renderer, ids: list[int], mask: list[int]) -> list[dict]:
+    tok = renderer.tokenizer
+    return [
+        {"id": i, "text": tok.decode([i]), "loss": bool(m)} for i, m in zip(ids, mask, strict=True)
+    ]
+
+
+def _token_view(renderer: Renderer, r) -> dict:
+    return {
+        "id": r.id,
+        "category": r.category,
+        "tokens": _tokens(renderer, r.input_ids, r.loss_mask),
+        "prompt_tokens": r.prompt_len,
+        "text_cut": r.text_cut,
+        "cut_side": renderer.truncation if r.text_cut else None,
+        "cut_at": (
+            r.prompt_len - len(renderer.template.suffix)
+            if renderer.truncation == "right"
+            else len(renderer.template.prefix)
+        ),
+        "eos_trained": bool(
+            r.loss_mask and r.loss_mask[-1] and r.input_ids[-1] == renderer.template.end_id
+        ),
+        "target": r.target_text,
+    }
+
+
+def _imbalance(rows: list[dict]) -> list[dict]:
+    counts = Counter(r["label"] for r in rows)
+    if len(counts) < 2:
+        return []
+    (big, n_big), (small, n_small) = counts.most_common()[0], counts.most_common()[-1]
+    if n_big / n_small < IMBALANCE_RATIO:
+        return []
+    return [
+        finding(
+            "class_imbalance",
+            n_small,
+            small,
+            f"{big} has {n_big} rows, {small} only {n_small} "
+            f"({n_big / n_small:.0f}:1); watch the per-class guardrails",
+        )
+    ]

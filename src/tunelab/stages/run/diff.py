@@ -1,0 +1,243 @@
+"""Variants with a parent and a diff: what one run changed against the run it descends from.
+
+A run's parent is a baseline or an earlier run. The diff compares the two resolved specs (as
+stored in run records, `Spec.to_dict()`) key by key and sorts every change into a parameter
+group, so the one-change rule can be checked: changing more than one group at a time is
+refused unless the user records why (`--reason`).
+
+Groups (dotted spec keys; lists are compared whole):
+
+- `task`: `task.*`; `plan`: `hypothesis.*`, `guardrails`, `compass.*`
+- `data`: `data.*`, and the data version itself (key `data_version`)
+- `model`: `model.*` except `model.dtype`; `method`: `method.*`
+- `optimizer`: `training.optimizer`, `.lr`, `.weight_decay`, `.max_grad_norm`
+- `schedule`: `training.schedule`, `.warmup_steps`; `batch`: `training.global_batch`,
+  `.microbatch`; `precision`: `training.precision`, `model.dtype`
+- `evaluation`: `evaluation.*` (the shared protocol: loudly flagged, see `diff_warnings`)
+- `seed`: `training.seed`; `budget`: `training.budget.*`
+- `runtime`: `rental.*`, `training.checkpoint_every`: recorded, but not counted as a change,
+  since they do not change what is trained or measured.
+
+A key no rule names falls into the group of its top-level section (a new `training.*` field
+lands in `training`) and counts: an unknown change is treated as a change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunelab.core.store import Store, StoreError
+
+GROUPS = (
+    "task",
+    "plan",
+    "data",
+    "model",
+    "method",
+    "optimizer",
+    "schedule",
+    "batch",
+    "precision",
+    "evaluation",
+    "seed",
+    "budget",
+    "runtime",
+)
+"""Parameter groups in display order (unknown sections are shown after these)."""
+
+UNCOUNTED = frozenset({"runtime"})
+"""Groups that are recorded in the diff but do not count against the one-change rule."""
+
+_EXACT = {
+    "model.dtype": "precision",
+    "training.precision": "precision",
+    "training.optimizer": "optimizer",
+    "training.lr": "optimizer",
+    "training.weight_decay": "optimizer",
+    "training.max_grad_norm": "optimizer",
+    "training.schedule": "schedule",
+    "training.warmup_steps": "schedule",
+    "training.global_batch": "batch",
+    "training.microbatch": "batch",
+    "training.seed": "seed",
+    "training.checkpoint_every": "runtime",
+    "data_version": "data",
+}
+_PREFIX = {
+    "training.budget": "budget",
+    "task": "task",
+    "hypothesis": "plan",
+    "guardrails": "plan",
+    "compass": "plan",
+    "data": "data",
+    "model": "model",
+    "method": "method",
+    "evaluation": "evaluation",
+    "rental": "runtime",
+}
+PROTOCOL_KEYS = ("model.max_length", "model.template", "model.kind")
+"""Keys outside `evaluation.*` that are part of the shared evaluation protocol too."""
+
+
+class OneChangeError(ValueError):
+    """More than one parameter group changed against the parent and no reason was given."""
+
+
+class ParentError(ValueError):
+    """The named parent cannot be one: unknown, or not a completed run."""
+
+
+def group_of(key: str) -> str:
+    """The parameter group of a dotted spec key (see the module docstring)."""
+    if key in _EXACT:
+        return _EXACT[key]
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in _PREFIX:
+            return _PREFIX[prefix]
+    return parts[0]
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted leaves of nested dicts; lists (and scalars) are leaves, compared whole."""
+    if isinstance(value, dict) and (value or not prefix):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+def _normalise(spec: dict) -> dict:
+    """The spec with today's defaults filled in, so a field added to tunelab after the parent
+    ran does not read as a change; a spec that no longer validates is compared as stored."""
+    from tunelab.core.spec import SpecError, validate_spec
+
+    try:
+        return validate_spec(spec).to_dict()
+    except (SpecError, ValueError):
+        return spec
+
+
+def _order(group: str) -> tuple[int, str]:
+    return (GROUPS.index(group) if group in GROUPS else len(GROUPS), group)
+
+
+def diff_specs(parent: dict, child: dict) -> dict[str, list[dict]]:
+    """Changes from `parent` to `child` (resolved spec dicts), grouped by parameter group.
+
+    Each change is `{"key": "training.lr", "parent": 0.001, "child": 0.0005}`; a key missing
+    on one side reads as None there. Only groups with changes appear, in `GROUPS` order;
+    nothing changed gives `{}`.
+    """
+    a, b = _flatten(_normalise(parent)), _flatten(_normalise(child))
+    grouped: dict[str, list[dict]] = {}
+    for key in sorted(set(a) | set(b)):
+        before, after = a.get(key), b.get(key)
+        if before != after:  # 1 and 1.0 from YAML are the same setting
+            grouped.setdefault(group_of(key), []).append(
+                {"key": key, "parent": before, "child": after}
+            )
+    return {g: grouped[g] for g in sorted(grouped, key=_order)}
+
+
+def diff_runs(parent_record: dict, child_spec: dict, child_data_version: str) -> dict:
+    """The diff of a new run against its parent's record: spec changes and the data version
+    (a new data version is a change of the `data` group)."""
+    diff = diff_specs(parent_record.get("spec") or {}, child_spec)
+    before = parent_record.get("data_version")
+    if before != child_data_version:
+        change = {"key": "data_version", "parent": before, "child": child_data_version}
+        diff.setdefault("data", []).insert(0, change)
+        diff = {g: diff[g] for g in sorted(diff, key=_order)}
+    return diff
+
+
+def counted_groups(diff: dict[str, list[dict]]) -> list[str]:
+    """The groups that count against the one-change rule."""
+    return [g for g in diff if g not in UNCOUNTED]
+
+
+def _value(v: Any) -> str:
+    text = repr(v) if isinstance(v, str) else str(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def format_change(change: dict) -> str:
+    return f"{change['key']} {_value(change['parent'])} -> {_value(change['child'])}"
+
+
+def format_diff(diff: dict[str, list[dict]]) -> str:
+    """One line per group: `optimizer: training.lr 0.001 -> 0.0005`."""
+    if not diff:
+        return "no change (a repeat)"
+    return "\n".join(f"{g}: " + "; ".join(format_change(c) for c in cs) for g, cs in diff.items())
+
+
+def check_one_change(
+    diff: dict[str, list[dict]], reason: str | None, parent: str | None = None
+) -> None:
+    """Refuse a run that changes more than one counted group unless a reason is given.
+
+    One group (e.g. only the optimizer) and no change at all (a repeat, such as a seed check
+    with the same seed) are allowed. The caller records the reason with the run.
+    """
+    groups = counted_groups(diff)
+    if len(groups) <= 1 or (reason and reason.strip()):
+        return
+    against = f" against {parent}" if parent else ""
+    lines = [f"  {g}: " + "; ".join(format_change(c) for c in diff[g]) for g in groups]
+    raise OneChangeError(
+        f"this run changes {len(groups)} parameter groups{against} "
+        f"({', '.join(groups)}):\n"
+        + "\n".join(lines)
+        + "\nChange one group at a time so the result says what caused it, or record why "
+        'these go together with --reason "...".'
+    )
+
+
+def diff_warnings(diff: dict[str, list[dict]]) -> list[str]:
+    """Loud notes about changes that make the parent's numbers incomparable: the evaluation
+    protocol, and the data version."""
+    out = []
+    protocol = list(diff.get("evaluation", [])) + [
+        c for c in diff.get("model", []) if c["key"] in PROTOCOL_KEYS
+    ]
+    if protocol:
+        out.append(
+            "the evaluation protocol changed ("
+            + "; ".join(format_change(c) for c in protocol)
+            + "): its metrics are not measured the way the parent's were"
+        )
+    version = next((c for c in diff.get("data", []) if c["key"] == "data_version"), None)
+    if version:
+        out.append(
+            f"the data version changed ({version['parent']} -> {version['child']}): "
+            "validation examples differ, so there is no paired comparison with the parent"
+        )
+    return out
+
+
+def resolve_parent(store: Store, data_version: str, parent: str | None) -> dict | None:
+    """The parent's record: the named run, or by default the newest completed baseline on
+    `data_version` (None when there is none yet). A named parent must be completed."""
+    if parent is None:
+        baselines = [
+            r
+            for r in store.runs()
+            if r["kind"] == "baseline"
+            and r["status"] == "completed"
+            and r["data_version"] == data_version
+        ]
+        return baselines[-1] if baselines else None
+    try:
+        record = store.read_record(parent)
+    except StoreError as err:
+        raise ParentError(f"--parent: {err}") from None
+    if record["status"] != "completed":
+        raise ParentError(
+            f"--parent {parent}: the run is {record['status']}, not completed; "
+            "a parent must be a completed baseline or run"
+        )
+    return record

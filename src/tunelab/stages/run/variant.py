@@ -1,0 +1,238 @@
+"""`tunelab run`: train one variant, evaluate it with the baseline's protocol, record everything.
+
+The record is opened before training starts, so an interrupted or crashed run stays in the
+ledger with its status and error. Every run has a parent (`--parent`, by default the newest
+completed baseline on the data version) and the diff against it by parameter group; changing
+more than one group is refused unless `--reason` says why (see `tunelab.stages.run.diff`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from peft import TaskType
+from rich.console import Console
+
+from tunelab.core import ledger
+from tunelab.core.env import pick_device
+from tunelab.core.lab import Lab
+from tunelab.core.spec import validate_spec
+from tunelab.core.store import Store, now, write_jsonl
+from tunelab.data.mixture import MixtureSampler, sampler_for
+from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
+from tunelab.modeling.model import (
+    apply_method,
+    identity,
+    load_causal,
+    load_classifier,
+    load_tokenizer,
+    save_trained,
+)
+from tunelab.modeling.render import make_renderer
+from tunelab.stages.check.record import check_status
+from tunelab.stages.inspection import blocking, training_findings
+from tunelab.stages.run.diff import check_one_change, diff_runs, diff_warnings, resolve_parent
+from tunelab.training.evaluate import evaluate_rows, protocol
+from tunelab.training.loop import TrainingInterrupted, total_steps, train
+
+
+def load_base(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, TaskType]:
+    """The pretrained model this lab fine-tunes: a new-headed classifier or a causal LM."""
+    if lab.spec.model_kind == "encoder":
+        return load_classifier(lab.spec.model, lab.path, labels, lab.device), TaskType.SEQ_CLS
+    return load_causal(lab.spec.model, lab.path, lab.device), TaskType.CAUSAL_LM
+
+
+class BlockedError(ValueError):
+    """Blocking inspect findings and no recorded reason to train anyway."""
+
+
+def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
+    """Renderer, training examples (with the rows that cannot be rendered) and findings."""
+    labels = lab.store.data_manifest(version)["labels"]
+    renderer = make_renderer(lab.spec, load_tokenizer(lab.spec.model, lab.path), labels, lab.path)
+    train_rows = lab.store.read_split(version, "train")
+    train_set, rejected = renderer.training(train_rows)
+    findings = training_findings(renderer, train_rows, rejected)
+    if blocking(findings) and not allow_warnings:
+        raise BlockedError(
+            "training refuses to start: "
+            + "; ".join(
+                f"{f['code']} ({f['count']} rows, e.g. {f['example']})" for f in blocking(findings)
+            )
+            + '. See `tunelab inspect`; to train anyway pass --allow-warnings "why".'
+        )
+    return renderer, train_set, rejected, findings
+
+
+def mixture_sampler(lab: Lab, version: str, train_set: list) -> MixtureSampler | None:
+    """The spec's data mixture over this training set, checked against the run's steps."""
+    rows = lab.store.read_split(version, "train")
+    sampler = sampler_for(lab.spec.data.mixture, train_set, rows)
+    if sampler is not None:
+        sampler.check(total_steps(lab.spec.training, len(train_set)))
+    return sampler
+
+
+def build_model(lab: Lab, labels: list[str]):
+    torch.manual_seed(lab.spec.training.seed)  # the new head's init comes from the seed
+    model, task_type = load_base(lab, labels)
+    return apply_method(model, lab.spec.method, task_type)
+
+
+def run_variant(
+    lab: Lab,
+    name: str | None = None,
+    console: Console | None = None,
+    allow_warnings: str | None = None,
+    parent: str | None = None,
+    reason: str | None = None,
+) -> dict:
+    spec, store = lab.spec, lab.store
+    spec.require_plan()
+    version = store.current_data()
+    parent_record = resolve_parent(store, version, parent)
+    diff = diff_runs(parent_record, spec.to_dict(), version) if parent_record else None
+    if diff is not None:
+        check_one_change(diff, reason, parent_record["id"])
+    renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
+    sampler = mixture_sampler(lab, version, train_set)  # one that cannot be followed stops here
+    preflight = check_status(lab, version)
+    if console and preflight["warning"]:
+        console.print(f"[yellow]warning[/] {preflight['warning']}")
+    model, trainable = build_model(lab, renderer.labels)
+    record, run_dir = ledger.open_run(
+        lab,
+        name or spec.method.type,
+        "variant",
+        version,
+        method=spec.method.type,
+        base_model=identity(spec.model, lab.path),
+        trainable=trainable,
+        protocol=protocol(lab.spec),
+        rejected_train=rejected,
+        findings=findings,
+        warnings_allowed=allow_warnings,
+        parent=parent_record["id"] if parent_record else None,
+        parent_kind=parent_record["kind"] if parent_record else None,
+        diff=diff,
+        diff_warnings=diff_warnings(diff) if diff else [],
+        reason=reason.strip() if reason and reason.strip() else None,
+        preflight=preflight,
+    )
+    if console:
+        console.print(_start_line(record, spec, len(train_set)))
+    return _train_and_finish(lab, record, run_dir, model, renderer, train_set, sampler, console)
+
+
+def resume_run(lab_path: Path, run_id: str, console: Console | None = None) -> dict:
+    """Continue an interrupted (or lost) run from its checkpoint, under the run's own spec and
+    data version, so it ends as an uninterrupted run with the same seed would."""
+    store = Store(lab_path)
+    record = store.read_record(run_id)
+    if record["status"] not in ("interrupted", "running", "failed"):
+        raise ValueError(
+            f"{run_id} is {record['status']}: only an interrupted, lost or failed "
+            "run can be resumed"
+        )
+    run_dir = store.run_dir(run_id)
+    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None:
+        raise ValueError(
+            f"{run_id} has no checkpoint to resume from (set "
+            "training.checkpoint_every to checkpoint long runs); start a new run"
+        )
+    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device())
+    renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
+    sampler = mixture_sampler(lab, record["data_version"], train_set)
+    model, _ = build_model(lab, renderer.labels)
+    record.setdefault("resumed", []).append({"time": now(), "pid": os.getpid()})
+    ledger.reopen_run(lab, record)
+    return _train_and_finish(
+        lab, record, run_dir, model, renderer, train_set, sampler, console, resume=True
+    )
+
+
+def _train_and_finish(
+    lab, record, run_dir, model, renderer, train_set, sampler, console, resume: bool = False
+) -> dict:
+    """Train (stopping cleanly on Ctrl-C or SIGTERM), evaluate, save; the record follows."""
+    stop = threading.Event()
+    with _stop_on_signals(stop, console):
+        try:
+            record["training"] = train(
+                model,
+                train_set,
+                lab.spec.training,
+                lab.device,
+                renderer.pad_id,
+                console,
+                run_dir,
+                stop,
+                resume,
+                sampler,
+            )
+            e = lab.spec.evaluation
+            val_rows = lab.store.read_split(record["data_version"], "validation")
+            predictions, record["metrics"] = evaluate_rows(
+                model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
+            )
+            write_jsonl(run_dir / "predictions.jsonl", predictions)
+            files = save_trained(model, run_dir / "weights")
+            record["weights"] = {"dir": "weights", "files": files}
+        except (TrainingInterrupted, KeyboardInterrupt) as err:
+            record["checkpoint"] = getattr(err, "checkpoint", None) and CHECKPOINT_DIR
+            ledger.close_run(lab, record, "interrupted", err)
+            raise
+        except Exception as err:
+            ledger.close_run(lab, record, "failed", err)
+            raise
+    ledger.close_run(lab, record, "completed")
+    return record
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event, console: Console | None):
+    """Ctrl-C or SIGTERM asks the loop to finish its step and checkpoint; a second Ctrl-C
+    stops at once (the run is still recorded as interrupted)."""
+
+    def handler(signum, frame):
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        if console:
+            console.print("[yellow]stopping after this step (checkpoint, then exit)…[/]")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _start_line(record: dict, spec, n_train: int) -> str:
+    t, cfg = record["trainable"], spec.training
+    steps = total_steps(cfg, n_train)
+    return (
+        f"[bold]{record['id']}[/]: {t['method']} · {t['trainable_params']:,} of "
+        f"{t['total_params']:,} parameters train ({100 * t['trainable_fraction']:.2f}%) · "
+        f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {cfg.accumulation} "
+        "accumulation × 1 process"
+        f" · {steps} steps on {n_train} examples"
+        + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
+    )
+
+
+def _mixture_text(mixture) -> str:
+    total = sum(mixture.weights.values())
+    parts = ", ".join(f"{n} {w / total:.0%}" for n, w in mixture.weights.items())
+    stages = f", then {len(mixture.stages)} more stage(s)" if mixture.stages else ""
+    return f" · mixture {parts}{stages}"

@@ -1,0 +1,1 @@
+"""`tunelab size`: a training step's memory, measured beside the estimate."""

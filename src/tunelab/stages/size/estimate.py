@@ -1,0 +1,226 @@
+"""The memory of one training step, estimated from the model's shape (`tunelab size`).
+
+Components (bytes): the weights (parameters x their dtype), the gradients of the trainable
+parameters, AdamW's state (two tensors per trainable parameter, in the parameter's dtype, so
+8 bytes each in float32), the activations autograd saves for the backward pass, the logits of
+a causal LM's loss (upcast to float32), the short-lived buffers of the backward pass, and the
+framework's own memory (measured by the probe, never guessed).
+
+The activations are counted tensor by tensor, as the transformers implementations save them
+on this torch (checked against autograd's saved tensors in `tests/unit/test_sizing.py`):
+two families, BERT-like encoders (post-LayerNorm, GELU, dropout) and llama-like decoders
+(RMSNorm, SwiGLU, RoPE, grouped key/value heads); other architectures use the llama count and
+are marked approximate. Sequences are unpadded (the probe measures exactly `seq_len` tokens).
+
+The peak is not the sum of everything: the gradients do not exist during the first
+microbatch's forward, and the activations are freed layer by layer as gradients appear, so
+the step is walked phase by phase (forward and loss, loss backward, the layers' backward,
+the optimizer step) and the largest phase is the estimate.
+"""
+
+from __future__ import annotations
+
+from tunelab.stages.size.shape import ROLES, Shape, Trainables
+
+
+def math_attention(sh: Shape, device: str) -> bool:
+    """BERT's attention with dropout runs torch's math kernel on CPU (the scores are
+    materialised, in float32); fused kernels otherwise."""
+    return sh.family == "bert" and sh.attention_dropout > 0 and device != "cuda"
+
+
+def layer_saved(
+    sh: Shape, tr: Trainables, b: int, s: int, rg: bool = True, device: str = "cpu"
+) -> dict[str, int]:
+    """Bytes autograd saves in one layer; `rg`: whether the layer's input requires grad (the
+    first layer's does not with frozen embeddings and no checkpointing)."""
+    e, bs, h, i = sh.dtype_bytes, b * s, sh.hidden, sh.intermediate
+    qd, kvd = sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim
+    dims = {"attn_in": h, "ctx": qd, "ffn_in": h, "act": i}
+    le = 4 if tr.lora_fp32 else e
+    out = {"attention": 0, "mlp": 0, "norms": 0, "dropout": 0, "lora": 0, "inputs": 0}
+    trains = set(tr.full) | set(tr.lora)
+
+    def reads(tensor: str, input_rg: bool, shared: bool = False) -> None:
+        """The input of the projections reading `tensor`: saved for their weight gradient (or
+        a dropout-free LoRA), plus each LoRA's dropout mask, dropout output and rank-r input."""
+        roles = [r for r, t in ROLES[sh.family].values() if t == tensor]
+        n = bs * dims[tensor]
+        direct = any(r in tr.full for r in roles) or any(
+            r in tr.lora and not tr.lora_dropout and le == e for r in roles
+        )
+        out["inputs"] += n * e if direct and not shared else 0
+        for r in roles:
+            if r not in tr.lora:
+                continue
+            if tr.lora_dropout:
+                out["lora"] += n * le if input_rg else 0  # the dropout mask (x * mask)
+            if tr.lora_dropout or le != e:
+                out["lora"] += n * le  # lora_A's input
+            out["lora"] += bs * tr.lora[r] * le  # lora_B's input
+
+    def rg_of(*roles: str) -> bool:
+        return any(r in trains for r in roles)
+
+    if sh.family == "bert":
+        reads("attn_in", rg)
+        q, k, v = (rg or rg_of(r) for r in "qkv")
+        bass = b * sh.heads * s * s
+        if math_attention(sh, device):  # scores materialised, upcast to float32
+            out["attention"] += (bs * qd * 4 if k else 0) + (bs * qd * 4 if q else 0)
+            out["attention"] += (2 * bass * 4 + bs * kvd * 4) if (q or k) else 0
+            out["attention"] += bass * 4 if v else 0
+            reads("ctx", q or k or v)
+        elif q or k or v:  # fused attention: q, k, v, output, log-sum-exp
+            out["attention"] += bs * (2 * qd + 2 * kvd) * e + b * sh.heads * s * 4
+            reads("ctx", True, shared=True)
+        o = q or k or v or rg_of("o")
+        drop = bs * h * e if sh.hidden_dropout > 0 else 0
+        out["dropout"] += drop if o else 0
+        ln1 = o or rg
+        out["norms"] += bs * h * e + 2 * bs * e if ln1 else 0
+        reads("ffn_in", ln1)
+        up = ln1 or rg_of("up")
+        out["mlp"] += bs * i * e if up else 0  # GELU's input
+        reads("act", up)
+        down = up or rg_of("down")
+        out["dropout"] += drop if down else 0
+        out["norms"] += bs * h * e + 2 * bs * e if (down or ln1) else 0
+        return out
+
+    # llama: RMSNorm saves its float32 input and 1/rms (and the normalised x if it trains)
+    norm = bs * h * 4 + bs * 4
+    out["norms"] += (norm if rg else 0) + (bs * h * e if tr.norms else 0)
+    reads("attn_in", rg)
+    att = rg or rg_of("q", "k", "v")
+    if att:
+        out["attention"] += bs * (2 * qd + 2 * kvd) * e + b * sh.heads * s * 4
+    reads("ctx", att, shared=True)
+    h1 = att or rg_of("o")
+    out["norms"] += (norm if h1 else 0) + (bs * h * e if tr.norms else 0)
+    reads("ffn_in", h1)
+    g, u = h1 or rg_of("gate"), h1 or rg_of("up")
+    out["mlp"] += bs * i * e * (2 * g + u)  # SiLU's input, up's output; SiLU's output
+    reads("act", g or u)
+    return out
+
+
+def activation_bytes(
+    sh: Shape, tr: Trainables, b: int, s: int, checkpointing: bool = False, device: str = "cpu"
+) -> dict[str, int]:
+    """Saved activations at the end of the forward pass, by part."""
+    e, bs, h = sh.dtype_bytes, b * s, sh.hidden
+    input_grads = tr.embeddings or checkpointing  # checkpointing makes embeddings' output rg
+    full_layer = sum(layer_saved(sh, tr, b, s, True, device).values())
+    first = sum(layer_saved(sh, tr, b, s, input_grads, device).values())
+    pre, post = 0, 0
+    if sh.family == "bert":
+        pre += 2 * bs * 8 if tr.embeddings else 0  # token and token-type ids
+        if input_grads:
+            pre += bs * h * e + 2 * bs * e + (bs * h * e if sh.hidden_dropout > 0 else 0)
+        post += 3 * b * h * e  # the pooler's tanh, the classifier's dropout and input
+        post += bs * h * e if tr.pooler else 0  # a trained pooler keeps the whole last layer
+    else:
+        pre += bs * 8 if tr.embeddings else 0
+        post += bs * h * 4 + bs * 4 + (bs * h * e if tr.norms else 0)  # final norm
+        post += bs * h * e if tr.head else 0  # lm_head's input
+        post += 0 if checkpointing else 2 * s * sh.head_dim * e  # rotary cos / sin
+    # checkpointing keeps each layer's input only
+    layers = sh.layers * bs * h * e if checkpointing else first + (sh.layers - 1) * full_layer
+    return {
+        "layers": layers,
+        "per_layer": full_layer,
+        "embeddings": pre,
+        "head": post,
+        "total": pre + layers + post,
+    }
+
+
+def loss_bytes(sh: Shape, b: int, s: int) -> dict[str, int]:
+    """The logits and the loss: the LM head's logits (model dtype), the float32 shifted copy
+    (a copy unless it is a view: one sequence in float32) and log-softmax (saved); in backward,
+    log-softmax's output, its gradient and the gradient of its input."""
+    if sh.kind != "causal":
+        return {"forward": 3 * b * sh.num_labels * 4, "backward": 3 * b * sh.num_labels * 4}
+    logits = b * s * sh.vocab * sh.dtype_bytes
+    shifted = b * (s - 1) * sh.vocab * 4
+    copy = shifted if (b > 1 or sh.dtype_bytes != 4) else 0
+    return {"forward": logits + copy + shifted, "backward": 3 * shifted, "logits": logits}
+
+
+def backward_buffers(sh: Shape, tr: Trainables, b: int, s: int, device: str = "cpu") -> int:
+    """Gradients in flight in one layer's backward, beyond what that layer has freed by then.
+    The MLP runs first: two (GELU) or three (SwiGLU's product) intermediate-sized gradients
+    and two hidden-sized ones. Materialised attention (BERT with dropout on CPU) adds one
+    score-sized gradient at a time, after the layer's MLP, norm and dropout tensors are gone."""
+    e, bs = sh.dtype_bytes, b * s
+    hidden = 2 * bs * sh.hidden * e
+    if sh.family != "bert":
+        return 3 * bs * sh.intermediate * e + hidden
+    mlp = 2 * bs * sh.intermediate * e + hidden
+    if not math_attention(sh, device):
+        return mlp
+    part = layer_saved(sh, tr, b, s, True, device)
+    freed = part["mlp"] + part["norms"] + part["dropout"]
+    return max(mlp, b * sh.heads * s * s * 4 + hidden - freed)
+
+
+def optimizer_buffers(tr: Trainables, device: str) -> int:
+    """AdamW's temporaries: per tensor on CPU (sqrt, then the division: two of the largest
+    parameter), all tensors at once on CUDA (foreach: one copy of every trainable tensor)."""
+    return tr.trainable_bytes if device == "cuda" else 2 * tr.largest_trainable_bytes
+
+
+def estimate(
+    sh: Shape,
+    tr: Trainables,
+    b: int,
+    s: int,
+    checkpointing: bool = False,
+    accumulation: int = 1,
+    overhead_bytes: int = 0,
+    device: str = "cpu",
+    precision: str = "fp32",
+) -> dict:
+    """The breakdown (bytes) and the peak, walking the phases of one optimizer step. bf16
+    autocast over float32 weights is not modelled (activations counted in the model's dtype):
+    the result is then marked approximate."""
+    acts = activation_bytes(sh, tr, b, s, checkpointing, device)
+    loss = loss_bytes(sh, b, s)
+    grads, opt = tr.trainable_bytes, 2 * tr.trainable_bytes
+    buffers = backward_buffers(sh, tr, b, s, device)
+    layer = sum(layer_saved(sh, tr, b, s, True, device).values())
+    recompute = layer if checkpointing else 0
+    # gradients already there: from the earlier microbatches when accumulating
+    before = grads if accumulation > 1 else 0
+    head = max(before, tr.head_bytes)
+    phases = {
+        "forward_and_loss": acts["total"] + loss["forward"] + before,
+        "loss_backward": acts["total"] + loss["backward"] + before,
+        "first_layer_backward": acts["total"] - acts["head"] + head + recompute + buffers,
+        "last_layer_backward": acts["embeddings"]
+        + max(before, grads - tr.embedding_bytes)
+        + recompute
+        + buffers,
+        "optimizer_step": grads + optimizer_buffers(tr, device),
+    }
+    if sh.kind == "causal":  # the gradient of the logits beside the head's weight gradient
+        phases["head_backward"] = acts["total"] - acts["head"] + head + loss["logits"]
+    phase = max(phases, key=phases.get)
+    peak = tr.weight_bytes + opt + phases[phase] + overhead_bytes
+    return {
+        "components": {
+            "framework": overhead_bytes,
+            "weights": tr.weight_bytes,
+            "gradients": grads,
+            "optimizer_state": opt,
+            "activations": acts["total"],
+            "logits_and_loss": loss["forward"],
+            "backward_buffers": buffers + recompute,
+        },
+        "activations": acts,
+        "phases": phases,
+        "peak_phase": phase,
+        "peak_bytes": peak,
+        "approximate": sh.approximate or precision == "bf16",
+    }

@@ -1,0 +1,310 @@
+"""`tunelab size`: a full training step measured beside the estimate from the model's shape.
+
+For the spec's model, method, precision, a representative length (the 95th percentile of the
+rendered train split) and microbatch, each configuration runs in a fresh process
+(`tunelab.stages.size.probe`) so no measurement sees another's memory: the plain step, gradient
+accumulation alone, activation checkpointing alone, then both. Beside them: the estimate
+(`tunelab.stages.size.estimate`) with its error, a check that accumulated microbatches give the
+gradient of one large batch under train.py's loss normalisation, the largest microbatch that
+fits a memory budget, and the advice (microbatch x accumulation x processes) for the spec's
+global batch. The result is saved as `.tunelab/sizing/<data version>-<spec hash>.json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tunelab.core.lab import Lab
+from tunelab.core.store import atomic_write_json
+from tunelab.modeling.model import apply_method, load_tokenizer, resolve_path
+from tunelab.modeling.render import make_renderer
+from tunelab.stages.size import estimate as est
+from tunelab.stages.size.advice import advice, largest_microbatch
+from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
+from tunelab.training.loop import LOSS_NORMALISATION, loss_weight
+
+MIB = 2**20
+GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
+"""Largest relative difference (L2, over all trainable gradients) still counted as equal."""
+PROBE_TIMEOUT_S = 3600
+
+
+class SizingError(RuntimeError):
+    """A probe failed for a reason other than running out of memory."""
+
+
+# --- the pieces -----------------------------------------------------------------------------------
+
+
+def model_facts(
+    model_dir: Path, kind: str, dtype: str, method, labels: list[str], trust_remote_code=False
+) -> tuple[Shape, Trainables]:
+    """The shape and what trains, from the model built on the meta device (no memory)."""
+    from peft import TaskType
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    from tunelab.modeling.model import DTYPES
+
+    config = AutoConfig.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
+    if kind == "encoder":
+        config.num_labels = len(labels)
+        auto, task = AutoModelForSequenceClassification, TaskType.SEQ_CLS
+    else:
+        auto, task = AutoModelForCausalLM, TaskType.CAUSAL_LM
+    with torch.device("meta"):
+        model = auto.from_config(config, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code)
+    model, _ = apply_method(model, method, task)
+    return describe(model, kind, len(labels))
+
+
+def run_probe(args: dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+    """Run one configuration in a fresh `python -m tunelab.stages.size.probe` and read its result.
+    A process the kernel killed (out of memory) comes back as {"oom": True, "error": ...}."""
+    with tempfile.TemporaryDirectory(prefix="tunelab-size-") as tmp:
+        out = Path(tmp) / "result.json"
+        payload = json.dumps(args | {"out": str(out)})
+        if len(payload) > 64_000:  # one argument may not exceed 128 KiB
+            (Path(tmp) / "args.json").write_text(payload)
+            payload = "@" + str(Path(tmp) / "args.json")
+        cmd = [sys.executable, "-m", "tunelab.stages.size.probe", payload]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if out.exists():
+            result = json.loads(out.read_text())
+        elif proc.returncode < 0:
+            result = {"error": f"killed by signal {-proc.returncode}", "oom": True}
+        else:
+            result = {"error": proc.stderr.strip()[-2000:] or f"exit {proc.returncode}"}
+    if "error" in result and not result.get("oom"):
+        raise SizingError(f"the sizing probe failed: {result['error']}")
+    return result
+
+
+def representative_length(lengths: list[int], percentile: float = 95) -> int:
+    """The p95 of the rendered token lengths (at least 2: a causal loss needs a next token)."""
+    if not lengths:
+        raise ValueError("no rendered training examples: nothing to size")
+    return max(2, math.ceil(float(np.percentile(np.array(lengths), percentile))))
+
+
+def spec_hash(spec) -> str:
+    text = json.dumps(spec.to_dict(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def peak_of(result: dict, device: str) -> float:
+    """The measured peak, MiB: peak RSS on CPU, peak allocated on CUDA."""
+    return result["cuda_peak_allocated_mb"] if device == "cuda" else result["peak_rss_mb"]
+
+
+def error_pct(estimated: float, measured: float) -> float:
+    return round(100 * (estimated - measured) / measured, 1)
+
+
+def grad_examples(train_set: list, microbatch: int, k: int) -> list[dict]:
+    """k x microbatch real examples, ordered by loss weight so the microbatches carry clearly
+    unequal numbers of target tokens (the case a per-microbatch mean gets wrong)."""
+    pool = sorted(train_set[: max(4 * k * microbatch, k * microbatch)], key=loss_weight)
+    step = max(1, len(pool) // (k * microbatch))
+    picked = sorted(pool[::step][: k * microbatch], key=loss_weight)
+    if len(picked) < k * microbatch:
+        raise ValueError(f"the gradient check needs {k * microbatch} training examples")
+    return [
+        {"input_ids": e.input_ids, "loss_mask": e.loss_mask}
+        if hasattr(e, "loss_mask")
+        else {"input_ids": e.input_ids, "label": e.label}
+        for e in picked
+    ]
+
+
+def _mb(x: float) -> float:
+    return round(x / MIB, 1)
+
+
+# --- the stage ------------------------------------------------------------------------------------
+
+
+def run_size(
+    lab: Lab,
+    seq_len: int | None = None,
+    microbatch: int | None = None,
+    memory_limit_mb: float | None = None,
+    console=None,
+) -> dict:
+    """Measure and estimate one training step of this lab; save and return the record."""
+    spec, store, device = lab.spec, lab.store, lab.device.type
+    version = store.current_data()
+    labels = store.data_manifest(version)["labels"]
+    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
+    train_set, _ = renderer.training(store.read_split(version, "train"))
+    lengths = [len(e.input_ids) for e in train_set]
+    seq = seq_len or min(representative_length(lengths), spec.model.max_length)
+    mb = microbatch or spec.training.microbatch
+    k = min(4, max(2, spec.training.accumulation))  # 2 shows the effect; time grows with k
+    model_dir = resolve_path(spec.model, lab.path)
+    shape, tr = model_facts(
+        model_dir,
+        spec.model_kind,
+        spec.model.dtype,
+        spec.method,
+        labels,
+        spec.model.trust_remote_code,
+    )
+    base = {
+        "model_dir": str(model_dir),
+        "model_type": _model_type(model_dir),
+        "kind": spec.model_kind,
+        "num_labels": len(labels),
+        "dtype": spec.model.dtype,
+        "trust_remote_code": spec.model.trust_remote_code,
+        "method": spec.method.model_dump(),
+        "precision": spec.training.precision,
+        "lr": spec.training.lr,
+        "weight_decay": spec.training.weight_decay,
+        "max_grad_norm": spec.training.max_grad_norm,
+        "seed": spec.training.seed,
+        "device": device,
+        "seq_len": seq,
+        "microbatch": mb,
+        "steps": 2,
+    }
+
+    def say(text: str) -> None:
+        if console is not None:
+            console.print(f"[dim]size:[/] {text}")
+
+    def estimate_mb(b: int, acc: int = 1, ckpt: bool = False, overhead: float = 0.0) -> dict:
+        e = est.estimate(
+            shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, spec.training.precision
+        )
+        return e | {"peak_mb": _mb(e["peak_bytes"])}
+
+    variants, overhead = [], 0.0
+    for name, acc, ckpt in [
+        ("plain", 1, False),
+        ("accumulation", k, False),
+        ("checkpointing", 1, True),
+        ("accumulation + checkpointing", k, True),
+    ]:
+        say(f"{name}: microbatch {mb} × {acc}, {seq} tokens, fresh process")
+        m = run_probe(base | {"accumulation": acc, "checkpointing": ckpt})
+        if m.get("oom"):
+            variants.append({"name": name, "accumulation": acc, "checkpointing": ckpt, **m})
+            continue
+        overhead = overhead or (m["rss_framework_mb"] if device == "cpu" else 0.0)
+        e = estimate_mb(mb, acc, ckpt, overhead)
+        peak = peak_of(m, device)
+        loaded = m.get("cuda_loaded_mb", m["rss_loaded_mb"])  # after imports and model load
+        variants.append(
+            {
+                "name": name,
+                "microbatch": mb,
+                "accumulation": acc,
+                "checkpointing": ckpt,
+                "measured_peak_mb": round(peak, 1),
+                "baseline_mb": round(loaded, 1),
+                "step_mb": round(peak - loaded, 1),
+                "estimated_peak_mb": e["peak_mb"],
+                "error_pct": error_pct(e["peak_mb"], peak),
+                "peak_phase": e["peak_phase"],
+                "step_s": m["step_s"],
+                "tokens_per_s": m["tokens_per_s"],
+                "probe": m,
+            }
+        )
+    plain = variants[0]
+    if plain.get("oom"):
+        raise SizingError(f"microbatch {mb} at {seq} tokens does not fit: {plain['error']}")
+    main = estimate_mb(mb, 1, False, overhead)
+
+    say(f"gradient check: {k} microbatches of {mb} against one batch of {k * mb}")
+    check = run_probe(
+        base | {"mode": "grad_check", "examples": grad_examples(train_set, mb, k), "steps": 0}
+    )
+    low = spec.training.precision == "bf16" or spec.model.dtype != "float32"
+    tol = GRAD_TOLERANCE["bf16" if low else "fp32"]
+    check |= {
+        "tolerance": tol,
+        "equal": check["rel_diff_accumulated"] <= tol,
+        "per_microbatch_mean_equal": check["rel_diff_per_microbatch_mean"] <= tol,
+        "normalisation": LOSS_NORMALISATION,
+    }
+
+    largest = largest_microbatch(
+        base, estimate_mb, overhead, memory_limit_mb, device, say, run_probe
+    )
+    processes = torch.cuda.device_count() if device == "cuda" else 1
+    speed = largest.get("tokens_per_s") or plain["tokens_per_s"]
+    result = {
+        "data_version": version,
+        "spec_hash": spec_hash(spec),
+        "device": device,
+        "model": {"path": str(model_dir), "dtype": spec.model.dtype, "kind": spec.model_kind},
+        "method": spec.method.type,
+        "precision": spec.training.precision,
+        "seq_len": {
+            "value": seq,
+            "source": "given" if seq_len else f"p95 of {len(lengths)} rendered train examples",
+            "p50": int(np.percentile(lengths, 50)),
+            "p95": representative_length(lengths),  # rounded up, as the default length
+            "max": max(lengths),
+        },
+        "microbatch": mb,
+        "allocator": _allocator(device),
+        "estimate": {
+            "components_mb": {c: _mb(v) for c, v in main["components"].items()},
+            "activations_mb": {c: _mb(v) for c, v in main["activations"].items()},
+            "phases_mb": {c: _mb(v) for c, v in main["phases"].items()},
+            "peak_phase": main["peak_phase"],
+            "peak_mb": main["peak_mb"],
+            "approximate": main["approximate"],
+        },
+        "measured": {k2: v for k2, v in plain["probe"].items() if not isinstance(v, list | dict)},
+        "measured_peak_mb": plain["measured_peak_mb"],
+        "error_pct": plain["error_pct"],
+        "variants": [{k2: v for k2, v in x.items() if k2 != "probe"} for x in variants],
+        "gradient_check": check,
+        "loss_normalisation": LOSS_NORMALISATION,
+        "largest_microbatch": largest,
+        "advice": advice(spec.training.global_batch, largest["value"], processes, speed, seq),
+        "model_shape": shape_dict(shape, tr),
+    }
+    path = store.root / "sizing" / f"{version}-{result['spec_hash']}.json"
+    atomic_write_json(path, result)
+    result["file"] = str(path)
+    store.log_event(
+        "size",
+        file=str(path.relative_to(store.lab)),
+        seq_len=seq,
+        microbatch=mb,
+        measured_peak_mb=plain["measured_peak_mb"],
+        estimated_peak_mb=main["peak_mb"],
+        largest_microbatch=largest["value"],
+    )
+    return result
+
+
+def _model_type(model_dir: Path) -> str | None:
+    try:
+        return json.loads((Path(model_dir) / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return None
+
+
+def _allocator(device: str) -> str:
+    """The allocator the probes measured: the one `tunelab run` uses."""
+    if device == "cuda":
+        return "torch CUDA caching allocator (peak allocated)"
+    return (
+        "glibc defaults, as in runs (its heap holds 10-35% more than the live tensors on CPU, "
+        "which the estimate does not model: bench/README.md)"
+    )

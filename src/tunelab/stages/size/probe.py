@@ -1,0 +1,379 @@
+"""One sizing measurement in a fresh process: ``python -m tunelab.stages.size.probe '<json args>'``.
+
+`tunelab size` starts one of these per configuration so that no measurement sees the memory
+of another. The process records its resident memory at each stage (after the imports, after
+loading the model), runs a warm-up training step (so AdamW's state exists), then measures
+`steps` more full steps (forward, loss, backward, clipping, AdamW step) exactly as `train.py`
+does them, and writes a JSON result to ``args["out"]``.
+
+Peak memory: on CUDA `torch.cuda.max_memory_allocated` / `max_memory_reserved` (reset after
+the warm-up); on CPU the process's peak resident set size (Linux `VmHWM`, reset after the
+warm-up by writing 5 to `/proc/self/clear_refs`; `ru_maxrss` when the reset is not allowed).
+
+Modes: ``step`` (the default), ``grad_check`` (accumulated versus one-batch gradients on the
+given examples) and ``max_microbatch`` (CUDA: the largest microbatch that runs, by trying).
+Arguments come as one JSON string, or ``@path`` to a JSON file.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_STATUS = Path("/proc/self/status")
+
+
+def rss_mb() -> float:
+    """Resident memory now, MiB (0 where /proc is missing)."""
+    return _status_kib("VmRSS") / 1024
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory since the start or the last `reset_peak`, MiB."""
+    peak = _status_kib("VmHWM")
+    if peak:
+        return peak / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux >= 4.0); False when not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def _status_kib(field: str) -> int:
+    try:
+        match = re.search(rf"^{field}:\s+(\d+)", _STATUS.read_text(), re.MULTILINE)
+    except OSError:
+        return 0
+    return int(match.group(1)) if match else 0
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """User and system CPU seconds of this process (all threads)."""
+    import resource
+
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime, use.ru_stime
+
+
+def read_args(raw: str) -> dict[str, Any]:
+    if raw.startswith("@"):
+        return json.loads(Path(raw[1:]).read_text(encoding="utf-8"))
+    return json.loads(raw)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    args = read_args(argv[1])
+    out = Path(args["out"])
+    result: dict[str, Any] = {"rss_start_mb": rss_mb()}
+    try:
+        result |= measure(args)
+        status = 0
+    except Exception as err:  # the parent reads the error from the result file
+        result["error"] = f"{type(err).__name__}: {err}"
+        result["oom"] = "out of memory" in str(err).lower()
+        status = 1
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(out)
+    return status
+
+
+def measure(args: dict[str, Any]) -> dict[str, Any]:
+    import importlib
+
+    import torch
+    import transformers  # noqa: F401  (the framework whose memory is the overhead)
+
+    import tunelab.modeling.model
+    import tunelab.training.loop  # noqa: F401  (part of the framework overhead)
+
+    if args.get("model_type"):  # the architecture's module, imported lazily by transformers
+        t = args["model_type"]
+        importlib.import_module(f"transformers.models.{t}.modeling_{t}")
+    res: dict[str, Any] = {"rss_imports_mb": rss_mb()}
+    warm_up_runtime()
+    res |= {"rss_framework_mb": rss_mb(), "threads": torch.get_num_threads()}
+    device = torch.device(args.get("device", "cpu"))
+    model, info = build_model(args, device)
+    with torch.no_grad():  # weights are mapped from safetensors lazily: make them resident, so
+        for p in model.parameters():  # the baseline holds them and the step's memory is its own
+            p.sum()
+    gc.collect()
+    res |= info | {"rss_loaded_mb": rss_mb()}
+    if device.type == "cuda":
+        res["cuda_loaded_mb"] = torch.cuda.memory_allocated(device) / 2**20
+    if args.get("mmap_threshold"):  # as train.py configures the allocator before training
+        res["mmap_threshold_set"] = set_mmap_threshold(int(args["mmap_threshold"]))
+    mode = args.get("mode", "step")
+    if mode == "grad_check":
+        return res | grad_check(model, args, device)
+    if mode == "max_microbatch":
+        return res | max_microbatch(model, args, device)
+    return res | measure_steps(model, args, device)
+
+
+def set_mmap_threshold(size: int) -> bool:
+    """glibc's M_MMAP_THRESHOLD, fixed (no dynamic raise): allocations of `size` bytes or more
+    get their own mapping and go back to the system when freed. False off glibc. Training does
+    not do this (it costs 12-46% step time in bench/README.md); the benchmark compares both."""
+    import ctypes
+
+    try:
+        return bool(ctypes.CDLL(None).mallopt(-3, size))  # -3: M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False
+
+
+def warm_up_runtime() -> None:
+    """A tiny forward/backward/AdamW step, so thread pools and kernels are initialised before
+    the framework overhead is read (they are part of it, not of the model)."""
+    import torch
+
+    w = torch.nn.Parameter(torch.ones(8, 8))
+    opt = torch.optim.AdamW([w])
+    torch.nn.functional.gelu(w @ w).sum().backward()
+    opt.step()
+
+
+# --- the model and one training step, as train.py runs them -----------------------------------
+
+
+def build_model(args: dict[str, Any], device) -> tuple[Any, dict[str, Any]]:
+    import torch
+    from peft import TaskType
+
+    from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+    from tunelab.modeling.model import apply_method, load_causal, load_classifier
+
+    spec = ModelSpec(
+        path=args["model_dir"],
+        dtype=args.get("dtype", "float32"),
+        trust_remote_code=args.get("trust_remote_code", False),
+    )
+    where = Path(args["model_dir"])
+    torch.manual_seed(args.get("seed", 0))
+    if args["kind"] == "encoder":
+        labels = [str(i) for i in range(args.get("num_labels", 2))]
+        model, task = load_classifier(spec, where, labels, device), TaskType.SEQ_CLS
+    else:
+        model, task = load_causal(spec, where, device), TaskType.CAUSAL_LM
+    raw = args.get("method") or {"type": "full"}
+    method = LoraMethod(**raw) if raw.get("type") == "lora" else FullMethod()
+    model, report = apply_method(model, method, task)
+    if args.get("checkpointing"):
+        enable_checkpointing(model)
+    model.train()
+    return model, {"trainable_params": report["trainable_params"], "params": report["total_params"]}
+
+
+def enable_checkpointing(model) -> str:
+    """Activation checkpointing on the transformers model (inside a PEFT wrapper), non-reentrant
+    so LoRA's frozen inputs still pass gradients; returns the call used."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    kwargs = {"use_reentrant": False}
+    if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        call = "activation_checkpointing_enable(use_reentrant=False)"
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        call = "gradient_checkpointing_enable(use_reentrant=False)"
+    if base is not model and getattr(base, "_require_grads_hook", None) is None:
+        base.enable_input_require_grads()  # frozen embeddings: let gradients reach LoRA layers
+    return call
+
+
+def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:
+    """`n` examples of exactly `seq_len` tokens: the shapes of the measured configuration.
+    A causal example's second half is its target (loss mask 1)."""
+    import torch
+
+    from tunelab.modeling.render import Encoded, Rendered
+
+    s = int(args["seq_len"])
+    gen = torch.Generator().manual_seed(args.get("seed", 0))
+    ids = torch.randint(0, vocab, (n, s), generator=gen).tolist()
+    if args["kind"] == "encoder":
+        labels = args.get("num_labels", 2)
+        return [Encoded(str(j), ids[j], j % labels, False) for j in range(n)]
+    p = s // 2
+    return [Rendered(str(j), ids[j], [0] * p + [1] * (s - p), p, 0, None, "", "") for j in range(n)]
+
+
+def _vocab(model) -> int:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return int(base.config.vocab_size)
+
+
+def make_step(model, examples: list, args: dict[str, Any], device):
+    """One optimizer step over `examples` in microbatches, exactly as `train.train` does it:
+    summed loss / the loss weight of the whole accumulated batch, backward per microbatch,
+    clipping, AdamW step, gradients set to None."""
+    import torch
+
+    from tunelab.training.loop import loss_weight, make_batch, summed_loss
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        params, lr=args.get("lr", 1e-5), weight_decay=args.get("weight_decay", 0.0)
+    )
+    mb = int(args["microbatch"])
+    batches = [make_batch(examples[i : i + mb], 0, device) for i in range(0, len(examples), mb)]
+    denominator = sum(loss_weight(e) for e in examples)
+    bf16 = args.get("precision") == "bf16"
+    clip = args.get("max_grad_norm")
+
+    def step() -> None:
+        for batch in batches:
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                loss = summed_loss(model, batch) / denominator
+            loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def measure_steps(model, args: dict[str, Any], device) -> dict[str, Any]:
+    """Warm-up step, reset the peak, then `steps` timed full steps."""
+    import torch
+
+    k = int(args.get("accumulation", 1))
+    examples = synthetic_examples(args, _vocab(model), int(args["microbatch"]) * k)
+    step = make_step(model, examples, args, device)
+    step()  # warm-up: AdamW's state is created here
+    gc.collect()
+    res: dict[str, Any] = {"rss_after_warmup_mb": rss_mb()}
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        res["cuda_steady_mb"] = torch.cuda.memory_allocated(device) / 2**20
+    res["peak_reset"] = reset_peak()
+    times = []
+    cpu0 = _cpu_seconds()
+    for _ in range(max(1, int(args.get("steps", 1)))):
+        start = time.perf_counter()
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    res["peak_rss_mb"] = peak_rss_mb()
+    res["rss_end_mb"] = rss_mb()
+    res["cpu_s"] = [round(x - y, 3) for x, y in zip(_cpu_seconds(), cpu0, strict=True)]
+    if device.type == "cuda":
+        res["cuda_peak_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        res["cuda_peak_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20
+    tokens = int(args["microbatch"]) * k * int(args["seq_len"])
+    best = min(times)
+    return res | {
+        "step_seconds": [round(t, 4) for t in times],
+        "step_s": round(best, 4),
+        "tokens_per_step": tokens,
+        "tokens_per_s": round(tokens / best, 1) if best > 0 else None,
+    }
+
+
+# --- accumulation versus one batch ---------------------------------------------------------------
+
+
+def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
+    """Gradients of one batch of k x microbatch examples against k accumulated microbatches,
+    with train.py's normalisation and with a per-microbatch mean. Dropout is off (eval mode) so
+    both see the same function; the examples keep their own (unequal) lengths."""
+    from tunelab.modeling.render import Encoded, Rendered
+    from tunelab.training.loop import loss_weight, make_batch, summed_loss
+
+    rows = args["examples"]
+    if args["kind"] == "encoder":
+        ex = [Encoded(str(j), r["input_ids"], r["label"], False) for j, r in enumerate(rows)]
+    else:
+        ex = [
+            Rendered(str(j), r["input_ids"], r["loss_mask"], 0, 0, None, "", "")
+            for j, r in enumerate(rows)
+        ]
+    mb, k = int(args["microbatch"]), len(ex) // int(args["microbatch"])
+    micro = [ex[i * mb : (i + 1) * mb] for i in range(k)]
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.eval()
+
+    def grads(parts: list[list], weights: list[float]) -> list:
+        for p in params:
+            p.grad = None
+        for part, w in zip(parts, weights, strict=True):
+            (summed_loss(model, make_batch(part, 0, device)) / w).backward()
+        return [p.grad.detach().clone() for p in params]
+
+    total = sum(loss_weight(e) for e in ex)
+    one = grads([ex], [total])
+    acc = grads(micro, [total] * k)
+    mean = grads(micro, [sum(loss_weight(e) for e in m) * k for m in micro])
+    model.train()
+
+    def rel(a: list, b: list) -> float:
+        num = math.sqrt(sum(float((x - y).float().pow(2).sum()) for x, y in zip(a, b, strict=True)))
+        den = math.sqrt(sum(float(y.float().pow(2).sum()) for y in b))
+        return num / den if den else num
+
+    return {
+        "microbatch": mb,
+        "accumulation": k,
+        "weights_per_microbatch": [sum(loss_weight(e) for e in m) for m in micro],
+        "rel_diff_accumulated": rel(acc, one),
+        "rel_diff_per_microbatch_mean": rel(mean, one),
+    }
+
+
+def max_microbatch(model, args: dict[str, Any], device) -> dict[str, Any]:
+    """CUDA: double the microbatch until a step runs out of memory, then bisect."""
+    import torch
+
+    vocab, tried = _vocab(model), {}
+    free, total = torch.cuda.mem_get_info(device)
+
+    def fits(mb: int) -> bool:
+        try:
+            make_step(
+                model, synthetic_examples(args, vocab, mb), args | {"microbatch": mb}, device
+            )()
+            tried[mb] = True
+        except torch.cuda.OutOfMemoryError:
+            tried[mb] = False
+        model.zero_grad(set_to_none=True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        return tried[mb]
+
+    good, bad, cap = 0, 1, int(args.get("max_try", 4096))
+    while bad <= cap and fits(bad):
+        good, bad = bad, bad * 2
+    while bad <= cap and bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if fits(mid) else (good, mid)
+    return {
+        "max_microbatch": good,
+        "tried": tried,
+        "device_total_mb": total / 2**20,
+        "device_free_mb": free / 2**20,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

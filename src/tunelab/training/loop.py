@@ -1,0 +1,239 @@
+"""The training loop: one plain function you can read top to bottom.
+
+Each optimizer step sees `global_batch` examples split into `accumulation` microbatches. The
+loss of a microbatch is the *sum* of its losses (per example for a classifier, per target token
+for a causal LM) divided by the same count over the whole accumulated batch, so the accumulated
+gradient equals the gradient of one large batch even when microbatches hold different numbers
+of target tokens (the normalisation is recorded in the run record).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from tunelab.core.spec import TrainingSpec
+from tunelab.core.store import atomic_write_json, now
+from tunelab.data.mixture import MixtureSampler
+from tunelab.modeling.checkpoint import (
+    CHECKPOINT_DIR,
+    find_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from tunelab.modeling.render import Encoded, Rendered, collate, collate_causal
+
+LOSS_NORMALISATION = (
+    "sum of losses (per example, or per target token for a causal LM) / the same count over "
+    "the whole accumulated global batch"
+)
+Example = Encoded | Rendered
+
+
+def total_steps(cfg: TrainingSpec, n_examples: int) -> int:
+    if cfg.budget.steps is not None:
+        return cfg.budget.steps
+    return max(1, math.ceil(cfg.budget.epochs * n_examples / cfg.global_batch))
+
+
+def lr_factor(schedule: str, warmup: int, steps: int, decay_fraction: float = 0.2):
+    """The multiplier of the base learning rate at each step (for LambdaLR)."""
+    decay_start = steps - max(1, round(decay_fraction * steps))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if schedule == "wsd":
+            if step < decay_start:
+                return 1.0
+            return max(0.0, (steps - step) / (steps - decay_start))
+        progress = (step - warmup) / max(1, steps - warmup)
+        if schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[list[int]]:
+    """Seeded epochs of shuffled indices, cut into global batches; epochs run on as needed."""
+    if n == 0:
+        raise ValueError("no training examples: nothing to train on")
+    gen = torch.Generator().manual_seed(seed)
+    buffer: list[int] = []
+    for _ in range(steps):
+        while len(buffer) < global_batch:
+            buffer.extend(torch.randperm(n, generator=gen).tolist())
+        yield buffer[:global_batch]
+        buffer = buffer[global_batch:]
+
+
+def loss_weight(example: Example) -> int:
+    """How many terms an example adds to the loss: 1, or its target tokens."""
+    return example.loss_tokens if isinstance(example, Rendered) else 1
+
+
+def make_batch(micro: list[Example], pad_id: int, device: torch.device) -> dict:
+    if isinstance(micro[0], Rendered):
+        return collate_causal(micro, pad_id, device)
+    return collate(micro, pad_id, device)
+
+
+def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Sum (not mean) of the losses in a microbatch; the caller divides by the global count."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    labels = batch["labels"]
+    if labels.dim() == 1:  # one class per example
+        return F.cross_entropy(logits.float(), labels, reduction="sum")
+    # causal LM: the logits at position t predict the token at t + 1
+    shifted = logits[:, :-1].float().reshape(-1, logits.size(-1))
+    return F.cross_entropy(shifted, labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on request (Ctrl-C, SIGTERM) after a step, with a checkpoint saved."""
+
+    def __init__(self, step: int, checkpoint: Path | None):
+        super().__init__(
+            f"stopped after step {step}" + (f"; checkpoint {checkpoint}" if checkpoint else "")
+        )
+        self.step, self.checkpoint = step, checkpoint
+
+
+def train(
+    model: torch.nn.Module,
+    examples: list[Example],
+    cfg: TrainingSpec,
+    device: torch.device,
+    pad_id: int,
+    console: Console | None = None,
+    run_dir: Path | None = None,
+    stop: threading.Event | None = None,
+    resume: bool = False,
+    sampler: MixtureSampler | None = None,
+) -> dict:
+    """Train in place; return what happened (steps, tokens, speed, memory, loss history).
+
+    With `run_dir`, each step writes a heartbeat and checkpoints go to `run_dir/checkpoint`
+    (every `cfg.checkpoint_every` steps, and when `stop` is set: then the loop ends the step it
+    is in, saves, and raises TrainingInterrupted). `resume` continues from that checkpoint.
+    `sampler` (a data mixture) chooses the rows of each batch instead of plain seeded epochs.
+    """
+    torch.manual_seed(cfg.seed)
+    steps = total_steps(cfg, len(examples))
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_factor(cfg.schedule, cfg.warmup_steps, steps, cfg.decay_fraction)
+    )
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
+    checkpoint = run_dir / CHECKPOINT_DIR if run_dir else None
+    history: list[dict] = []
+    tokens_seen, done, elapsed_before = 0, 0, 0.0
+    if resume:
+        state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
+        history, tokens_seen, done = state["history"], state["tokens"], state["step"]
+        elapsed_before = state["seconds"]
+    start = time.perf_counter() - elapsed_before
+    model.train()
+    progress = Progress(
+        TextColumn("[bold]train[/]"),
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}  loss {task.fields[loss]:.4f}"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TimeRemainingColumn(),
+        console=console or Console(stderr=True),
+        disable=console is None,
+        transient=True,
+    )
+    with progress:
+        bar = progress.add_task("train", total=steps, completed=done, loss=float("nan"), tps=0.0)
+        if sampler is not None:
+            order = sampler.order(steps, cfg.global_batch, cfg.seed)
+        else:
+            order = example_order(len(examples), steps, cfg.global_batch, cfg.seed)
+        for step, batch_idx in enumerate(order):
+            if step < done:  # resumed: these batches were taken before the stop
+                continue
+            step_loss = 0.0
+            denominator = sum(loss_weight(examples[j]) for j in batch_idx)
+            for i in range(0, len(batch_idx), cfg.microbatch):
+                micro = [examples[j] for j in batch_idx[i : i + cfg.microbatch]]
+                batch = make_batch(micro, pad_id, device)
+                with autocast:
+                    loss = summed_loss(model, batch) / denominator
+                loss.backward()
+                step_loss += loss.item()
+                tokens_seen += int(batch["attention_mask"].sum())
+            grad_norm = None
+            if cfg.max_grad_norm is not None:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            lr = scheduler.get_last_lr()[0]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            elapsed = time.perf_counter() - start
+            history.append(
+                {
+                    "step": step + 1,
+                    "loss": step_loss,
+                    "lr": lr,
+                    "grad_norm": grad_norm,
+                    "tokens": tokens_seen,
+                    "seconds": round(elapsed, 3),
+                }
+            )
+            progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
+            if run_dir is None:
+                continue
+            atomic_write_json(
+                run_dir / "heartbeat.json", {"step": step + 1, "time": now(), "pid": os.getpid()}
+            )
+            stopping = stop is not None and stop.is_set()
+            every = cfg.checkpoint_every
+            if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
+                state = {
+                    "step": step + 1,
+                    "tokens": tokens_seen,
+                    "history": history,
+                    "seconds": elapsed,
+                }
+                save_checkpoint(checkpoint, model, optimizer, scheduler, state)
+            if stopping:
+                raise TrainingInterrupted(step + 1, checkpoint)
+    seconds = time.perf_counter() - start
+    model.eval()
+    return {
+        "steps": steps,
+        "global_batch": cfg.global_batch,
+        "microbatch": cfg.microbatch,
+        "accumulation": cfg.accumulation,
+        "loss_normalisation": LOSS_NORMALISATION,
+        "examples_seen": steps * cfg.global_batch,
+        "tokens": tokens_seen,
+        "seconds": round(seconds, 2),
+        "tokens_per_s": round(tokens_seen / seconds, 1),
+        "peak_memory_mb": round(peak_memory_mb(device), 1),
+        "final_loss": history[-1]["loss"],
+        "history": history,
+        "mixture": sampler.record(steps) if sampler is not None else None,
+    }

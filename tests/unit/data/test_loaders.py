@@ -1,0 +1,206 @@
+"""Loaders: every bad row is quarantined with its file and line; good rows survive it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tunelab.core.spec import DataSpec, validate_spec
+from tunelab.data.loaders import DataError, Example, get_loader, load_sources
+
+
+def data_spec(sources: list[dict], **data: object) -> DataSpec:
+    return validate_spec({"data": {"sources": sources, **data}, "model": {"path": "x"}}).data
+
+
+def write_lines(path: Path, lines: list[bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def j(obj: object) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def test_jsonl_bad_rows_are_quarantined_with_file_and_line(tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "data" / "rows.jsonl",
+        [
+            j({"text": "good one", "label": "a"}),
+            j({"label": "a"}),  # 2: missing text
+            j({"text": "   ", "label": "a"}),  # 3: empty text
+            b'{"text": "broken", "label": ',  # 4: broken JSON
+            b'{"text": "caf\xe9 latin-1", "label": "a"}',  # 5: bad encoding
+            j({"text": "list label", "label": ["a"]}),  # 6: label of a bad type
+            j({"text": "int label", "label": 3}),  # 7: int label becomes "3"
+            b"",  # blank line: not a row
+            j({"text": "good two", "label": "b"}),  # 9
+            j(["not", "an", "object"]),  # 10
+            j({"text": "bool label", "label": True}),  # 11
+        ],
+    )
+    loaded = load_sources(data_spec([{"type": "jsonl", "path": "data/rows.jsonl"}]), None, tmp_path)
+    assert [(e.id, e.text, e.label) for e in loaded.examples] == [
+        ("data/rows.jsonl:1", "good one", "a"),
+        ("data/rows.jsonl:7", "int label", "3"),
+        ("data/rows.jsonl:9", "good two", "b"),
+    ]
+    got = {(r.file, r.line, r.kind) for r in loaded.rejections}
+    assert got == {
+        ("data/rows.jsonl", 2, "missing_field"),
+        ("data/rows.jsonl", 3, "empty_text"),
+        ("data/rows.jsonl", 4, "broken_json"),
+        ("data/rows.jsonl", 5, "bad_encoding"),
+        ("data/rows.jsonl", 6, "bad_label_type"),
+        ("data/rows.jsonl", 10, "not_an_object"),
+        ("data/rows.jsonl", 11, "bad_label_type"),
+    }
+    assert loaded.rows_read == len(loaded.examples) + len(loaded.rejections) == 10
+    assert all(set(r.to_dict()) >= {"file", "line", "reason"} for r in loaded.rejections)
+
+
+def test_labels_outside_task_labels_are_rejected(tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "r.jsonl", [j({"text": "x", "label": "a"}), j({"text": "y", "label": "z"})]
+    )
+    loaded = load_sources(data_spec([{"type": "jsonl", "path": "r.jsonl"}]), ["a", "b"], tmp_path)
+    assert [e.label for e in loaded.examples] == ["a"]
+    assert [(r.line, r.kind) for r in loaded.rejections] == [(2, "unknown_label")]
+    assert "'z'" in loaded.rejections[0].reason
+
+
+def test_csv_quoted_newlines_bad_bytes_and_short_rows(tmp_path: Path) -> None:
+    (tmp_path / "r.csv").write_bytes(
+        b"text,label\n"
+        b'"first, with comma",a\n'  # line 2
+        b'"spans\ntwo lines",b\n'  # lines 3-4
+        b"bad \xff byte,a\n"  # line 5
+        b"no label cell\n"  # line 6
+        b"last,b\n"  # line 7
+    )
+    loaded = load_sources(data_spec([{"type": "csv", "path": "r.csv"}]), None, tmp_path)
+    assert [(e.id, e.text) for e in loaded.examples] == [
+        ("r.csv:2", "first, with comma"),
+        ("r.csv:3", "spans\ntwo lines"),
+        ("r.csv:7", "last"),
+    ]
+    assert [(r.line, r.kind) for r in loaded.rejections] == [
+        (5, "bad_encoding"),
+        (6, "missing_field"),
+    ]
+
+
+def test_folder_loader_labels_from_subfolders(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    for rel, content in {
+        "pos/b.txt": b"nice",
+        "pos/a.txt": b"great",
+        "neg/z.txt": b"awful",
+        "neg/bad.txt": b"\xff\xfe\xfa",
+        "loose.txt": b"no label",
+        "pos/.hidden": b"skipped",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(content)
+    loaded = load_sources(data_spec([{"type": "folder", "path": "docs"}]), None, tmp_path)
+    assert [(e.id, e.label, e.text) for e in loaded.examples] == [
+        ("docs/neg/z.txt", "neg", "awful"),
+        ("docs/pos/a.txt", "pos", "great"),
+        ("docs/pos/b.txt", "pos", "nice"),
+    ]
+    assert all(e.line is None and e.origin == e.id for e in loaded.examples)
+    assert {(r.file, r.line, r.kind) for r in loaded.rejections} == {
+        ("docs/neg/bad.txt", None, "bad_encoding"),
+        ("docs/loose.txt", None, "outside_label_folder"),
+    }
+
+
+def test_unknown_type_lists_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"unknown source type 'parquet'.*csv.*folder.*jsonl"):
+        get_loader("parquet")
+    (tmp_path / "r.x").write_text("x")
+    with pytest.raises(ValueError, match="known"):
+        load_sources(data_spec([{"type": "parquet", "path": "r.x"}]), None, tmp_path)
+
+
+def test_missing_path_names_the_spec_field(tmp_path: Path) -> None:
+    (tmp_path / "ok.jsonl").write_text(json.dumps({"text": "x", "label": "a"}) + "\n")
+    spec = data_spec([{"type": "jsonl", "path": "ok.jsonl"}, {"type": "jsonl", "path": "no.jsonl"}])
+    with pytest.raises(DataError, match=r"data\.sources\[1\]\.path.*no\.jsonl"):
+        load_sources(spec, None, tmp_path)
+
+
+def test_field_mapping_ids_groups_and_duplicate_ids(tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "r.jsonl",
+        [
+            j({"body": "one", "cat": "a", "uid": 7, "doc": "d1"}),
+            j({"body": "two", "cat": "b", "uid": "x", "doc": "d1"}),
+            j({"body": "three", "cat": "a", "uid": 7, "doc": "d2"}),  # id 7 again
+            j({"body": "four", "cat": "a", "uid": "y"}),  # no group
+        ],
+    )
+    fields = {"text": "body", "label": "cat", "id": "uid", "group": "doc"}
+    spec = data_spec([{"type": "jsonl", "path": "r.jsonl"}], fields=fields)
+    loaded = load_sources(spec, None, tmp_path)
+    assert [(e.id, e.group, e.origin) for e in loaded.examples] == [
+        ("7", "d1", "r.jsonl:1"),
+        ("x", "d1", "r.jsonl:2"),
+    ]
+    assert [(r.line, r.kind) for r in loaded.rejections] == [
+        (3, "duplicate_id"),
+        (4, "missing_field"),
+    ]
+    assert loaded.examples[0].to_row() == {
+        "id": "7",
+        "text": "one",
+        "label": "a",
+        "group": "d1",
+        "origin": "r.jsonl:1",
+        "source": "r",
+    }
+
+
+def test_split_column_values_outside_the_three_splits_are_quarantined(tmp_path: Path) -> None:
+    rows = [("a", "train"), ("b", "validation"), ("c", "dev"), ("d", "test")]
+    write_lines(tmp_path / "r.jsonl", [j({"text": t, "label": "l", "part": s}) for t, s in rows])
+    spec = data_spec([{"type": "jsonl", "path": "r.jsonl"}], fields={"split": "part"})
+    loaded = load_sources(spec, None, tmp_path)
+    assert loaded.presplit
+    assert [(e.text, e.split) for e in loaded.examples] == [
+        ("a", "train"),
+        ("b", "validation"),
+        ("d", "test"),
+    ]
+    assert [(r.line, r.kind) for r in loaded.rejections] == [(3, "bad_split_value")]
+
+
+def test_mixing_split_and_unsplit_sources_is_refused(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        write_lines(tmp_path / f"{name}.jsonl", [j({"text": name, "label": "l"})])
+    spec = data_spec(
+        [
+            {"type": "jsonl", "path": "a.jsonl", "split": "train"},
+            {"type": "jsonl", "path": "b.jsonl"},
+        ]
+    )
+    with pytest.raises(DataError, match=r"data\.sources\[1\]\.split"):
+        load_sources(spec, None, tmp_path)
+
+
+def test_source_hashes_are_recorded(tmp_path: Path) -> None:
+    write_lines(tmp_path / "r.jsonl", [j({"text": "x", "label": "a"})])
+    first = load_sources(data_spec([{"type": "jsonl", "path": "r.jsonl"}]), None, tmp_path)
+    write_lines(tmp_path / "r.jsonl", [j({"text": "y", "label": "a"})])
+    second = load_sources(data_spec([{"type": "jsonl", "path": "r.jsonl"}]), None, tmp_path)
+    assert first.sources[0]["path"] == "r.jsonl"
+    assert len(first.sources[0]["sha256"]) == 64
+    assert first.sources[0]["sha256"] != second.sources[0]["sha256"]
+
+
+def test_natural_id_order() -> None:
+    ids = ["f:10", "f:9", "f:1", "e:100"]
+    rows = [Example(i, "t", "l", "f", None) for i in ids]
+    assert [r.id for r in sorted(rows, key=Example.sort_key)] == ["e:100", "f:1", "f:9", "f:10"]

@@ -1,0 +1,81 @@
+import pytest
+import torch
+from peft import TaskType
+
+from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.modeling.model import (
+    ModelError,
+    apply_method,
+    identity,
+    load_classifier,
+    load_tokenizer,
+    load_trained_classifier,
+    save_trained,
+)
+from tunelab.modeling.render import encode_classification
+from tunelab.training.evaluate import predict_classifier
+
+LABELS = ["business", "sport", "tech"]
+CPU = torch.device("cpu")
+
+
+def test_lora_target_that_matches_nothing_lists_the_layers(tiny_bert):
+    spec = ModelSpec(path=str(tiny_bert))
+    model = load_classifier(spec, tiny_bert, LABELS, CPU)
+    with pytest.raises(ModelError) as err:
+        apply_method(model, LoraMethod(target_modules=["q_proj"]), TaskType.SEQ_CLS)
+    assert "q_proj" in str(err.value) and "query" in str(err.value)
+
+
+def test_lora_report_counts_adapters_and_head(tiny_bert):
+    spec = ModelSpec(path=str(tiny_bert))
+    model, report = apply_method(
+        load_classifier(spec, tiny_bert, LABELS, CPU),
+        LoraMethod(r=2, target_modules=["query", "value"]),
+        TaskType.SEQ_CLS,
+    )
+    assert report["target_modules"] == {"query": 2, "value": 2}  # two layers
+    assert 0 < report["trainable_params"] < report["total_params"]
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any("lora_A" in n for n in trainable) and any("classifier" in n for n in trainable)
+    assert not any("word_embeddings" in n for n in trainable)
+
+
+def test_full_method_trains_everything(tiny_bert):
+    spec = ModelSpec(path=str(tiny_bert))
+    _, report = apply_method(
+        load_classifier(spec, tiny_bert, LABELS, CPU), FullMethod(), TaskType.SEQ_CLS
+    )
+    assert report["trainable_params"] == report["total_params"]
+
+
+@pytest.mark.parametrize("method", [LoraMethod(r=2), FullMethod()], ids=["lora", "full"])
+def test_saved_weights_reload_to_the_same_predictions(tiny_bert, tmp_path, method):
+    spec = ModelSpec(path=str(tiny_bert))
+    torch.manual_seed(0)
+    model, _ = apply_method(load_classifier(spec, tiny_bert, LABELS, CPU), method, TaskType.SEQ_CLS)
+    with torch.no_grad():  # move the weights off their initial values
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.01 * torch.randn_like(p))
+    files = save_trained(model, tmp_path / "w")
+    assert any(f.endswith(".safetensors") for f in files)
+    tok = load_tokenizer(spec, tiny_bert)
+    data = encode_classification(
+        tok,
+        [
+            {"id": "1", "text": "the team scored", "label": "sport"},
+            {"id": "2", "text": "bank rates", "label": "business"},
+        ],
+        LABELS,
+        16,
+    )
+    before = predict_classifier(model, data, LABELS, 2, CPU, tok.pad_token_id)
+    again = load_trained_classifier(spec, tiny_bert, LABELS, tmp_path / "w", CPU)
+    after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
+    assert before == after
+
+
+def test_identity_hashes_the_weights(tiny_bert):
+    ident = identity(ModelSpec(path=str(tiny_bert)), tiny_bert)
+    assert len(ident["weights_sha256"]) == 64 and ident["weight_files"] == ["model.safetensors"]

@@ -1,0 +1,86 @@
+"""The loss mask covers exactly the target and the end token; truncation never cuts the target."""
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from tunelab.modeling.render import (
+    RenderError,
+    collate_causal,
+    collate_prompts,
+    make_template,
+    render_example,
+)
+
+EXAMPLE = {"id": "ls.1", "text": "NAME ls - list directory contents", "label": "1"}
+TARGET = '{"name": "ls", "section": "1"}'
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_llama):
+    return AutoTokenizer.from_pretrained(tiny_llama)
+
+
+@pytest.mark.parametrize("kind", ["plain", "chat"])
+def test_loss_mask_is_exactly_target_and_end_token(tok, kind):
+    template = make_template(tok, kind, "Extract the fields.")
+    r = render_example(tok, template, EXAMPLE, TARGET, max_length=128)
+    target_ids = tok(TARGET, add_special_tokens=False)["input_ids"]
+    masked = [t for t, m in zip(r.input_ids, r.loss_mask, strict=True) if m]
+    assert masked == [*target_ids, template.end_id]
+    assert r.loss_mask == [0] * r.prompt_len + [1] * (len(target_ids) + 1)
+    assert r.input_ids[-1] == tok.convert_tokens_to_ids("<|im_end|>")
+    assert r.text_cut == 0
+
+
+def test_chat_template_wraps_the_prompt_and_ends_with_end_of_turn(tok):
+    template = make_template(tok, "chat", "Extract.")
+    prompt = tok.decode(render_example(tok, template, EXAMPLE, TARGET, 128).prompt_ids)
+    assert prompt.startswith("<|im_start|>user\nExtract.")
+    assert prompt.endswith("<|im_start|>assistant\n")
+    assert template.end_id == tok.convert_tokens_to_ids("<|im_end|>")
+
+
+def test_chat_template_missing_is_an_error(tok):
+    bare = AutoTokenizer.from_pretrained(tok.name_or_path)
+    bare.chat_template = None
+    with pytest.raises(RenderError, match="template: plain"):
+        make_template(bare, "chat", "x")
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_truncation_cuts_the_input_text_never_the_target(tok, side):
+    template = make_template(tok, "plain", "Extract.")
+    long = {**EXAMPLE, "text": "word " * 200 + "NAME ls - list"}
+    r = render_example(tok, template, long, TARGET, max_length=64, truncation=side)
+    assert len(r.input_ids) == 64 and r.text_cut > 0
+    target_ids = tok(TARGET, add_special_tokens=False)["input_ids"]
+    assert r.input_ids[-len(target_ids) - 1 : -1] == target_ids
+    assert r.input_ids[r.prompt_len - len(template.suffix) : r.prompt_len] == template.suffix
+    text = tok.decode(r.input_ids[len(template.prefix) : r.prompt_len - len(template.suffix)])
+    assert ("NAME ls" in text) == (side == "left")
+
+
+def test_a_target_that_cannot_fit_is_refused_with_a_reason(tok):
+    template = make_template(tok, "plain", "Extract.")
+    with pytest.raises(ValueError, match="no room for the input"):
+        render_example(tok, template, EXAMPLE, TARGET * 20, max_length=32)
+
+
+def test_padding_never_hides_the_end_token_even_when_pad_is_eos(tok):
+    assert tok.pad_token_id == tok.eos_token_id  # the trap this guards against
+    template = make_template(tok, "chat", "x")
+    short = render_example(tok, template, EXAMPLE, '{"a": 1}', 128)
+    longer = render_example(tok, template, EXAMPLE, TARGET, 128)
+    batch = collate_causal([short, longer], tok.pad_token_id, torch.device("cpu"))
+    labels = batch["labels"][0]
+    n = len(short.input_ids)
+    assert labels[n - 1].item() == template.end_id  # the real EOS is trained
+    assert (labels[n:] == -100).all()  # the padding after it is not
+    assert (labels[: short.prompt_len] == -100).all()
+
+
+def test_prompts_are_left_padded_for_generation(tok):
+    batch = collate_prompts([[5, 6, 7], [8]], pad_id=0, device=torch.device("cpu"))
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [0, 0, 8]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [0, 0, 1]]

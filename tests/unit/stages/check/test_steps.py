@@ -1,0 +1,214 @@
+"""`tunelab check` on the tiny labs: it passes clean wiring and fails, by name, broken wiring."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+import torch
+
+from tunelab.core.lab import open_lab
+from tunelab.core.spec import parse_overrides
+from tunelab.core.store import atomic_write_json
+from tunelab.data import build_data
+from tunelab.modeling import model as model_lib
+from tunelab.stages.check import reload as preflight_reload
+from tunelab.stages.check.record import check_path, check_status, latest_check, spec_hash
+from tunelab.stages.check.reload import check_backend, compare_outputs
+from tunelab.stages.check.steps import run_check
+
+NAMES = [
+    "versions",
+    "backend",
+    "render",
+    "targets",
+    "trainable_set",
+    "train_loop",
+    "update",
+    "loss",
+    "evaluation",
+    "reload",
+]
+EMBEDDING = "base_model.model.bert.embeddings.word_embeddings.weight"
+HEAD = "base_model.model.classifier.modules_to_save.default.weight"
+
+
+def ready(path, *overrides: str):
+    lab = open_lab(path, parse_overrides(list(overrides)))
+    build_data(lab.spec, lab.path, lab.store)
+    return lab
+
+
+def by_name(result: dict) -> dict:
+    return {i["name"]: i for i in result["items"]}
+
+
+@pytest.fixture
+def spy_subprocess(monkeypatch):
+    """Record every command the check starts, and still run it."""
+    calls = []
+    real = subprocess.run
+
+    def run(cmd, *args, **kwargs):
+        calls.append(cmd)
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(preflight_reload.subprocess, "run", run)
+    return calls
+
+
+@pytest.fixture
+def no_reload(monkeypatch):
+    """Skip the fresh interpreter (seconds) in tests about other items; the reload fails."""
+    monkeypatch.setattr(
+        preflight_reload,
+        "reload_in_fresh_process",
+        lambda *a, **k: ({"stderr": "skipped by the test"}, None, {}),
+    )
+
+
+def tamper(monkeypatch, change):
+    """The seam: `model.apply_method` as the check calls it, then `change` on its result."""
+    real = model_lib.apply_method
+
+    def apply(*args, **kwargs):
+        model, report = real(*args, **kwargs)
+        change(dict(model.named_parameters()), model)
+        return model, report
+
+    monkeypatch.setattr(model_lib, "apply_method", apply)
+
+
+def test_clean_classification_lab_passes_and_reloads_in_a_fresh_process(make_lab, spy_subprocess):
+    lab = ready(make_lab())
+    result = run_check(lab)
+    items = by_name(result)
+    assert [i["name"] for i in result["items"]] == NAMES
+    assert result["passed"], [i for i in result["items"] if not i["passed"]]
+    assert items["targets"]["matched"] == {"query": 2, "value": 2}
+    assert HEAD in result["trainable"]["names"] and EMBEDDING not in result["trainable"]["names"]
+    # LoRA A gets its first gradient at step 2, once B has left zero
+    late = items["update"]["changed_at_step_2"]
+    assert late and all(".lora_A." in n for n in late)
+    assert items["loss"]["after"] < items["loss"]["before"]
+
+    reload = items["reload"]
+    (cmd,) = [c for c in spy_subprocess if "tunelab.stages.check.reload" in c]
+    assert cmd[1:3] == ["-m", "tunelab.stages.check.reload"]
+    assert reload["process"]["pid"] != os.getpid() == reload["process"]["parent_pid"]
+    assert reload["comparison"]["tolerance"] == 0.0  # CPU, float32: identical
+    assert reload["comparison"]["max_abs_diff"] == {"logits": 0.0}
+    assert reload["comparison"]["predictions_differ"] == []
+
+    assert latest_check(lab.store, lab.spec, result["data_version"]) == result
+    assert (lab.path / result["file"]).exists()
+    assert lab.store.events()[-1]["event"] == "check"
+    assert check_status(lab, result["data_version"])["warning"] is None
+
+
+def test_clean_extraction_lab_passes(make_extraction_lab):
+    lab = ready(make_extraction_lab())
+    result = run_check(lab)
+    assert result["passed"], [i for i in result["items"] if not i["passed"]]
+    items = by_name(result)
+    assert items["targets"]["matched"] == {"q_proj": 2, "v_proj": 2}
+    assert items["train_loop"]["losses"] and "2 accumulation" in items["train_loop"]["detail"]
+    diff = items["reload"]["comparison"]["max_abs_diff"]
+    assert diff == {"target_argmax": 0, "target_logprob": 0.0}
+
+
+def test_a_lora_target_that_matches_nothing_fails_and_lists_the_modules(make_lab):
+    lab = ready(make_lab(), "method.target_modules=[nope]")
+    result = run_check(lab)
+    items = by_name(result)
+    assert not result["passed"] and result["failed"] == ["targets"]
+    assert result["skipped"] == NAMES[NAMES.index("targets") + 1 :]
+    assert "nope" in items["targets"]["detail"] and "query" in items["targets"]["detail"]
+    assert {"query", "value", "word_embeddings"} <= set(items["targets"]["modules"])
+    assert all(items[n].get("skipped") for n in NAMES[NAMES.index("targets") + 1 :])
+    assert "FAILED" in check_status(lab, result["data_version"])["warning"]
+
+
+def test_a_frozen_parameter_left_trainable_fails_by_name(make_lab, monkeypatch, no_reload):
+    tamper(monkeypatch, lambda params, _: params[EMBEDDING].requires_grad_(True))
+    result = run_check(ready(make_lab()))
+    items = by_name(result)
+    assert not result["passed"]
+    assert items["trainable_set"]["unexpected"] == [EMBEDDING]
+    assert items["update"]["frozen_changed"] == [EMBEDDING]
+    assert EMBEDDING in items["update"]["detail"]
+
+
+def test_a_frozen_parameter_changed_in_place_fails_by_name(make_lab, monkeypatch, no_reload):
+    layer_norm = "base_model.model.bert.embeddings.LayerNorm.weight"
+
+    def drift(params, model):
+        def bump(*_):
+            with torch.no_grad():
+                params[layer_norm].add_(1e-3)
+
+        model.base_model.model.bert.embeddings.register_forward_pre_hook(bump)
+
+    tamper(monkeypatch, drift)
+    items = by_name(run_check(ready(make_lab())))
+    assert items["trainable_set"]["passed"]  # requires_grad is as the method says ...
+    assert items["update"]["frozen_changed"] == [layer_norm]  # ... yet the tensor moved
+    assert layer_norm in items["update"]["detail"]
+
+
+def test_a_trainable_parameter_whose_gradient_is_cut_fails_by_name(
+    make_lab, monkeypatch, no_reload
+):
+    tamper(monkeypatch, lambda params, _: params[HEAD].register_hook(lambda g: g * 0))
+    # weight decay moves a zero-gradient tensor; the check is not fooled by it
+    result = run_check(ready(make_lab(), "training.weight_decay=0.1"))
+    update = by_name(result)["update"]
+    assert not update["passed"]
+    assert update["no_gradient"] == [HEAD]
+    assert HEAD in update["detail"] and "no gradient" in update["detail"]
+
+
+def test_the_spec_hash_covers_wiring_not_schedule(make_lab):
+    path = make_lab()
+
+    def key(*overrides):
+        return spec_hash(open_lab(path, parse_overrides(list(overrides))).spec)
+
+    same = key()
+    assert key("training.lr=1e-3", "training.seed=3", "training.budget.steps=9") == same
+    assert key("evaluation.batch_size=4", "hypothesis.min_effect=0.5") == same
+    for change in ("method.r=2", "model.dtype=bfloat16", "training.precision=bf16"):
+        assert key(change) != same, change
+
+
+def test_run_status_without_a_check_or_from_another_platform(make_lab):
+    lab = ready(make_lab())
+    version = lab.store.current_data()
+    assert "no `tunelab check`" in check_status(lab, version)["warning"]
+    record = {"passed": True, "items": [], "file": "x", "platform": {"device": "cuda"}}
+    atomic_write_json(check_path(lab.store, lab.spec, version), record)
+    assert "another platform" in check_status(lab, version)["warning"]
+
+
+def test_outputs_compare_exactly_on_cpu_and_within_tolerance_elsewhere():
+    mine = {"loss": 1.0, "predictions": [{"id": "a", "predicted": "x"}]}
+    tensors = {"logits": torch.tensor([1.0, 2.0])}
+    nudged = {"logits": torch.tensor([1.0, 2.0 + 1e-6])}
+    assert compare_outputs(mine, tensors, mine, tensors, 0.0)[0]
+    assert not compare_outputs(mine, tensors, mine, nudged, 0.0)[0]
+    assert compare_outputs(mine, tensors, mine, nudged, 1e-4)[0]
+    other = {"loss": 1.0, "predictions": [{"id": "a", "predicted": "y"}]}
+    ok, diff = compare_outputs(mine, tensors, other, tensors, 0.0)
+    assert not ok and diff["predictions_differ"] == ["a"]
+
+
+def test_backend_fails_what_the_device_cannot_do_and_warns_on_slow_paths(make_lab):
+    spec = open_lab(make_lab(), parse_overrides(["training.precision=bf16"])).spec
+    ok = {"device": "cpu", "float32": "ok", "bfloat16": "ok", "float16": "ok"}
+    probe = ok | {"bf16_autocast": "RuntimeError: no", "bf16_native": False}
+    failed = check_backend(spec, torch.device("cpu"), probe | {"warnings": [], "mps_available": 0})
+    assert not failed["passed"] and "bf16" in failed["detail"]
+    emulated = ok | {"bf16_autocast": "ok", "bf16_native": False, "mps_available": False}
+    warned = check_backend(spec, torch.device("cpu"), emulated | {"warnings": []})
+    assert warned["passed"] and "emulated" in warned["detail"]

@@ -1,0 +1,268 @@
+"""`tunelab size`: the estimate's parts by hand, the activation count against autograd, the
+probe process, the largest-microbatch search and the advice; run_size end to end (slow)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from peft import TaskType
+from rich.console import Console
+
+from tunelab.cli import main
+from tunelab.core.lab import open_lab
+from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.modeling.model import apply_method, load_causal, load_classifier
+from tunelab.stages.size import advice as sizing_advice
+from tunelab.stages.size import estimate as est
+from tunelab.stages.size import measure as sizing
+from tunelab.stages.size.probe import enable_checkpointing
+from tunelab.stages.size.shape import Shape, Trainables, describe
+from tunelab.views import check as show_preflight
+
+CPU = torch.device("cpu")
+LORA_BERT = LoraMethod(r=4, alpha=8, target_modules=["query", "value"])
+LORA_LLAMA = LoraMethod(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
+
+
+def shape(**kw) -> Shape:
+    base = dict(
+        family="llama",
+        kind="causal",
+        layers=2,
+        hidden=32,
+        heads=4,
+        kv_heads=2,
+        head_dim=8,
+        intermediate=64,
+        vocab=100,
+    )
+    return Shape(**(base | kw))
+
+
+def trainables(params: int, trainable: int, width: int = 4, **kw) -> Trainables:
+    return Trainables(
+        params=params,
+        weight_bytes=params * width,
+        trainable=trainable,
+        trainable_bytes=trainable * width,
+        largest_trainable_bytes=trainable * width // 4,
+        **kw,
+    )
+
+
+def test_weights_gradients_and_adamw_state_by_hand():
+    full = est.estimate(shape(), trainables(1_000_000, 1_000_000), b=2, s=16)["components"]
+    assert full["weights"] == 4_000_000  # params x 4 bytes (float32)
+    assert full["gradients"] == 4_000_000
+    assert full["optimizer_state"] == 8_000_000  # AdamW: 2 float32 tensors per parameter
+    lora = est.estimate(shape(), trainables(1_000_000, 1_000), b=2, s=16)["components"]
+    assert lora["weights"] == 4_000_000 and lora["gradients"] == 4_000
+    assert lora["optimizer_state"] == 8_000
+    bf16 = est.estimate(shape(dtype_bytes=2), trainables(1_000, 1_000, width=2), 1, 8)
+    assert bf16["components"]["weights"] == 2_000  # torch's AdamW keeps state in param dtype
+    assert bf16["components"]["optimizer_state"] == 4_000
+
+
+def test_lora_and_full_trainables_counted_on_the_meta_device(tiny_bert):
+    labels = ["a", "b", "c"]
+    _, lora = sizing.model_facts(tiny_bert, "encoder", "float32", LORA_BERT, labels)
+    # 2 layers x (query, value) x (A: 4x32 + B: 32x4), plus the new head (32x3 + 3)
+    assert lora.trainable == 2 * 2 * (4 * 32 + 32 * 4) + 32 * 3 + 3
+    assert lora.trainable_bytes == 4 * lora.trainable and lora.lora == {"q": 4, "v": 4}
+    _, full = sizing.model_facts(tiny_bert, "encoder", "float32", FullMethod(), labels)
+    assert full.trainable == full.params and full.weight_bytes == 4 * full.params
+    assert full.params == lora.params - lora.trainable  # adapters + PEFT's copy of the head
+
+
+def test_causal_logits_are_upcast_and_copied():
+    sh = shape(vocab=100)
+    two = est.loss_bytes(sh, b=2, s=10)
+    assert two["forward"] == 2 * 10 * 100 * 4 + 2 * (2 * 9 * 100 * 4)
+    one = est.loss_bytes(sh, b=1, s=10)  # one float32 sequence: the shift is a view
+    assert one["forward"] == 10 * 100 * 4 + 9 * 100 * 4
+    half = est.loss_bytes(shape(vocab=100, dtype_bytes=2), b=1, s=10)
+    assert half["forward"] == 10 * 100 * 2 + 2 * (9 * 100 * 4)  # bf16 logits, fp32 upcast
+
+
+def test_checkpointing_keeps_one_tensor_per_layer_and_accumulation_keeps_gradients():
+    sh, tr = shape(layers=4), trainables(10_000, 10_000)
+    acts = est.activation_bytes(sh, tr, b=2, s=16, checkpointing=True)
+    assert acts["layers"] == 4 * 2 * 16 * 32 * 4
+    plain = est.estimate(sh, tr, 2, 16)["phases"]["forward_and_loss"]
+    accumulated = est.estimate(sh, tr, 2, 16, accumulation=2)["phases"]["forward_and_loss"]
+    assert accumulated - plain == tr.trainable_bytes
+
+
+def saved_bytes(model, batch: dict) -> int:
+    """What autograd saves for backward in one forward pass (parameters excluded)."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            seen.setdefault(st.data_ptr(), st.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("kind", ["encoder", "causal"])
+@pytest.mark.parametrize("method", ["lora", "full"])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_activation_count_matches_autograd(tiny_bert, tiny_llama, kind, method, checkpointing):
+    torch.manual_seed(0)
+    if kind == "encoder":
+        spec = ModelSpec(path=str(tiny_bert))
+        model = load_classifier(spec, tiny_bert, ["a", "b", "c"], CPU)
+        lora, task = LORA_BERT, TaskType.SEQ_CLS
+    else:
+        model, lora, task = (
+            load_causal(ModelSpec(path=str(tiny_llama)), tiny_llama, CPU),
+            LORA_LLAMA,
+            TaskType.CAUSAL_LM,
+        )
+    model, _ = apply_method(model, lora if method == "lora" else FullMethod(), task)
+    if checkpointing:
+        enable_checkpointing(model)
+    model.train()
+    sh, tr = describe(model, kind, 3)
+    b, s = 3, 24
+    ids = torch.randint(5, sh.vocab, (b, s))
+    measured = saved_bytes(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    estimated = est.activation_bytes(sh, tr, b, s, checkpointing)["total"]
+    assert abs(estimated - measured) <= max(0.02 * measured, 8 * 1024), (estimated, measured)
+
+
+def test_checkpointing_with_lora_still_trains_every_adapter(tiny_llama):
+    model = load_causal(ModelSpec(path=str(tiny_llama)), tiny_llama, CPU)
+    model, _ = apply_method(model, LORA_LLAMA, TaskType.CAUSAL_LM)
+    call = enable_checkpointing(model)
+    assert "use_reentrant=False" in call
+    model.train()
+    ids = torch.randint(5, 300, (2, 16))
+    model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.sum().backward()
+    lora = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert lora and all(p.grad is not None for p in lora.values())
+    # B starts at zero (so A's first gradient is zero too): every B must move
+    assert all(p.grad.abs().sum() > 0 for n, p in lora.items() if "lora_B" in n)
+
+
+def test_probe_subprocess_reports_a_peak_above_its_baseline(tiny_bert):
+    args = {
+        "model_dir": str(tiny_bert),
+        "kind": "encoder",
+        "num_labels": 3,
+        "seq_len": 24,
+        "microbatch": 4,
+        "method": LORA_BERT.model_dump(),
+        "max_grad_norm": 1.0,
+    }
+    r = sizing.run_probe(args)
+    assert r["peak_reset"] and 0 < r["rss_framework_mb"] < r["rss_loaded_mb"]
+    assert r["peak_rss_mb"] >= r["rss_after_warmup_mb"] > r["rss_loaded_mb"]
+    assert r["trainable_params"] < r["params"] and r["tokens_per_step"] == 4 * 24
+
+
+def test_largest_microbatch_by_estimate_respects_the_limit():
+    def mb(b):
+        return 400 + 3.5 * b
+
+    assert sizing_advice.largest_by_estimate(mb, 500) == 28  # 400 + 3.5 x 28 = 498 <= 500 < 501.5
+    assert sizing_advice.largest_by_estimate(mb, 403) == 0
+    assert sizing_advice.largest_by_estimate(mb, 1e9, cap=64) == 64
+
+
+def test_largest_microbatch_is_confirmed_by_measuring_and_stepped_down():
+    measured = []
+
+    def fake_probe(args):
+        b = args["microbatch"]
+        measured.append(b)
+        return {"peak_rss_mb": 400 + 4.0 * b, "tokens_per_s": 10.0}  # heavier than estimated
+
+    estimate = lambda b, *a: {"peak_mb": 400 + 3.0 * b}  # noqa: E731
+    out = sizing_advice.largest_microbatch(
+        {}, estimate, 400.0, 500.0, "cpu", lambda text: None, fake_probe
+    )
+    assert measured == [33, 22] and out["value"] == 22 and out["measured_mb"] <= 500  # 10% margin
+    assert out["method"] == "estimate, confirmed by measuring"
+
+
+def test_advice_reaches_the_global_batch():
+    a = sizing_advice.advice(16, largest=6, processes=1, tokens_per_s=100.0, seq=10)
+    assert (a["microbatch"], a["accumulation"]) == (4, 4)
+    assert a["expected_step_s"] == pytest.approx(16 * 10 / 100)
+    two = sizing_advice.advice(16, largest=6, processes=2, tokens_per_s=100.0, seq=10)
+    assert (two["microbatch"], two["accumulation"], two["processes"]) == (4, 2, 2)
+    assert not sizing_advice.advice(16, largest=0, processes=1, tokens_per_s=1.0, seq=10)["fits"]
+
+
+def test_representative_length_is_the_95th_percentile():
+    assert sizing.representative_length(list(range(1, 101))) == 96
+    with pytest.raises(ValueError):
+        sizing.representative_length([])
+
+
+def _built(lab_dir: Path):
+    from tunelab.data import build_data
+
+    lab = open_lab(lab_dir)
+    build_data(lab.spec, lab.path, lab.store)
+    return lab
+
+
+def _check_record(lab, r: dict) -> None:
+    seq = r["seq_len"]
+    assert seq["source"].startswith("p95")
+    assert seq["value"] == min(seq["p95"], lab.spec.model.max_length)
+    assert isinstance(r["error_pct"], float) and r["measured_peak_mb"] > 0
+    assert set(r["estimate"]["components_mb"]) >= {
+        "weights",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "framework",
+    }
+    names = [v["name"] for v in r["variants"]]
+    assert names == ["plain", "accumulation", "checkpointing", "accumulation + checkpointing"]
+    assert all("error_pct" in v and v["step_s"] > 0 for v in r["variants"])
+    assert r["gradient_check"]["equal"] and "accumulated global batch" in r["loss_normalisation"]
+    assert r["advice"]["fits"]
+    a = r["advice"]
+    assert a["microbatch"] * a["accumulation"] * a["processes"] == lab.spec.training.global_batch
+    out = Console(file=io.StringIO(), width=120)
+    show_preflight.size(r, out)
+    assert "largest microbatch" in out.file.getvalue()
+    saved = json.loads(Path(r["file"]).read_text())
+    assert saved["data_version"] == lab.store.current_data()
+    assert any(e["event"] == "size" for e in lab.store.events())
+
+
+@pytest.mark.slow
+def test_size_through_the_cli_on_the_bert_lab(make_lab, capsys):
+    lab = _built(make_lab())
+    code = main(["size", "--lab", str(lab.path), "--memory-limit", "1500", "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert code == 0, r
+    _check_record(lab, r)
+    assert r["method"] == "lora" and r["allocator"].startswith("glibc defaults")
+    big = r["largest_microbatch"]
+    assert big["budget"] == "--memory-limit" and big["value"] >= 1
+    assert big["method"] == "estimate, confirmed by measuring" and big["measured_mb"] <= 1500
+
+
+@pytest.mark.slow
+def test_run_size_on_the_llama_lab(make_extraction_lab):
+    lab = _built(make_extraction_lab())
+    r = sizing.run_size(lab, microbatch=2)
+    _check_record(lab, r)
+    check = r["gradient_check"]
+    assert len(set(check["weights_per_microbatch"])) > 1  # unequal target tokens ...
+    assert not check["per_microbatch_mean_equal"]  # ... which a per-microbatch mean gets wrong

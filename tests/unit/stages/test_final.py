@@ -1,0 +1,174 @@
+"""The sealed test split: opened only by `final`, checked against its hash, every access
+recorded, and every access after the first one needing a reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunelab.cli import main
+from tunelab.core.lab import open_lab
+from tunelab.core.store import SealedError, Store
+from tunelab.stages.final import FinalError, SealBrokenError, final_accesses, run_final
+
+# --- a process-wide watch on reads of any `test.jsonl` ----------------------------------------
+# An audit hook sees every open (builtins.open, io.open, Path.read_*, os.open) whatever the
+# module that does it; hooks cannot be removed, so this one only records while a phase is set.
+_PHASE: list[str] = []
+_READS: list[tuple[str, str]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event != "open" or not _PHASE:
+        return
+    path, _, flags = args
+    if isinstance(path, int) or Path(os.fsdecode(path)).name != "test.jsonl":
+        return
+    if isinstance(flags, int) and flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR):
+        _READS.append((_PHASE[-1], os.fsdecode(path)))
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture
+def watch():
+    """`with_phase(name)` labels reads of test.jsonl; the fixture returns the list of reads."""
+    _READS.clear()
+
+    class Phase:
+        def __init__(self, name: str):
+            self.name = name
+
+        def __enter__(self):
+            _PHASE.append(self.name)
+
+        def __exit__(self, *exc):
+            _PHASE.pop()
+
+    yield Phase, _READS
+    _PHASE.clear()
+
+
+def cli(capsys, *args: str) -> dict | list:
+    code = main([*args, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0, out
+    return out
+
+
+@pytest.fixture
+def lab_with_baselines(make_lab, capsys):
+    lab = make_lab()
+    report = cli(capsys, "data", "--lab", str(lab))
+    cli(capsys, "baseline", "--lab", str(lab))
+    return lab, report
+
+
+def test_no_command_but_final_reads_the_test_split(make_lab, capsys, watch):
+    phase, reads = watch
+    lab = str(make_lab())
+    report = cli(capsys, "data", "--lab", lab)  # data writes the seal (and hashes it)
+    for command in (
+        ["baseline"],
+        ["inspect", "--split", "validation"],
+        ["run", "--name", "lora"],
+        ["compare"],
+        ["runs"],
+        ["data"],  # the version exists: reused, not reread
+    ):
+        with phase(command[0]):
+            cli(capsys, command[0], "--lab", lab, *command[1:])
+    assert reads == []
+
+    with phase("final"):
+        result = run_final(open_lab(Path(lab)), "r003-lora", None)
+    assert reads and {p for p, _ in reads} == {"final"}  # the watch does see the read
+    assert result["examples"] == result["metrics"]["n"] == report["splits"]["test"]["n"]
+    assert result["split"] == "test" and not result["repeated"]
+    assert result["validation_metrics"]["n"] == report["splits"]["validation"]["n"]
+    assert set(result["metrics"]) >= {"accuracy", "macro_f1", "per_class"}
+
+
+def test_the_store_refuses_to_read_the_test_split(tmp_path):
+    with pytest.raises(SealedError, match="only `tunelab final RUN`"):
+        Store(tmp_path).read_split("v1", "test")
+
+
+def test_final_is_recorded_and_a_second_look_needs_a_reason(lab_with_baselines):
+    lab_path, report = lab_with_baselines
+    lab = open_lab(lab_path)
+    first = run_final(lab, "r001-majority", None)
+    n_test = report["splits"]["test"]["n"]
+    assert first["metrics"]["n"] == n_test and first["n"] == 1
+    assert first["file"] == ".tunelab/finals/1-r001-majority.json"
+    stored = json.loads((lab_path / first["file"]).read_text())
+    assert stored["metrics"] == first["metrics"] and stored["test_sha256"] == first["test_sha256"]
+    label = lab.store.read_record("r001-majority")["baseline"]["label"]
+    share = report["splits"]["test"]["labels"][label] / n_test
+    assert first["metrics"]["accuracy"] == pytest.approx(share)
+
+    for reason in (None, "  "):
+        with pytest.raises(FinalError, match=r"already opened .* for r001-majority") as err:
+            run_final(lab, "r001-majority", reason)
+        assert '--reason "..."' in str(err.value)
+    assert len(final_accesses(lab.store)) == 1  # a refusal is not an access
+
+    again = run_final(lab, "r001-majority", "checking the majority figure for the report")
+    assert again["repeated"] and again["n"] == 2
+    assert again["earlier"] == [{"time": first["time"], "run": "r001-majority", "reason": None}]
+    assert again["metrics"] == first["metrics"]
+    accesses = final_accesses(lab.store)
+    assert [(a["run"], a["reason"], a["repeated"]) for a in accesses] == [
+        ("r001-majority", None, False),
+        ("r001-majority", "checking the majority figure for the report", True),
+    ]
+    assert all(a["time"] and a["test_sha256"] == first["test_sha256"] for a in accesses)
+
+
+def test_a_changed_test_file_is_refused_naming_the_file_and_both_hashes(lab_with_baselines):
+    lab_path, report = lab_with_baselines
+    lab = open_lab(lab_path)
+    version = report["version"]
+    path = lab.store.data_dir(version) / "test.jsonl"
+    sealed = lab.store.data_manifest(version)["test_sha256"]
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[1:]))  # one example quietly dropped
+    with pytest.raises(SealBrokenError) as err:
+        run_final(lab, "r001-majority", None)
+    message = str(err.value)
+    assert str(path) in message and sealed in message
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in message
+    assert final_accesses(lab.store) == []
+    assert not (lab.store.root / "finals").exists()
+
+
+def test_runs_that_cannot_be_finalised_are_refused_before_the_seal(lab_with_baselines, watch):
+    phase, reads = watch
+    lab = open_lab(lab_with_baselines[0])
+    with phase("final"), pytest.raises(FinalError, match="probe baseline"):
+        run_final(lab, "r002-probe", None)
+    record = lab.store.read_record("r001-majority")
+    lab.store.write_record("r001-majority", {**record, "status": "invalid"})
+    with phase("final"), pytest.raises(FinalError, match="is invalid"):
+        run_final(lab, "r001-majority", None)
+    ghost, _ = lab.store.new_run("ghost")
+    lab.store.write_record(ghost, {**record, "id": ghost, "kind": "variant", "method": "lora"})
+    with phase("final"), pytest.raises(FinalError, match="no saved weights"):
+        run_final(lab, ghost, None)
+    assert reads == [] and final_accesses(lab.store) == []
+
+
+def test_a_generative_lab_finalises_its_zero_shot_baseline(make_extraction_lab, capsys):
+    lab_path = make_extraction_lab()
+    report = cli(capsys, "data", "--lab", str(lab_path))
+    (zero_shot,) = cli(capsys, "baseline", "--lab", str(lab_path))["runs"]
+    result = run_final(open_lab(lab_path), zero_shot["id"], None)
+    assert result["metrics"]["n"] == report["splits"]["test"]["n"]
+    assert set(result["metrics"]) >= {"json_valid", "exact_match", "per_field"}
+    assert result["primary_metric"] == "exact_match"

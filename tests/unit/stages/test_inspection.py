@@ -1,0 +1,114 @@
+"""Each inspect finding fires on a lab built to trigger it, and not on a clean one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import page_rows, topic_rows
+from tunelab.core.lab import open_lab
+from tunelab.data import build_data
+from tunelab.modeling.render import Rendered
+from tunelab.stages.inspection import causal_view, inspect_lab
+from tunelab.stages.run.variant import BlockedError, run_variant
+
+
+def prepared(lab_path: Path, **overrides):
+    lab = open_lab(lab_path, overrides)
+    build_data(lab.spec, lab.path, lab.store)
+    return lab
+
+
+def codes(result: dict) -> dict[str, bool]:
+    return {f["code"]: f["blocking"] for f in result["findings"]}
+
+
+def tokenizer_variant(tiny_llama: Path, tmp_path: Path, **config) -> Path:
+    """A copy of the tiny llama whose tokenizer config is changed (e.g. no EOS)."""
+    out = tmp_path / "variant-llama"
+    shutil.copytree(tiny_llama, out)
+    path = out / "tokenizer_config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | config))
+    if config.get("chat_template", "keep") is None:
+        (out / "chat_template.jinja").unlink()
+    return out
+
+
+def test_clean_generative_lab_has_no_findings(make_extraction_lab):
+    result = inspect_lab(prepared(make_extraction_lab()))
+    assert result["findings"] == []
+    ex = result["examples"][0]
+    assert ex["eos_trained"] and not ex["text_cut"]
+    loss_text = "".join(t["text"] for t in ex["tokens"] if t["loss"])
+    assert loss_text == ex["target"] + "<|im_end|>"
+    assert result["summary"]["pad_is_end_token"]  # the trap, handled by position masking
+
+
+def test_target_that_cannot_fit_blocks_training_until_a_reason_is_given(make_extraction_lab):
+    rows = page_rows()
+    for row in rows[:10]:  # some of them land in train
+        row["target"]["summary"] = "a summary far too long to fit " * 12
+    lab = prepared(make_extraction_lab(rows))
+    assert codes(inspect_lab(lab))["target_truncated"] is True
+    with pytest.raises(BlockedError, match="target_truncated"):
+        run_variant(lab)
+    assert not (lab.store.runs_dir).exists()
+    record = run_variant(lab, allow_warnings="checking the refusal")
+    assert record["warnings_allowed"] == "checking the refusal"
+    assert record["rejected_train"]
+
+
+def test_missing_eos_is_blocking(make_extraction_lab, tiny_llama, tmp_path):
+    model = tokenizer_variant(tiny_llama, tmp_path, eos_token=None)
+    lab = prepared(make_extraction_lab(), **{"model.path": str(model), "model.template": "plain"})
+    assert codes(inspect_lab(lab))["eos_not_trained"] is True
+
+
+def test_loss_on_prompt_is_reported(make_extraction_lab):
+    lab = prepared(make_extraction_lab(), **{"model.loss_on_prompt": True})
+    assert codes(inspect_lab(lab))["loss_on_prompt"] is True
+
+
+def test_chat_template_missing_and_ignored(make_extraction_lab, tiny_llama, tmp_path):
+    bare = tokenizer_variant(tiny_llama, tmp_path, chat_template=None)
+    lab = prepared(make_extraction_lab(), **{"model.path": str(bare)})
+    assert codes(inspect_lab(lab)) == {"chat_template_missing": True}
+    plain = prepared(make_extraction_lab(), **{"model.template": "plain"})
+    assert codes(inspect_lab(plain)) == {"chat_template_ignored": False}
+
+
+def test_heavy_class_imbalance_warns(make_lab):
+    rows = topic_rows(n_per_label=40)
+    rows = [r for r in rows if r["label"] != "tech"] + [r for r in rows if r["label"] == "tech"][:3]
+    lab = prepared(
+        make_lab(
+            rows,
+            data={
+                "sources": [{"type": "jsonl", "path": "docs.jsonl"}],
+                "split": {"train": 0.8, "validation": 0.1, "test": 0.1},
+            },
+        )
+    )
+    result = inspect_lab(lab)
+    assert codes(result)["class_imbalance"] is False
+    clean = inspect_lab(prepared(make_lab()))
+    assert "class_imbalance" not in codes(clean)
+    assert {e["category"] for e in clean["examples"]} == {"business", "sport", "tech"}
+
+
+def test_a_row_with_no_loss_token_is_flagged(make_extraction_lab):
+    lab = prepared(make_extraction_lab())
+    from tunelab.modeling.model import load_tokenizer
+    from tunelab.modeling.render import make_renderer
+
+    renderer = make_renderer(lab.spec, load_tokenizer(lab.spec.model, lab.path), [], lab.path)
+    rendered = renderer.render({"id": "x", "text": "t", "target": {}, "label": ""})
+    hollow = Rendered(
+        "x", rendered.input_ids, [0] * len(rendered.input_ids), rendered.prompt_len, 0, {}, "", ""
+    )
+    renderer.render = lambda row, with_target=True: hollow  # a renderer gone wrong
+    findings = causal_view(renderer, [{"id": "x"}], [], sample=0)[1]
+    assert {f["code"] for f in findings} >= {"empty_loss_mask", "eos_not_trained"}

@@ -1,0 +1,32 @@
+"""Classification by a causal LM: prefix-shared label scoring equals scoring each full sequence."""
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from tunelab.core.sections import ClassificationTask
+from tunelab.modeling.render import Renderer, make_template
+from tunelab.training.evaluate import label_scores
+
+LABELS = ["business", "sport", "tech news"]  # labels of different token lengths
+
+
+def test_cached_scores_equal_full_sequence_log_likelihoods(tiny_llama):
+    tok = AutoTokenizer.from_pretrained(tiny_llama)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama).eval()
+    template = make_template(tok, "chat", "Which topic?")
+    renderer = Renderer(tok, "causal", ClassificationTask(), None, LABELS, 128, template=template)
+    rows = [
+        {"id": str(i), "text": t, "label": "sport"}
+        for i, t in enumerate(["the team won", "bank rates rose sharply today", "chip"])
+    ]
+    prompts = [renderer.render(r, with_target=False).prompt_ids for r in rows]
+    cached = label_scores(model, renderer, prompts, batch_size=2, device=torch.device("cpu"))
+
+    expected = torch.zeros_like(cached)
+    with torch.no_grad():
+        for i, p in enumerate(prompts):
+            for j, label in enumerate(LABELS):
+                c = tok(label, add_special_tokens=False)["input_ids"] + [template.end_id]
+                logp = torch.log_softmax(model(torch.tensor([p + c])).logits[0].float(), -1)
+                expected[i, j] = sum(logp[len(p) - 1 + t, c[t]] for t in range(len(c)))
+    torch.testing.assert_close(cached, expected, atol=1e-4, rtol=1e-4)

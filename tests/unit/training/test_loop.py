@@ -1,0 +1,85 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tunelab.core.spec import TrainingSpec
+from tunelab.modeling.render import Encoded, collate
+from tunelab.training.loop import example_order, lr_factor, total_steps, train
+
+
+def test_schedules_warm_up_then_decay():
+    linear = lr_factor("linear", warmup=2, steps=10)
+    assert [linear(0), linear(1)] == [0.5, 1.0]
+    assert linear(2) == 1.0 and linear(9) == pytest.approx(1 / 8)
+    cosine = lr_factor("cosine", warmup=0, steps=10)
+    assert cosine(0) == 1.0 and cosine(5) == pytest.approx(0.5)
+    assert lr_factor("constant", 0, 10)(7) == 1.0
+    wsd = lr_factor("wsd", warmup=2, steps=10, decay_fraction=0.3)
+    assert [wsd(s) for s in range(10)] == pytest.approx(
+        [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2 / 3, 1 / 3]
+    )
+
+
+def test_example_order_is_seeded_and_covers_each_epoch():
+    a = list(example_order(10, steps=5, global_batch=4, seed=1))
+    assert a == list(example_order(10, steps=5, global_batch=4, seed=1))
+    assert a != list(example_order(10, steps=5, global_batch=4, seed=2))
+    flat = [i for batch in a for i in batch]
+    assert sorted(flat[:10]) == list(range(10))  # the first epoch sees every example once
+
+
+def test_budget_in_epochs_becomes_steps():
+    cfg = TrainingSpec(global_batch=8, microbatch=4, budget={"epochs": 2})
+    assert total_steps(cfg, 20) == 5
+
+
+class Bag(torch.nn.Module):
+    """A tiny classifier with the transformers calling convention."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.EmbeddingBag(30, 8, mode="sum")
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, input_ids, attention_mask):
+        logits = self.head(self.emb(input_ids, per_sample_weights=attention_mask.float()))
+        return type("Out", (), {"logits": logits})()
+
+
+def examples(n=12):
+    g = torch.Generator().manual_seed(0)
+    return [
+        Encoded(str(i), torch.randint(1, 30, (3 + i % 5,), generator=g).tolist(), i % 3, False)
+        for i in range(n)
+    ]
+
+
+def test_accumulated_gradient_equals_one_large_batch():
+    data = examples(8)
+    big = Bag()
+    batch = collate(data, 0, torch.device("cpu"))
+    F.cross_entropy(
+        big(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"]
+    ).backward()
+    acc = Bag()
+    for chunk in (data[:2], data[2:5], data[5:]):  # unequal microbatches
+        b = collate(chunk, 0, torch.device("cpu"))
+        loss = F.cross_entropy(
+            acc(b["input_ids"], b["attention_mask"]).logits, b["labels"], reduction="sum"
+        ) / len(data)
+        loss.backward()
+    for p, q in zip(big.parameters(), acc.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+
+
+def test_training_lowers_the_loss_and_records_what_happened():
+    model = Bag()
+    cfg = TrainingSpec(
+        lr=0.05, global_batch=6, microbatch=3, budget={"steps": 30}, max_grad_norm=1.0
+    )
+    out = train(model, examples(), cfg, torch.device("cpu"), pad_id=0)
+    assert out["steps"] == 30 and out["accumulation"] == 2
+    assert out["history"][-1]["loss"] < out["history"][0]["loss"]
+    assert out["tokens"] > 0 and out["peak_memory_mb"] > 0
+    assert "accumulated global batch" in out["loss_normalisation"]
