@@ -83,7 +83,7 @@ def test_init_then_refuses_to_overwrite(tmp_path, capsys):
 
 def test_commands_before_data_say_what_to_run(make_lab, capsys):
     code, err = tl(capsys, "baseline", "--lab", str(make_lab()))
-    assert code == 1 and "tunelab data" in err["error"]
+    assert code == 2 and "tunelab data" in err["error"]  # the user's to fix: exit 2
 
 
 def test_console_script_runs_in_a_fresh_process(make_lab):

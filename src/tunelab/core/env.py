@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 import tunelab
+from tunelab.core.errors import TunelabError
 
-PACKAGES = ("torch", "transformers", "peft", "safetensors", "tokenizers", "scikit-learn")
+if TYPE_CHECKING:
+    import torch
+
+DEVICE_VARIABLE = "TUNELAB_DEVICE"
+
+PLATFORM_PACKAGES = ("torch", "transformers", "peft")
+"""The packages whose versions make a platform: a run or check on other versions is redone."""
+PACKAGES = (*PLATFORM_PACKAGES, "safetensors", "tokenizers", "scikit-learn")
+"""The packages an environment record lists."""
 
 
 def _version(name: str) -> str | None:
@@ -38,6 +47,8 @@ def _git_commit() -> str | None:
 
 
 def device_of(device: torch.device) -> dict:
+    import torch
+
     if device.type == "cuda":
         return {
             "type": "rocm" if torch.version.hip else "cuda",
@@ -47,14 +58,37 @@ def device_of(device: torch.device) -> dict:
     return {"type": device.type, "name": platform.processor() or platform.machine(), "count": 1}
 
 
-def pick_device() -> torch.device:
-    """CUDA (or ROCm) when present, else CPU; passed explicitly to every stage."""
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    return torch.device("cpu")
+def pick_device(requested: str | None = None) -> torch.device:
+    """The device a stage runs on, chosen here once and then passed explicitly: `requested`
+    (the CLI's `--device`), else the `TUNELAB_DEVICE` variable, else CUDA (or ROCm) when
+    present, else the CPU. A device that is asked for but not here is refused."""
+    import torch
+
+    name = requested or os.environ.get(DEVICE_VARIABLE) or None
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    where = "--device" if requested else DEVICE_VARIABLE
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise TunelabError(
+            f"{where} {name!r} is not a device name; use cpu, cuda or cuda:N"
+        ) from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index is not None and device.index >= count) or count == 0:
+            raise TunelabError(
+                f"{where} {name!r}: this machine has {count} CUDA device(s); use cpu"
+                + (f" or cuda:0..cuda:{count - 1}" if count else "")
+            )
+    elif device.type != "cpu":
+        raise TunelabError(f"{where} {name!r}: tunelab runs on cpu or cuda devices")
+    return device
 
 
 def fingerprint(device: torch.device) -> dict:
+    import torch
+
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -70,6 +104,8 @@ def fingerprint(device: torch.device) -> dict:
 
 
 def _driver() -> str | None:
+    import torch
+
     if not torch.cuda.is_available():
         return None
     try:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from tunelab.core.env import pick_device
 from tunelab.core.spec import SPEC_FILE, Spec, load_spec
@@ -21,7 +22,9 @@ class Lab:
     device: torch.device
 
 
-def open_lab(path: Path, overrides: dict[str, Any] | None = None) -> Lab:
+def open_lab(path: Path, overrides: dict[str, Any] | None = None, device: str | None = None) -> Lab:
+    """The lab at `path` with its spec (and this command's overrides) on `device` (a name, or
+    None: see `env.pick_device`)."""
     path = Path(path).resolve()
     spec = load_spec(path / SPEC_FILE, overrides)
-    return Lab(path=path, spec=spec, store=Store(path), device=pick_device())
+    return Lab(path=path, spec=spec, store=Store(path), device=pick_device(device))

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tunelab.core.env import fingerprint
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.store import now
 from tunelab.tasks import get_task
@@ -51,7 +52,7 @@ def reopen_run(lab: Lab, record: dict) -> None:
 def invalidate(store, run_id: str, why: str) -> dict:
     """Mark a run invalid (a bug found, a leak): it stays in the record, with the reason."""
     if not why.strip():
-        raise ValueError("invalidate needs --why: say what makes the run invalid")
+        raise TunelabError("invalidate needs --why: say what makes the run invalid")
     record = store.read_record(run_id)
     record["invalidated"] = {"why": why, "time": now(), "previous_status": record["status"]}
     record["status"] = "invalid"

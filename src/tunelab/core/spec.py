@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.sections import (
     Budget,
     ClassificationTask,
@@ -79,7 +80,7 @@ __all__ = [
 SPEC_FILE = "tunelab.yaml"
 
 
-class SpecError(ValueError):
+class SpecError(TunelabError):
     """A spec that cannot be used; the message names the file, line and field."""
 
 

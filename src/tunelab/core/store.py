@@ -20,12 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.errors import TunelabError
+
 STORE_DIR = ".tunelab"
 SPLITS = ("train", "validation", "test")
 RUN_STATES = ("running", "completed", "interrupted", "failed", "invalid")
 
 
-class StoreError(RuntimeError):
+class StoreError(TunelabError):
     """The store lacks what a command needs; the message says which command makes it."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.spec import CleaningRule
 from tunelab.data.loaders import Example, Rejection
 
@@ -23,7 +24,7 @@ _SPACES = re.compile(r"\s+")
 def _no_options(name: str, fn: Clean) -> Callable[[dict[str, Any]], Clean]:
     def make(options: dict[str, Any]) -> Clean:
         if options:
-            raise ValueError(f"cleaning rule {name!r} takes no options, got {sorted(options)}")
+            raise TunelabError(f"cleaning rule {name!r} takes no options, got {sorted(options)}")
         return fn
 
     return make
@@ -32,14 +33,14 @@ def _no_options(name: str, fn: Clean) -> Callable[[dict[str, Any]], Clean]:
 def _strip_regex(options: dict[str, Any]) -> Clean:
     unknown = set(options) - {"pattern"}
     if unknown or not isinstance(options.get("pattern"), str):
-        raise ValueError(
+        raise TunelabError(
             "cleaning rule 'strip_regex' needs one option, `pattern` (a regular expression)"
             + (f"; unknown option(s) {sorted(unknown)}" if unknown else "")
         )
     try:
         pattern = re.compile(options["pattern"])
     except re.error as err:
-        raise ValueError(
+        raise TunelabError(
             f"cleaning rule 'strip_regex': invalid pattern {options['pattern']!r}: {err}"
         ) from None
     return lambda text: pattern.sub("", text)
@@ -57,11 +58,11 @@ def make_rule(rule: CleaningRule, index: int | None = None) -> Clean:
     """Build one rule from the spec; errors name the rule and its place in the spec."""
     where = f"data.cleaning[{index}]: " if index is not None else ""
     if rule.rule not in RULES:
-        raise ValueError(f"{where}unknown cleaning rule {rule.rule!r}; known: {sorted(RULES)}")
+        raise TunelabError(f"{where}unknown cleaning rule {rule.rule!r}; known: {sorted(RULES)}")
     try:
         return RULES[rule.rule](dict(rule.model_extra or {}))
     except ValueError as err:
-        raise ValueError(f"{where}{err}") from None
+        raise TunelabError(f"{where}{err}") from None
 
 
 def rule_settings(rules: list[CleaningRule]) -> list[dict[str, Any]]:

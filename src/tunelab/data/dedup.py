@@ -18,7 +18,6 @@ text only, not with every other (see `near.candidate_pairs`), so the counts stay
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections import defaultdict
@@ -26,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunelab.core.digest import sha256_bytes
 from tunelab.core.spec import DedupSpec
 from tunelab.core.store import SPLITS
 from tunelab.data import near
@@ -70,7 +70,7 @@ def _rows(splits: Splits) -> list[Member]:
 def exact_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
     by_hash: dict[str, list[Member]] = defaultdict(list)
     for split, ex in _rows(splits):
-        digest = hashlib.sha256(normalise(ex.text).encode("utf-8")).hexdigest()
+        digest = sha256_bytes(normalise(ex.text).encode("utf-8"))
         by_hash[digest].append((split, ex))
     return [Cluster("exact", m) for m in by_hash.values() if len(m) > 1]
 

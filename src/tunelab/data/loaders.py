@@ -10,7 +10,6 @@ Nothing is dropped silently: each bad row becomes a quarantine entry with file a
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import re
@@ -19,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.digest import sha256_path
+from tunelab.core.errors import TunelabError
 from tunelab.core.spec import DataSpec, Fields, Source
 from tunelab.core.store import SPLITS
 
 
-class DataError(ValueError):
+class DataError(TunelabError):
     """The data cannot be built as the spec says; the message names the spec field."""
 
 
@@ -174,7 +175,7 @@ def get_loader(name: str) -> Loader:
     try:
         return LOADERS[name]
     except KeyError:
-        raise ValueError(f"unknown source type {name!r}; known: {sorted(LOADERS)}") from None
+        raise TunelabError(f"unknown source type {name!r}; known: {sorted(LOADERS)}") from None
 
 
 def check_record(
@@ -280,7 +281,7 @@ def load_sources(
                 item.source = source.source_name
                 out.examples.append(item)
         out.sources.append(
-            {"type": source.type, "path": shown, "split": source.split, "sha256": _sha256(path)}
+            {"type": source.type, "path": shown, "split": source.split, "sha256": sha256_path(path)}
         )
     return out
 
@@ -309,14 +310,3 @@ def _check_source(source: Source, i: int, fields: Fields, presplit: bool) -> Non
             f"data.sources[{i}]: a folder source has no columns, so data.fields.group and "
             "data.fields.split cannot apply to it (set data.sources[i].split instead)"
         )
-
-
-def _sha256(path: Path) -> str:
-    """A file's sha256; a folder's is over its sorted (relative path, file sha256) list."""
-    if path.is_file():
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    h = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest = hashlib.sha256(file.read_bytes()).hexdigest()
-        h.update(f"{file.relative_to(path).as_posix()}\0{digest}\n".encode())
-    return h.hexdigest()

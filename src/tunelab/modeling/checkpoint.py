@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.store import atomic_write_json
 
 CHECKPOINT_DIR = "checkpoint"
@@ -69,7 +70,7 @@ def load_checkpoint(
     params = dict(model.named_parameters())
     missing = sorted(set(n for n, p in params.items() if p.requires_grad) - set(tensors))
     if missing:
-        raise ValueError(f"{path}: checkpoint lacks trainable tensors {missing[:5]}")
+        raise TunelabError(f"{path}: checkpoint lacks trainable tensors {missing[:5]}")
     with torch.no_grad():
         for name, value in tensors.items():
             params[name].copy_(value)

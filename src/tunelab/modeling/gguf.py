@@ -20,7 +20,6 @@ one never leaves a half-written folder under the final name.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import struct
@@ -30,12 +29,13 @@ from typing import Any, BinaryIO
 
 import torch
 
+from tunelab.core.digest import sha256_file
+from tunelab.core.errors import TunelabError
 from tunelab.core.store import atomic_write_json, now
 
 GGUF_MAGIC = b"GGUF"
 MARKER = "gguf_source.json"
 MARKER_FORMAT = 1
-CHUNK = 1 << 20  # 1 MiB
 
 # GGUF metadata value types -> struct format of the fixed-size ones (8 = string, 9 = array).
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?"}
@@ -43,22 +43,13 @@ _SCALAR |= {10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 
 
-class GGUFError(ValueError):
+class GGUFError(TunelabError):
     """A GGUF base cannot be used: missing, not GGUF, or an architecture transformers lacks."""
 
 
 def is_gguf_path(path: str | Path) -> bool:
     """Whether a spec's base model names a `.gguf` file (by its suffix)."""
     return Path(path).suffix.lower() == ".gguf"
-
-
-def sha256_file(path: Path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_gguf_file(path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import torch
@@ -16,6 +15,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from tunelab.core.digest import sha256_file, sha256_files
+from tunelab.core.errors import TunelabError
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.core.store import STORE_DIR
 
@@ -23,8 +24,13 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class ModelError(RuntimeError):
-    """The base model or the method cannot be used as the spec says."""
+class ModelError(TunelabError):
+    """The base model or the method cannot be used as the spec says. `modules` lists the
+    model's module names when a target matched none of them."""
+
+    def __init__(self, message: str, modules: list[str] | None = None):
+        super().__init__(message)
+        self.modules = modules or []
 
 
 def _spec_path(spec: ModelSpec, lab: Path) -> Path:
@@ -53,8 +59,6 @@ def identity(spec: ModelSpec, lab: Path) -> dict:
     For a GGUF base the identity is the GGUF file's own hash."""
     source = _spec_path(spec, lab)
     if source.suffix == ".gguf":
-        from tunelab.modeling.gguf import sha256_file
-
         return {
             "path": str(source),
             "name": source.name,
@@ -64,18 +68,12 @@ def identity(spec: ModelSpec, lab: Path) -> dict:
             "format": "gguf",
         }
     path = resolve_path(spec, lab)
-    digest = hashlib.sha256()
     files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
-    for file in files:
-        digest.update(file.name.encode())
-        with file.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
     return {
         "path": str(path),
         "name": path.name,
         "revision": spec.revision,
-        "weights_sha256": digest.hexdigest(),
+        "weights_sha256": sha256_files(files),
         "weight_files": [f.name for f in files],
     }
 
@@ -117,6 +115,34 @@ def load_causal(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedM
     return model.to(device)
 
 
+def load_base(
+    spec: ModelSpec, lab: Path, kind: str, labels: list[str], device: torch.device
+) -> tuple[PreTrainedModel, TaskType]:
+    """The pretrained model a lab fine-tunes: for an `encoder`, a classifier with a new head
+    for `labels`; else the causal LM."""
+    if kind == "encoder":
+        return load_classifier(spec, lab, labels, device), TaskType.SEQ_CLS
+    return load_causal(spec, lab, device), TaskType.CAUSAL_LM
+
+
+def trainable_model(
+    spec: ModelSpec,
+    method: LoraMethod | FullMethod,
+    kind: str,
+    lab: Path,
+    labels: list[str],
+    device: torch.device,
+    seed: int,
+) -> tuple[torch.nn.Module, dict]:
+    """The model a run trains and its trainable report: the base (a new classification head's
+    initial weights come from `seed`, the one place a model build seeds torch) with the method
+    applied. Raises ModelError (with `.modules`) when LoRA targets match nothing."""
+    torch.manual_seed(seed)
+    base, task_type = load_base(spec, lab, kind, labels, device)
+    # PEFT extends modules_to_save in place: the spec's own method stays as it was written
+    return apply_method(base, method.model_copy(deep=True), task_type)
+
+
 def _matches(name: str, pattern: str) -> bool:
     """PEFT's rule for a list of target names: the full name or its last components."""
     return name == pattern or name.endswith("." + pattern)
@@ -128,17 +154,26 @@ def check_targets(model: torch.nn.Module, method: LoraMethod) -> dict[str, list[
     linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if _is_linear(m)})
     matched = {p: [n for n in names if _matches(n, p)] for p in method.target_modules}
     missing = [p for p, hits in matched.items() if not hits]
+    with_params = sorted(
+        {
+            n.rsplit(".", 1)[-1]
+            for n, m in model.named_modules()
+            if n and next(m.parameters(recurse=False), None) is not None
+        }
+    )
     if missing:
         raise ModelError(
             f"method.target_modules {missing} match no module of this model. "
-            f"Linear layers it has: {linear}"
+            f"Linear layers it has: {linear}",
+            with_params,
         )
     top = sorted({n.split(".")[0] for n in names})
     unsaved = [p for p in method.modules_to_save or [] if not any(_matches(n, p) for n in names)]
     if unsaved:
         raise ModelError(
             f"method.modules_to_save {unsaved} match no module of this model. "
-            f"Top-level modules: {top}"
+            f"Top-level modules: {top}",
+            with_params,
         )
     return matched
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from tunelab.core.errors import TunelabError
+
 
 @dataclass(frozen=True)
 class Encoded:
@@ -64,7 +66,7 @@ PLACEHOLDER = "\x00INPUT\x00"
 PLAIN_INPUT, PLAIN_ANSWER = "\n\n### Input:\n", "\n\n### Answer:\n"
 
 
-class RenderError(ValueError):
+class RenderError(TunelabError):
     """The template cannot render with this tokenizer (e.g. chat asked, none shipped)."""
 
 
@@ -165,7 +167,7 @@ def render_example(
     )
     room = max_length - len(template.prefix) - len(template.suffix) - len(target)
     if room < 1:
-        raise ValueError(
+        raise TunelabError(
             f"target of {len(target)} tokens and template of "
             f"{len(template.prefix) + len(template.suffix)} leave no room for the input in "
             f"model.max_length={max_length}"

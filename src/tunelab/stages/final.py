@@ -23,10 +23,11 @@ Rules:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
+from tunelab.core.digest import sha256_bytes
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store, StoreError, atomic_write_json
@@ -35,7 +36,7 @@ from tunelab.training.evaluate import evaluate_rows, protocol, score
 FINALS = "finals"
 
 
-class FinalError(ValueError):
+class FinalError(TunelabError):
     """`final` refuses: a second access without a reason, or a run it cannot evaluate."""
 
 
@@ -46,10 +47,6 @@ class SealBrokenError(StoreError):
 def final_accesses(store: Store) -> list[dict]:
     """Every opening of the test split, oldest first (time, run, reason, repeated, file...)."""
     return [e for e in store.events() if e.get("event") == "final"]
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _open_sealed(store: Store, version: str) -> tuple[list[dict], str]:
@@ -68,7 +65,7 @@ def _open_sealed(store: Store, version: str) -> tuple[list[dict], str]:
     if not path.exists():
         raise SealBrokenError(f"{path}: the sealed test split of version {version} is missing.")
     data = path.read_bytes()
-    actual = _sha256(data)
+    actual = sha256_bytes(data)
     if actual != expected:
         raise SealBrokenError(
             f"{path}: the sealed test split changed since `tunelab data` made version "

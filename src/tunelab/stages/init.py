@@ -7,14 +7,19 @@ from pathlib import Path
 
 import yaml
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.spec import SPEC_FILE, validate_spec
 
 TEMPLATES = ("classification",)
 
 
+class SpecExistsError(TunelabError, FileExistsError):
+    """The lab already has a spec and `--force` was not given."""
+
+
 def template(task: str) -> str:
     if task not in TEMPLATES:
-        raise ValueError(f"no spec template for task {task!r}; known: {list(TEMPLATES)}")
+        raise TunelabError(f"no spec template for task {task!r}; known: {list(TEMPLATES)}")
     return resources.files("tunelab").joinpath(f"templates/{task}.yaml").read_text("utf-8")
 
 
@@ -22,7 +27,7 @@ def init_lab(lab: Path, task: str, force: bool = False) -> dict:
     text = template(task)
     path = Path(lab) / SPEC_FILE
     if path.exists() and not force:
-        raise FileExistsError(f"{path} exists; pass --force to overwrite it.")
+        raise SpecExistsError(f"{path} exists; pass --force to overwrite it.")
     validate_spec(yaml.safe_load(text), path, text)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from tunelab.core.errors import TunelabError
 from tunelab.tasks import classification, extraction
 from tunelab.tasks import format as format_task
 
@@ -36,7 +37,7 @@ def get_task(name: str) -> Task:
     try:
         return TASKS[name]
     except KeyError:
-        raise ValueError(f"unknown task type {name!r}; known: {sorted(TASKS)}") from None
+        raise TunelabError(f"unknown task type {name!r}; known: {sorted(TASKS)}") from None
 
 
 def load_schema(task_spec: Any, lab: Path) -> dict | None:
@@ -46,11 +47,11 @@ def load_schema(task_spec: Any, lab: Path) -> dict | None:
         return schema
     path = Path(schema) if Path(schema).is_absolute() else lab / schema
     if not path.exists():
-        raise ValueError(f"task.json_schema: {schema!r} not found (looked at {path})")
+        raise TunelabError(f"task.json_schema: {schema!r} not found (looked at {path})")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ValueError(f"task.json_schema: {path} is not valid JSON: {err}") from None
+        raise TunelabError(f"task.json_schema: {path} is not valid JSON: {err}") from None
 
 
 def target_text(task_spec: Any, schema: dict | None, example: dict) -> str:

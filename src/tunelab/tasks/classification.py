@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
+from tunelab.core.errors import TunelabError
+
 name = "classification"
 overall_metrics = frozenset({"accuracy", "macro_f1"})
 class_metrics = frozenset({"f1", "precision", "recall"})
@@ -15,9 +17,9 @@ group_key = "per_class"
 def metrics(gold: list[str], predicted: list[str], labels: list[str]) -> dict:
     """All classification metrics for one set of predictions, keyed as guardrails name them."""
     if len(gold) != len(predicted):
-        raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
+        raise TunelabError(f"{len(gold)} gold labels but {len(predicted)} predictions")
     if not gold:
-        raise ValueError("no examples to score")
+        raise TunelabError("no examples to score")
     p, r, f, support = precision_recall_fscore_support(
         gold, predicted, labels=labels, zero_division=0
     )

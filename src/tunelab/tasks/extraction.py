@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tunelab.core.errors import TunelabError
 from tunelab.tasks.jsonout import (
     NotJSONError,
     compile_schema,
@@ -50,7 +51,9 @@ def render_target(target: dict, schema: dict | None = None) -> str:
     target always renders to the same tokens.
     """
     if not isinstance(target, dict):
-        raise ValueError(f"an extraction target must be a JSON object, got {type(target).__name__}")
+        raise TunelabError(
+            f"an extraction target must be a JSON object, got {type(target).__name__}"
+        )
     order = list((schema or {}).get("properties", {}))
     keys = [k for k in order if k in target] + sorted(k for k in target if k not in order)
     return json.dumps({k: target[k] for k in keys}, ensure_ascii=False)
@@ -67,7 +70,7 @@ def score_example(
     """
     missing_in_target = [f for f in required if f not in target]
     if missing_in_target:
-        raise ValueError(f"target lacks required field(s) {missing_in_target}: fix the data")
+        raise TunelabError(f"target lacks required field(s) {missing_in_target}: fix the data")
     validator = compile_schema(schema) if schema is not None else None
 
     error: str | None = None
@@ -119,7 +122,7 @@ def metrics(per_example: list[dict], required: list[str]) -> dict[str, Any]:
     they are 1.0, as `exact_match` is vacuously true.
     """
     if not per_example:
-        raise ValueError("no examples to score")
+        raise TunelabError("no examples to score")
     n = len(per_example)
 
     def rate(key: str) -> float:

@@ -24,6 +24,7 @@ import json
 import re
 from typing import Any
 
+from tunelab.core.errors import TunelabError
 from tunelab.tasks.jsonout import (
     NotJSONError,
     compile_schema,
@@ -59,16 +60,16 @@ def check_format(schema: dict | None, regex: str | None) -> re.Pattern[str] | No
     generation is spent on it.
     """
     if schema is None and regex is None:
-        raise ValueError("a format task needs a JSON Schema (`schema`) or a `regex`; got neither")
+        raise TunelabError("a format task needs a JSON Schema (`schema`) or a `regex`; got neither")
     if schema is not None and regex is not None:
-        raise ValueError("a format task takes a JSON Schema (`schema`) or a `regex`, not both")
+        raise TunelabError("a format task takes a JSON Schema (`schema`) or a `regex`, not both")
     if schema is not None:
         compile_schema(schema)
         return None
     try:
         return re.compile(regex)  # type: ignore[arg-type]
     except (re.error, TypeError) as e:
-        raise ValueError(f"invalid regex {regex!r}: {e}") from None
+        raise TunelabError(f"invalid regex {regex!r}: {e}") from None
 
 
 def score_example(output: str, target: Any, schema: dict | None, regex: str | None) -> dict:
@@ -100,7 +101,7 @@ def score_example(output: str, target: Any, schema: dict | None, regex: str | No
 def metrics(per_example: list[dict]) -> dict[str, Any]:
     """Rates of well-formed and of exactly right answers over scored examples."""
     if not per_example:
-        raise ValueError("no examples to score")
+        raise TunelabError("no examples to score")
     n = len(per_example)
     return {
         "format_valid": sum(bool(ex["format_valid"]) for ex in per_example) / n,
@@ -116,4 +117,4 @@ def _parsed_target(target: Any) -> Any:
     try:
         return parse_json(target)
     except NotJSONError as e:
-        raise ValueError(f"schema-mode target is not JSON ({e}): {target[:80]!r}") from None
+        raise TunelabError(f"schema-mode target is not JSON ({e}): {target[:80]!r}") from None

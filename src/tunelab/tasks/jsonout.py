@@ -16,6 +16,8 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
+from tunelab.core.errors import TunelabError
+
 _MAX_MESSAGE = 160
 
 
@@ -70,7 +72,7 @@ def _compile(canonical: str) -> Validator:
         cls.check_schema(schema)
     except SchemaError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "(root)"
-        raise ValueError(f"invalid JSON Schema at {where}: {_short(e.message)}") from None
+        raise TunelabError(f"invalid JSON Schema at {where}: {_short(e.message)}") from None
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
@@ -83,11 +85,11 @@ def compile_schema(schema: dict) -> Validator:
     Compiled validators are cached: scoring calls this once per example.
     """
     if not isinstance(schema, dict):
-        raise ValueError(f"a JSON Schema must be a mapping, got {type(schema).__name__}")
+        raise TunelabError(f"a JSON Schema must be a mapping, got {type(schema).__name__}")
     try:
         canonical = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"invalid JSON Schema: not JSON-serialisable ({e})") from None
+        raise TunelabError(f"invalid JSON Schema: not JSON-serialisable ({e})") from None
     return _compile(canonical)
 
 

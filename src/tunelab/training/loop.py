@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from tunelab.core.errors import TrainingInterrupted, TunelabError
 from tunelab.core.spec import TrainingSpec
 from tunelab.core.store import atomic_write_json, now
 from tunelab.data.mixture import MixtureSampler
@@ -31,13 +31,14 @@ from tunelab.modeling.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from tunelab.modeling.render import Encoded, Rendered, collate, collate_causal
-
-LOSS_NORMALISATION = (
-    "sum of losses (per example, or per target token for a causal LM) / the same count over "
-    "the whole accumulated global batch"
+from tunelab.training.step import (
+    LOSS_NORMALISATION,
+    Example,
+    loss_weight,
+    make_batch,
+    make_optimizer,
+    train_step,
 )
-Example = Encoded | Rendered
 
 
 def total_steps(cfg: TrainingSpec, n_examples: int) -> int:
@@ -70,7 +71,7 @@ def lr_factor(schedule: str, warmup: int, steps: int, decay_fraction: float = 0.
 def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[list[int]]:
     """Seeded epochs of shuffled indices, cut into global batches; epochs run on as needed."""
     if n == 0:
-        raise ValueError("no training examples: nothing to train on")
+        raise TunelabError("no training examples: nothing to train on")
     gen = torch.Generator().manual_seed(seed)
     buffer: list[int] = []
     for _ in range(steps):
@@ -80,42 +81,10 @@ def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[
         buffer = buffer[global_batch:]
 
 
-def loss_weight(example: Example) -> int:
-    """How many terms an example adds to the loss: 1, or its target tokens."""
-    return example.loss_tokens if isinstance(example, Rendered) else 1
-
-
-def make_batch(micro: list[Example], pad_id: int, device: torch.device) -> dict:
-    if isinstance(micro[0], Rendered):
-        return collate_causal(micro, pad_id, device)
-    return collate(micro, pad_id, device)
-
-
-def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Sum (not mean) of the losses in a microbatch; the caller divides by the global count."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    labels = batch["labels"]
-    if labels.dim() == 1:  # one class per example
-        return F.cross_entropy(logits.float(), labels, reduction="sum")
-    # causal LM: the logits at position t predict the token at t + 1
-    shifted = logits[:, :-1].float().reshape(-1, logits.size(-1))
-    return F.cross_entropy(shifted, labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
-
-
 def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-class TrainingInterrupted(Exception):
-    """Training stopped on request (Ctrl-C, SIGTERM) after a step, with a checkpoint saved."""
-
-    def __init__(self, step: int, checkpoint: Path | None):
-        super().__init__(
-            f"stopped after step {step}" + (f"; checkpoint {checkpoint}" if checkpoint else "")
-        )
-        self.step, self.checkpoint = step, checkpoint
 
 
 def train(
@@ -139,12 +108,10 @@ def train(
     """
     torch.manual_seed(cfg.seed)
     steps = total_steps(cfg, len(examples))
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    params, optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_factor(cfg.schedule, cfg.warmup_steps, steps, cfg.decay_fraction)
     )
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
     checkpoint = run_dir / CHECKPOINT_DIR if run_dir else None
     history: list[dict] = []
     tokens_seen, done, elapsed_before = 0, 0, 0.0
@@ -173,23 +140,24 @@ def train(
         for step, batch_idx in enumerate(order):
             if step < done:  # resumed: these batches were taken before the stop
                 continue
-            step_loss = 0.0
             denominator = sum(loss_weight(examples[j]) for j in batch_idx)
-            for i in range(0, len(batch_idx), cfg.microbatch):
-                micro = [examples[j] for j in batch_idx[i : i + cfg.microbatch]]
-                batch = make_batch(micro, pad_id, device)
-                with autocast:
-                    loss = summed_loss(model, batch) / denominator
-                loss.backward()
-                step_loss += loss.item()
-                tokens_seen += int(batch["attention_mask"].sum())
-            grad_norm = None
-            if cfg.max_grad_norm is not None:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            batches = [
+                make_batch([examples[j] for j in batch_idx[i : i + cfg.microbatch]], pad_id, device)
+                for i in range(0, len(batch_idx), cfg.microbatch)
+            ]
             lr = scheduler.get_last_lr()[0]
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            out = train_step(
+                model,
+                optimizer,
+                params,
+                batches,
+                denominator,
+                device,
+                cfg.precision,
+                cfg.max_grad_norm,
+                scheduler,
+            )
+            step_loss, grad_norm, tokens_seen = out.loss, out.grad_norm, tokens_seen + out.tokens
 
             elapsed = time.perf_counter() - start
             history.append(

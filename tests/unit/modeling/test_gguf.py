@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import struct
 from pathlib import Path
 
 import pytest
 import torch
 
+from tunelab.core.digest import sha256_file
 from tunelab.modeling import gguf as G
 
 # --- hand-written headers for the fast tests ----------------------------------------------
@@ -55,13 +55,6 @@ def fake_saver(calls: list):
 
 
 # --- pure pieces --------------------------------------------------------------------------
-
-
-def test_sha256_file_streams_across_chunks(tmp_path):
-    data = os.urandom(2 * G.CHUNK + 12345)
-    path = tmp_path / "blob.bin"
-    path.write_bytes(data)
-    assert G.sha256_file(path) == hashlib.sha256(data).hexdigest()
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
@@ -141,7 +134,7 @@ def test_cache_is_keyed_by_sha_and_reused(tmp_path, monkeypatch):
 
 def test_folder_without_marker_is_rebuilt(tmp_path, monkeypatch):
     gguf_path = write_header(tmp_path / "m.gguf")
-    sha = G.sha256_file(gguf_path)
+    sha = sha256_file(gguf_path)
     half = tmp_path / "cache" / sha
     half.mkdir(parents=True)
     (half / "config.json").write_text("{}")

@@ -14,7 +14,7 @@ import torch
 from tunelab.core.spec import ModelSpec
 from tunelab.modeling.model import load_causal, load_tokenizer
 from tunelab.modeling.render import make_template, render_example
-from tunelab.training.loop import loss_weight, make_batch, summed_loss
+from tunelab.training.step import loss_weight, make_batch, summed_loss
 
 CPU = torch.device("cpu")
 TARGETS = [

@@ -6,18 +6,17 @@ A check is keyed by the data version and a hash of the spec parts that decide wh
 
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import metadata
 from pathlib import Path
 
 import torch
 
-from tunelab.core.env import device_of
+from tunelab.core.digest import sha256_json
+from tunelab.core.env import PLATFORM_PACKAGES, device_of
 from tunelab.core.lab import Lab
 from tunelab.core.spec import Spec
 from tunelab.core.store import Store
-from tunelab.stages.check.reload import PLATFORM_PACKAGES
 
 WIRING = {"task": None, "model": None, "method": None, "training": ("optimizer", "precision")}
 """What the spec hash covers: what decides which code runs. Left out: compass, hypothesis,
@@ -31,7 +30,7 @@ def spec_hash(spec: Spec) -> str:
         k: full.get(k) if keys is None else {x: full[k].get(x) for x in keys}
         for k, keys in WIRING.items()
     }
-    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()
+    return sha256_json(picked)
 
 
 def check_path(store: Store, spec: Spec, data_version: str) -> Path:

@@ -28,19 +28,18 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import tunelab
-from tunelab.core.env import device_of
+from tunelab.core.env import PLATFORM_PACKAGES, device_of
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import atomic_write_json, read_json
 from tunelab.modeling.model import DTYPES, load_tokenizer, load_trained, save_trained
 from tunelab.modeling.render import Renderer, make_renderer
 from tunelab.training.evaluate import evaluate_rows
-from tunelab.training.loop import loss_weight, make_batch, summed_loss
+from tunelab.training.step import autocast, loss_weight, make_batch, summed_loss
 
 RELOAD_TIMEOUT_S = 900
 OUTPUTS, TENSORS = "outputs.json", "tensors.safetensors"
 MAX_NEW_TOKENS = 32
 """Generation limit of the check's evaluation pass (the spec's, if lower): wiring, not quality."""
-PLATFORM_PACKAGES = ("torch", "transformers", "peft")
 
 
 def item(name: str, passed: bool, detail: str, **data) -> dict:
@@ -138,11 +137,6 @@ def probe_backend(device: torch.device) -> dict:
 
 
 # --- evaluation and reload ------------------------------------------------------------------
-
-
-def autocast(device: torch.device, precision: str):
-    """The training loop's autocast: bf16 when the spec asks for it, else a no-op."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 def tolerance(spec: Spec, device: torch.device) -> float:

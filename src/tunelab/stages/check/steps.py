@@ -1,7 +1,7 @@
 """`tunelab check`: the preflight. Its purpose is wiring, not quality.
 
 On a slice of the current data version (16 train and 16 validation rows by default) it runs
-the run's own code (`run.load_base`, `model.apply_method`, `render.make_renderer`,
+the run's own code (`model.trainable_model`, `render.make_renderer`,
 `train.train`, `evaluate.evaluate_rows`, `model.save_trained` / `load_trained`) and ends with a
 pass/fail checklist saved as `.tunelab/checks/<data version>-<spec hash>.json`. The items:
 
@@ -35,6 +35,7 @@ import math
 import re
 import time
 import traceback
+from contextlib import contextmanager
 
 import torch
 from rich.console import Console
@@ -48,7 +49,6 @@ from tunelab.modeling import model as model_lib
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.check.record import check_path, platform_of, spec_hash
 from tunelab.stages.check.reload import (
-    autocast,
     check_backend,
     check_versions,
     evaluation_step,
@@ -56,7 +56,8 @@ from tunelab.stages.check.reload import (
     probe_backend,
     reload_step,
 )
-from tunelab.training.loop import loss_weight, make_batch, summed_loss, train
+from tunelab.training.loop import train
+from tunelab.training.step import autocast, loss_weight, make_batch, summed_loss
 
 SLICE_ROWS = 16
 UPDATE_STEPS = 2
@@ -153,21 +154,20 @@ def _render(ctx: dict) -> dict:
 
 
 def _targets(ctx: dict) -> dict:
-    from tunelab.stages.run.variant import load_base  # run.py asks this module for the check status
-
-    lab = ctx["lab"]
-    torch.manual_seed(lab.spec.training.seed)  # the new head's init comes from the seed
-    base, task_type = load_base(lab, ctx["labels"])
-    method = lab.spec.method.model_copy(deep=True)  # PEFT extends modules_to_save in place
+    lab, spec = ctx["lab"], ctx["lab"].spec
+    method = spec.method
     try:
-        ctx["model"], report = model_lib.apply_method(base, method, task_type)
+        ctx["model"], report = model_lib.trainable_model(
+            spec.model,
+            method,
+            spec.model_kind,
+            lab.path,
+            ctx["labels"],
+            lab.device,
+            spec.training.seed,
+        )
     except model_lib.ModelError as err:
-        names = {
-            n.rsplit(".", 1)[-1]
-            for n, m in base.named_modules()
-            if n and next(m.parameters(recurse=False), None) is not None
-        }
-        return item("targets", False, str(err), modules=sorted(names))
+        return item("targets", False, str(err), modules=err.modules)
     names = {n: p.numel() for n, p in ctx["model"].named_parameters() if p.requires_grad}
     ctx["trainable"] = report | {"names": names}
     if isinstance(method, FullMethod):
@@ -229,13 +229,14 @@ def _digests(model: torch.nn.Module) -> dict[str, str]:
     return out
 
 
-def _update(ctx: dict) -> list[dict]:
-    """Snapshot, train UPDATE_STEPS steps with `train.train`, compare by name. An optimizer
-    step hook takes the digests after each step, so one real loop runs."""
-    lab, model = ctx["lab"], ctx["model"]
-    cfg = _cfg(ctx, len(ctx["examples"]), UPDATE_STEPS)
-    ctx["cfg"] = cfg.model_dump(mode="json")
+@contextmanager
+def watch_updates(model: torch.nn.Module):
+    """While the block runs, record which parameters receive a non-zero gradient and a digest
+    of every parameter after each optimizer step. The check's only hooks: a per-parameter
+    gradient hook, and torch's global optimizer-step hook (the optimizer is made inside
+    `train`, which has no hooks of its own), both removed when the block ends."""
     grads: dict[str, bool] = {}
+    snapshots = [_digests(model)]
 
     def observe(name):
         def hook(p):
@@ -243,7 +244,6 @@ def _update(ctx: dict) -> list[dict]:
 
         return hook
 
-    snapshots = [_digests(model)]
     handles = [
         p.register_post_accumulate_grad_hook(observe(n))
         for n, p in model.named_parameters()
@@ -251,10 +251,20 @@ def _update(ctx: dict) -> list[dict]:
     ]
     handles.append(register_optimizer_step_post_hook(lambda *_: snapshots.append(_digests(model))))
     try:
-        record = train(model, ctx["examples"], cfg, lab.device, ctx["renderer"].pad_id)
+        yield grads, snapshots
     finally:
         for h in handles:
             h.remove()
+
+
+def _update(ctx: dict) -> list[dict]:
+    """Snapshot, train UPDATE_STEPS steps with `train.train`, compare by name. An optimizer
+    step hook takes the digests after each step, so one real loop runs."""
+    lab, model = ctx["lab"], ctx["model"]
+    cfg = _cfg(ctx, len(ctx["examples"]), UPDATE_STEPS)
+    ctx["cfg"] = cfg.model_dump(mode="json")
+    with watch_updates(model) as (grads, snapshots):
+        record = train(model, ctx["examples"], cfg, lab.device, ctx["renderer"].pad_id)
     first_change, no_grad, stuck, moved = {}, [], [], []
     for name, p in model.named_parameters():
         steps = [k for k in range(1, len(snapshots)) if snapshots[k][name] != snapshots[0][name]]

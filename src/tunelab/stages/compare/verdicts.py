@@ -27,6 +27,7 @@ from functools import partial
 
 import numpy as np
 
+from tunelab.core.env import PLATFORM_PACKAGES
 from tunelab.core.lab import Lab
 from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, read_jsonl
@@ -200,9 +201,6 @@ def _add_parent(row: dict, run: dict, by_id: dict, store, version: str, paired) 
     }
 
 
-ENV_PACKAGES = ("torch", "transformers", "peft")
-
-
 def env_differences(a: dict | None, b: dict | None) -> list[str]:
     """What differs between two environment records: torch, transformers and peft versions,
     the torch build (CUDA / ROCm) and the device type. Empty when either is unknown."""
@@ -210,7 +208,7 @@ def env_differences(a: dict | None, b: dict | None) -> list[str]:
         return []
     out = []
     pa, pb = a.get("packages") or {}, b.get("packages") or {}
-    for name in ENV_PACKAGES:
+    for name in PLATFORM_PACKAGES:
         if pa.get(name) != pb.get(name):
             out.append(f"{name} {pa.get(name)} -> {pb.get(name)}")
     for key, name in (("torch_cuda", "CUDA build"), ("torch_hip", "ROCm build")):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import open_lab
 from tunelab.core.spec import parse_value
 from tunelab.stages.run.variant import run_variant
@@ -22,17 +23,21 @@ def parse_assignment(text: str) -> tuple[str, list]:
     key, sep, raw = text.partition("=")
     values = [parse_value(v) for v in raw.split(",") if v.strip()]
     if not sep or not key.strip() or len(values) < 1:
-        raise ValueError(f"ablate {text!r}: expected KEY=V1,V2,... e.g. training.lr=1e-4,5e-4")
+        raise TunelabError(f"ablate {text!r}: expected KEY=V1,V2,... e.g. training.lr=1e-4,5e-4")
     return key.strip(), values
 
 
 def run_ablation(
-    lab_path: Path, assignment: str, parent: str | None = None, console: Console | None = None
+    lab_path: Path,
+    assignment: str,
+    parent: str | None = None,
+    console: Console | None = None,
+    device: str | None = None,
 ) -> dict:
     key, values = parse_assignment(assignment)
     rows = []
     for value in values:
-        lab = open_lab(lab_path, {key: value})
+        lab = open_lab(lab_path, {key: value}, device)
         name = re.sub(r"[^A-Za-z0-9.+-]", "_", f"{key.rsplit('.', 1)[-1]}-{value}")
         record = run_variant(lab, name, console, parent=parent)
         metric = (

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store, StoreError
 
 GROUPS = (
@@ -79,11 +80,11 @@ PROTOCOL_KEYS = ("model.max_length", "model.template", "model.kind")
 """Keys outside `evaluation.*` that are part of the shared evaluation protocol too."""
 
 
-class OneChangeError(ValueError):
+class OneChangeError(TunelabError):
     """More than one parameter group changed against the parent and no reason was given."""
 
 
-class ParentError(ValueError):
+class ParentError(TunelabError):
     """The named parent cannot be one: unknown, or not a completed run."""
 
 

@@ -15,40 +15,31 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from peft import TaskType
 from rich.console import Console
 
 from tunelab.core import ledger
 from tunelab.core.env import pick_device
+from tunelab.core.errors import TrainingInterrupted, TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, now, write_jsonl
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.model import (
-    apply_method,
     identity,
-    load_causal,
-    load_classifier,
     load_tokenizer,
     save_trained,
+    trainable_model,
 )
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
 from tunelab.stages.run.diff import check_one_change, diff_runs, diff_warnings, resolve_parent
 from tunelab.training.evaluate import evaluate_rows, protocol
-from tunelab.training.loop import TrainingInterrupted, total_steps, train
+from tunelab.training.loop import total_steps, train
 
 
-def load_base(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, TaskType]:
-    """The pretrained model this lab fine-tunes: a new-headed classifier or a causal LM."""
-    if lab.spec.model_kind == "encoder":
-        return load_classifier(lab.spec.model, lab.path, labels, lab.device), TaskType.SEQ_CLS
-    return load_causal(lab.spec.model, lab.path, lab.device), TaskType.CAUSAL_LM
-
-
-class BlockedError(ValueError):
+class BlockedError(TunelabError):
     """Blocking inspect findings and no recorded reason to train anyway."""
 
 
@@ -79,10 +70,11 @@ def mixture_sampler(lab: Lab, version: str, train_set: list) -> MixtureSampler |
     return sampler
 
 
-def build_model(lab: Lab, labels: list[str]):
-    torch.manual_seed(lab.spec.training.seed)  # the new head's init comes from the seed
-    model, task_type = load_base(lab, labels)
-    return apply_method(model, lab.spec.method, task_type)
+def build_model(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, dict]:
+    spec = lab.spec
+    return trainable_model(
+        spec.model, spec.method, spec.model_kind, lab.path, labels, lab.device, spec.training.seed
+    )
 
 
 def run_variant(
@@ -130,23 +122,25 @@ def run_variant(
     return _train_and_finish(lab, record, run_dir, model, renderer, train_set, sampler, console)
 
 
-def resume_run(lab_path: Path, run_id: str, console: Console | None = None) -> dict:
+def resume_run(
+    lab_path: Path, run_id: str, console: Console | None = None, device: str | None = None
+) -> dict:
     """Continue an interrupted (or lost) run from its checkpoint, under the run's own spec and
     data version, so it ends as an uninterrupted run with the same seed would."""
     store = Store(lab_path)
     record = store.read_record(run_id)
     if record["status"] not in ("interrupted", "running", "failed"):
-        raise ValueError(
+        raise TunelabError(
             f"{run_id} is {record['status']}: only an interrupted, lost or failed "
             "run can be resumed"
         )
     run_dir = store.run_dir(run_id)
     if find_checkpoint(run_dir / CHECKPOINT_DIR) is None:
-        raise ValueError(
+        raise TunelabError(
             f"{run_id} has no checkpoint to resume from (set "
             "training.checkpoint_every to checkpoint long runs); start a new run"
         )
-    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device())
+    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
     renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
     sampler = mixture_sampler(lab, record["data_version"], train_set)
     model, _ = build_model(lab, renderer.labels)

@@ -12,7 +12,6 @@ global batch. The result is saved as `.tunelab/sizing/<data version>-<spec hash>
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import subprocess
@@ -24,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from tunelab.core.digest import sha256_json
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.store import atomic_write_json
 from tunelab.modeling.model import apply_method, load_tokenizer, resolve_path
@@ -31,7 +32,7 @@ from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size.advice import advice, largest_microbatch
 from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
-from tunelab.training.loop import LOSS_NORMALISATION, loss_weight
+from tunelab.training.step import LOSS_NORMALISATION, loss_weight
 
 MIB = 2**20
 GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
@@ -39,7 +40,7 @@ GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
 PROBE_TIMEOUT_S = 3600
 
 
-class SizingError(RuntimeError):
+class SizingError(TunelabError):
     """A probe failed for a reason other than running out of memory."""
 
 
@@ -92,13 +93,12 @@ def run_probe(args: dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> dict[st
 def representative_length(lengths: list[int], percentile: float = 95) -> int:
     """The p95 of the rendered token lengths (at least 2: a causal loss needs a next token)."""
     if not lengths:
-        raise ValueError("no rendered training examples: nothing to size")
+        raise TunelabError("no rendered training examples: nothing to size")
     return max(2, math.ceil(float(np.percentile(np.array(lengths), percentile))))
 
 
 def spec_hash(spec) -> str:
-    text = json.dumps(spec.to_dict(), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return sha256_json(spec.to_dict())[:12]
 
 
 def peak_of(result: dict, device: str) -> float:
@@ -117,7 +117,7 @@ def grad_examples(train_set: list, microbatch: int, k: int) -> list[dict]:
     step = max(1, len(pool) // (k * microbatch))
     picked = sorted(pool[::step][: k * microbatch], key=loss_weight)
     if len(picked) < k * microbatch:
-        raise ValueError(f"the gradient check needs {k * microbatch} training examples")
+        raise TunelabError(f"the gradient check needs {k * microbatch} training examples")
     return [
         {"input_ids": e.input_ids, "loss_mask": e.loss_mask}
         if hasattr(e, "loss_mask")

@@ -156,27 +156,21 @@ def warm_up_runtime() -> None:
 
 
 def build_model(args: dict[str, Any], device) -> tuple[Any, dict[str, Any]]:
-    import torch
-    from peft import TaskType
-
     from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
-    from tunelab.modeling.model import apply_method, load_causal, load_classifier
+    from tunelab.modeling.model import trainable_model
 
     spec = ModelSpec(
         path=args["model_dir"],
         dtype=args.get("dtype", "float32"),
         trust_remote_code=args.get("trust_remote_code", False),
     )
-    where = Path(args["model_dir"])
-    torch.manual_seed(args.get("seed", 0))
-    if args["kind"] == "encoder":
-        labels = [str(i) for i in range(args.get("num_labels", 2))]
-        model, task = load_classifier(spec, where, labels, device), TaskType.SEQ_CLS
-    else:
-        model, task = load_causal(spec, where, device), TaskType.CAUSAL_LM
+    labels = [str(i) for i in range(args.get("num_labels", 2))]
     raw = args.get("method") or {"type": "full"}
     method = LoraMethod(**raw) if raw.get("type") == "lora" else FullMethod()
-    model, report = apply_method(model, method, task)
+    where = Path(args["model_dir"])
+    model, report = trainable_model(
+        spec, method, args["kind"], where, labels, device, args.get("seed", 0)
+    )
     if args.get("checkpointing"):
         enable_checkpointing(model)
     model.train()
@@ -222,32 +216,18 @@ def _vocab(model) -> int:
 
 
 def make_step(model, examples: list, args: dict[str, Any], device):
-    """One optimizer step over `examples` in microbatches, exactly as `train.train` does it:
-    summed loss / the loss weight of the whole accumulated batch, backward per microbatch,
-    clipping, AdamW step, gradients set to None."""
-    import torch
+    """`training.step.train_step` over `examples` in microbatches, the batches built once
+    (so the timed step is the step alone): the step `tunelab run` takes."""
+    from tunelab.training.step import loss_weight, make_batch, make_optimizer, train_step
 
-    from tunelab.training.loop import loss_weight, make_batch, summed_loss
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        params, lr=args.get("lr", 1e-5), weight_decay=args.get("weight_decay", 0.0)
-    )
+    params, optimizer = make_optimizer(model, args.get("lr", 1e-5), args.get("weight_decay", 0.0))
     mb = int(args["microbatch"])
     batches = [make_batch(examples[i : i + mb], 0, device) for i in range(0, len(examples), mb)]
     denominator = sum(loss_weight(e) for e in examples)
-    bf16 = args.get("precision") == "bf16"
-    clip = args.get("max_grad_norm")
+    precision, clip = args.get("precision", "fp32"), args.get("max_grad_norm")
 
     def step() -> None:
-        for batch in batches:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss = summed_loss(model, batch) / denominator
-            loss.backward()
-        if clip is not None:
-            torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(model, optimizer, params, batches, denominator, device, precision, clip)
 
     return step
 
@@ -299,7 +279,7 @@ def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
     with train.py's normalisation and with a per-microbatch mean. Dropout is off (eval mode) so
     both see the same function; the examples keep their own (unequal) lengths."""
     from tunelab.modeling.render import Encoded, Rendered
-    from tunelab.training.loop import loss_weight, make_batch, summed_loss
+    from tunelab.training.step import backward, loss_weight, make_batch
 
     rows = args["examples"]
     if args["kind"] == "encoder":
@@ -318,7 +298,7 @@ def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
         for p in params:
             p.grad = None
         for part, w in zip(parts, weights, strict=True):
-            (summed_loss(model, make_batch(part, 0, device)) / w).backward()
+            backward(model, make_batch(part, 0, device), w, device, "fp32")
         return [p.grad.detach().clone() for p in params]
 
     total = sum(loss_weight(e) for e in ex)

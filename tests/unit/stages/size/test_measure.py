@@ -21,7 +21,7 @@ from tunelab.stages.size import estimate as est
 from tunelab.stages.size import measure as sizing
 from tunelab.stages.size.probe import enable_checkpointing
 from tunelab.stages.size.shape import Shape, Trainables, describe
-from tunelab.views import check as show_preflight
+from tunelab.views import size as show_preflight
 
 CPU = torch.device("cpu")
 LORA_BERT = LoraMethod(r=4, alpha=8, target_modules=["query", "value"])

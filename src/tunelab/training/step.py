@@ -1,0 +1,108 @@
+"""One training step, the only one: `run` takes it, `size` measures it, `check` verifies it.
+
+A step sees one global batch as microbatches. Each microbatch's loss is the *sum* of its
+losses (per example for a classifier, per target token for a causal LM) divided by the same
+count over the whole global batch (`denominator`), then backward; the gradients accumulate.
+Then clipping, the optimizer step, the scheduler step and the gradients set to None. So the
+accumulated gradient equals the gradient of one large batch even when microbatches hold
+different numbers of target tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from tunelab.modeling.render import Encoded, Rendered, collate, collate_causal
+
+LOSS_NORMALISATION = (
+    "sum of losses (per example, or per target token for a causal LM) / the same count over "
+    "the whole accumulated global batch"
+)
+Example = Encoded | Rendered
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 autocast when the spec asks for it (weights stay in the model's dtype), else a
+    no-op context."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def loss_weight(example: Example) -> int:
+    """How many terms an example adds to the loss: 1, or its target tokens."""
+    return example.loss_tokens if isinstance(example, Rendered) else 1
+
+
+def make_batch(micro: Sequence[Example], pad_id: int, device: torch.device) -> dict:
+    if isinstance(micro[0], Rendered):
+        return collate_causal(list(micro), pad_id, device)
+    return collate(list(micro), pad_id, device)
+
+
+def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Sum (not mean) of the losses in a microbatch; the caller divides by the global count."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    labels = batch["labels"]
+    if labels.dim() == 1:  # one class per example
+        return F.cross_entropy(logits.float(), labels, reduction="sum")
+    # causal LM: the logits at position t predict the token at t + 1
+    shifted = logits[:, :-1].float().reshape(-1, logits.size(-1))
+    return F.cross_entropy(shifted, labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
+
+
+def backward(
+    model: torch.nn.Module, batch: dict, denominator: float, device: torch.device, precision: str
+) -> float:
+    """Forward, summed loss / `denominator`, backward: one microbatch's share of the gradient.
+    Returns that share of the loss."""
+    with autocast(device, precision):
+        loss = summed_loss(model, batch) / denominator
+    loss.backward()
+    return float(loss.detach())
+
+
+def make_optimizer(
+    model: torch.nn.Module, lr: float, weight_decay: float
+) -> tuple[list[torch.nn.Parameter], torch.optim.Optimizer]:
+    """AdamW over the trainable parameters."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return params, torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    loss: float
+    """The global batch's normalised loss (the sum of the microbatches' shares)."""
+    grad_norm: float | None
+    """Before clipping; None without `max_grad_norm`."""
+    tokens: int
+    """Non-pad tokens the step's forward passes saw."""
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    params: list[torch.nn.Parameter],
+    batches: Sequence[dict],
+    denominator: float,
+    device: torch.device,
+    precision: str,
+    max_grad_norm: float | None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+) -> StepResult:
+    """One optimizer step over `batches` (the microbatches of one global batch)."""
+    loss, tokens = 0.0, 0
+    for batch in batches:
+        loss += backward(model, batch, denominator, device, precision)
+        tokens += int(batch["attention_mask"].sum())
+    grad_norm = None
+    if max_grad_norm is not None:
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return StepResult(loss, grad_norm, tokens)

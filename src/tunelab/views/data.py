@@ -1,0 +1,60 @@
+"""The human views of `init` and `data`: the data version, quarantine, duplicates, splits."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tunelab.views.style import short_id
+
+
+def init(result: dict, console: Console) -> None:
+    console.print(f"wrote {result['spec']} ({result['task']}); edit it, then run `tunelab data`.")
+
+
+def data(report: dict, console: Console) -> None:
+    state = "new version" if report["new"] else "unchanged, version reused"
+    console.print(f"[bold]data version {report['version']}[/] ({state})")
+    q = report["quarantine"]
+    console.print(
+        f"  rows read {report['rows_read']:,} = kept {report['kept']:,} + quarantined "
+        f"{report['quarantined']:,} + removed as duplicates {report['duplicates_removed']:,}"
+    )
+    if report["quarantined"]:
+        reasons = ", ".join(f"{k} {v}" for k, v in q["reasons"].items())
+        console.print(f"  quarantine: {reasons} -> {q['file']}")
+    if report["cleaning"]:
+        rules = ", ".join(f"{k} changed {v}" for k, v in report["cleaning"].items())
+        console.print(f"  cleaning: {rules}")
+    table = Table("split", "rows", *report["labels"], title=None, box=None, padding=(0, 2))
+    for split, info in report["splits"].items():
+        counts = [str(info["labels"].get(label, 0)) for label in report["labels"]]
+        table.add_row(split, str(info["n"]), *counts)
+    console.print(table)
+    dups = report["duplicates"]
+    for method, title in (("exact", "exact duplicates"), ("near", "near-duplicates")):
+        counts = {
+            k.removeprefix("near:"): v
+            for k, v in dups["counts"].items()
+            if v and k.startswith("near:") == (method == "near")
+        }
+        found = ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
+        console.print(f"  {title} (pairs): {found}")
+    near = [p for p in dups["pairs"] if p["method"] == "near" and p.get("snippet")]
+    across = [p for p in near if p["a"]["split"] != p["b"]["split"]]  # a leak is the news
+    example = (across or near or [None])[0]
+    if example:
+        action = example.get("action", "")
+        if action.startswith("removed from train"):
+            action = "train copy removed"
+        console.print(
+            f"    e.g. {short_id(example['a']['id'])} ~ {short_id(example['b']['id'])} "
+            f"({example['kind']}, similarity {example['similarity']}, {action}): "
+            f"{escape(repr(example['snippet']))}"
+        )
+    if dups.get("pairs_file"):
+        console.print(f"    every pair, with its similarity and action: {dups['pairs_file']}")
+    console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
+    if report.get("presplit"):
+        console.print("  the data came already split: the user's split was kept as it is")

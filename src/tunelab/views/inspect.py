@@ -1,0 +1,68 @@
+"""The human view of `inspect`: examples as the trainer sees them, token by token."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+
+def inspect(result: dict, console: Console) -> None:
+    console.print(
+        f"[bold]{result['split']} split of data version {result['data_version']}[/]: "
+        f"{result['rows']} rows, {result['model_kind']} model, "
+        f"{result['template']} template"
+    )
+    for ex in result["examples"]:
+        console.print(f"\n[bold]{ex['id']}[/] ({ex['category'] or 'no category'})")
+        console.print(_token_text(ex))
+        loss = sum(t["loss"] for t in ex["tokens"])
+        extra = ""
+        if "eos_trained" in ex:
+            extra = f", end token trained: {'yes' if ex['eos_trained'] else '[red]NO[/]'}"
+        cut = ex.get("text_cut") or ex.get("truncated_from")
+        console.print(
+            f"[dim]{len(ex['tokens'])} tokens, {loss} carry the loss{extra}"
+            + (f", truncated ({cut})" if cut else "")
+            + f"; expected: {ex['target']}[/]"
+        )
+    s = result.get("summary") or {}
+    if "tokens" in s:
+        t = s["tokens"]
+        console.print(
+            f"\nlengths in tokens: p50 {t['p50']}, p95 {t['p95']}, max {t['max']}; "
+            f"inputs truncated {s['inputs_truncated']}"
+            + (
+                f"; targets that cannot fit {s['targets_truncated']}; rows without loss "
+                f"tokens {s['rows_without_loss_tokens']}; end token {s['end_token']!r}"
+                + (
+                    " (= pad token: masked by position, still trained)"
+                    if s["pad_is_end_token"]
+                    else ""
+                )
+                if "targets_truncated" in s
+                else ""
+            )
+        )
+    for f in result["findings"]:
+        mark = "[bold red]BLOCKING[/]" if f["blocking"] else "[yellow]warning[/]"
+        console.print(
+            f"{mark} {f['code']}: {f['message']} ({f['count']} rows, e.g. {f['example']})"
+        )
+    if not result["findings"]:
+        console.print("[green]no findings[/]")
+
+
+def _token_text(ex: dict) -> Text:
+    """Tokens with separators visible: loss tokens green, newlines as ↵, the cut marked."""
+    text = Text()
+    for i, tok in enumerate(ex["tokens"]):
+        if ex.get("text_cut") and i == ex.get("cut_at"):
+            text.append(f"[…{ex['text_cut']} tokens cut…]", style="bold red")
+        piece = tok["text"].replace("\n", "↵\n")
+        style = (
+            "bold green"
+            if tok["loss"]
+            else ("magenta" if piece.startswith("<") and piece.endswith(">") else "")
+        )
+        text.append(piece, style=style)
+    return text

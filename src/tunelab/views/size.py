@@ -1,0 +1,80 @@
+"""The human view of `size`: measured step memory beside the estimate, and the advice."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def size(result: dict, console: Console) -> None:
+    """The estimate's breakdown beside the measurement, the four step variants, the gradient
+    check, the largest microbatch and the advice."""
+    seq = result["seq_len"]
+    console.print(
+        f"[bold]size[/] {result['method']} on {result['device']}, {result['precision']}, "
+        f"microbatch {result['microbatch']} × {seq['value']} tokens ({seq['source']}; "
+        f"p50 {seq['p50']}, max {seq['max']}); allocator: {result['allocator']}"
+    )
+    e = result["estimate"]
+    table = Table("estimate", "MiB", box=None, padding=(0, 1))
+    table.columns[1].justify = "right"
+    for name, mb in e["components_mb"].items():
+        table.add_row(name.replace("_", " "), f"{mb:,.1f}")
+    table.add_row(f"[bold]peak[/] (at {e['peak_phase'].replace('_', ' ')})", f"{e['peak_mb']:,.1f}")
+    console.print(table)
+    approx = " (approximate: shape family or bf16 not exact)" if e["approximate"] else ""
+    console.print(
+        f"measured peak {result['measured_peak_mb']:,.1f} MiB; estimate error "
+        f"{result['error_pct']:+.1f}%{approx}"
+    )
+    variants = Table(
+        "variant",
+        "micro×acc",
+        "measured MiB",
+        "estimate MiB",
+        "error",
+        "step s",
+        "tok/s",
+        box=None,
+        padding=(0, 1),
+    )
+    for v in result["variants"]:
+        shape = f"{v.get('microbatch', result['microbatch'])}×{v['accumulation']}"
+        if v.get("oom"):
+            variants.add_row(v["name"], shape, "[red]out of memory[/]", "", "", "", "")
+            continue
+        variants.add_row(
+            v["name"],
+            shape,
+            f"{v['measured_peak_mb']:,.1f}",
+            f"{v['estimated_peak_mb']:,.1f}",
+            f"{v['error_pct']:+.1f}%",
+            f"{v['step_s']:.2f}",
+            f"{v['tokens_per_s']:,.0f}",
+        )
+    console.print(variants)
+    g = result["gradient_check"]
+    mark = "[green]equal[/]" if g["equal"] else "[red]DIFFERENT[/]"
+    console.print(
+        f"gradient check: accumulated microbatches vs one batch {mark} "
+        f"(relative difference {g['rel_diff_accumulated']:.1e}, tolerance {g['tolerance']:.0e}); "
+        f"a per-microbatch mean would give {g['rel_diff_per_microbatch_mean']:.1e}. "
+        f"Normalisation: {g['normalisation']}"
+    )
+    big = result["largest_microbatch"]
+    measured = f", measured {big['measured_mb']:,.0f} MiB" if big.get("measured_mb") else ""
+    console.print(
+        f"largest microbatch: [bold]{big['value']}[/] within {big['budget_mb']:,.0f} MiB "
+        f"({big['budget']}; {big['method']}{measured})"
+    )
+    a = result["advice"]
+    if a["fits"]:
+        console.print(
+            f"advice: microbatch {a['microbatch']} × accumulation {a['accumulation']} × "
+            f"{a['processes']} process(es) = global batch {a['global_batch']}; expect "
+            f"~{a['expected_tokens_per_s']:,.0f} tok/s, {a['expected_step_s']:.2f}s per step"
+        )
+    else:
+        console.print(f"[red]advice[/]: {escape(a['reason'])}")
+    console.print(f"[dim]saved to {result['file']}[/]")

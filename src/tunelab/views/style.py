@@ -1,0 +1,23 @@
+"""What every view shares: the console, percentages, verdict colours, short row ids."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+VERDICT_STYLE = {"improved": "bold green", "no evidence": "yellow", "guardrail broken": "bold red"}
+
+
+def console(stderr: bool = False) -> Console:
+    """A console at the terminal's width, or 120 columns when the output is piped."""
+    out = Console(stderr=stderr)
+    return out if out.is_terminal else Console(stderr=stderr, width=120)
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def short_id(row_id: str) -> str:
+    """A row id that is a long path, shown by its last two parts (`business/214.txt`)."""
+    parts = row_id.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 2 else row_id

@@ -1,0 +1,27 @@
+"""The sha256 helpers every record's hash goes through."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from tunelab.core.digest import CHUNK, sha256_file, sha256_json, sha256_path
+
+
+def test_sha256_file_streams_across_chunks(tmp_path):
+    data = os.urandom(2 * CHUNK + 12345)
+    path = tmp_path / "blob.bin"
+    path.write_bytes(data)
+    assert sha256_file(path) == hashlib.sha256(data).hexdigest()
+
+
+def test_json_digest_ignores_key_order_and_a_folder_digest_its_walk_order(tmp_path):
+    assert sha256_json({"a": 1, "b": [1, "é"]}) == sha256_json({"b": [1, "é"], "a": 1})
+    assert sha256_json({"a": 1}) != sha256_json({"a": 2})
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "x.txt").write_text("x")
+    (tmp_path / "d" / "sub" / "y.txt").write_text("y")
+    before = sha256_path(tmp_path / "d")
+    (tmp_path / "d" / "sub" / "y.txt").write_text("changed")
+    assert sha256_path(tmp_path / "d") != before
+    assert sha256_path(tmp_path / "d" / "x.txt") == hashlib.sha256(b"x").hexdigest()
