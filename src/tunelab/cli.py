@@ -206,12 +206,20 @@ def cmd_ablate(args):
     "every run beside the baseline, with verdicts",
     "compare:compare",
     arg("--against", help="reference run id (default: best baseline)"),
+    arg("--reason", help="compare runs recorded under other hypothesis or guardrails; recorded"),
+    arg(
+        "--accept-unresolved",
+        metavar="REASON",
+        help="let an unresolved guardrail pass for `improved`; the reason is recorded",
+    ),
     overrides=True,
 )
 def cmd_compare(args):
+    from tunelab.core.spec import parse_overrides
     from tunelab.stages.compare.verdicts import compare
 
-    return compare(_lab(args), args.against)
+    overrides = parse_overrides(args.overrides)
+    return compare(_lab(args), args.against, args.reason, args.accept_unresolved, overrides)
 
 
 @command(

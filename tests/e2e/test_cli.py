@@ -47,8 +47,12 @@ def test_the_whole_classification_lab(make_lab, capsys):
     assert code == 0
     variants = [r for r in result["runs"] if r["kind"] == "variant"]
     assert [r["id"] for r in variants] == [lora["id"], full["id"]]
-    assert all(r["verdict"] in {"improved", "no evidence", "guardrail broken"} for r in variants)
+    verdicts = {"improved", "no evidence", "guardrail broken", "worse"}
+    assert all(r["verdict"] in verdicts for r in variants)
     assert result["reference"] == "r002-probe" or result["reference"] == "r001-majority"
+    assert json.loads((Path(lab) / result["file"]).read_text()) == result  # the record
+    code, err = tl(capsys, "compare", "--lab", lab, "hypothesis.min_effect=0")
+    assert code == 2 and "recorded with the runs" in err["error"]
 
     code, runs = tl(capsys, "runs", "--lab", lab)
     assert code == 0
@@ -131,7 +135,9 @@ def test_final_opens_the_seal_once_then_needs_a_reason(make_lab, capsys):
     _, report = tl(capsys, "data", "--lab", lab)
     tl(capsys, "baseline", "--lab", lab)
     code, run = tl(capsys, "run", "--lab", lab, "--name", "lora")
-    code, final = tl(capsys, "final", "--lab", lab, run["id"])
+    code, err = tl(capsys, "final", "--lab", lab, run["id"])  # not judged by compare yet
+    assert code == 2 and "no comparison has judged it" in err["error"]
+    code, final = tl(capsys, "final", "--lab", lab, run["id"], "--reason", "wiring")
     assert code == 0 and final["metrics"]["n"] == report["splits"]["test"]["n"]
     code, err = tl(capsys, "final", "--lab", lab, run["id"])
     assert code == 2 and "already opened" in err["error"]

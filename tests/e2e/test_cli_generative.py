@@ -30,7 +30,10 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     (variant,) = [r for r in result["runs"] if r["kind"] == "variant"]
     assert set(variant["per_field"]) == {"name", "section", "summary"}
     assert [g["scope"] for g in variant["guardrails"]] == ["overall", "every_field"]
-    assert variant["verdict"] in {"improved", "no evidence", "guardrail broken"}
+    assert variant["verdict"] in {"improved", "no evidence", "guardrail broken", "worse"}
+    every_field = variant["guardrails"][1]
+    assert set(every_field["checks"]) == {"name", "section", "summary"}
+    assert all(c["low"] <= c["delta"] <= c["high"] for c in every_field["checks"].values())
 
 
 def test_format_lab_checks_answers_against_a_regex(make_extraction_lab, capsys):

@@ -149,6 +149,9 @@ class DedupSpec(_Section):
     """Words per shingle."""
     num_perm: int = Field(128, ge=16)
     """MinHash permutations (more: a finer similarity estimate, slower)."""
+    conflicts: Literal["quarantine", "report"] = "quarantine"
+    """The same text with different labels (or targets): quarantine every copy, or keep them
+    all and only report the conflict."""
 
 
 class MixtureStage(_Section):
@@ -182,6 +185,10 @@ class DataSpec(_Section):
     dedup: DedupSpec = DedupSpec()
     mixture: Mixture | None = None
     """Sample training batches from the sources by weight instead of uniformly over rows."""
+    max_chars: int = Field(100_000, gt=0)
+    """A text longer than this is almost always a mistake (a whole file in one field)."""
+    long_text: Literal["warn", "quarantine"] = "warn"
+    """What to do with a text over `max_chars`: a warning that names its line, or quarantine."""
 
     @model_validator(mode="after")
     def _names_and_weights(self) -> DataSpec:
@@ -280,6 +287,9 @@ class TrainingSpec(_Section):
     """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """bf16 uses autocast; weights stay in model.dtype."""
+    activation_checkpointing: bool = False
+    """Recompute activations in the backward pass (non-reentrant): less memory, more time,
+    the same gradients. `tunelab size` measures its effect."""
 
     @model_validator(mode="after")
     def _divisible(self) -> TrainingSpec:

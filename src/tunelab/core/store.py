@@ -88,17 +88,24 @@ class Store:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def events(self) -> list[dict]:
-        """The event log; a last line cut short by a kill is skipped, never fatal."""
+    def events(self, strict: bool = False) -> list[dict]:
+        """The event log. A damaged line (a write cut short by a kill) is skipped, unless
+        `strict`: then it is an error that names the line, for readers such as the test-set
+        access log that must not miss an entry."""
         path = self.root / "events.jsonl"
         if not path.exists():
             return []
         out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             try:
                 out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+            except json.JSONDecodeError as err:
+                if strict:
+                    raise StoreError(
+                        f"{path}:{number}: the event log is damaged ({err.msg}); the record of "
+                        "who opened the test split cannot be trusted with a line missing. "
+                        "Restore the line (or the file from a backup) before going on."
+                    ) from None
         return out
 
     # --- data versions -------------------------------------------------------------------
@@ -148,6 +155,31 @@ class Store:
                 return run_id, self.runs_dir / run_id
             except FileExistsError:
                 n += 1
+
+    # --- comparisons -----------------------------------------------------------------------
+
+    @property
+    def comparisons_dir(self) -> Path:
+        return self.root / "comparisons"
+
+    def new_comparison(self) -> tuple[str, Path]:
+        """Reserve the next comparison id (`c004`) and its record's path; never reused."""
+        self.comparisons_dir.mkdir(parents=True, exist_ok=True)
+        n = len(list(self.comparisons_dir.glob("c*.json"))) + 1
+        while True:
+            path = self.comparisons_dir / f"c{n:03d}.json"
+            try:
+                path.open("x").close()
+                return path.stem, path
+            except FileExistsError:
+                n += 1
+
+    def comparisons(self) -> list[dict]:
+        """Every comparison record, oldest first (a reserved id not yet written is skipped)."""
+        if not self.comparisons_dir.exists():
+            return []
+        paths = sorted(self.comparisons_dir.glob("c*.json"))
+        return [read_json(p) for p in paths if p.stat().st_size > 0]
 
     def run_dir(self, run_id: str) -> Path:
         path = self.runs_dir / run_id

@@ -65,7 +65,11 @@ class Example:
 
     def sort_key(self) -> tuple:
         """Natural order of ids, so `f.jsonl:9` comes before `f.jsonl:10`."""
-        return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(self.id))
+        return Example.sort_key_of(self.id)
+
+    @staticmethod
+    def sort_key_of(row_id: str) -> tuple:
+        return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(row_id))
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -122,10 +126,22 @@ def _csv(path: Path, shown: str, fields: Fields) -> Iterator[Record | Rejection]
     """Bad bytes are kept as surrogates while parsing, then the record holding them is
     rejected: quoted fields may span lines, so lines cannot be decoded one by one."""
     text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header: list[str] | None = None
     start = 1
-    for cells in reader:
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:  # e.g. a quote inside a quoted field that is not doubled
+            line, start = start, reader.line_num + 1
+            if header is None:
+                raise DataError(
+                    f"{shown}:{line}: the CSV header cannot be parsed ({err})"
+                ) from None
+            yield Rejection(shown, line, "malformed_row", f"not valid CSV: {err}")
+            continue
         line, start = start, reader.line_num + 1
         if not any(c.strip() for c in cells):
             continue

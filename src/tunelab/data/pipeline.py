@@ -12,11 +12,21 @@ from typing import Any
 
 from tunelab.core.spec import Spec
 from tunelab.core.store import SPLITS, Store
+from tunelab.data.balance import imbalance_warnings
 from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
+from tunelab.data.conflicts import find_conflicts
 from tunelab.data.dedup import Dedup, deduplicate
-from tunelab.data.loaders import Rejection, load_sources
+from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.split import Splits, presplit_examples, split_examples, split_warnings
-from tunelab.data.version import publish, settings_of, version_exists, version_id, write_version
+from tunelab.data.version import (
+    publish,
+    rows_id,
+    same_rows,
+    settings_of,
+    version_exists,
+    version_id,
+    write_version,
+)
 
 MAX_PAIRS = 25
 """Pairs of each method listed in the report; `duplicates.counts` counts all of them and
@@ -34,22 +44,34 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
     task_labels = None if generative else spec.task.labels
     loaded = load_sources(data, task_labels, lab, generative)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
+    examples, too_long, long_warnings = _long_texts(
+        cleaned.examples, data.max_chars, data.long_text
+    )
+    conflicts = find_conflicts(examples, generative, data.dedup.conflicts)
     grouped = data.fields.group is not None
     if loaded.presplit:
-        splits = presplit_examples(cleaned.examples)
+        splits = presplit_examples(conflicts.kept)
     else:
-        splits = split_examples(cleaned.examples, data.split, grouped)
+        splits = split_examples(conflicts.kept, data.split, grouped)
     dedup = deduplicate(splits, data.dedup)
-    quarantine = loaded.rejections + cleaned.rejections
+    quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
     seen = {ex.label for rows in dedup.splits.values() for ex in rows}
     labels = list(task_labels) if task_labels else sorted(seen)
-    settings = settings_of(data, labels)
+    settings = settings_of(data, labels, loaded.sources)
     version = version_id(dedup.splits, quarantine, settings)
     new = not version_exists(store, version)
+    rows = rows_id(dedup.splits)
 
     counts = _tally(loaded.rows_read, dedup, quarantine)
-    warnings = split_warnings(dedup.splits, labels, grouped and loaded.presplit)
+    warnings = split_warnings(dedup.splits, labels, grouped and loaded.presplit) + long_warnings
+    if conflicts.groups and data.dedup.conflicts == "report":
+        warnings.append(
+            f"{len(conflicts.groups)} text(s) have different labels in different copies, all "
+            "kept (dedup.conflicts: report); see duplicates.conflicts in the report"
+        )
+    if not generative:
+        warnings += imbalance_warnings(dedup.splits.get("train", []))
     if task_labels:
         unseen = [label for label in task_labels if label not in seen]
         if unseen:
@@ -73,6 +95,9 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
             "pairs_file": _shown(store.data_dir(version) / "duplicates.jsonl", store.lab),
             "removed": len(dedup.removed),
         },
+        "conflicts": conflicts.report(data.dedup.conflicts),
+        "rows_id": rows,
+        "same_rows_as": same_rows(store, rows, version),
         "presplit": loaded.presplit,
         "warnings": warnings,
     }
@@ -82,6 +107,7 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
             "counts": report["splits"],
             "rows": counts,
             "presplit": loaded.presplit,
+            "rows_id": rows,
             "sources": loaded.sources,
             "rules": rule_settings(data.cleaning),
             "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
@@ -89,6 +115,34 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         write_version(store, version, dedup.splits, quarantine, report, manifest, dedup.pairs)
     publish(store, version, new, counts)
     return report
+
+
+def _long_texts(
+    examples: list[Example], max_chars: int, policy: str
+) -> tuple[list[Example], list[Rejection], list[str]]:
+    """Texts over `max_chars`: kept with a warning naming each line, or quarantined."""
+    long = [ex for ex in examples if len(ex.text) > max_chars]
+    if not long:
+        return examples, [], []
+    if policy == "quarantine":
+        reason = f"text longer than data.max_chars ({max_chars:,} characters)"
+        gone = {ex.id for ex in long}
+        kept = [ex for ex in examples if ex.id not in gone]
+        return (
+            kept,
+            [ex.reject("too_long", f"{len(ex.text):,} characters: {reason}") for ex in long],
+            [],
+        )
+    where = ", ".join(f"{ex.origin} ({len(ex.text):,})" for ex in long[:5])
+    more = f" and {len(long) - 5} more" if len(long) > 5 else ""
+    return (
+        examples,
+        [],
+        [
+            f"{len(long)} text(s) over data.max_chars ({max_chars:,} characters): {where}{more}; "
+            "set data.long_text: quarantine to set them aside"
+        ],
+    )
 
 
 def _first_of_each_method(pairs: list[dict], n: int) -> list[dict]:

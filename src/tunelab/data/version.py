@@ -11,6 +11,7 @@ either no version or a complete one, never half of one.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -27,16 +28,45 @@ from tunelab.data.split import Splits
 ID_CHARS = 12
 
 
-def settings_of(data: DataSpec, labels: list[str]) -> dict[str, Any]:
-    """How the rows were made: everything besides the rows that the version id covers."""
+def settings_of(data: DataSpec, labels: list[str], sources: list[dict]) -> dict[str, Any]:
+    """How the rows were made: everything besides the rows that the version id covers. The
+    sources' content hashes are part of it, so a changed file always makes a new version (and
+    a report and manifest of its own), even when the rows it keeps are the same."""
     return {
         "labels": labels,
-        "sources": [s.source_name for s in data.sources],
+        "sources": [s.model_dump(mode="json") for s in data.sources],
+        "source_sha256": [s["sha256"] for s in sources],
         "fields": data.fields.model_dump(mode="json"),
         "cleaning": rule_settings(data.cleaning),
         "split": data.split.model_dump(mode="json"),
         "dedup": data.dedup.model_dump(mode="json"),
+        "max_chars": data.max_chars,
+        "long_text": data.long_text,
     }
+
+
+def rows_id(splits: Splits) -> str:
+    """A hash of the kept rows alone, split by split: two versions with the same `rows_id`
+    train and evaluate on identical examples."""
+    return sha256_json(
+        {
+            s: [[ex.id, ex.text, ex.label, ex.group, ex.target] for ex in splits.get(s, [])]
+            for s in SPLITS
+        }
+    )[:ID_CHARS]
+
+
+def same_rows(store: Store, rows: str, version: str) -> list[str]:
+    """Other versions whose kept rows are these (by their manifests' `rows_id`)."""
+    root = store.root / "data"
+    if not root.exists():
+        return []
+    out = []
+    for manifest in sorted(root.glob("*/manifest.json")):
+        other = json.loads(manifest.read_text(encoding="utf-8"))
+        if other.get("rows_id") == rows and manifest.parent.name != version:
+            out.append(manifest.parent.name)
+    return out
 
 
 def version_id(splits: Splits, quarantine: list[Rejection], settings: dict[str, Any]) -> str:

@@ -114,8 +114,8 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
     _story(result, baselines, out)
 
     report.section("The sealed final")
-    chosen = _choose(result, out)
-    final = run_final(handle, chosen)
+    chosen, reason = _choose(result, out)
+    final = run_final(handle, chosen, reason)
     compare_view.final(final, out)
     return {
         "lab": str(handle.path),
@@ -128,17 +128,32 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
     }
 
 
-def _choose(result: dict, out: Console) -> str:
-    """The variant with the best validation score: the one candidate the test split sees."""
+def _choose(result: dict, out: Console) -> tuple[str, str | None]:
+    """The one candidate the test split sees: the best variant on validation among those
+    that are neither worse than the reference nor past a guardrail. Unless it was judged
+    `improved`, the seal is opened with a reason that says why, printed and recorded."""
     metric = result["primary_metric"]
     variants = [r for r in result["runs"] if r["kind"] == "variant"]
-    best = max(variants, key=lambda r: r[metric])
+    eligible = [r for r in variants if r["verdict"] not in ("worse", "guardrail broken")]
+    best = max(eligible or variants, key=lambda r: r[metric])
+    reason = None
+    if not eligible:
+        reason = (
+            "no variant is eligible (each is worse or breaks a guardrail); the demo opens the "
+            "seal for the best on validation to show the final step"
+        )
+    elif best["verdict"] != "improved":
+        reason = (
+            f"the best eligible variant is '{best['verdict']}', not improved; the demo opens "
+            "the seal for it to show the final step"
+        )
     out.print(
         f"Chosen on validation alone: {best['id']} ({metric.replace('_', ' ')} "
         f"{style.pct(best[metric])}%, verdict {best['verdict']}). The test split is opened once, "
         "for it; a second look would need a reason and is marked in every later report."
+        + (f"\n[yellow]Opened with a recorded reason:[/] {reason}." if reason else "")
     )
-    return best["id"]
+    return best["id"], reason
 
 
 def _story(result: dict, baselines: dict, out: Console) -> None:

@@ -133,14 +133,35 @@ def trainable_model(
     labels: list[str],
     device: torch.device,
     seed: int,
+    checkpointing: bool = False,
 ) -> tuple[torch.nn.Module, dict]:
     """The model a run trains and its trainable report: the base (a new classification head's
     initial weights come from `seed`, the one place a model build seeds torch) with the method
-    applied. Raises ModelError (with `.modules`) when LoRA targets match nothing."""
+    applied, and activation checkpointing when asked. Raises ModelError (with `.modules`) when
+    LoRA targets match nothing."""
     torch.manual_seed(seed)
     base, task_type = load_base(spec, lab, kind, labels, device)
     # PEFT extends modules_to_save in place: the spec's own method stays as it was written
-    return apply_method(base, method.model_copy(deep=True), task_type)
+    model, report = apply_method(base, method.model_copy(deep=True), task_type)
+    if checkpointing:
+        report["activation_checkpointing"] = enable_checkpointing(model)
+    return model, report
+
+
+def enable_checkpointing(model) -> str:
+    """Activation checkpointing on the transformers model (inside a PEFT wrapper), non-reentrant
+    so LoRA's frozen inputs still pass gradients; returns the call used."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    kwargs = {"use_reentrant": False}
+    if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        call = "activation_checkpointing_enable(use_reentrant=False)"
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        call = "gradient_checkpointing_enable(use_reentrant=False)"
+    if base is not model and getattr(base, "_require_grads_hook", None) is None:
+        base.enable_input_require_grads()  # frozen embeddings: let gradients reach LoRA layers
+    return call
 
 
 def _matches(name: str, pattern: str) -> bool:

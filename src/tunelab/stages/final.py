@@ -9,9 +9,12 @@ was sealed.
 Rules:
 - The chosen run is evaluated once on the test split of *its own* data version, with the
   spec it was trained with (`record["spec"]`) and the shared protocol (`evaluate_rows`).
-- The first access needs no reason. Any later one (another run, or the same again) needs a
-  reason, is marked `repeated: true`, and names the earlier accesses; all of them are listed
-  by `final_accesses` for the handover.
+- The first access of a run whose newest comparison says `improved` needs no reason. Any
+  other run (another verdict, or none), and any later access (another run, or the same
+  again), needs a reason; a later one is marked `repeated: true` and names the earlier
+  accesses. The verdict and its comparison are recorded with the access; all accesses are
+  listed by `final_accesses` for the handover, read strictly (a damaged event line is an
+  error naming it) and cross-checked against the results in `finals/`.
 - The access is logged (`final` event) as soon as the test rows have been read, before the
   evaluation: a crash during evaluation still counts as having looked. The result is then
   written atomically to `.tunelab/finals/<n>-<run>.json`.
@@ -45,8 +48,32 @@ class SealBrokenError(StoreError):
 
 
 def final_accesses(store: Store) -> list[dict]:
-    """Every opening of the test split, oldest first (time, run, reason, repeated, file...)."""
-    return [e for e in store.events() if e.get("event") == "final"]
+    """Every opening of the test split, oldest first (time, run, reason, repeated, file...).
+
+    Read strictly: a damaged event line could hide an earlier opening, so it is an error that
+    names the line; and every result in `finals/` must have its opening in the log."""
+    accesses = [e for e in store.events(strict=True) if e.get("event") == "final"]
+    logged = {e.get("file") for e in accesses}
+    folder = store.root / FINALS
+    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+        shown = str(path.relative_to(store.lab))
+        if shown not in logged:
+            raise SealBrokenError(
+                f"{shown} records an opening of the test split that the event log "
+                f"({store.root / 'events.jsonl'}) does not have: the access log is incomplete. "
+                "Restore the log's `final` line before opening the split again."
+            )
+    return accesses
+
+
+def latest_verdict(store: Store, run_id: str) -> tuple[str | None, str | None]:
+    """The run's verdict in the newest comparison that judged it, and that comparison's id;
+    (None, None) when no comparison did."""
+    for record in reversed(store.comparisons()):
+        for row in record.get("runs", []):
+            if row["id"] == run_id and "verdict" in row:
+                return row["verdict"], record["id"]
+    return None, None
 
 
 def _open_sealed(store: Store, version: str) -> tuple[list[dict], str]:
@@ -93,6 +120,22 @@ def _check_run(store: Store, record: dict) -> None:
             raise FinalError(f"{record['id']} has no saved weights at {weights}.")
 
 
+def _check_verdict(run_id: str, verdict: str | None, comparison: str | None, reason) -> None:
+    """Only a run whose comparison said `improved` opens the seal without a reason."""
+    if verdict == "improved" or (reason and reason.strip()):
+        return
+    said = (
+        f"its verdict in comparison {comparison} is {verdict or 'none (no hypothesis)'}"
+        if comparison
+        else "no comparison has judged it (run `tunelab compare` first)"
+    )
+    raise FinalError(
+        f"{run_id}: {said}. The test split is for a run the validation evidence chose; to "
+        'open it for this one anyway, say why with --reason "..." (it is recorded and listed '
+        "in the handover)."
+    )
+
+
 def _check_reason(earlier: list[dict], reason: str | None) -> None:
     if earlier and not (reason and reason.strip()):
         seen = "; ".join(f"{e['time']} for {e['run']}" for e in earlier)
@@ -133,6 +176,8 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     _check_run(store, record)
     earlier = final_accesses(store)
     _check_reason(earlier, reason)
+    verdict, comparison = latest_verdict(store, run_id)
+    _check_verdict(run_id, verdict, comparison, reason)
     spec = validate_spec(record["spec"])
     version = record["data_version"]
 
@@ -144,6 +189,8 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         "run": run_id,
         "reason": reason,
         "repeated": bool(earlier),
+        "verdict": verdict,
+        "comparison": comparison,
         "data_version": version,
         "test_sha256": digest,
         "examples": len(rows),

@@ -10,7 +10,7 @@ import yaml
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import SPEC_FILE, validate_spec
 
-TEMPLATES = ("classification",)
+TEMPLATES = ("classification", "extraction", "format")
 
 
 class SpecExistsError(TunelabError, FileExistsError):

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from tunelab.core.lab import Lab
+from tunelab.data.balance import describe, imbalance
 from tunelab.modeling.model import load_tokenizer
 from tunelab.modeling.render import (
     Renderer,
@@ -32,7 +33,6 @@ BLOCKING = frozenset(
         "chat_template_missing",
     }
 )
-IMBALANCE_RATIO = 10.0
 """Largest over smallest class count above which the imbalance warning fires."""
 
 
@@ -254,18 +254,7 @@ def _token_view(renderer: Renderer, r) -> dict:
 
 
 def _imbalance(rows: list[dict]) -> list[dict]:
-    counts = Counter(r["label"] for r in rows)
-    if len(counts) < 2:
+    found = imbalance(r["label"] for r in rows)
+    if not found:
         return []
-    (big, n_big), (small, n_small) = counts.most_common()[0], counts.most_common()[-1]
-    if n_big / n_small < IMBALANCE_RATIO:
-        return []
-    return [
-        finding(
-            "class_imbalance",
-            n_small,
-            small,
-            f"{big} has {n_big} rows, {small} only {n_small} "
-            f"({n_big / n_small:.0f}:1); watch the per-class guardrails",
-        )
-    ]
+    return [finding("class_imbalance", found["n_smallest"], found["smallest"], describe(found))]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import resource
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from tunelab.modeling.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from tunelab.training.memory import peak_mb, start_peak
 from tunelab.training.step import (
     LOSS_NORMALISATION,
     Example,
@@ -81,12 +81,6 @@ def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[
         buffer = buffer[global_batch:]
 
 
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
 def train(
     model: torch.nn.Module,
     examples: list[Example],
@@ -119,6 +113,7 @@ def train(
         state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
         history, tokens_seen, done = state["history"], state["tokens"], state["step"]
         elapsed_before = state["seconds"]
+    peak_source = start_peak(device)  # this run's peak, not an earlier run's in this process
     start = time.perf_counter() - elapsed_before
     model.train()
     progress = Progress(
@@ -200,7 +195,8 @@ def train(
         "tokens": tokens_seen,
         "seconds": round(seconds, 2),
         "tokens_per_s": round(tokens_seen / seconds, 1),
-        "peak_memory_mb": round(peak_memory_mb(device), 1),
+        "peak_memory_mb": round(peak_mb(device), 1),
+        "peak_memory_source": peak_source,
         "final_loss": history[-1]["loss"],
         "history": history,
         "mixture": sampler.record(steps) if sampler is not None else None,

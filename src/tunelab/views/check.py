@@ -12,7 +12,7 @@ def check(result: dict, console: Console) -> None:
     table = Table("", "check", "detail", box=None, padding=(0, 1))
     table.columns[1].no_wrap = True
     for i in result["items"]:
-        mark = "[dim]-[/]" if i.get("skipped") else "[green]✓[/]" if i["passed"] else "[red]✗[/]"
+        mark = _mark(i)
         table.add_row(mark, i["name"], escape(i["detail"]))
     console.print(table)
     for warning in result["warnings"]:
@@ -27,3 +27,12 @@ def check(result: dict, console: Console) -> None:
         f"data version {result['data_version'][:8]} in {result['seconds']:.0f}s; "
         f"saved to {result['file']}"
     )
+
+
+def _mark(i: dict) -> str:
+    """✓ passed, ✗ failed, ? not checked (a warning, never a pass), - not run."""
+    if i.get("skipped"):
+        return "[dim]-[/]"
+    if i.get("not_checked"):
+        return "[yellow]?[/]"
+    return "[green]✓[/]" if i["passed"] else "[red]✗[/]"

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tunelab.views.runs import changed_keys, metric_line
-from tunelab.views.style import VERDICT_STYLE, pct, short_id
+from tunelab.views.style import GUARD_STYLE, pct, short_id, verdict_text
 
 GROUP_VIEW = {"per_class": ("per-class F1", "f1"), "per_field": ("per-field exact", "exact")}
 
@@ -20,7 +20,8 @@ def compare(result: dict, console: Console) -> None:
         "McNemar p",
         "guards",
         "verdict",
-        title=f"against {result['reference']} (minimum effect {result['min_effect']})",
+        title=f"against {result['reference']} (minimum effect {result['min_effect']})"
+        + (f", comparison {result['id']}" if result.get("id") else ""),
     )
     for r in result["runs"]:
         values = [pct(r[m]) for m in metrics]
@@ -31,15 +32,13 @@ def compare(result: dict, console: Console) -> None:
             continue
         b = vs["bootstrap"]
         mcnemar = vs.get("mcnemar")
-        passed = sum(g["passed"] for g in r["guardrails"])
-        style = VERDICT_STYLE[r["verdict"]]
         table.add_row(
             r["id"],
             *values,
             f"{100 * b['delta']:+.1f} ({100 * b['low']:+.1f}, {100 * b['high']:+.1f})",
             f"{mcnemar['p_value']:.3f}" if mcnemar else "-",
-            f"{passed}/{len(r['guardrails'])}",
-            f"[{style}]{r['verdict']}[/]",
+            _guards_cell(r["guardrails"]),
+            verdict_text(r["verdict"]),
         )
     console.print(table)
     if result["groups"]:
@@ -64,13 +63,45 @@ def _flips_line(vs: dict) -> str:
     return f"{part('fixed')}, {part('broken')}"
 
 
+def _guards_cell(guardrails: list[dict]) -> str:
+    """`2 hold` or `1 hold, 1 unresolved`, in the colour of the worst."""
+    counts: dict[str, int] = {}
+    for g in guardrails:
+        counts[g["status"]] = counts.get(g["status"], 0) + 1
+    if not counts:
+        return "-"
+    worst = next(s for s in ("broken", "unresolved", "holds") if s in counts)
+    text = ", ".join(f"{n} {s if s != 'holds' else 'hold'}" for s, n in counts.items())
+    return f"[{GUARD_STYLE[worst]}]{text}[/]"
+
+
+def guardrail_line(g: dict) -> str:
+    """One guardrail's interval at its worst scope: `f1 every_class holds: worst business
+    -1.2 (-3.9, +1.4) points, limit -5.0`."""
+    c = g["checks"][g["worst"]]
+    where = "" if g["scope"] == "overall" else f" worst {short_id(g['worst'])}"
+    text = (
+        f"{g['metric']} {g['scope']} [{GUARD_STYLE[g['status']]}]{g['status']}[/]:{where} "
+        f"{100 * c['delta']:+.1f} ({100 * c['low']:+.1f}, {100 * c['high']:+.1f}) points, "
+        f"limit -{100 * g['max_drop']:.1f}"
+    )
+    if c.get("needed_n"):
+        text += f"; ~{c['needed_n']} validation examples would resolve it"
+    return text
+
+
 def _variant_notes(r: dict, primary: str, console: Console) -> None:
-    """Under the table, per variant: why it was made, flips, the parent view, warnings."""
+    """Under the table, per variant: why it was made, flips, guardrails with their intervals,
+    the parent view, warnings."""
     console.print(f"[bold]{r['id']}[/]" + (f" — reason: {r['reason']}" if r.get("reason") else ""))
     console.print(f"  vs {r.get('against', 'reference')}: {_flips_line(r['vs_reference'])}")
+    for g in r["guardrails"]:
+        console.print(f"  guardrail {guardrail_line(g)}")
+    shown = tuple(f"{g['metric']} ({g['scope']})" for g in r["guardrails"])
     if r.get("verdict") != "improved":
         for reason in r.get("reasons", []):
-            if "handful" not in reason:  # shown once, among the warnings
+            # the guardrails are shown above, a concentrated gain among the warnings
+            if "handful" not in reason and not reason.startswith(shown or ("\0",)):
                 console.print(f"  {reason}")
     vp = r.get("vs_parent")
     if vp:
@@ -81,11 +112,11 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
         if vp["run"] == r.get("against"):
             console.print(head + ": the reference above")
         else:
-            b, style = vp["bootstrap"], VERDICT_STYLE[vp["verdict"]]
+            b = vp["bootstrap"]
             console.print(
                 f"{head}: Δ {primary} {100 * b['delta']:+.1f} "
                 f"({100 * b['low']:+.1f}, {100 * b['high']:+.1f}), "
-                f"[{style}]{vp['verdict']}[/]; {_flips_line(vp)}"
+                f"{verdict_text(vp['verdict'])}; {_flips_line(vp)}"
             )
             for w in vp.get("warnings", []):
                 console.print(f"    [yellow]warning[/] (vs parent) {w}")

@@ -16,6 +16,11 @@ def init(result: dict, console: Console) -> None:
 def data(report: dict, console: Console) -> None:
     state = "new version" if report["new"] else "unchanged, version reused"
     console.print(f"[bold]data version {report['version']}[/] ({state})")
+    if report.get("same_rows_as"):
+        console.print(
+            f"  the kept rows are those of version(s) {', '.join(report['same_rows_as'])}: "
+            "the sources or settings changed, the examples did not"
+        )
     q = report["quarantine"]
     console.print(
         f"  rows read {report['rows_read']:,} = kept {report['kept']:,} + quarantined "
@@ -27,10 +32,22 @@ def data(report: dict, console: Console) -> None:
     if report["cleaning"]:
         rules = ", ".join(f"{k} changed {v}" for k, v in report["cleaning"].items())
         console.print(f"  cleaning: {rules}")
+    conflicts = report.get("conflicts") or {}
+    if conflicts.get("groups"):
+        first = conflicts["examples"][0]
+        console.print(
+            f"  label conflicts: {conflicts['groups']} text(s) with different answers, "
+            f"{conflicts['rows']} rows ({conflicts['policy']}); e.g. "
+            f"{', '.join(short_id(i) for i in first['ids'][:3])}: {first['answers']}"
+        )
     table = Table("split", "rows", *report["labels"], title=None, box=None, padding=(0, 2))
     for split, info in report["splits"].items():
-        counts = [str(info["labels"].get(label, 0)) for label in report["labels"]]
-        table.add_row(split, str(info["n"]), *counts)
+        n = info["n"]
+        counts = [
+            f"{c} ({100 * c / n:.0f}%)" if n else "0"
+            for c in (info["labels"].get(label, 0) for label in report["labels"])
+        ]
+        table.add_row(split, str(n), *counts)
     console.print(table)
     dups = report["duplicates"]
     for method, title in (("exact", "exact duplicates"), ("near", "near-duplicates")):
@@ -58,3 +75,5 @@ def data(report: dict, console: Console) -> None:
     console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
     if report.get("presplit"):
         console.print("  the data came already split: the user's split was kept as it is")
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/] {escape(warning)}")

@@ -71,8 +71,8 @@ def size(result: dict, console: Console) -> None:
     a = result["advice"]
     if a["fits"]:
         console.print(
-            f"advice: microbatch {a['microbatch']} × accumulation {a['accumulation']} × "
-            f"{a['processes']} process(es) = global batch {a['global_batch']}; expect "
+            f"advice: microbatch {a['microbatch']} × accumulation {a['accumulation']} "
+            f"= global batch {a['global_batch']}; expect "
             f"~{a['expected_tokens_per_s']:,.0f} tok/s, {a['expected_step_s']:.2f}s per step"
         )
     else:

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from rich.console import Console
 
-VERDICT_STYLE = {"improved": "bold green", "no evidence": "yellow", "guardrail broken": "bold red"}
+VERDICT_STYLE = {
+    "improved": "bold green",
+    "no evidence": "yellow",
+    "guardrail broken": "bold red",
+    "worse": "bold red",
+    None: "dim",
+}
+GUARD_STYLE = {"holds": "green", "unresolved": "yellow", "broken": "bold red"}
+
+
+def verdict_text(verdict: str | None) -> str:
+    """A verdict in its colour; None (no hypothesis recorded) reads `no verdict`."""
+    return f"[{VERDICT_STYLE[verdict]}]{verdict or 'no verdict'}[/]"
 
 
 def console(stderr: bool = False) -> Console:

@@ -89,3 +89,15 @@ def test_init_template_is_a_valid_spec(tmp_path):
     assert spec.hypothesis is not None and spec.guardrails
     with pytest.raises(FileExistsError):
         init_lab(tmp_path, "classification")
+
+
+@pytest.mark.parametrize("task", ["classification", "extraction", "format"])
+def test_init_writes_a_valid_template_for_each_task_type(tmp_path, task):
+    from tunelab.stages.init import init_lab
+
+    result = init_lab(tmp_path, task)
+    spec = load_spec(Path(result["spec"]))
+    assert spec.task.type == task and spec.hypothesis is not None and spec.guardrails
+    assert "id:" in Path(result["spec"]).read_text()  # the stable id column is shown
+    if task != "classification":
+        assert spec.data.fields.id == "id" and spec.model.kind == "causal"

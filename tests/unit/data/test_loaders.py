@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -196,7 +197,10 @@ def test_source_hashes_are_recorded(tmp_path: Path) -> None:
     write_lines(tmp_path / "r.jsonl", [j({"text": "y", "label": "a"})])
     second = load_sources(data_spec([{"type": "jsonl", "path": "r.jsonl"}]), None, tmp_path)
     assert first.sources[0]["path"] == "r.jsonl"
-    assert len(first.sources[0]["sha256"]) == 64
+    assert (
+        second.sources[0]["sha256"]
+        == hashlib.sha256((tmp_path / "r.jsonl").read_bytes()).hexdigest()
+    )
     assert first.sources[0]["sha256"] != second.sources[0]["sha256"]
 
 

@@ -1,3 +1,5 @@
+import hashlib
+
 import pytest
 import torch
 from peft import TaskType
@@ -78,4 +80,7 @@ def test_saved_weights_reload_to_the_same_predictions(tiny_bert, tmp_path, metho
 
 def test_identity_hashes_the_weights(tiny_bert):
     ident = identity(ModelSpec(path=str(tiny_bert)), tiny_bert)
-    assert len(ident["weights_sha256"]) == 64 and ident["weight_files"] == ["model.safetensors"]
+    assert ident["weight_files"] == ["model.safetensors"]
+    weights = (tiny_bert / "model.safetensors").read_bytes()
+    expected = hashlib.sha256(b"model.safetensors" + weights).hexdigest()  # name, then bytes
+    assert ident["weights_sha256"] == expected

@@ -13,7 +13,7 @@ import pytest
 
 from tunelab.cli import main
 from tunelab.core.lab import open_lab
-from tunelab.core.store import SealedError, Store
+from tunelab.core.store import SealedError, Store, StoreError
 from tunelab.stages.final import FinalError, SealBrokenError, final_accesses, run_final
 
 # --- a process-wide watch on reads of any `test.jsonl` ----------------------------------------
@@ -55,6 +55,9 @@ def watch():
     _PHASE.clear()
 
 
+FOR_REPORT = "the baseline's test figure, for the report"
+
+
 def cli(capsys, *args: str) -> dict | list:
     code = main([*args, "--json"])
     out = json.loads(capsys.readouterr().out)
@@ -87,7 +90,7 @@ def test_no_command_but_final_reads_the_test_split(make_lab, capsys, watch):
     assert reads == []
 
     with phase("final"):
-        result = run_final(open_lab(Path(lab)), "r003-lora", None)
+        result = run_final(open_lab(Path(lab)), "r003-lora", "the seal's own test")
     assert reads and {p for p, _ in reads} == {"final"}  # the watch does see the read
     assert result["examples"] == result["metrics"]["n"] == report["splits"]["test"]["n"]
     assert result["split"] == "test" and not result["repeated"]
@@ -103,7 +106,7 @@ def test_the_store_refuses_to_read_the_test_split(tmp_path):
 def test_final_is_recorded_and_a_second_look_needs_a_reason(lab_with_baselines):
     lab_path, report = lab_with_baselines
     lab = open_lab(lab_path)
-    first = run_final(lab, "r001-majority", None)
+    first = run_final(lab, "r001-majority", FOR_REPORT)
     n_test = report["splits"]["test"]["n"]
     assert first["metrics"]["n"] == n_test and first["n"] == 1
     assert first["file"] == ".tunelab/finals/1-r001-majority.json"
@@ -121,11 +124,13 @@ def test_final_is_recorded_and_a_second_look_needs_a_reason(lab_with_baselines):
 
     again = run_final(lab, "r001-majority", "checking the majority figure for the report")
     assert again["repeated"] and again["n"] == 2
-    assert again["earlier"] == [{"time": first["time"], "run": "r001-majority", "reason": None}]
+    assert again["earlier"] == [
+        {"time": first["time"], "run": "r001-majority", "reason": FOR_REPORT}
+    ]
     assert again["metrics"] == first["metrics"]
     accesses = final_accesses(lab.store)
     assert [(a["run"], a["reason"], a["repeated"]) for a in accesses] == [
-        ("r001-majority", None, False),
+        ("r001-majority", FOR_REPORT, False),
         ("r001-majority", "checking the majority figure for the report", True),
     ]
     assert all(a["time"] and a["test_sha256"] == first["test_sha256"] for a in accesses)
@@ -140,7 +145,7 @@ def test_a_changed_test_file_is_refused_naming_the_file_and_both_hashes(lab_with
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[1:]))  # one example quietly dropped
     with pytest.raises(SealBrokenError) as err:
-        run_final(lab, "r001-majority", None)
+        run_final(lab, "r001-majority", FOR_REPORT)
     message = str(err.value)
     assert str(path) in message and sealed in message
     assert hashlib.sha256(path.read_bytes()).hexdigest() in message
@@ -168,7 +173,44 @@ def test_a_generative_lab_finalises_its_zero_shot_baseline(make_extraction_lab, 
     lab_path = make_extraction_lab()
     report = cli(capsys, "data", "--lab", str(lab_path))
     (zero_shot,) = cli(capsys, "baseline", "--lab", str(lab_path))["runs"]
-    result = run_final(open_lab(lab_path), zero_shot["id"], None)
+    result = run_final(open_lab(lab_path), zero_shot["id"], FOR_REPORT)
     assert result["metrics"]["n"] == report["splits"]["test"]["n"]
     assert set(result["metrics"]) >= {"json_valid", "exact_match", "per_field"}
     assert result["primary_metric"] == "exact_match"
+
+
+def test_a_run_not_judged_improved_needs_a_reason_which_is_recorded(lab_with_baselines, watch):
+    phase, reads = watch
+    lab = open_lab(lab_with_baselines[0])
+    with phase("final"), pytest.raises(FinalError, match="no comparison has judged it"):
+        run_final(lab, "r001-majority", None)
+    assert reads == [] and final_accesses(lab.store) == []
+    result = run_final(lab, "r001-majority", FOR_REPORT)
+    (access,) = final_accesses(lab.store)
+    assert access["reason"] == FOR_REPORT and (access["verdict"], access["comparison"]) == (
+        None,
+        None,
+    )
+    assert result["reason"] == FOR_REPORT
+
+
+def test_a_damaged_event_log_stops_final_naming_the_line(lab_with_baselines):
+    lab = open_lab(lab_with_baselines[0])
+    run_final(lab, "r001-majority", FOR_REPORT)
+    log = lab.store.root / "events.jsonl"
+    lines = log.read_text().splitlines()
+    lines[1] = lines[1][: len(lines[1]) // 2]  # an earlier line cut in half
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(StoreError, match=rf"{log}:2: the event log is damaged"):
+        run_final(lab, "r001-majority", "a second look")
+    assert len(lab.store.events()) == len(lines) - 1  # other readers still skip the line
+
+
+def test_a_final_result_missing_from_the_log_is_refused(lab_with_baselines):
+    lab = open_lab(lab_with_baselines[0])
+    first = run_final(lab, "r001-majority", FOR_REPORT)
+    log = lab.store.root / "events.jsonl"
+    kept = [line for line in log.read_text().splitlines() if '"final"' not in line]
+    log.write_text("\n".join(kept) + "\n")  # the opening erased from the log
+    with pytest.raises(SealBrokenError, match=rf"{first['file']} records an opening"):
+        run_final(lab, "r001-majority", None)

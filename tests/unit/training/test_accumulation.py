@@ -8,12 +8,15 @@ transformers #34263, LLaMA-Factory #7443 and axolotl #1100.
 
 from __future__ import annotations
 
+from copy import deepcopy
+
 import pytest
 import torch
 
-from tunelab.core.spec import ModelSpec
+from tunelab.core.spec import ModelSpec, TrainingSpec
 from tunelab.modeling.model import load_causal, load_tokenizer
 from tunelab.modeling.render import make_template, render_example
+from tunelab.training.loop import train
 from tunelab.training.step import loss_weight, make_batch, summed_loss
 
 CPU = torch.device("cpu")
@@ -73,3 +76,40 @@ def test_per_microbatch_mean_differs_from_one_batch(model_and_examples):
     with pytest.raises(AssertionError):
         for a, b in zip(mean, one, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def _trained(model, examples, microbatch: int) -> dict[str, torch.Tensor]:
+    """`train()` itself: 3 steps of the whole set as one global batch, in `microbatch`es."""
+    copy = deepcopy(model)
+    cfg = TrainingSpec(
+        lr=1e-3,
+        global_batch=len(examples),
+        microbatch=microbatch,
+        budget={"steps": 3},
+        schedule="constant",
+        warmup_steps=0,
+        max_grad_norm=None,
+    )
+    train(copy, examples, cfg, CPU, pad_id=0)
+    return {n: p.detach().clone() for n, p in copy.named_parameters()}
+
+
+def test_train_with_unequal_microbatches_ends_where_one_batch_does(model_and_examples):
+    model, examples = model_and_examples
+    one = _trained(model, examples, microbatch=4)
+    accumulated = _trained(model, examples, microbatch=1)  # 4 microbatches, 1 to 30+ tokens
+    moved = max(float((one[n] - p).abs().max()) for n, p in model.named_parameters())
+    assert moved > 1e-3  # the steps did change the weights
+    for name, weight in one.items():
+        torch.testing.assert_close(accumulated[name], weight, rtol=1e-4, atol=1e-5, msg=name)
+
+
+GOLDEN_LLAMA_LOSSES = [5.97027, 5.903172, 5.850626, 5.811183, 5.785096]
+"""Per-step losses of the tiny causal LM (CPU, fp32, seed 0), 2 microbatches per step."""
+
+
+def test_golden_losses_of_a_tiny_causal_lm(model_and_examples):
+    model, examples = model_and_examples
+    cfg = TrainingSpec(lr=1e-3, global_batch=4, microbatch=2, budget={"steps": 5}, seed=0)
+    out = train(deepcopy(model), examples, cfg, CPU, pad_id=0)
+    assert [h["loss"] for h in out["history"]] == pytest.approx(GOLDEN_LLAMA_LOSSES, rel=1e-4)

@@ -55,7 +55,13 @@ def check_versions() -> dict:
     try:
         required = metadata.requires("tunelab") or []
     except metadata.PackageNotFoundError:
-        return item("versions", True, "tunelab runs from source: requirements not checked")
+        return item(
+            "versions",
+            False,
+            "not checked: tunelab runs from source without its package metadata, so its "
+            "requirements cannot be read (install it with `pip install -e .` to check them)",
+            not_checked=True,
+        )
     problems, seen = [], {}
     for req in map(Requirement, required):
         if req.marker and not req.marker.evaluate({"extra": ""}):

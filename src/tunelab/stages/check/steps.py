@@ -95,12 +95,19 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
     finally:
         if status:
             status.stop()
-    failed = [i["name"] for i in items if not i["passed"] and not i.get("skipped")]
+    failed = [
+        i["name"]
+        for i in items
+        if not i["passed"] and not i.get("skipped") and not i.get("not_checked")
+    ]
     skipped = [i["name"] for i in items if i.get("skipped")]
+    not_checked = [i for i in items if i.get("not_checked")]
+    backend["warnings"] += [f"{i['name']} {i['detail']}" for i in not_checked]
     result = {
         "passed": not failed and not skipped,
         "failed": failed,
         "skipped": skipped,
+        "not_checked": [i["name"] for i in not_checked],
         "items": items,
         "data_version": version,
         "spec_hash": key,
@@ -165,6 +172,7 @@ def _targets(ctx: dict) -> dict:
             ctx["labels"],
             lab.device,
             spec.training.seed,
+            spec.training.activation_checkpointing,
         )
     except model_lib.ModelError as err:
         return item("targets", False, str(err), modules=err.modules)

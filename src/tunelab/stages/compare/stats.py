@@ -12,6 +12,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 MetricFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+RESAMPLES = 2000
 
 
 def accuracy_rows(gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
@@ -19,17 +20,24 @@ def accuracy_rows(gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
     return (gold == pred).mean(axis=-1)
 
 
+def class_metric_rows(gold: np.ndarray, pred: np.ndarray, k: int, metric: str) -> np.ndarray:
+    """Class k's F1, precision or recall per row (0 where undefined, as sklearn does)."""
+    gold, pred = np.atleast_2d(gold), np.atleast_2d(pred)
+    tp = ((gold == k) & (pred == k)).sum(-1)
+    fp = ((gold != k) & (pred == k)).sum(-1)
+    fn = ((gold == k) & (pred != k)).sum(-1)
+    if metric == "f1":
+        num, denom = 2 * tp, 2 * tp + fp + fn
+    elif metric == "precision":
+        num, denom = tp, tp + fp
+    else:  # recall
+        num, denom = tp, tp + fn
+    return np.where(denom > 0, num / np.maximum(denom, 1), 0.0)
+
+
 def macro_f1_rows(gold: np.ndarray, pred: np.ndarray, n_labels: int) -> np.ndarray:
     """Macro-F1 (labels with no gold and no predictions count 0, as sklearn does) per row."""
-    gold, pred = np.atleast_2d(gold), np.atleast_2d(pred)
-    f1 = np.zeros((gold.shape[0], n_labels))
-    for k in range(n_labels):
-        tp = ((gold == k) & (pred == k)).sum(-1)
-        fp = ((gold != k) & (pred == k)).sum(-1)
-        fn = ((gold == k) & (pred != k)).sum(-1)
-        denom = 2 * tp + fp + fn
-        f1[:, k] = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
-    return f1.mean(-1)
+    return np.mean([class_metric_rows(gold, pred, k, "f1") for k in range(n_labels)], axis=0)
 
 
 def paired_bootstrap(
@@ -37,7 +45,7 @@ def paired_bootstrap(
     gold: np.ndarray,
     pred_a: np.ndarray,
     pred_b: np.ndarray,
-    resamples: int = 2000,
+    resamples: int = RESAMPLES,
     seed: int = 0,
     level: float = 0.95,
 ) -> dict:

@@ -4,45 +4,57 @@ The reference is the strongest baseline on the primary metric unless `--against`
 a variant has to beat what the pretrained model already gives for free. Differences are
 paired: both runs are scored on the same validation examples, resampled together.
 
-Each variant is set beside the reference (`vs_reference`, and for backwards compatibility
-`guardrails`, `verdict`, `reasons` at the top of its row) and, when its record names a
-`parent` that is completed on the same data version, beside that parent too (`vs_parent`,
-with the recorded diff and reason). Each paired view holds the bootstrap interval, McNemar
-(0/1 per-example values), per-example flips and the concentration check (`stats.concentration`).
+The rules are frozen: the hypothesis and guardrails are those recorded with the reference
+(its resolved spec), never today's `tunelab.yaml`; a variant recorded under other rules is
+refused, naming the fields, unless `--reason` says why (recorded); `hypothesis.*` and
+`guardrails` overrides on the command line are refused. Every comparison is written as a
+record (`.tunelab/comparisons/cNNN.json`: inputs by run id and predictions hash, the rules
+applied, every number shown, the verdicts) and an event.
 
-Per-example values: classification uses correctness (`predicted == gold`) whatever the
-primary metric, since macro-F1 is not a sum over examples; generative tasks use the primary
-metric's per-example value (`example_values`), and an example counts as right for flips when
-that value is 1 (e.g. exact match, or every field exact for `field_accuracy`).
+Each variant is set beside the reference (`vs_reference`; `guardrails`, `verdict`, `reasons`
+at the top of its row) and, when its record names a `parent` that is completed on the same
+data version, beside that parent too (`vs_parent`). Each paired view holds the bootstrap
+interval, McNemar (0/1 per-example values), per-example flips and the concentration check.
 
-Verdict: `improved` needs the minimum effect, the interval above zero and every guardrail.
-A concentrated gain, a different platform or protocol are warnings (`warnings`, and the
-concentration also in `reasons`): they do not change the verdict, which answers "is the
-difference real on these examples"; they say where to look before trusting it.
+Verdicts (VERDICT_RULE): `worse` when the interval is below zero; `guardrail broken` when a
+guardrail's interval is past its limit (`guardrails.py`); `improved` when the minimum effect is
+met, the interval is above zero and no guardrail is unresolved (or the user accepted the
+unresolved ones with a recorded reason); otherwise `no evidence`. Without a hypothesis there is
+no verdict (None), only the metrics. A concentrated gain, a different platform or protocol are
+warnings: they say where to look before trusting a verdict, and do not change it.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
+from tunelab.core.digest import sha256_file
 from tunelab.core.env import PLATFORM_PACKAGES
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import Guardrail, Hypothesis
-from tunelab.core.store import StoreError, read_jsonl
-from tunelab.stages.compare.stats import (
-    accuracy_rows,
-    concentration,
-    flips,
-    macro_f1_rows,
-    mcnemar_exact,
-    paired_bootstrap,
-)
+from tunelab.core.store import StoreError, atomic_write_json, now, read_jsonl
+from tunelab.stages.compare.guardrails import BROKEN, GUARDRAIL_RULE, UNRESOLVED, describe, judge
+from tunelab.stages.compare.pairs import Pair, make_pair, right
+from tunelab.stages.compare.stats import RESAMPLES, concentration, flips, mcnemar_exact
 from tunelab.tasks import get_task
 
+VERDICT_RULE = (
+    "worse: interval below zero; guardrail broken: a guardrail's interval past its limit; "
+    "improved: minimum effect met, interval above zero, no guardrail unresolved (or accepted "
+    "with a reason); otherwise no evidence"
+)
+FROZEN = ("hypothesis", "guardrails")
 
-def compare(lab: Lab, against: str | None = None) -> dict:
+
+def compare(
+    lab: Lab,
+    against: str | None = None,
+    reason: str | None = None,
+    accept_unresolved: str | None = None,
+    overrides: dict | None = None,
+) -> dict:
+    refuse_frozen_overrides(overrides or {})
     store = lab.store
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
@@ -53,20 +65,19 @@ def compare(lab: Lab, against: str | None = None) -> dict:
             f"no completed baseline on data version {version}: run `tunelab baseline` first."
         )
     task = get_task(lab.spec.task.type)
-    hypothesis = lab.spec.hypothesis or Hypothesis(
-        behaviour="(no hypothesis in the spec)", metric=task.default_metric, min_effect=0
-    )
-    primary = hypothesis.metric
-    if against:
-        matches = [r for r in runs if r["id"] == against]
-        if not matches:
-            raise StoreError(
-                f"--against {against!r}: no completed run with that id on data "
-                f"version {version}; known: {[r['id'] for r in runs]}"
-            )
-        reference = matches[0]
-    else:
-        reference = max(baselines, key=lambda r: r["metrics"][primary])
+    reference = _reference(runs, baselines, against, version, task)
+    hypothesis, guardrails = frozen_rules(reference)
+    primary = hypothesis.metric if hypothesis else task.default_metric
+    variants = [r for r in runs if r["kind"] == "variant" and r["id"] != reference["id"]]
+    differing = rule_differences(reference, variants)
+    if differing and not (reason and reason.strip()):
+        raise TunelabError(
+            "these runs were recorded under other rules than the reference "
+            f"{reference['id']}: "
+            + "; ".join(f"{run} ({', '.join(fields)})" for run, fields in differing.items())
+            + ". compare judges with the reference's recorded hypothesis and guardrails; pass "
+            '--reason "why" to compare anyway (recorded), or re-run the variants under them.'
+        )
     by_id = {r["id"]: r for r in runs}
     cache: dict[str, dict] = {}
 
@@ -76,16 +87,20 @@ def compare(lab: Lab, against: str | None = None) -> dict:
         return cache[run_id]
 
     def paired(before: dict, run: dict) -> dict:
-        versus = _versus(before, run, preds_of(before["id"]), preds_of(run["id"]), labels, primary)
-        versus["guardrails"] = [_guardrail(g, before, run, task) for g in lab.spec.guardrails]
-        versus["verdict"], versus["reasons"] = _verdict(versus, hypothesis)
+        pair = make_pair(
+            preds_of(before["id"]), preds_of(run["id"]), labels, (before["id"], run["id"])
+        )
+        versus = _versus(pair, primary)
+        versus["guardrails"] = [judge(g, pair, groups_of(before, task)) for g in guardrails]
+        versus["verdict"], versus["reasons"] = _verdict(versus, hypothesis, accept_unresolved)
         versus["warnings"] = _warnings(before, run, versus)
         return versus
 
+    judged = {r["id"] for r in variants}
     rows = []
     for run in runs:
         row = _row(run, task)
-        if run["kind"] == "variant" and run["id"] != reference["id"]:
+        if run["id"] in judged:
             vs = paired(reference, run)
             row["vs_reference"] = {k: vs.pop(k) for k in _VERSUS_KEYS if k in vs}
             row["against"] = reference["id"]
@@ -93,17 +108,86 @@ def compare(lab: Lab, against: str | None = None) -> dict:
             row["parent"], row["reason"] = run.get("parent"), run.get("reason")
             _add_parent(row, run, by_id, store, version, paired)
         rows.append(row)
-    return {
+    result = {
         "data_version": version,
         "task": task.name,
         "metrics": sorted(task.overall_metrics),
         "primary_metric": primary,
-        "min_effect": hypothesis.min_effect,
+        "min_effect": hypothesis.min_effect if hypothesis else None,
         "reference": reference["id"],
         "labels": labels,
         "groups": task.group_key,
         "runs": rows,
     }
+    rules = {
+        "from": reference["id"],
+        "hypothesis": hypothesis.model_dump(mode="json") if hypothesis else None,
+        "guardrails": [g.model_dump(mode="json") for g in guardrails],
+        "verdict_rule": VERDICT_RULE,
+        "guardrail_rule": GUARDRAIL_RULE,
+        "bootstrap": {"resamples": RESAMPLES, "seed": 0, "level": 0.95},
+        "differing": differing,
+        "reason": reason.strip() if reason and reason.strip() else None,
+        "accepted_unresolved": accept_unresolved,
+    }
+    return write_comparison(store, result, rules, [reference, *variants])
+
+
+def refuse_frozen_overrides(overrides: dict) -> None:
+    frozen = sorted(k for k in overrides if k.split(".")[0] in FROZEN)
+    if frozen:
+        raise TunelabError(
+            f"compare does not take {frozen} on the command line: it judges with the hypothesis "
+            "and guardrails recorded with the runs, so that a verdict cannot be changed after "
+            "the fact. To test other rules, train the variants under a spec that states them."
+        )
+
+
+def frozen_rules(record: dict) -> tuple[Hypothesis | None, list[Guardrail]]:
+    """The hypothesis and guardrails a run was recorded under (its resolved spec)."""
+    spec = record.get("spec") or {}
+    raw = spec.get("hypothesis")
+    return (
+        Hypothesis(**raw) if raw else None,
+        [Guardrail(**g) for g in spec.get("guardrails") or []],
+    )
+
+
+def rule_differences(reference: dict, runs: list[dict]) -> dict[str, list[str]]:
+    """Per run, the frozen fields (`hypothesis.min_effect`, `guardrails`) that differ from the
+    reference's record."""
+    ref = reference.get("spec") or {}
+    out = {}
+    for run in runs:
+        spec = run.get("spec") or {}
+        fields = []
+        ra, rb = ref.get("hypothesis") or {}, spec.get("hypothesis") or {}
+        fields += [f"hypothesis.{k}" for k in sorted(set(ra) | set(rb)) if ra.get(k) != rb.get(k)]
+        if (ref.get("guardrails") or []) != (spec.get("guardrails") or []):
+            fields.append("guardrails")
+        if fields:
+            out[run["id"]] = fields
+    return out
+
+
+def _reference(runs: list[dict], baselines: list[dict], against, version: str, task) -> dict:
+    if against:
+        matches = [r for r in runs if r["id"] == against]
+        if not matches:
+            raise StoreError(
+                f"--against {against!r}: no completed run with that id on data "
+                f"version {version}; known: {[r['id'] for r in runs]}"
+            )
+        return matches[0]
+    # the strongest baseline on the primary metric its own record states
+    hypothesis, _ = frozen_rules(baselines[-1])
+    metric = hypothesis.metric if hypothesis else task.default_metric
+    return max(baselines, key=lambda r: r["metrics"][metric])
+
+
+def groups_of(record: dict, task) -> list[str]:
+    """The classes (or fields) of a per-group guardrail, as the reference's metrics list them."""
+    return list(record["metrics"].get(task.group_key) or []) if task.group_key else []
 
 
 def _row(run: dict, task) -> dict:
@@ -121,54 +205,16 @@ def _predictions(store, run_id: str) -> dict[str, dict]:
     return {p["id"]: p for p in read_jsonl(store.run_dir(run_id) / "predictions.jsonl")}
 
 
-def example_values(pred: dict, metric: str) -> float:
-    """One example's contribution to a mean-type metric of a generative task."""
-    score = pred["score"]
-    fields = score.get("fields", {})
-    if metric == "field_presence":
-        return float(np.mean([f["present"] for f in fields.values()])) if fields else 1.0
-    if metric == "field_accuracy":
-        return float(np.mean([f["exact"] for f in fields.values()])) if fields else 1.0
-    return float(score[metric])
-
-
 _VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "flips", "concentration")
 
 
-def _versus(
-    reference: dict, run: dict, ref_preds: dict, preds: dict, labels: list[str], primary: str
-) -> dict:
-    """Paired statistics of `run` against `reference` on the same examples."""
-    if set(ref_preds) != set(preds):
-        raise StoreError(
-            f"{run['id']} and {reference['id']} were scored on different examples; "
-            "they cannot be compared pairwise."
-        )
-    ids = sorted(ref_preds)
-    if "gold" in ref_preds[ids[0]]:  # classification: resample labels, recompute the metric
-        index = {label: i for i, label in enumerate(labels)}
-        gold = np.array([index[ref_preds[i]["gold"]] for i in ids])
-        a = np.array([index[ref_preds[i]["predicted"]] for i in ids])
-        b = np.array([index[preds[i]["predicted"]] for i in ids])
-        metric = (
-            accuracy_rows if primary == "accuracy" else partial(macro_f1_rows, n_labels=len(labels))
-        )
-        right_a, right_b = a == gold, b == gold
-        return {
-            "metric": primary,
-            "bootstrap": paired_bootstrap(metric, gold, a, b),
-            "mcnemar": mcnemar_exact(right_a, right_b),
-            "flips": flips(ids, right_a, right_b),
-            "concentration": concentration(right_a, right_b),
-        }
-    # generative: every metric is a mean of per-example values
-    a = np.array([example_values(ref_preds[i], primary) for i in ids])
-    b = np.array([example_values(preds[i], primary) for i in ids])
-    zeros = np.zeros(len(ids))
-    result = {"metric": primary, "bootstrap": paired_bootstrap(_mean_of_pred, zeros, a, b)}
+def _versus(pair: Pair, primary: str) -> dict:
+    """Paired statistics of the run against the reference on the same examples."""
+    a, b = right(pair, primary)
+    result = {"metric": primary, "bootstrap": pair.interval(primary)}
     if set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
         result["mcnemar"] = mcnemar_exact(a == 1, b == 1)
-    result["flips"] = flips(ids, a >= 1, b >= 1)
+    result["flips"] = flips(pair.ids, a >= 1, b >= 1)
     result["concentration"] = concentration(a, b)
     return result
 
@@ -252,56 +298,76 @@ def _concentration_note(c: dict, f: dict) -> str:
     )
 
 
-def _mean_of_pred(_: np.ndarray, values: np.ndarray) -> np.ndarray:
-    return values.mean(axis=-1)
-
-
-def _guardrail(g: Guardrail, reference: dict, run: dict, task) -> dict:
-    ref, new = reference["metrics"], run["metrics"]
-    if g.scope == "overall":
-        checks = {"overall": (ref[g.metric], new[g.metric])}
-    else:
-        groups = task.group_key
-        checks = {c: (ref[groups][c][g.metric], new[groups][c][g.metric]) for c in ref[groups]}
-    failing = {
-        name: round(before - after, 4)
-        for name, (before, after) in checks.items()
-        if before - after > g.max_drop + 1e-12
-    }
-    worst = max(before - after for before, after in checks.values())
-    return {
-        "metric": g.metric,
-        "scope": g.scope,
-        "max_drop": g.max_drop,
-        "worst_drop": round(worst, 4),
-        "passed": not failing,
-        "failing": failing,
-    }
-
-
-def _verdict(versus: dict, hypothesis: Hypothesis) -> tuple[str, list[str]]:
-    """`guardrail broken`, `improved` (effect met, interval above zero), or `no evidence`.
-
-    A concentrated gain is added to the reasons but does not change the verdict."""
+def _verdict(
+    versus: dict, hypothesis: Hypothesis | None, accept_unresolved: str | None
+) -> tuple[str | None, list[str]]:
+    """See VERDICT_RULE. A concentrated gain is added to the reasons, never a verdict."""
     c = versus["concentration"]
     extra = [_concentration_note(c, versus["flips"])] if c["concentrated"] else []
-    broken = [g for g in versus["guardrails"] if not g["passed"]]
-    if broken:
-        return "guardrail broken", [
-            f"{g['metric']} ({g['scope']}) dropped more than {g['max_drop']}: "
-            + ", ".join(f"{k} -{v:.3f}" for k, v in g["failing"].items())
-            for g in broken
-        ] + extra
+    if hypothesis is None:
+        return None, [
+            "the reference was recorded without a hypothesis: metrics only, no verdict "
+            "(state `hypothesis` in the spec and re-run the baseline and variants)"
+        ]
     boot = versus["bootstrap"]
     reasons = [
         f"{hypothesis.metric} {boot['delta']:+.4f} "
         f"(95% CI {boot['low']:+.4f} to {boot['high']:+.4f}), "
         f"minimum effect {hypothesis.min_effect}"
     ]
+    rails = versus["guardrails"]
+    broken = [describe(g) for g in rails if g["status"] == BROKEN]
+    unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
+    if boot["high"] < 0:
+        return "worse", [*reasons, "the whole interval is below zero", *broken, *extra]
+    if broken:
+        return "guardrail broken", [*broken, *reasons, *extra]
     if boot["delta"] >= hypothesis.min_effect and boot["low"] > 0:
-        return "improved", reasons + extra
+        if not unresolved:
+            return "improved", reasons + extra
+        if accept_unresolved:
+            return "improved", [
+                *reasons,
+                *unresolved,
+                f"unresolved guardrails accepted: {accept_unresolved}",
+                *extra,
+            ]
+        return "no evidence", [
+            *reasons,
+            *unresolved,
+            "an unresolved guardrail blocks `improved`: add validation examples, or accept it "
+            'with `tunelab compare --accept-unresolved "why"` (recorded)',
+            *extra,
+        ]
     if boot["low"] <= 0:
         reasons.append("the interval includes zero")
     if boot["delta"] < hypothesis.min_effect:
         reasons.append("the gain is below the minimum effect")
-    return "no evidence", reasons + extra
+    return "no evidence", [*reasons, *unresolved, *extra]
+
+
+def write_comparison(store, result: dict, rules: dict, inputs: list[dict]) -> dict:
+    """The comparison as a record in the store, and an event; returns the record."""
+    comparison_id, path = store.new_comparison()
+    record = {
+        "id": comparison_id,
+        "created": now(),
+        "file": str(path.relative_to(store.lab)),
+        "inputs": [
+            {
+                "run": r["id"],
+                "predictions_sha256": sha256_file(store.run_dir(r["id"]) / "predictions.jsonl"),
+            }
+            for r in inputs
+        ],
+        "rules": rules,
+        **result,
+    }
+    atomic_write_json(path, record)
+    store.log_event(
+        "compare",
+        comparison=comparison_id,
+        reference=result["reference"],
+        verdicts={r["id"]: r["verdict"] for r in result["runs"] if "verdict" in r},
+    )
+    return record

@@ -62,6 +62,7 @@ _EXACT = {
     "training.microbatch": "batch",
     "training.seed": "seed",
     "training.checkpoint_every": "runtime",
+    "training.activation_checkpointing": "runtime",
     "data_version": "data",
 }
 _PREFIX = {

@@ -73,7 +73,14 @@ def mixture_sampler(lab: Lab, version: str, train_set: list) -> MixtureSampler |
 def build_model(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, dict]:
     spec = lab.spec
     return trainable_model(
-        spec.model, spec.method, spec.model_kind, lab.path, labels, lab.device, spec.training.seed
+        spec.model,
+        spec.method,
+        spec.model_kind,
+        lab.path,
+        labels,
+        lab.device,
+        spec.training.seed,
+        spec.training.activation_checkpointing,
     )
 
 

@@ -35,7 +35,9 @@ def advice(global_batch: int, largest: int, processes: int, tokens_per_s: float,
             "reason": (
                 f"global batch {global_batch} does not split over {processes} processes"
                 if share is None
-                else "not even a microbatch of 1 fits the budget; try activation checkpointing"
+                else "not even a microbatch of 1 fits the budget; set "
+                "training.activation_checkpointing: true (its row above shows the saving), or "
+                "shorten model.max_length"
             ),
         }
     micro = max(d for d in range(1, min(share, largest) + 1) if share % d == 0)

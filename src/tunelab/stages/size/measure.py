@@ -242,7 +242,7 @@ def run_size(
     largest = largest_microbatch(
         base, estimate_mb, overhead, memory_limit_mb, device, say, run_probe
     )
-    processes = torch.cuda.device_count() if device == "cuda" else 1
+    processes = 1  # `run` trains in one process; the advice says only what it can do
     speed = largest.get("tokens_per_s") or plain["tokens_per_s"]
     result = {
         "data_version": version,

@@ -20,45 +20,12 @@ from __future__ import annotations
 import gc
 import json
 import math
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-_STATUS = Path("/proc/self/status")
-
-
-def rss_mb() -> float:
-    """Resident memory now, MiB (0 where /proc is missing)."""
-    return _status_kib("VmRSS") / 1024
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory since the start or the last `reset_peak`, MiB."""
-    peak = _status_kib("VmHWM")
-    if peak:
-        return peak / 1024
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-def reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark (Linux >= 4.0); False when not possible."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True
-
-
-def _status_kib(field: str) -> int:
-    try:
-        match = re.search(rf"^{field}:\s+(\d+)", _STATUS.read_text(), re.MULTILINE)
-    except OSError:
-        return 0
-    return int(match.group(1)) if match else 0
+from tunelab.training.memory import peak_rss_mb, reset_peak, rss_mb
 
 
 def _cpu_seconds() -> tuple[float, float]:
@@ -169,28 +136,17 @@ def build_model(args: dict[str, Any], device) -> tuple[Any, dict[str, Any]]:
     method = LoraMethod(**raw) if raw.get("type") == "lora" else FullMethod()
     where = Path(args["model_dir"])
     model, report = trainable_model(
-        spec, method, args["kind"], where, labels, device, args.get("seed", 0)
+        spec,
+        method,
+        args["kind"],
+        where,
+        labels,
+        device,
+        args.get("seed", 0),
+        checkpointing=bool(args.get("checkpointing")),
     )
-    if args.get("checkpointing"):
-        enable_checkpointing(model)
     model.train()
     return model, {"trainable_params": report["trainable_params"], "params": report["total_params"]}
-
-
-def enable_checkpointing(model) -> str:
-    """Activation checkpointing on the transformers model (inside a PEFT wrapper), non-reentrant
-    so LoRA's frozen inputs still pass gradients; returns the call used."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    kwargs = {"use_reentrant": False}
-    if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x
-        base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        call = "activation_checkpointing_enable(use_reentrant=False)"
-    else:
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-        call = "gradient_checkpointing_enable(use_reentrant=False)"
-    if base is not model and getattr(base, "_require_grads_hook", None) is None:
-        base.enable_input_require_grads()  # frozen embeddings: let gradients reach LoRA layers
-    return call
 
 
 def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:

@@ -212,3 +212,15 @@ def test_backend_fails_what_the_device_cannot_do_and_warns_on_slow_paths(make_la
     emulated = ok | {"bf16_autocast": "ok", "bf16_native": False, "mps_available": False}
     warned = check_backend(spec, torch.device("cpu"), emulated | {"warnings": []})
     assert warned["passed"] and "emulated" in warned["detail"]
+
+
+def test_requirements_that_cannot_be_read_are_not_checked_never_passed(monkeypatch):
+    from importlib import metadata
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(preflight_reload.metadata, "requires", missing)
+    versions = preflight_reload.check_versions()
+    assert versions["not_checked"] and not versions["passed"]
+    assert versions["detail"].startswith("not checked")

@@ -1,31 +1,39 @@
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from tunelab.core.digest import sha256_file
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import validate_spec
-from tunelab.core.store import Store, atomic_write_json, write_jsonl
+from tunelab.core.store import Store, atomic_write_json, read_json, write_jsonl
 from tunelab.stages.compare.verdicts import compare
 from tunelab.tasks.classification import metrics
 
 LABELS = ["a", "b", "c"]
+PREDS = "predictions.jsonl"
+HYPOTHESIS = {"behaviour": "b", "metric": "accuracy", "min_effect": 0.02}
 
 
-def predictions(correct_rate: dict[str, float]) -> list[dict]:
-    """30 examples per label; the first share of each label is predicted right."""
+def predictions(correct_rate: dict[str, float], n: int = 30) -> list[dict]:
+    """`n` examples per label; the first share of each label is predicted right."""
     rows = []
     for label in LABELS:
         wrong = LABELS[(LABELS.index(label) + 1) % 3]
-        for i in range(30):
-            right = i < round(30 * correct_rate[label])
+        for i in range(n):
+            right = i < round(n * correct_rate[label])
             rows.append(
                 {"id": f"{label}{i:02d}", "gold": label, "predicted": label if right else wrong}
             )
     return rows
 
 
-def add_run(store: Store, name: str, kind: str, preds: list[dict], **extra) -> str:
+def add_run(lab: Lab, name: str, kind: str, preds: list[dict], **extra) -> str:
+    """A completed run recorded under the lab's spec (its frozen hypothesis and guardrails)."""
+    store = lab.store
     run_id, run_dir = store.new_run(name)
     write_jsonl(run_dir / "predictions.jsonl", preds)
     m = metrics([p["gold"] for p in preds], [p["predicted"] for p in preds], LABELS)
@@ -39,16 +47,17 @@ def add_run(store: Store, name: str, kind: str, preds: list[dict], **extra) -> s
             "data_version": "v1",
             "metrics": m,
             "created": "now",
+            "spec": lab.spec.to_dict(),
             **extra,
         },
     )
     return run_id
 
 
-def make_lab(tmp_path: Path, guardrails: list[dict]) -> Lab:
+def make_lab(tmp_path: Path, guardrails: list[dict], hypothesis: dict | None = HYPOTHESIS) -> Lab:
     spec = validate_spec(
         {
-            "hypothesis": {"behaviour": "b", "metric": "accuracy", "min_effect": 0.02},
+            **({"hypothesis": hypothesis} if hypothesis else {}),
             "guardrails": guardrails,
             "data": {"sources": [{"type": "jsonl", "path": "d"}]},
             "model": {"path": "m"},
@@ -65,26 +74,124 @@ def test_class_guardrail_fails_when_one_class_drops_while_average_rises(tmp_path
         tmp_path,
         [
             {"metric": "f1", "scope": "every_class", "max_drop": 0.05},
-            {"metric": "accuracy", "scope": "overall", "max_drop": 0.0},
+            {"metric": "accuracy", "scope": "overall", "max_drop": 0.05},
         ],
     )
-    add_run(lab.store, "probe", "baseline", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
-    add_run(lab.store, "lora", "variant", predictions({"a": 1.0, "b": 1.0, "c": 0.5}))
+    add_run(lab, "probe", "baseline", predictions({"a": 0.7, "b": 0.7, "c": 0.9}, n=100))
+    add_run(lab, "lora", "variant", predictions({"a": 1.0, "b": 1.0, "c": 0.5}, n=100))
     result = compare(lab)
     variant = result["runs"][1]
     assert variant["accuracy"] > result["runs"][0]["accuracy"]
     class_rail, overall_rail = variant["guardrails"]
-    assert overall_rail["passed"]
-    assert not class_rail["passed"]
-    assert list(class_rail["failing"]) == ["c"]
+    assert overall_rail["status"] == "holds" and overall_rail["checks"]["overall"]["low"] > -0.05
+    assert class_rail["status"] == "broken"
+    assert [k for k, c in class_rail["checks"].items() if c["status"] == "broken"] == ["c"]
+    assert class_rail["checks"]["c"]["high"] < -0.05  # the optimistic end is past the limit
     assert variant["verdict"] == "guardrail broken"
+
+
+def test_a_class_drop_the_size_of_noise_is_unresolved_not_broken(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "recall", "scope": "every_class", "max_drop": 0.05}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.8}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.7}))
+    variant = compare(lab)["runs"][-1]
+    (rail,) = variant["guardrails"]
+    c = rail["checks"]["c"]
+    assert c["delta"] < -0.05 < c["high"] and c["low"] < -0.05  # past the limit on the point
+    assert rail["status"] == "unresolved" and c["needed_n"] > 90  # 30 c examples: noise
+    # the gain is real, but an unresolved guardrail blocks `improved`...
+    assert variant["vs_reference"]["bootstrap"]["low"] > 0
+    assert variant["verdict"] == "no evidence"
+    assert any("blocks `improved`" in r for r in variant["reasons"])
+    # ...unless the user accepts it, with a reason that is recorded
+    accepted = compare(lab, accept_unresolved="class c is rare in production")
+    assert accepted["runs"][-1]["verdict"] == "improved"
+    assert accepted["rules"]["accepted_unresolved"] == "class c is rare in production"
+
+
+def test_a_significantly_worse_variant_is_worse_not_broken(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "f1", "scope": "every_class", "max_drop": 0.01}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.9, "b": 0.9, "c": 0.9}, n=100))
+    add_run(lab, "lora", "variant", predictions({"a": 0.7, "b": 0.7, "c": 0.7}, n=100))
+    variant = compare(lab)["runs"][-1]
+    assert variant["vs_reference"]["bootstrap"]["high"] < 0
+    assert variant["verdict"] == "worse" and variant["guardrails"][0]["status"] == "broken"
+
+
+def test_editing_the_spec_after_the_runs_changes_no_verdict(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
+    before = compare(lab)
+    edited = make_lab(
+        tmp_path,
+        [{"metric": "accuracy", "scope": "overall", "max_drop": 0.0}],
+        {"behaviour": "b", "metric": "accuracy", "min_effect": 0.9},
+    )
+    after = compare(edited)  # today's spec asks for a 90-point gain: the records do not
+    assert [r.get("verdict") for r in after["runs"]] == [r.get("verdict") for r in before["runs"]]
+    assert after["runs"][-1]["verdict"] == "improved" and after["min_effect"] == 0.02
+    assert after["rules"]["guardrails"] == [
+        {"metric": "f1", "scope": "every_class", "max_drop": 0.05}
+    ]
+    with pytest.raises(TunelabError, match=r"\['hypothesis.min_effect'\].*recorded with the runs"):
+        compare(lab, overrides={"hypothesis.min_effect": 0})
+
+
+def test_a_variant_recorded_under_other_rules_is_refused_unless_a_reason(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    other = make_lab(
+        tmp_path,
+        [{"metric": "f1", "scope": "every_class", "max_drop": 0.5}],
+        {"behaviour": "b", "metric": "accuracy", "min_effect": 0.0},
+    )
+    run = add_run(other, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
+    with pytest.raises(TunelabError, match=rf"{run} \(hypothesis.min_effect, guardrails\)"):
+        compare(lab)
+    result = compare(lab, reason="the limit was loosened on purpose")
+    assert result["rules"]["reason"] == "the limit was loosened on purpose"
+    assert result["rules"]["differing"] == {run: ["hypothesis.min_effect", "guardrails"]}
+    assert result["runs"][-1]["guardrails"][0]["max_drop"] == 0.05  # the reference's rules
+
+
+def test_every_compare_writes_a_record_and_an_event(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
+    probe = add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    lora = add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
+    first, second = compare(lab), compare(lab)
+    assert (first["id"], second["id"]) == ("c001", "c002")
+    saved = read_json(tmp_path / first["file"])
+    assert saved == json.loads(json.dumps(first))
+    preds = lab.store.run_dir(lora) / PREDS
+    assert saved["inputs"] == [
+        {
+            "run": probe,
+            "predictions_sha256": sha256_file(lab.store.run_dir(probe) / "predictions.jsonl"),
+        },
+        {"run": lora, "predictions_sha256": hashlib.sha256(preds.read_bytes()).hexdigest()},
+    ]
+    assert saved["rules"]["hypothesis"]["min_effect"] == 0.02
+    events = [e for e in lab.store.events() if e["event"] == "compare"]
+    assert [e["comparison"] for e in events] == ["c001", "c002"]
+    assert events[0]["verdicts"] == {lora: "improved"}
+
+
+def test_without_a_recorded_hypothesis_there_are_metrics_but_no_verdict(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}], None)
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
+    result = compare(lab)
+    variant = result["runs"][-1]
+    assert variant["verdict"] is None and "without a hypothesis" in variant["reasons"][0]
+    assert result["min_effect"] is None and variant["accuracy"] == pytest.approx(0.9)
 
 
 def test_clear_gain_with_guardrails_held_is_improved(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}])
-    add_run(lab.store, "majority", "baseline", predictions({"a": 0.5, "b": 0.5, "c": 0.5}))
-    add_run(lab.store, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
-    add_run(lab.store, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
+    add_run(lab, "majority", "baseline", predictions({"a": 0.5, "b": 0.5, "c": 0.5}))
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
     result = compare(lab)
     assert result["reference"] == "r002-probe"  # the strongest baseline
     variant = result["runs"][-1]
@@ -95,8 +202,8 @@ def test_clear_gain_with_guardrails_held_is_improved(tmp_path):
 
 def test_tiny_gain_is_no_evidence(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
-    add_run(lab.store, "probe", "baseline", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
-    add_run(lab.store, "lora", "variant", predictions({"a": 0.8, "b": 0.8, "c": 0.8334}))
+    add_run(lab, "probe", "baseline", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.8, "b": 0.8, "c": 0.8334}))
     variant = compare(lab)["runs"][-1]
     assert variant["verdict"] == "no evidence"
     assert any("below the minimum effect" in r for r in variant["reasons"])
@@ -116,8 +223,8 @@ def test_flips_are_counted_and_named_on_a_hand_made_case(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 1.0}])
     ref = [True, True, True, False, False, False, True, False, True]
     new = [False, True, True, True, True, False, True, True, False]
-    add_run(lab.store, "probe", "baseline", labelled(ref))
-    add_run(lab.store, "lora", "variant", labelled(new))
+    add_run(lab, "probe", "baseline", labelled(ref))
+    add_run(lab, "lora", "variant", labelled(new))
     vs = compare(lab)["runs"][-1]["vs_reference"]
     assert vs["flips"]["fixed"] == {"count": 3, "ids": ["e03", "e04", "e07"]}
     assert vs["flips"]["broken"] == {"count": 2, "ids": ["e00", "e08"]}
@@ -127,16 +234,16 @@ def test_flips_are_counted_and_named_on_a_hand_made_case(tmp_path):
 
 def test_flip_ids_are_capped_at_five(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 1.0}])
-    add_run(lab.store, "probe", "baseline", labelled([False] * 12))
-    add_run(lab.store, "lora", "variant", labelled([True] * 12))
+    add_run(lab, "probe", "baseline", labelled([False] * 12))
+    add_run(lab, "lora", "variant", labelled([True] * 12))
     fixed = compare(lab)["runs"][-1]["vs_reference"]["flips"]["fixed"]
     assert fixed["count"] == 12 and fixed["ids"] == ["e00", "e01", "e02", "e03", "e04"]
 
 
 def test_a_gain_from_three_examples_is_flagged_as_concentrated(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
-    add_run(lab.store, "probe", "baseline", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
-    add_run(lab.store, "lora", "variant", predictions({"a": 0.9, "b": 0.8, "c": 0.8}))
+    add_run(lab, "probe", "baseline", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.8, "c": 0.8}))
     variant = compare(lab)["runs"][-1]
     c = variant["vs_reference"]["concentration"]
     assert c["k"] == 3 and c["n"] == 90 and c["concentrated"]
@@ -147,8 +254,8 @@ def test_a_gain_from_three_examples_is_flagged_as_concentrated(tmp_path):
 
 def test_a_spread_gain_is_not_concentrated_and_stays_improved(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}])
-    add_run(lab.store, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
-    add_run(lab.store, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
     variant = compare(lab)["runs"][-1]
     assert not variant["vs_reference"]["concentration"]["concentrated"]
     assert variant["verdict"] == "improved"
@@ -167,9 +274,9 @@ def env(torch: str, device: str) -> dict:
 def test_runs_from_different_platforms_are_flagged(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
     same = predictions({"a": 0.8, "b": 0.8, "c": 0.8})
-    add_run(lab.store, "probe", "baseline", same, env=env("2.4.0", "cpu"))
-    add_run(lab.store, "lora", "variant", same, env=env("2.4.0", "cpu"))
-    add_run(lab.store, "gpu", "variant", same, env=env("2.5.1", "cuda"))
+    add_run(lab, "probe", "baseline", same, env=env("2.4.0", "cpu"))
+    add_run(lab, "lora", "variant", same, env=env("2.4.0", "cpu"))
+    add_run(lab, "gpu", "variant", same, env=env("2.5.1", "cuda"))
     here, there = compare(lab)["runs"][1:]
     assert not here["warnings"]
     (warning,) = there["warnings"]
@@ -180,21 +287,21 @@ def test_runs_from_different_platforms_are_flagged(tmp_path):
 def test_a_different_evaluation_protocol_is_flagged(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
     same = predictions({"a": 0.8, "b": 0.8, "c": 0.8})
-    add_run(lab.store, "probe", "baseline", same, protocol={"batch_size": 32, "max_length": 32})
-    add_run(lab.store, "lora", "variant", same, protocol={"batch_size": 32, "max_length": 64})
+    add_run(lab, "probe", "baseline", same, protocol={"batch_size": 32, "max_length": 32})
+    add_run(lab, "lora", "variant", same, protocol={"batch_size": 32, "max_length": 64})
     (warning,) = compare(lab)["runs"][-1]["warnings"]
     assert "different protocol" in warning and "max_length 32 -> 64" in warning
 
 
 def test_a_variant_is_also_set_beside_its_parent(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
-    probe = add_run(lab.store, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    probe = add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
     first = add_run(
-        lab.store, "lora", "variant", predictions({"a": 0.8, "b": 0.8, "c": 0.8}), parent=probe
+        lab, "lora", "variant", predictions({"a": 0.8, "b": 0.8, "c": 0.8}), parent=probe
     )
     diff = {"optimizer": [{"key": "training.lr", "parent": 0.005, "child": 0.001}]}
     second = add_run(
-        lab.store,
+        lab,
         "lora-lr",
         "variant",
         predictions({"a": 0.9, "b": 0.9, "c": 0.9}),
@@ -202,7 +309,7 @@ def test_a_variant_is_also_set_beside_its_parent(tmp_path):
         diff=diff,
         reason="lower lr",
     )
-    orphan = add_run(lab.store, "plain", "variant", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
+    orphan = add_run(lab, "plain", "variant", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
     rows = {r["id"]: r for r in compare(lab)["runs"]}
     assert rows[first]["vs_parent"]["run"] == probe
     vs = rows[second]["vs_parent"]
@@ -217,11 +324,11 @@ def test_a_variant_is_also_set_beside_its_parent(tmp_path):
 
 def test_a_parent_on_another_data_version_gives_a_warning_not_a_comparison(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
-    add_run(lab.store, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
-    old = add_run(lab.store, "old", "variant", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    old = add_run(lab, "old", "variant", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
     record = lab.store.read_record(old)
     lab.store.write_record(old, {**record, "data_version": "v0"})
-    add_run(lab.store, "new", "variant", predictions({"a": 0.7, "b": 0.7, "c": 0.7}), parent=old)
+    add_run(lab, "new", "variant", predictions({"a": 0.7, "b": 0.7, "c": 0.7}), parent=old)
     row = compare(lab)["runs"][-1]
     assert "vs_parent" not in row
     assert any(f"parent {old} is on data version v0" in w for w in row["warnings"])

@@ -15,11 +15,10 @@ from rich.console import Console
 from tunelab.cli import main
 from tunelab.core.lab import open_lab
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
-from tunelab.modeling.model import apply_method, load_causal, load_classifier
+from tunelab.modeling.model import apply_method, enable_checkpointing, load_causal, load_classifier
 from tunelab.stages.size import advice as sizing_advice
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size import measure as sizing
-from tunelab.stages.size.probe import enable_checkpointing
 from tunelab.stages.size.shape import Shape, Trainables, describe
 from tunelab.views import size as show_preflight
 

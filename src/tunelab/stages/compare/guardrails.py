@@ -1,0 +1,96 @@
+"""Guardrails as non-inferiority tests on the paired bootstrap, never on point estimates.
+
+For a guardrail "metric must not drop by more than `max_drop`", the paired bootstrap gives
+an interval (low, high) for metric(variant) - metric(reference) on the same examples:
+
+- *holds* when low > -max_drop: even the pessimistic end of the interval is within the limit;
+- *broken* when high < -max_drop: even the optimistic end drops more than allowed;
+- *unresolved* otherwise: these examples cannot tell. `needed_n` says how many validation
+  examples would resolve it at the observed variance (the interval narrows as 1/sqrt(n)).
+
+A per-class (or per-field) guardrail bootstraps that class's own metric; it is broken when
+any class is broken, unresolved when none is broken but one is unresolved, else it holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tunelab.core.spec import Guardrail
+from tunelab.stages.compare.pairs import Pair
+
+HOLDS, BROKEN, UNRESOLVED = "holds", "broken", "unresolved"
+GUARDRAIL_RULE = "holds: low > -max_drop; broken: high < -max_drop; else unresolved"
+
+
+def status_of(boot: dict, max_drop: float) -> str:
+    if boot["low"] > -max_drop:
+        return HOLDS
+    if boot["high"] < -max_drop:
+        return BROKEN
+    return UNRESOLVED
+
+
+def needed_n(boot: dict, max_drop: float, n: int) -> int | None:
+    """Examples that would resolve an unresolved guardrail at the observed variance: the
+    interval's half-width shrinks as 1/sqrt(n) until it no longer reaches -max_drop. None when
+    the difference sits on the limit itself (no n resolves it)."""
+    centre = (boot["low"] + boot["high"]) / 2
+    distance = abs(centre + max_drop)
+    if distance < 1e-9:
+        return None
+    half = (boot["high"] - boot["low"]) / 2
+    return max(n + 1, math.ceil(n * (half / distance) ** 2))
+
+
+def judge(g: Guardrail, pair: Pair, groups: list[str] | None) -> dict:
+    """One guardrail on one pair of runs: each scope's interval, status and margin."""
+    names = [None] if g.scope == "overall" else list(groups or [])
+    checks = {}
+    for name in names:
+        boot = pair.interval(g.metric, name)
+        status = status_of(boot, g.max_drop)
+        check = {
+            "delta": round(boot["delta"], 4),
+            "low": round(boot["low"], 4),
+            "high": round(boot["high"], 4),
+            "status": status,
+            "margin": round(boot["low"] + g.max_drop, 4),
+        }
+        if status == UNRESOLVED:
+            check["needed_n"] = needed_n(boot, g.max_drop, len(pair.ids))
+        checks[name or "overall"] = check
+    statuses = {c["status"] for c in checks.values()}
+    status = BROKEN if BROKEN in statuses else UNRESOLVED if UNRESOLVED in statuses else HOLDS
+    worst = min(checks, key=lambda k: checks[k]["low"])
+    return {
+        "metric": g.metric,
+        "scope": g.scope,
+        "max_drop": g.max_drop,
+        "status": status,
+        "passed": status == HOLDS,
+        "worst": worst,
+        "checks": checks,
+    }
+
+
+def describe(g: dict) -> str:
+    """`macro_f1 (every_class) unresolved: sport -0.021 (-0.058 to +0.012), limit -0.02`."""
+    shown = [
+        (name, c)
+        for name, c in g["checks"].items()
+        if c["status"] == g["status"] or g["status"] == HOLDS
+    ]
+    parts = []
+    for name, c in shown[:3]:
+        text = f"{name} {c['delta']:+.3f} ({c['low']:+.3f} to {c['high']:+.3f})"
+        if c.get("needed_n"):
+            text += f", ~{c['needed_n']} examples would resolve it"
+        parts.append(text)
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    return (
+        f"{g['metric']} ({g['scope']}) {g['status']}: "
+        + "; ".join(parts)
+        + more
+        + f"; limit -{g['max_drop']}"
+    )

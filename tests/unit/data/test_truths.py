@@ -1,0 +1,88 @@
+"""The data step tells the truth: label conflicts, strict CSV, overlong texts, versions that
+cover their sources, warnings and class balance in the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_pipeline import JSONL, animal_rows, build, make_spec, write_rows
+
+from tunelab.core.store import read_jsonl
+from tunelab.views.data import data as data_view
+from tunelab.views.style import console
+
+
+def test_same_text_with_different_labels_is_a_conflict_and_every_copy_is_quarantined(tmp_path):
+    rows = animal_rows()
+    rows.insert(0, {"text": "A note about CAT number 3", "label": "dog"})  # mislabelled copy
+    write_rows(tmp_path / "data" / "rows.jsonl", rows)
+    report = build(tmp_path, make_spec(JSONL))
+    conflicts = report["conflicts"]
+    assert (conflicts["groups"], conflicts["rows"]) == (1, 2)
+    assert conflicts["examples"][0]["answers"] == ["cat", "dog"]
+    assert report["quarantine"]["reasons"] == {"label_conflict": 2}
+    assert report["duplicates"]["pairs"] == []  # a conflict is not a duplicate
+    quarantined = read_jsonl(tmp_path / report["quarantine"]["file"])
+    assert {q["line"] for q in quarantined} == {1, 5}
+    assert all("different answers ['cat', 'dog']" in q["reason"] for q in quarantined)
+    kept = {r["text"] for s in ("train", "validation") for r in _rows(tmp_path, report, s)}
+    assert "a note about cat number 3" not in kept  # neither copy survives
+
+
+def test_conflicts_can_be_kept_and_reported(tmp_path):
+    rows = [*animal_rows(), {"text": "a note about cat number 3", "label": "dog"}]
+    write_rows(tmp_path / "data" / "rows.jsonl", rows)
+    report = build(tmp_path, make_spec(JSONL, dedup={"conflicts": "report"}))
+    assert report["conflicts"]["groups"] == 1 and report["quarantined"] == 0
+    assert any("different labels in different copies" in w for w in report["warnings"])
+
+
+def test_a_csv_quote_that_is_not_doubled_is_quarantined_with_its_line(tmp_path):
+    path = tmp_path / "data" / "rows.csv"
+    path.parent.mkdir(parents=True)
+    body = "".join(f'"a note about cat {i}",cat\n' for i in range(20))
+    body += '"she said "hello" and left",dog\n'  # should be ""hello""
+    body += "".join(f'"a note about dog {i}",dog\n' for i in range(20))
+    path.write_text("text,label\n" + body)
+    report = build(tmp_path, make_spec([{"type": "csv", "path": "data/rows.csv"}]))
+    assert report["quarantine"]["reasons"] == {"malformed_row": 1}
+    (bad,) = read_jsonl(tmp_path / report["quarantine"]["file"])
+    assert bad["line"] == 22 and "not valid CSV" in bad["reason"]
+    assert report["rows_read"] == 41 and report["kept"] == 40
+
+
+def test_a_very_long_text_is_warned_with_its_line_or_quarantined(tmp_path):
+    rows = animal_rows()
+    rows[6] = {"text": "cat " * 30_000, "label": "cat"}  # 120,000 characters on line 7
+    write_rows(tmp_path / "data" / "rows.jsonl", rows)
+    report = build(tmp_path, make_spec(JSONL))
+    (warning,) = [w for w in report["warnings"] if "max_chars" in w]
+    assert "data/rows.jsonl:7 (120,000)" in warning and report["quarantined"] == 0
+    strict = build(tmp_path, make_spec(JSONL, long_text="quarantine"))
+    assert strict["quarantine"]["reasons"] == {"too_long": 1}
+    assert strict["version"] != report["version"]
+
+
+def test_a_changed_source_with_the_same_kept_rows_is_a_new_truthful_version(tmp_path):
+    rows = animal_rows()
+    write_rows(tmp_path / "data" / "rows.jsonl", rows)
+    first = build(tmp_path, make_spec(JSONL))
+    # the same rows plus an unreadable line: the kept rows do not change, the source does
+    write_rows(tmp_path / "data" / "rows.jsonl", rows, b"{not json\n")
+    second = build(tmp_path, make_spec(JSONL))
+    assert second["new"] and second["version"] != first["version"]
+    assert second["rows_id"] == first["rows_id"] and second["same_rows_as"] == [first["version"]]
+    assert second["quarantined"] == 1 and first["quarantined"] == 0  # its own report
+
+
+def test_data_prints_its_warnings_and_the_class_balance(tmp_path, capsys):
+    write_rows(tmp_path / "data" / "rows.jsonl", animal_rows(n_cat=60, n_dog=4))
+    report = build(tmp_path, make_spec(JSONL))
+    assert any(w.startswith("class imbalance in train: cat has") for w in report["warnings"])
+    data_view(report, console())
+    out = capsys.readouterr().out
+    assert "warning" in out and "class imbalance" in out and "%)" in out
+
+
+def _rows(lab: Path, report: dict, split: str) -> list[dict]:
+    return read_jsonl(lab / ".tunelab" / "data" / report["version"] / f"{split}.jsonl")
