@@ -21,14 +21,26 @@ def test_classification_demo_tells_the_whole_story(tmp_path, capsys):
     assert any(k.startswith("near:") and v for k, v in data["duplicates"]["counts"].items())
     runs = {r["id"].split("-", 1)[1]: r for r in result["compare"]["runs"]}
     assert set(runs) == {"majority", "probe", "lora", "full", "lr-0.0003", "lr-0.003"}
+    labels = result["compare"]["labels"]
     assert runs["lora"]["macro_f1"] > runs["majority"]["macro_f1"] + 0.5
-    verdicts = {r["verdict"] for r in result["compare"]["runs"] if r["kind"] == "variant"}
-    assert verdicts <= {"improved", "no evidence", "guardrail broken"}
+    assert runs["lr-0.0003"]["verdict"] == "worse"  # far below the probe: not "no evidence"
+    variants = [r for r in result["compare"]["runs"] if r["kind"] == "variant"]
+    for rail in (g for r in variants for g in r["guardrails"]):  # every guardrail has intervals
+        assert set(rail["checks"]) == ({"overall"} if rail["scope"] == "overall" else set(labels))
+        assert all(c["low"] <= c["delta"] <= c["high"] for c in rail["checks"].values())
+        broken = [c for c in rail["checks"].values() if c["status"] == "broken"]
+        assert all(c["high"] < -rail["max_drop"] for c in broken)  # never on noise alone
+    comparison = result["compare"]
+    assert (lab / comparison["file"]).exists() and comparison["rules"]["from"] == "r002-probe"
     ablation = result["ablation"]
     assert [r["parent"] for r in ablation["runs"]] == [runs["lora"]["id"]] * 2
-    final = result["final"]  # opened once, for the best variant on validation
-    variants = [r for r in result["compare"]["runs"] if r["kind"] == "variant"]
-    assert final["run"] == max(variants, key=lambda r: r["macro_f1"])["id"]
+    # opened once, for the best variant on validation among those not worse nor broken, with
+    # a recorded reason unless it was judged improved
+    final = result["final"]
+    eligible = [r for r in variants if r["verdict"] not in ("worse", "guardrail broken")]
+    chosen = max(eligible or variants, key=lambda r: r["macro_f1"])
+    assert final["run"] == chosen["id"] and final["verdict"] == chosen["verdict"]
+    assert (final["reason"] is None) == (chosen["verdict"] == "improved" and bool(eligible))
     assert final["n"] == 1 and not final["repeated"] and final["metrics"]["n"] > 400
 
 
