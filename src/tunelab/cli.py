@@ -263,6 +263,36 @@ def cmd_final(args):
     return run_final(_lab(args), args.run, args.reason)
 
 
+@command(
+    "export",
+    "write the handover bundle of a run, bound to its exact base model",
+    "export:export",
+    arg("run", help="the run to hand over, e.g. r004-lora"),
+    arg("--out", type=Path, help="bundle folder (default: bundles/RUN in the lab)"),
+    arg("--merge", action="store_true", help="also fold the LoRA into merged weights (checked)"),
+    device=True,
+)
+def cmd_export(args):
+    from tunelab.stages.export.bundle import export_run
+
+    return export_run(_lab(args), args.run, args.out, args.merge)
+
+
+@command(
+    "verify",
+    "reload a bundle in a fresh process and reproduce its predictions",
+    "export:verify",
+    arg("bundle", type=Path, help="the bundle folder"),
+    arg("--base", type=Path, help="the base model (default: the path recorded in the bundle)"),
+    lab=False,
+    device=True,
+)
+def cmd_verify(args):
+    from tunelab.stages.export.verify import verify_bundle
+
+    return verify_bundle(args.bundle, args.base, args.device or "cpu")
+
+
 @command("runs", "list the runs of the lab", "runs:runs")
 def cmd_runs(args):
     from tunelab.core.ledger import summary

@@ -35,15 +35,20 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def sha256_files(files: Iterable[Path]) -> str:
-    """One sha256 over several files in the order given: each file's name, then its bytes."""
+def sha256_files(files: Iterable[Path]) -> tuple[str, dict[str, str]]:
+    """One sha256 over several files in the order given (each file's name, then its bytes),
+    and each file's own sha256, in a single read of every file."""
     digest = hashlib.sha256()
+    each = {}
     for file in files:
+        own = hashlib.sha256()
         digest.update(file.name.encode())
         with file.open("rb") as fh:
             for chunk in iter(lambda: fh.read(CHUNK), b""):
                 digest.update(chunk)
-    return digest.hexdigest()
+                own.update(chunk)
+        each[file.name] = own.hexdigest()
+    return digest.hexdigest(), each
 
 
 def sha256_path(path: Path) -> str:

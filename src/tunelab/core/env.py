@@ -118,3 +118,12 @@ def _driver() -> str | None:
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
+
+
+def child_env() -> dict:
+    """The environment for a fresh tunelab process (a reload check, a bundle's verify):
+    the parent's, offline, with this tunelab importable even from a checkout."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    src = str(Path(tunelab.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env

@@ -54,28 +54,57 @@ def resolve_path(spec: ModelSpec, lab: Path) -> Path:
     return path
 
 
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "added_tokens.json",
+)
+
+
 def identity(spec: ModelSpec, lab: Path) -> dict:
-    """Name, revision and a sha256 over the weight files: the base an adapter is bound to.
-    For a GGUF base the identity is the GGUF file's own hash."""
+    """Name, revision and sha256 digests: the base an adapter is bound to. `weights_sha256`
+    covers the weight files together; `files` holds the sha256 of each weight file, of the
+    config and of the tokenizer files. For a GGUF base the identity is the GGUF file's hash."""
     source = _spec_path(spec, lab)
     if source.suffix == ".gguf":
+        sha = sha256_file(source)
         return {
             "path": str(source),
             "name": source.name,
             "revision": spec.revision,
-            "weights_sha256": sha256_file(source),
+            "weights_sha256": sha,
             "weight_files": [source.name],
+            "files": {source.name: sha},
             "format": "gguf",
         }
     path = resolve_path(spec, lab)
     files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
+    combined, each = sha256_files(files)
+    others = [path / "config.json", *(path / n for n in TOKENIZER_FILES)]
+    each |= {f.name: sha256_file(f) for f in others if f.is_file()}
     return {
         "path": str(path),
-        "name": path.name,
+        "name": _name(path),
         "revision": spec.revision,
-        "weights_sha256": sha256_files(files),
+        "weights_sha256": combined,
         "weight_files": [f.name for f in files],
+        "files": dict(sorted(each.items())),
     }
+
+
+GENERIC_NAMES = frozenset({"model", "models", "weights", "base", "checkpoint"})
+
+
+def _name(path: Path) -> str:
+    """The folder's name, with its parent's when the folder itself is called `model`."""
+    return f"{path.parent.name}/{path.name}" if path.name in GENERIC_NAMES else path.name
 
 
 def load_tokenizer(spec: ModelSpec, lab: Path) -> PreTrainedTokenizerBase:

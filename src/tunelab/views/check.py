@@ -12,7 +12,7 @@ def check(result: dict, console: Console) -> None:
     table = Table("", "check", "detail", box=None, padding=(0, 1))
     table.columns[1].no_wrap = True
     for i in result["items"]:
-        mark = _mark(i)
+        mark = mark_of(i)
         table.add_row(mark, i["name"], escape(i["detail"]))
     console.print(table)
     for warning in result["warnings"]:
@@ -29,7 +29,7 @@ def check(result: dict, console: Console) -> None:
     )
 
 
-def _mark(i: dict) -> str:
+def mark_of(i: dict) -> str:
     """✓ passed, ✗ failed, ? not checked (a warning, never a pass), - not run."""
     if i.get("skipped"):
         return "[dim]-[/]"

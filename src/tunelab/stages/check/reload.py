@@ -27,8 +27,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-import tunelab
-from tunelab.core.env import PLATFORM_PACKAGES, device_of
+from tunelab.core.env import PLATFORM_PACKAGES, child_env, device_of
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import atomic_write_json, read_json
 from tunelab.modeling.model import DTYPES, load_tokenizer, load_trained, save_trained
@@ -269,7 +268,7 @@ def reload_in_fresh_process(
             capture_output=True,
             text=True,
             timeout=RELOAD_TIMEOUT_S,
-            env=_child_env(),
+            env=child_env(),
             cwd=request["lab"],
         )
         ran = {
@@ -283,14 +282,6 @@ def reload_in_fresh_process(
         theirs = read_json(tmp / "out" / OUTPUTS)
         tensors = load_file(tmp / "out" / TENSORS)
     return ran | {"pid": theirs.pop("pid")}, tensors, theirs
-
-
-def _child_env() -> dict:
-    """The parent's environment, offline, with this tunelab importable even from a checkout."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    src = str(Path(tunelab.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    return env
 
 
 def compare_outputs(

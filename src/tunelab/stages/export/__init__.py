@@ -1,0 +1,1 @@
+"""`tunelab export` and `tunelab verify`: the handover bundle, and the proof it still works."""

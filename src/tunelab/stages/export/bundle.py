@@ -1,0 +1,262 @@
+"""`tunelab export RUN`: the handover bundle, bound to the exact base model it was trained on.
+
+A bundle is a folder a team can take away and open with the tools they know:
+
+    adapter_config.json, adapter_model.safetensors   LoRA, in PEFT's own format
+      (or config.json, model.safetensors             full fine-tuning)
+    merged/                                          --merge: LoRA folded into the weights
+    tokenizer files, template.json                   what the model was trained with
+    tunelab.json                                     base identity, spec, data manifest,
+                                                     environment, comparison, final, test
+                                                     access log, observed limitations
+    verify/sample.jsonl                              validation rows and the run's predictions
+    README.md                                        the model card (Hugging Face front matter)
+    SHA256SUMS                                       every file above
+
+The limitations are derived from the records, never written by hand (`limitations.py`).
+Each export is recorded in `.tunelab/exports/` with an event.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from tunelab.core.digest import sha256_file
+from tunelab.core.env import fingerprint
+from tunelab.core.errors import TunelabError
+from tunelab.core.lab import Lab
+from tunelab.core.spec import validate_spec
+from tunelab.core.store import atomic_write_json, atomic_write_text, now, read_jsonl, write_jsonl
+from tunelab.stages.export.card import model_card
+from tunelab.stages.export.limitations import limitations
+from tunelab.stages.final import final_accesses
+
+SAMPLE = 32
+"""Validation examples stored in the bundle for `verify` to re-predict."""
+BUNDLE_FILE = "tunelab.json"
+SUMS = "SHA256SUMS"
+EXPORTS = "exports"
+
+
+class ExportError(TunelabError):
+    """The run cannot be exported as asked."""
+
+
+def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = False) -> dict:
+    """Write the bundle of `run_id` and return what it holds."""
+    from tunelab.modeling.model import identity, load_tokenizer
+    from tunelab.tasks import load_schema
+
+    start = time.perf_counter()
+    store = lab.store
+    record = store.read_record(run_id)
+    _check_exportable(record)
+    spec = validate_spec(record["spec"])
+    bundle = Path(out) if out else lab.path / "bundles" / run_id
+    if bundle.exists() and any(bundle.iterdir()):
+        raise ExportError(f"{bundle} exists and is not empty; give another --out or remove it.")
+    bundle.mkdir(parents=True, exist_ok=True)
+
+    weights = store.run_dir(run_id) / record["weights"]["dir"]
+    for file in sorted(weights.iterdir()):
+        if file.name != "README.md":  # PEFT's stub card; ours replaces it
+            shutil.copy2(file, bundle / file.name)
+    base = identity(spec.model, lab.path)
+    _bind_adapter(bundle, base)
+    load_tokenizer(spec.model, lab.path).save_pretrained(bundle)
+    resolved = record["spec"] | {
+        "task": record["spec"]["task"] | _inline_schema(spec, load_schema, lab.path)
+    }
+    atomic_write_json(bundle / "template.json", _template(spec, lab))
+
+    version = record["data_version"]
+    manifest = store.data_manifest(version)
+    val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
+    predictions = read_jsonl(store.run_dir(run_id) / "predictions.jsonl")
+    sample = [{"row": val_rows[p["id"]], "prediction": p} for p in predictions[:SAMPLE]]
+    write_jsonl(bundle / "verify" / "sample.jsonl", sample)
+
+    comparison = _comparison_of(store, run_id)
+    finals = [f for f in _finals(store) if f["run"] == run_id]
+    info = {
+        "format": "tunelab-bundle/1",
+        "run": run_id,
+        "created": now(),
+        "method": spec.method.type,
+        "kind": spec.model_kind,
+        "task": spec.task.type,
+        "labels": manifest["labels"],
+        "base_model": base,
+        "spec": resolved,
+        "data_version": version,
+        "data_manifest": manifest,
+        "training": {k: v for k, v in record["training"].items() if k != "history"},
+        "validation_metrics": record["metrics"],
+        "environment": record.get("env"),
+        "exported_with": fingerprint(lab.device),
+        "comparison": comparison,
+        "final": finals[-1] if finals else None,
+        "test_access_log": final_accesses(store),
+        "limitations": limitations(
+            record, comparison, predictions, val_rows, _truncation(spec, lab, manifest, val_rows)
+        ),
+        "merge_check": None,
+    }
+    if merge:
+        info["merge_check"] = _merge(bundle, spec, lab, info, sample)
+    atomic_write_json(bundle / BUNDLE_FILE, info)
+    atomic_write_text(bundle / "README.md", model_card(info))
+    sums = write_sums(bundle)
+    result = {
+        "run": run_id,
+        "bundle": str(bundle),
+        "files": sorted(sums),
+        "merged": merge,
+        "merge_check": info["merge_check"],
+        "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
+        "limitations": info["limitations"],
+        "created": info["created"],
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    _record(store, result)
+    return result
+
+
+def write_sums(bundle: Path) -> dict[str, str]:
+    """`SHA256SUMS` in sha256sum's format over every other file of the bundle."""
+    sums = {
+        f.relative_to(bundle).as_posix(): sha256_file(f)
+        for f in sorted(bundle.rglob("*"))
+        if f.is_file() and f.name != SUMS
+    }
+    atomic_write_text(bundle / SUMS, "".join(f"{h}  {name}\n" for name, h in sums.items()))
+    return sums
+
+
+def _check_exportable(record: dict) -> None:
+    if record["kind"] != "variant" or record["status"] != "completed":
+        raise ExportError(
+            f"{record['id']} is a {record['status']} {record['kind']}: only a completed, trained "
+            "variant has weights to hand over."
+        )
+    if not record.get("weights"):
+        raise ExportError(f"{record['id']} has no saved weights.")
+
+
+def _bind_adapter(bundle: Path, base: dict) -> None:
+    """PEFT's config names the base; tunelab also records its revision there."""
+    config = bundle / "adapter_config.json"
+    if not config.exists():
+        return
+    raw = json.loads(config.read_text(encoding="utf-8"))
+    raw["base_model_name_or_path"] = base["path"]
+    raw["revision"] = base.get("revision")
+    atomic_write_json(config, raw)
+
+
+def _inline_schema(spec, load_schema, lab_path: Path) -> dict:
+    """The task's JSON Schema inlined, so the bundle does not depend on the lab's files."""
+    schema = load_schema(spec.task, lab_path)
+    return {"json_schema": schema} if schema is not None else {}
+
+
+def _template(spec, lab: Lab) -> dict:
+    """The exact prompt the model was trained with: chat template or plain, as text."""
+    from tunelab.modeling.model import load_tokenizer
+    from tunelab.modeling.render import PLACEHOLDER, make_template
+
+    out = {
+        "template": spec.model.template,
+        "kind": spec.model_kind,
+        "max_length": spec.model.max_length,
+    }
+    if spec.model_kind == "causal":
+        template = make_template(
+            load_tokenizer(spec.model, lab.path), spec.model.template, spec.task.instruction
+        )
+        out |= {
+            "instruction": spec.task.instruction,
+            "prompt": template.text[0] + PLACEHOLDER + template.text[1],
+            "placeholder": PLACEHOLDER,
+            "end_of_answer_token_id": template.end_id,
+        }
+    return out
+
+
+def _truncation(spec, lab: Lab, manifest: dict, rows: dict) -> dict:
+    """Validation inputs cut to fit `model.max_length`, as the trainer renders them."""
+    from tunelab.modeling.model import load_tokenizer
+    from tunelab.modeling.render import encode_classification, make_renderer
+
+    tokenizer = load_tokenizer(spec.model, lab.path)
+    values = list(rows.values())
+    if spec.model_kind == "encoder":
+        encoded = encode_classification(
+            tokenizer, values, manifest["labels"], spec.model.max_length
+        )
+        cut = [e.id for e in encoded if e.truncated]
+    else:
+        renderer = make_renderer(spec, tokenizer, manifest["labels"], lab.path)
+        cut = [r["id"] for r in values if renderer.render(r, with_target=True).text_cut > 0]
+    n = len(values)
+    return {
+        "split": "validation",
+        "max_length": spec.model.max_length,
+        "truncated": len(cut),
+        "n": n,
+        "rate": round(len(cut) / n, 4) if n else None,
+    }
+
+
+def _comparison_of(store, run_id: str) -> dict | None:
+    """This run's row of the newest comparison that judged it, with that comparison's id
+    and rules."""
+    for record in reversed(store.comparisons()):
+        for row in record.get("runs", []):
+            if row["id"] == run_id and "verdict" in row:
+                return {
+                    "id": record["id"],
+                    "reference": record["reference"],
+                    "rules": record["rules"],
+                    "row": row,
+                }
+    return None
+
+
+def _finals(store) -> list[dict]:
+    folder = store.root / "finals"
+    if not folder.exists():
+        return []
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+
+
+def _merge(bundle: Path, spec, lab: Lab, info: dict, sample: list[dict]) -> dict:
+    """LoRA folded into the base weights (`merged/`), and a check that the merged model and
+    the adapter give the same outputs on the stored sample."""
+    from tunelab.stages.export.merge import merge_and_check
+
+    if spec.method.type != "lora":
+        raise ExportError(
+            "--merge folds a LoRA adapter into its base; this run is full fine-tuning"
+        )
+    return merge_and_check(bundle, spec, lab, info["labels"], sample)
+
+
+def _record(store, result: dict) -> None:
+    folder = store.root / EXPORTS
+    n = len(list(folder.glob("*.json"))) + 1 if folder.exists() else 1
+    path = folder / f"{n}-{result['run']}.json"
+    result["file"] = str(path.relative_to(store.lab))
+    atomic_write_json(path, result | {"verified": None})
+    store.log_event("export", run=result["run"], bundle=result["bundle"], file=result["file"])
+
+
+def record_verification(store, export: dict, verified: dict) -> None:
+    """Write `verify`'s outcome into the export's record (the report and the plan read it)."""
+    path = store.lab / export["file"]
+    summary = {k: verified[k] for k in ("passed", "seconds", "base")}
+    atomic_write_json(path, json.loads(path.read_text(encoding="utf-8")) | {"verified": summary})
+    store.log_event("verify", run=export["run"], bundle=export["bundle"], passed=verified["passed"])

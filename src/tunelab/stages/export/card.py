@@ -1,0 +1,125 @@
+"""The model card: Hugging Face front matter, then the evidence in plain words."""
+
+from __future__ import annotations
+
+import yaml
+
+
+def model_card(info: dict) -> str:
+    return "---\n" + yaml.safe_dump(front_matter(info), sort_keys=False) + "---\n\n" + body(info)
+
+
+def front_matter(info: dict) -> dict:
+    base, spec = info["base_model"], info["spec"]
+    task = info["task"]
+    pipeline = "text-classification" if info["kind"] == "encoder" else "text-generation"
+    metrics = [
+        {"type": k, "value": round(v, 4), "name": f"validation {k}"}
+        for k, v in info["validation_metrics"].items()
+        if isinstance(v, int | float) and k != "n"
+    ]
+    final = info.get("final")
+    if final:
+        metrics += [
+            {"type": k, "value": round(v, 4), "name": f"test {k}"}
+            for k, v in final["metrics"].items()
+            if isinstance(v, int | float) and k != "n"
+        ]
+    return {
+        "base_model": base["name"],
+        "library_name": "peft" if info["method"] == "lora" else "transformers",
+        "tags": ["tunelab", info["method"], task],
+        "pipeline_tag": pipeline,
+        "model-index": [
+            {
+                "name": info["run"],
+                "results": [
+                    {
+                        "task": {"type": pipeline},
+                        "dataset": {
+                            "name": f"data version {info['data_version']}",
+                            "type": "local",
+                        },
+                        "metrics": metrics,
+                    }
+                ],
+            }
+        ],
+        "tunelab": {"base_weights_sha256": base["weights_sha256"], "compass": spec.get("compass")},
+    }
+
+
+def body(info: dict) -> str:
+    spec, lim = info["spec"], info["limitations"]
+    hyp = spec.get("hypothesis") or {}
+    comp = info.get("comparison")
+    lines = [f"# {info['run']}: {info['method']} on {info['base_model']['name']}", ""]
+    lines += [
+        f"Trained by tunelab on data version `{info['data_version']}` for the task "
+        f"`{info['task']}`. It loads only on the base whose weights hash to "
+        f"`{info['base_model']['weights_sha256']}` (`tunelab verify` checks it).",
+        "",
+        "## Hypothesis",
+        "",
+        f"{hyp.get('behaviour', '(none recorded)')} Primary metric `{hyp.get('metric')}`, "
+        f"minimum effect {hyp.get('min_effect')}.",
+        "",
+        "## Verdict",
+        "",
+    ]
+    if comp:
+        b = comp["row"]["vs_reference"]["bootstrap"]
+        lines.append(
+            f"**{comp['row']['verdict'] or 'no verdict'}** against `{comp['reference']}` "
+            f"(comparison `{comp['id']}`): {hyp.get('metric')} {100 * b['delta']:+.1f} points, "
+            f"95% paired bootstrap interval ({100 * b['low']:+.1f}, {100 * b['high']:+.1f})."
+        )
+    else:
+        lines.append("No comparison has judged this run.")
+    lines += ["", "## Numbers", "", "| metric | validation | test |", "|---|---|---|"]
+    test = (info.get("final") or {}).get("metrics", {})
+    for k, v in info["validation_metrics"].items():
+        if isinstance(v, int | float) and k != "n":
+            shown = f"{100 * test[k]:.1f}" if k in test else "not opened"
+            lines.append(f"| {k} | {100 * v:.1f} | {shown} |")
+    accesses = info.get("test_access_log") or []
+    lines += ["", f"The sealed test split was opened {len(accesses)} time(s) in this lab."]
+    for a in accesses:
+        lines.append(
+            f"- {a['time']}: {a['run']}" + (f" ({a['reason']})" if a.get("reason") else "")
+        )
+    lines += ["", "## Limitations", ""]
+    for r in lim["regressed"][:8]:
+        lines.append(
+            f"- {r['metric']} of {r['scope']} is {100 * r['delta']:+.1f} points against the "
+            f"reference ({100 * r['low']:+.1f}, {100 * r['high']:+.1f}): {r['status']}."
+        )
+    for g in lim["guardrails"]:
+        lines.append(
+            f"- Guardrail {g['metric']} ({g['scope']}, at most -{g['max_drop']}): {g['status']}, "
+            f"margin {100 * g['margin']:+.1f} points at {g['worst']}."
+        )
+    t = lim["truncation"]
+    if t.get("n"):
+        lines.append(
+            f"- {t['truncated']} of {t['n']} validation inputs ({100 * t['rate']:.1f}%) are longer "
+            f"than {t['max_length']} tokens and were cut."
+        )
+    if lim["typical_failures"]:
+        lines += ["", "Typical failures:", ""]
+        for f in lim["typical_failures"]:
+            expected = f.get("expected")
+            got = f.get("predicted", f.get("output"))
+            lines.append(f"- `{f['id']}`: expected `{expected}`, got `{got}`: “{f['input'][:160]}”")
+    lines += [
+        "",
+        "## Use",
+        "",
+        "```python",
+        "import tunelab",
+        "",
+        'model, tokenizer, info = tunelab.load_bundle("path/to/bundle", base="path/to/base")',
+        "```",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""What a bundle's user should know before trusting it, derived from the records alone:
+classes or fields that regressed (with their intervals), every guardrail's margin, how much
+input the model never saw (truncation), and typical failures with their inputs."""
+
+from __future__ import annotations
+
+FAILURES = 5
+SNIPPET = 300
+
+
+def limitations(
+    record: dict, comparison: dict | None, predictions: list[dict], rows: dict, truncation: dict
+) -> dict:
+    row = (comparison or {}).get("row") or {}
+    return {
+        "verdict": row.get("verdict"),
+        "against": (comparison or {}).get("reference"),
+        "regressed": regressed(row),
+        "guardrails": margins(row),
+        "truncation": truncation,
+        "typical_failures": failures(predictions, rows),
+        "source": "comparison " + comparison["id"] if comparison else "no comparison judged it",
+    }
+
+
+def regressed(row: dict) -> list[dict]:
+    """Every class or field (or overall metric) a guardrail measured lower than the
+    reference, worst first, with its paired interval."""
+    out = []
+    for g in row.get("guardrails", []):
+        for name, c in g["checks"].items():
+            if c["delta"] < 0:
+                out.append(
+                    {
+                        "metric": g["metric"],
+                        "scope": name,
+                        "delta": c["delta"],
+                        "low": c["low"],
+                        "high": c["high"],
+                        "status": c["status"],
+                    }
+                )
+    return sorted(out, key=lambda r: r["delta"])
+
+
+def margins(row: dict) -> list[dict]:
+    """Each guardrail's status and how far its worst interval end is from the limit."""
+    return [
+        {
+            "metric": g["metric"],
+            "scope": g["scope"],
+            "max_drop": g["max_drop"],
+            "status": g["status"],
+            "worst": g["worst"],
+            "margin": g["checks"][g["worst"]]["margin"],
+        }
+        for g in row.get("guardrails", [])
+    ]
+
+
+def failures(predictions: list[dict], rows: dict, n: int = FAILURES) -> list[dict]:
+    """Up to n wrong answers, one per (gold, predicted) kind first, with their inputs."""
+    wrong = [p for p in predictions if not _right(p)]
+    seen, picked = set(), []
+    for p in wrong:
+        kind = (str(p.get("gold", "")), str(p.get("predicted", p.get("output", ""))[:40]))
+        if kind not in seen:
+            seen.add(kind)
+            picked.append(p)
+    picked += [p for p in wrong if p not in picked]
+    return [_failure(p, rows.get(p["id"], {})) for p in picked[:n]]
+
+
+def _right(p: dict) -> bool:
+    if "gold" in p:
+        return p["gold"] == p["predicted"]
+    score = p.get("score", {})
+    return bool(score.get("exact_match", score.get("format_valid", False)))
+
+
+def _failure(p: dict, row: dict) -> dict:
+    text = row.get("text", "")
+    out = {"id": p["id"], "input": text[:SNIPPET] + ("…" if len(text) > SNIPPET else "")}
+    if "gold" in p:
+        return out | {"expected": p["gold"], "predicted": p["predicted"]}
+    return out | {"expected": p.get("target"), "output": p.get("output")}

@@ -1,0 +1,51 @@
+"""`export --merge`: LoRA folded into the base weights, and proof the outputs did not move.
+
+Merging changes the arithmetic (W + BA computed once, then rounded to the weights' dtype), and
+tools that merge silently sometimes change outputs more than that; so the merged model and
+the adapter are both run on the bundle's stored validation sample and the largest logit
+difference is recorded with the tolerance it was held to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
+"""Largest absolute logit difference allowed between merged and adapter outputs, by dtype."""
+
+
+def merge_and_check(bundle: Path, spec, lab, labels: list[str], sample: list[dict]) -> dict:
+    import torch
+
+    from tunelab.modeling.model import load_tokenizer, load_trained
+    from tunelab.modeling.render import make_renderer
+    from tunelab.training.step import make_batch
+
+    device = lab.device
+    encoder = spec.model_kind == "encoder"
+    adapter = load_trained(spec.model, lab.path, bundle, device, labels if encoder else None)
+    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
+    rows = [s["row"] for s in sample]
+    if encoder:
+        from tunelab.modeling.render import encode_classification
+
+        examples = encode_classification(renderer.tokenizer, rows, labels, spec.model.max_length)
+    else:
+        examples = [renderer.render(r, with_target=True) for r in rows]
+    batch = make_batch(examples, renderer.pad_id, device)
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    with torch.no_grad():
+        before = adapter(**inputs).logits.float()
+        merged = adapter.merge_and_unload()
+        after = merged(**inputs).logits.float()
+    merged.save_pretrained(bundle / "merged", safe_serialization=True)
+    renderer.tokenizer.save_pretrained(bundle / "merged")
+    diff = float((after - before).abs().max())
+    tolerance = TOLERANCE[spec.model.dtype]
+    return {
+        "examples": len(rows),
+        "max_abs_logit_diff": diff,
+        "tolerance": tolerance,
+        "agree": diff <= tolerance,
+        "dtype": spec.model.dtype,
+        "device": device.type,
+    }

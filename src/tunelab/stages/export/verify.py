@@ -1,0 +1,193 @@
+"""`tunelab verify BUNDLE`: reload a bundle in a fresh process and reproduce its predictions.
+
+The checklist:
+- `files`: every file listed in SHA256SUMS is there with its hash, and no file is unlisted (a
+  tampered or missing file is named);
+- `base`: the base model (`--base`, or the recorded path) has the recorded weight hashes;
+- `load`: the model loads the way a user loads it (`tunelab.load_bundle`);
+- `predictions`: the stored validation sample is predicted again and compared with the run's
+  own predictions: exactly on the device type the run was evaluated on in float32; on another
+  device or dtype up to DEVICE_TOLERANCE of the examples may differ (said in the result).
+
+`verify_bundle` runs `python -m tunelab.stages.export.verify` in a new interpreter, so nothing
+of the exporting process (a model in memory, a patched module) can make a bundle look sound.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from tunelab.core.digest import sha256_file
+from tunelab.core.env import child_env
+from tunelab.core.errors import TunelabError
+from tunelab.stages.export.load import check_base, read_bundle
+
+SUMS = "SHA256SUMS"
+DEVICE_TOLERANCE = 0.05
+"""Share of the sample that may be predicted differently on another device type or dtype."""
+TIMEOUT_S = 1800
+
+
+def item(name: str, passed: bool, detail: str, **data) -> dict:
+    return {"name": name, "passed": bool(passed), "detail": detail, **data}
+
+
+def verify_bundle(bundle: Path, base: Path | None = None, device: str = "cpu") -> dict:
+    """Verify `bundle` in a fresh Python process; returns its checklist."""
+    bundle = Path(bundle).resolve()
+    read_bundle(bundle)  # not a bundle at all: a usage error, before any process starts
+    command = [sys.executable, "-m", "tunelab.stages.export.verify", str(bundle), device]
+    if base:
+        command.append(str(Path(base).resolve()))
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=child_env(), timeout=TIMEOUT_S
+    )
+    try:
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise RuntimeError(
+            f"the verify process exited {done.returncode} without a result: {done.stderr[-2000:]}"
+        ) from None
+    return result | {"process": {"returncode": done.returncode, "fresh": True}}
+
+
+def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
+    start = time.perf_counter()
+    info = read_bundle(bundle)
+    base = Path(base or info["base_model"]["path"])
+    items = [check_files(bundle)]
+    items.append(_guarded("base", lambda: _base(info, base)))
+    loaded: dict = {}
+    if items[-1]["passed"]:
+        items.append(_guarded("load", lambda: _load(bundle, base, device, loaded)))
+    if loaded:
+        items.append(_guarded("predictions", lambda: _predictions(bundle, info, loaded, device)))
+    names = [i["name"] for i in items]
+    for later in ("base", "load", "predictions"):
+        if later not in names:
+            items.append(item(later, False, "not run: an earlier check failed", skipped=True))
+    return {
+        "bundle": str(bundle),
+        "run": info["run"],
+        "base": str(base),
+        "passed": all(i["passed"] for i in items),
+        "items": items,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+
+
+def check_files(bundle: Path) -> dict:
+    sums = bundle / SUMS
+    if not sums.exists():
+        return item("files", False, f"{sums} is missing: the bundle cannot be checked")
+    listed = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        listed[name] = digest
+    changed = [
+        n for n, d in listed.items() if not (bundle / n).is_file() or sha256_file(bundle / n) != d
+    ]
+    present = {f.relative_to(bundle).as_posix() for f in bundle.rglob("*") if f.is_file()}
+    unlisted = sorted(present - set(listed) - {SUMS})
+    missing = [n for n in changed if not (bundle / n).is_file()]
+    tampered = [n for n in changed if n not in missing]
+    problems = [
+        f"{what}: {names}"
+        for what, names in (("changed", tampered), ("missing", missing), ("not listed", unlisted))
+        if names
+    ]
+    detail = "; ".join(problems) or f"all {len(listed)} files match SHA256SUMS"
+    return item("files", not problems, detail, changed=tampered, missing=missing, unlisted=unlisted)
+
+
+def _guarded(name: str, check) -> dict:
+    try:
+        return check()
+    except TunelabError as err:
+        return item(name, False, str(err))
+    except Exception as err:  # a broken bundle is a finding, with where it broke
+        return item(
+            name, False, f"{type(err).__name__}: {err}", traceback=traceback.format_exc()[-1500:]
+        )
+
+
+def _base(info: dict, base: Path) -> dict:
+    found = check_base(info, base)
+    return item(
+        "base", True, f"{found['path']}: weights sha256 {found['weights_sha256'][:16]}… as recorded"
+    )
+
+
+def _load(bundle: Path, base: Path, device: str, loaded: dict) -> dict:
+    from tunelab.stages.export.load import load_bundle
+
+    loaded["model"], loaded["tokenizer"], _ = load_bundle(bundle, base, device)
+    kind = type(loaded["model"]).__name__
+    return item("load", True, f"loaded as {kind} on {device} with tunelab.load_bundle")
+
+
+def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
+    import torch
+
+    from tunelab.core.spec import validate_spec
+    from tunelab.modeling.render import make_renderer
+    from tunelab.training.evaluate import evaluate_rows
+
+    sample = [
+        json.loads(line)
+        for line in (bundle / "verify" / "sample.jsonl").read_text().splitlines()
+        if line
+    ]
+    spec = validate_spec(info["spec"])
+    renderer = make_renderer(spec, loaded["tokenizer"], info["labels"], bundle)
+    e = spec.evaluation
+    rows = [s["row"] for s in sample]
+    predicted, _ = evaluate_rows(
+        loaded["model"], renderer, rows, e.batch_size, e.max_new_tokens, torch.device(device)
+    )
+    stored = [s["prediction"] for s in sample]
+    differ = [s["id"] for s, p in zip(stored, predicted, strict=True) if not _same(s, p)]
+    recorded = ((info.get("environment") or {}).get("device") or {}).get("type")
+    exact = recorded == torch.device(device).type and spec.model.dtype == "float32"
+    allowed = 0 if exact else int(DEVICE_TOLERANCE * len(sample))
+    rule = (
+        "exact (same device type, float32)"
+        if exact
+        else f"up to {allowed} may differ (evaluated on {recorded}, now {device})"
+    )
+    detail = (
+        f"{len(sample) - len(differ)} of {len(sample)} validation predictions reproduced; {rule}"
+    )
+    if differ:
+        detail += f"; differ: {differ[:5]}"
+    return item("predictions", len(differ) <= allowed, detail, differ=differ, exact=exact)
+
+
+CONFIDENCE_TOLERANCE = 1e-3
+"""A classifier's confidence may move this much with the batch's padding (the run evaluated
+the whole split in length-sorted batches, verify only the sample)."""
+
+
+def _same(stored: dict, now: dict) -> bool:
+    """The label (and its confidence, within CONFIDENCE_TOLERANCE), or the generated text."""
+    if "predicted" in stored:
+        close = abs(stored.get("confidence", 0) - now.get("confidence", 0)) <= CONFIDENCE_TOLERANCE
+        return stored["predicted"] == now["predicted"] and close
+    return stored.get("output") == now.get("output")
+
+
+def main(argv: list[str]) -> int:
+    bundle, device = Path(argv[1]), argv[2]
+    base = Path(argv[3]) if len(argv) > 3 else None
+    result = run_checks(bundle, device, base)
+    print(json.dumps(result))
+    return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

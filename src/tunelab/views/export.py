@@ -1,0 +1,44 @@
+"""The human views of `export` and `verify`: what the bundle holds, and its checklist."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tunelab.views.check import mark_of
+
+
+def export(result: dict, console: Console) -> None:
+    base = result["base_model"]
+    console.print(f"[bold]bundle of {result['run']}[/]: {result['bundle']}")
+    console.print(
+        f"  {len(result['files'])} files, listed with their sha256 in SHA256SUMS; bound to "
+        f"{base['name']} (weights sha256 {base['weights_sha256'][:16]}…)"
+    )
+    lim = result["limitations"]
+    console.print(
+        f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); "
+        f"{len(lim['regressed'])} class/field regressions recorded; truncation "
+        f"{lim['truncation']['truncated']} of {lim['truncation']['n']} validation inputs"
+    )
+    m = result.get("merge_check")
+    if m:
+        mark = "[green]agree[/]" if m["agree"] else "[red]DIFFER[/]"
+        console.print(
+            f"  merged/: merged and adapter outputs {mark} on {m['examples']} examples "
+            f"(max |Δ logit| {m['max_abs_logit_diff']:.1e}, tolerance {m['tolerance']:.0e})"
+        )
+    console.print(f"  check it anywhere: `tunelab verify {result['bundle']}`")
+
+
+def verify(result: dict, console: Console) -> None:
+    table = Table("", "check", "detail", box=None, padding=(0, 1))
+    for i in result["items"]:
+        table.add_row(mark_of(i), i["name"], escape(i["detail"]))
+    console.print(table)
+    verdict = "[bold green]VERIFIED[/]" if result["passed"] else "[bold red]NOT VERIFIED[/]"
+    console.print(
+        f"{verdict}: {result['bundle']} on base {result['base']}, in a fresh process "
+        f"({result['seconds']:.0f}s)"
+    )

@@ -1,0 +1,126 @@
+"""The handover: a bundle PEFT itself can load, bound to its exact base, and `verify` that
+names what is wrong."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+import tunelab
+from tunelab.cli import main
+from tunelab.core.errors import TunelabError
+from tunelab.core.spec import validate_spec
+from tunelab.modeling.render import make_renderer
+from tunelab.training.evaluate import evaluate_rows
+
+
+def tl(capsys, *args: str):
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, tiny_bert):
+    """A tiny lab trained, compared and exported once for the module's tests."""
+    import yaml
+
+    from conftest import lab_spec, topic_rows
+
+    lab = tmp_path_factory.mktemp("export-lab")
+    (lab / "docs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in topic_rows()))
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(lab_spec(tiny_bert)))
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0
+    assert main(["export", "r003-lora", "--lab", str(lab), "--merge", "--json"]) == 0
+    return lab, lab / "bundles" / "r003-lora"
+
+
+def copy_of(bundle: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(bundle, tmp_path / "bundle"))
+
+
+def test_the_bundle_holds_the_handover_and_peft_loads_it(exported, tiny_bert, capsys):
+    _, bundle = exported
+    capsys.readouterr()
+    names = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
+    assert {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "tunelab.json",
+        "README.md",
+        "SHA256SUMS",
+        "template.json",
+        "verify/sample.jsonl",
+        "merged/model.safetensors",
+    } <= names
+    info = json.loads((bundle / "tunelab.json").read_text())
+    assert info["base_model"]["files"]["model.safetensors"] == tunelab_sha(tiny_bert)
+    assert info["comparison"]["row"]["id"] == "r003-lora" and info["test_access_log"] == []
+    assert info["merge_check"]["agree"] and info["merge_check"]["max_abs_logit_diff"] < 1e-4
+    card = (bundle / "README.md").read_text()
+    assert card.startswith("---\nbase_model: tiny-bert\nlibrary_name: peft\n")
+    assert "model-index:" in card and "## Limitations" in card
+
+    # PEFT's own loader, on the base, gives the run's predictions
+    labels = info["labels"]
+    base = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=len(labels))
+    model = PeftModel.from_pretrained(base, bundle).eval()
+    sample = [
+        json.loads(line)
+        for line in (bundle / "verify/sample.jsonl").read_text().split("\n")
+        if line
+    ]
+    spec = validate_spec(info["spec"])
+    renderer = make_renderer(spec, AutoTokenizer.from_pretrained(bundle), labels, bundle)
+    predicted, _ = evaluate_rows(
+        model, renderer, [s["row"] for s in sample], 16, 8, torch.device("cpu")
+    )
+    assert [p["predicted"] for p in predicted] == [s["prediction"]["predicted"] for s in sample]
+
+
+def tunelab_sha(model_dir: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256((model_dir / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_verify_passes_on_the_bundle_in_a_fresh_process(exported, capsys):
+    _, bundle = exported
+    code, result = tl(capsys, "verify", str(bundle))
+    assert code == 0 and result["passed"] and result["process"]["fresh"]
+    assert [i["name"] for i in result["items"]] == ["files", "base", "load", "predictions"]
+    assert "exact" in result["items"][-1]["detail"]
+
+
+def test_a_flipped_byte_is_named_by_verify(exported, tmp_path, capsys):
+    bundle = copy_of(exported[1], tmp_path)
+    weights = bundle / "adapter_model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 0x01
+    weights.write_bytes(bytes(raw))
+    code, result = tl(capsys, "verify", str(bundle))
+    files = result["items"][0]
+    assert code == 1 and not result["passed"]
+    assert files["changed"] == ["adapter_model.safetensors"] and "changed" in files["detail"]
+
+
+def test_a_same_shaped_base_with_other_weights_is_refused(exported, tiny_bert, tmp_path, capsys):
+    _, bundle = exported
+    other = Path(shutil.copytree(tiny_bert, tmp_path / "tiny-bert-retrained"))
+    tensors = load_file(other / "model.safetensors")
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 0.01  # same architecture, different weights
+    save_file(tensors, other / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(TunelabError, match=r"trained on tiny-bert .* weights sha256") as err:
+        tunelab.load_bundle(bundle, base=other)
+    assert str(other) in str(err.value)
+    code, result = tl(capsys, "verify", str(bundle), "--base", str(other))
+    assert code == 1 and result["items"][1]["name"] == "base" and not result["items"][1]["passed"]
+    assert str(other) in result["items"][1]["detail"]
