@@ -47,8 +47,7 @@ def test_the_whole_classification_lab(make_lab, capsys):
     assert code == 0
     variants = [r for r in result["runs"] if r["kind"] == "variant"]
     assert [r["id"] for r in variants] == [lora["id"], full["id"]]
-    verdicts = {"improved", "no evidence", "guardrail broken", "worse"}
-    assert all(r["verdict"] in verdicts for r in variants)
+    assert [r["verdict"] for r in variants] == [expected_verdict(r, 0.01) for r in variants]
     assert result["reference"] == "r002-probe" or result["reference"] == "r001-majority"
     assert json.loads((Path(lab) / result["file"]).read_text()) == result  # the record
     code, err = tl(capsys, "compare", "--lab", lab, "hypothesis.min_effect=0")
@@ -88,6 +87,18 @@ def test_init_then_refuses_to_overwrite(tmp_path, capsys):
 def test_commands_before_data_say_what_to_run(make_lab, capsys):
     code, err = tl(capsys, "baseline", "--lab", str(make_lab()))
     assert code == 2 and "tunelab data" in err["error"]  # the user's to fix: exit 2
+
+
+def expected_verdict(row: dict, min_effect: float) -> str:
+    """The verdict rule, restated from the row's own numbers."""
+    b, statuses = row["vs_reference"]["bootstrap"], {g["status"] for g in row["guardrails"]}
+    if b["high"] < 0:
+        return "worse"
+    if "broken" in statuses:
+        return "guardrail broken"
+    if b["delta"] >= min_effect and b["low"] > 0 and "unresolved" not in statuses:
+        return "improved"
+    return "no evidence"
 
 
 def test_console_script_runs_in_a_fresh_process(make_lab):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_cli import tl
+from test_cli import expected_verdict, tl
 
 
 def test_the_whole_extraction_lab(make_extraction_lab, capsys):
@@ -30,7 +30,7 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     (variant,) = [r for r in result["runs"] if r["kind"] == "variant"]
     assert set(variant["per_field"]) == {"name", "section", "summary"}
     assert [g["scope"] for g in variant["guardrails"]] == ["overall", "every_field"]
-    assert variant["verdict"] in {"improved", "no evidence", "guardrail broken", "worse"}
+    assert variant["verdict"] == expected_verdict(variant, result["min_effect"])
     every_field = variant["guardrails"][1]
     assert set(every_field["checks"]) == {"name", "section", "summary"}
     assert all(c["low"] <= c["delta"] <= c["high"] for c in every_field["checks"].values())

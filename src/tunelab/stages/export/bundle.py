@@ -34,8 +34,8 @@ from tunelab.stages.export.card import model_card
 from tunelab.stages.export.limitations import limitations
 from tunelab.stages.final import final_accesses
 
-SAMPLE = 32
-"""Validation examples stored in the bundle for `verify` to re-predict."""
+SAMPLE = {"encoder": 32, "causal": 16}
+"""Validation examples stored in the bundle for `verify` to re-predict (generation is slow)."""
 BUNDLE_FILE = "tunelab.json"
 SUMS = "SHA256SUMS"
 EXPORTS = "exports"
@@ -76,7 +76,9 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     manifest = store.data_manifest(version)
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
     predictions = read_jsonl(store.run_dir(run_id) / "predictions.jsonl")
-    sample = [{"row": val_rows[p["id"]], "prediction": p} for p in predictions[:SAMPLE]]
+    sample = [
+        {"row": val_rows[p["id"]], "prediction": p} for p in predictions[: SAMPLE[spec.model_kind]]
+    ]
     write_jsonl(bundle / "verify" / "sample.jsonl", sample)
 
     comparison = _comparison_of(store, run_id)
