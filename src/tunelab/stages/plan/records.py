@@ -1,0 +1,142 @@
+"""What the lab has measured, read from its records; nothing here computes a plan.
+
+- the reference run: the newest completed variant with a timed training (`training.steps`,
+  `seconds`, `tokens`), preferring one measured on the target device, then one on the current
+  data version, then one of the spec's method;
+- the newest `tunelab check` and `tunelab size` records measured on the same device type as
+  that run (a passed check before a failed one);
+- export and verify durations, when records of them exist: `.tunelab/exports/*.json`
+  (`seconds`, `verified.seconds`) and `verify` events (`seconds`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.store import Store, read_json
+
+
+class PlanError(TunelabError):
+    """The plan cannot be made from what the lab has measured, or for what was asked."""
+
+
+def reference_run(runs: list[dict], target: str, version: str, method: str) -> dict:
+    """The completed variant the plan measures from (see the module docstring)."""
+    usable = [
+        r
+        for r in runs
+        if r.get("kind") == "variant" and r.get("status") == "completed" and _timed(r)
+    ]
+    if not usable:
+        raise PlanError(
+            "no completed variant to measure from: run `tunelab check` and one `tunelab run` "
+            "first (their records give the seconds per step, tokens per second and evaluation "
+            "time the plan is made of)"
+        )
+    ranked = [
+        (
+            same_device(target, r["env"]["device"]),
+            r.get("data_version") == version,
+            (r.get("spec") or {}).get("method", {}).get("type") == method,
+            i,  # runs come oldest first: the newest wins a tie
+        )
+        for i, r in enumerate(usable)
+    ]
+    return usable[max(ranked)[-1]]
+
+
+def _timed(run: dict) -> bool:
+    training = run.get("training") or {}
+    return all(_number(training.get(k)) and training[k] > 0 for k in ("steps", "seconds", "tokens"))
+
+
+def same_device(target: str, measured: dict) -> bool:
+    """`cpu`, `cuda` or `cuda:1` match the recorded device type; a model name (`H100`) matches
+    the recorded device name."""
+    want = target.strip().lower()
+    name = str(measured.get("name") or "").lower()
+    return want.split(":")[0] == measured.get("type") or (bool(want) and want in name)
+
+
+def latest_check(store: Store, device_type: str) -> dict | None:
+    """The newest check record measured on `device_type` (`env.device.type`)."""
+    return _newest(_records(store, "checks"), lambda r: _device_type(r) == device_type)
+
+
+def latest_size(store: Store, device_type: str) -> dict | None:
+    """The newest size record measured on `device_type` (its `device`)."""
+    return _newest(_records(store, "sizing"), lambda r: r.get("device") == device_type)
+
+
+def finished_exports(store: Store) -> dict[str, tuple[float, str] | None]:
+    """Measured export and verify durations (seconds, source), the newest of each, or None."""
+    out: dict[str, tuple[float, str] | None] = {"export": None, "verify": None}
+    for record in reversed(_records(store, "exports")):
+        if out["export"] is None and _number(record.get("seconds")):
+            out["export"] = (float(record["seconds"]), f"{record['file']} seconds")
+        verified = record.get("verified")
+        if (
+            out["verify"] is None
+            and isinstance(verified, dict)
+            and _number(verified.get("seconds"))
+        ):
+            out["verify"] = (float(verified["seconds"]), f"{record['file']} verified.seconds")
+    for e in reversed(store.events()):
+        if out["verify"] is None and e.get("event") == "verify" and _number(e.get("seconds")):
+            out["verify"] = (float(e["seconds"]), f"events.jsonl verify of {e.get('time')} seconds")
+    return out
+
+
+def wall_seconds(run: dict) -> float | None:
+    """A run's recorded time from opening to closing (`ended - created`), or None."""
+    try:
+        start = datetime.fromisoformat(run["created"])
+        end = datetime.fromisoformat(run.get("ended") or run["updated"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (end - start).total_seconds()
+
+
+def timed_item(check: dict | None, name: str) -> float | None:
+    """The `seconds` of one item of a check record (`reload`, `evaluation`), or None."""
+    for item in (check or {}).get("items", []):
+        if item.get("name") == name and _number(item.get("seconds")):
+            return float(item["seconds"])
+    return None
+
+
+def _records(store: Store, folder: str) -> list[dict]:
+    """Every JSON record of a store folder, each with its `file` and `time` (its `created`,
+    else the file's modification time: size records carry no date)."""
+    path = store.root / folder
+    out = []
+    for file in sorted(path.glob("*.json")) if path.exists() else []:
+        try:
+            record = read_json(file)
+        except (OSError, json.JSONDecodeError):
+            continue  # a reserved (empty) or damaged record measures nothing
+        if isinstance(record, dict):
+            seen = datetime.fromtimestamp(file.stat().st_mtime, timezone.utc)
+            when = record.get("created") or seen.isoformat(timespec="seconds")
+            out.append(record | {"file": str(file.relative_to(store.lab)), "time": when})
+    return out
+
+
+def _device_type(record: dict) -> str | None:
+    return ((record.get("env") or {}).get("device") or {}).get("type")
+
+
+def _newest(records: list[dict], keep: Callable[[dict], bool]) -> dict | None:
+    kept = sorted(
+        (r for r in records if keep(r)),
+        key=lambda r: (r.get("passed") is not False, str(r["time"])),
+    )
+    return kept[-1] if kept else None
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and x >= 0

@@ -1,0 +1,55 @@
+"""The human view of `plan`: the rental's phases, what each is based on, variants and cost."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def plan(result: dict, console: Console) -> None:
+    """The phases as a timeline, where to stop the experiments, the cost, the warnings, and
+    the record and field behind every figure."""
+    t = result["throughput"]
+    console.print(
+        f"[bold]plan {result['id']}[/]: {result['days']} days ({result['hours_total']:g} h) on "
+        f"{escape(result['device'])}, measured on {result['measured_on']}; "
+        f"{t['tokens_per_s']:,.1f} tokens/s ({escape(t['source'])})"
+    )
+    table = Table("phase", "hours", "from → to", "what", box=None, padding=(0, 1))
+    table.columns[0].no_wrap = True
+    table.columns[1].justify = "right"
+    for p in result["phases"]:
+        table.add_row(
+            p["name"],
+            f"{p['hours']:g}",
+            f"{p['start_hour']:g} → {p['end_hour']:g}",
+            escape(p["what"]),
+        )
+    table.add_row("[bold]total[/]", f"[bold]{result['hours_total']:g}[/]", "", "")
+    console.print(table)
+    v = result["variants"]
+    mark = "bold" if v["fit"] else "bold red"
+    console.print(
+        f"variants: [{mark}]{v['fit']}[/] fit, {v['hours_each']:g} h ({v['seconds_each']:,.0f} s) "
+        f"each, {v['steps_each']} steps ({escape(v['steps_source'])})"
+    )
+    console.print(f"stop: {escape(v['stop_after'])}")
+    console.print(_cost(result))
+    based = Table("based on", "", box=None, padding=(0, 1), style="dim", header_style="dim")
+    based.columns[0].no_wrap = True
+    for p in result["phases"]:
+        based.add_row(p["name"], escape(p["based_on"]), style="dim")
+    console.print(based)
+    for warning in result["warnings"]:
+        console.print(f"[yellow]warning[/] {escape(warning)}")
+    console.print(f"[dim]saved to {result['file']}[/]")
+
+
+def _cost(result: dict) -> str:
+    if result["cost"] is None:
+        return "cost: no price given (--price-per-hour, or rental.price_per_hour in the spec)"
+    return (
+        f"cost: {result['hours_total']:g} h × {result['price_per_hour']:g} per hour = "
+        f"[bold]{result['cost']:,.2f}[/]"
+    )
