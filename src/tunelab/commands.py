@@ -277,10 +277,11 @@ def cmd_final(args):
     overrides=True,
 )
 def cmd_plan(args):
+    from tunelab.core.lab import open_records_lab
     from tunelab.core.spec import parse_overrides
-    from tunelab.stages.plan.rental import open_plan_lab, run_plan
+    from tunelab.stages.plan.rental import run_plan
 
-    lab = open_plan_lab(args.lab, parse_overrides(args.overrides))
+    lab = open_records_lab(args.lab, parse_overrides(args.overrides))
     return run_plan(lab, args.days, args.price_per_hour, args.device, args.tokens_per_second)
 
 
@@ -312,6 +313,19 @@ def cmd_verify(args):
     from tunelab.stages.export.verify import verify_bundle
 
     return verify_bundle(args.bundle, args.base, args.device or "cpu")
+
+
+@command(
+    "report",
+    "write one static HTML page of the whole lab: runs, curves, comparisons, memory, plan",
+    "report:report",
+    arg("--out", type=Path, help="where to write the page (default: lab-report.html in the lab)"),
+)
+def cmd_report(args):
+    from tunelab.core.lab import open_records_lab
+    from tunelab.stages.report.html import write_report
+
+    return write_report(open_records_lab(args.lab), args.out)
 
 
 @command("runs", "list the runs of the lab", "runs:runs")

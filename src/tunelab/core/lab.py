@@ -28,3 +28,11 @@ def open_lab(path: Path, overrides: dict[str, Any] | None = None, device: str | 
     path = Path(path).resolve()
     spec = load_spec(path / SPEC_FILE, overrides)
     return Lab(path=path, spec=spec, store=Store(path), device=pick_device(device))
+
+
+def open_records_lab(path: Path, overrides: dict[str, Any] | None = None) -> Lab:
+    """The lab and its spec without a compute device (`device` is None), for the commands that
+    only read records (`plan`, `report`): no torch is imported to pick a device."""
+    path = Path(path).resolve()
+    spec = load_spec(path / SPEC_FILE, overrides)
+    return Lab(path=path, spec=spec, store=Store(path), device=None)  # type: ignore[arg-type]

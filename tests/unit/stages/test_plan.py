@@ -18,9 +18,10 @@ import yaml
 from rich.console import Console
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.lab import open_records_lab
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, atomic_write_json, read_json
-from tunelab.stages.plan.rental import open_plan_lab, run_plan
+from tunelab.stages.plan.rental import run_plan
 from tunelab.views.plan import plan as show_plan
 
 PHASES = ["initial checks", "experiments", "evaluation", "recovery buffer", "export and verify"]
@@ -114,7 +115,7 @@ def hours(record: dict) -> list[float]:
 def test_phases_add_up_to_the_rental_and_the_variants_fill_the_experiments(
     tmp_path, days, phases, fit
 ):
-    record = run_plan(open_plan_lab(reference(tmp_path)), days=days)
+    record = run_plan(open_records_lab(reference(tmp_path)), days=days)
     assert record["hours_total"] == days * 24
     assert hours(record) == phases
     assert sum(hours(record)) == record["hours_total"]  # exact, not close
@@ -128,7 +129,7 @@ def test_phases_add_up_to_the_rental_and_the_variants_fill_the_experiments(
 
 
 def test_the_buffer_follows_its_rule(tmp_path):
-    record = run_plan(open_plan_lab(reference(tmp_path)), days=7)
+    record = run_plan(open_records_lab(reference(tmp_path)), days=7)
     buffer = record["phases"][3]
     # max(15% of 168 h = 25.2 h, one variant 1 h + a reload 180 s), up to the quarter hour
     assert record["buffer_rule"]["hours"] == 25.2
@@ -137,7 +138,7 @@ def test_the_buffer_follows_its_rule(tmp_path):
 
 
 def test_a_variant_longer_than_15_percent_sets_the_buffer(tmp_path):
-    lab = open_plan_lab(reference(tmp_path), {"training.budget.steps": 1500})
+    lab = open_records_lab(reference(tmp_path), {"training.budget.steps": 1500})
     record = run_plan(lab, days=3)
     # one variant: 1,500 × 32 + 400 = 48,400 s; + reload 180 = 48,580 s -> 54 quarters
     assert record["phases"][3]["hours"] == 13.5
@@ -150,7 +151,7 @@ def test_slower_steps_fit_fewer_variants(tmp_path):
     store = make_lab(tmp_path)
     add_run(store, seconds=6400, wall="01:53:20")  # 64 s a step; 6,800 s open: 400 s overhead
     add_check(store)
-    record = run_plan(open_plan_lab(tmp_path), days=7)
+    record = run_plan(open_records_lab(tmp_path), days=7)
     assert record["throughput"]["tokens_per_s"] == 32.0
     assert record["variants"]["seconds_each"] == 6800.0
     assert record["variants"]["fit"] == 74  # 140.75 h = 506,700 s / 6,800 s = 74.5
@@ -159,19 +160,19 @@ def test_slower_steps_fit_fewer_variants(tmp_path):
 
 def test_cost_is_hours_times_price_and_defaults_come_from_the_rental_section(tmp_path):
     reference(tmp_path, rental={"days": 3, "device": "cpu", "price_per_hour": 1.5})
-    assert run_plan(open_plan_lab(tmp_path), days=7, price_per_hour=2.5)["cost"] == 420.0
-    record = run_plan(open_plan_lab(tmp_path))
+    assert run_plan(open_records_lab(tmp_path), days=7, price_per_hour=2.5)["cost"] == 420.0
+    record = run_plan(open_records_lab(tmp_path))
     assert (record["days"], record["hours_total"], record["cost"]) == (3, 72.0, 108.0)
     assert record["price_per_hour"] == 1.5
 
 
 def test_no_price_no_cost(tmp_path):
-    record = run_plan(open_plan_lab(reference(tmp_path)), days=7)
+    record = run_plan(open_records_lab(reference(tmp_path)), days=7)
     assert (record["price_per_hour"], record["cost"]) == (None, None)
 
 
 def test_another_device_is_refused_without_a_measured_throughput(tmp_path):
-    lab = open_plan_lab(reference(tmp_path))
+    lab = open_records_lab(reference(tmp_path))
     with pytest.raises(TunelabError, match=r"does not guess.*--tokens-per-second T"):
         run_plan(lab, days=7, device="cuda")
     assert not (tmp_path / ".tunelab" / "plans" / "p001.json").exists()
@@ -179,7 +180,7 @@ def test_another_device_is_refused_without_a_measured_throughput(tmp_path):
 
 def test_another_device_with_a_given_throughput_is_accepted_and_recorded(tmp_path):
     record = run_plan(
-        open_plan_lab(reference(tmp_path)), days=7, device="H100", tokens_per_second=128
+        open_records_lab(reference(tmp_path)), days=7, device="H100", tokens_per_second=128
     )
     assert (record["device"], record["measured_on"]) == ("H100", "cpu")
     t = record["throughput"]
@@ -194,7 +195,7 @@ def test_another_device_with_a_given_throughput_is_accepted_and_recorded(tmp_pat
 
 def test_a_slower_given_throughput_stretches_every_measured_duration(tmp_path):
     record = run_plan(
-        open_plan_lab(reference(tmp_path)), days=7, device="cuda", tokens_per_second=32
+        open_records_lab(reference(tmp_path)), days=7, device="cuda", tokens_per_second=32
     )
     assert record["throughput"]["duration_scale"] == 2.0
     # checks 3,600 + 1,800 s; final 200 × 8 + 360 s; export 360 + verify 360 + 800 s
@@ -203,7 +204,7 @@ def test_a_slower_given_throughput_stretches_every_measured_duration(tmp_path):
 
 
 def test_a_too_short_rental_warns_that_the_variants_do_not_fit(tmp_path):
-    lab = open_plan_lab(reference(tmp_path), {"training.budget.steps": 4000})
+    lab = open_records_lab(reference(tmp_path), {"training.budget.steps": 4000})
     record = run_plan(lab, days=3)
     # a variant: 4,000 × 32 + 400 = 128,400 s = 35.67 h; the buffer keeps its rule (35.75 h)
     assert hours(record) == [1.25, 34.25, 0.5, 35.75, 0.25]
@@ -215,20 +216,20 @@ def test_a_too_short_rental_warns_that_the_variants_do_not_fit(tmp_path):
 
 def test_a_short_buffer_and_no_buffer_warn(tmp_path):
     # 60,800 test rows × 4 s + 180 s -> 67.75 h of final evaluation; 2.75 h left for the buffer
-    record = run_plan(open_plan_lab(reference(tmp_path / "short", test_rows=60800)), days=3)
+    record = run_plan(open_records_lab(reference(tmp_path / "short", test_rows=60800)), days=3)
     assert hours(record) == [1.25, 0.0, 67.75, 2.75, 0.25]
     assert record["warnings"][0].startswith(
         "the recovery buffer is 2.75 h, short of its rule's 11 h"
     )
     # 63,400 rows -> 70.5 h: the fixed phases take the whole rental
-    record = run_plan(open_plan_lab(reference(tmp_path / "none", test_rows=63400)), days=3)
+    record = run_plan(open_records_lab(reference(tmp_path / "none", test_rows=63400)), days=3)
     assert hours(record) == [1.25, 0.0, 70.5, 0.0, 0.25]
     assert record["warnings"][0].startswith("the plan has no recovery buffer")
     assert record["warnings"][1].startswith("the variants do not fit")
 
 
 def test_fixed_phases_longer_than_the_rental_are_refused(tmp_path):
-    lab = open_plan_lab(reference(tmp_path, test_rows=64000))
+    lab = open_records_lab(reference(tmp_path, test_rows=64000))
     with pytest.raises(TunelabError, match="shorter than its fixed phases alone"):
         run_plan(lab, days=3)
 
@@ -237,7 +238,7 @@ def test_export_and_verify_records_are_used_when_they_exist(tmp_path):
     reference(tmp_path)
     folder = tmp_path / ".tunelab" / "exports"
     atomic_write_json(folder / "1-r001-lora.json", {"seconds": 1200, "verified": {"seconds": 600}})
-    record = run_plan(open_plan_lab(tmp_path), days=7)
+    record = run_plan(open_records_lab(tmp_path), days=7)
     assert hours(record) == [1.25, 140.5, 0.5, 25.25, 0.5]
     figures = record["based_on"]["figures"]
     assert figures["export_s"] == {
@@ -249,7 +250,7 @@ def test_export_and_verify_records_are_used_when_they_exist(tmp_path):
 
 def test_without_a_check_the_run_stands_in_and_it_says_so(tmp_path):
     add_run(make_lab(tmp_path))
-    record = run_plan(open_plan_lab(tmp_path), days=7)
+    record = run_plan(open_records_lab(tmp_path), days=7)
     # checks: the allowance only; reload = the run's 400 s overhead
     assert hours(record) == [1.0, 140.75, 0.5, 25.25, 0.5]
     assert record["based_on"]["check"] is None
@@ -260,7 +261,7 @@ def test_without_a_completed_variant_it_says_to_check_and_run_first(tmp_path):
     store = make_lab(tmp_path)
     add_run(store, name="probe", kind="baseline")
     with pytest.raises(TunelabError, match=r"`tunelab check` and one `tunelab run` first"):
-        run_plan(open_plan_lab(tmp_path), days=7)
+        run_plan(open_records_lab(tmp_path), days=7)
 
 
 def test_the_run_measured_on_the_target_device_is_preferred(tmp_path):
@@ -270,15 +271,15 @@ def test_the_run_measured_on_the_target_device_is_preferred(tmp_path):
         store, "gpu", seconds=320, wall="00:06:00", device={"type": "cuda", "name": "NVIDIA H100"}
     )
     add_check(store)
-    record = run_plan(open_plan_lab(tmp_path), days=7, device="cpu")
+    record = run_plan(open_records_lab(tmp_path), days=7, device="cpu")
     assert record["based_on"]["run"]["id"] == cpu_run
-    record = run_plan(open_plan_lab(tmp_path), days=7, device="h100")
+    record = run_plan(open_records_lab(tmp_path), days=7, device="h100")
     assert record["based_on"]["run"]["id"] == "r002-gpu"
     assert (record["measured_on"], record["throughput"]["tokens_per_s"]) == ("cuda", 640.0)
 
 
 def test_bad_inputs_are_refused(tmp_path):
-    lab = open_plan_lab(reference(tmp_path))
+    lab = open_records_lab(reference(tmp_path))
     with pytest.raises(TunelabError, match="3, 7 or 30 days"):
         run_plan(lab, days=5)
     with pytest.raises(TunelabError, match="positive rate"):
@@ -289,7 +290,7 @@ def test_the_plan_is_a_record_with_an_event(tmp_path):
     reference(tmp_path)
     (tmp_path / ".tunelab" / "plans").mkdir(parents=True)
     (tmp_path / ".tunelab" / "plans" / "p001.json").touch()  # reserved by another process
-    record = run_plan(open_plan_lab(tmp_path), days=7, price_per_hour=2.5)
+    record = run_plan(open_records_lab(tmp_path), days=7, price_per_hour=2.5)
     assert record["id"] == "p002"
     assert record["file"] == ".tunelab/plans/p002.json"
     assert read_json(tmp_path / record["file"]) == json.loads(json.dumps(record))
@@ -307,7 +308,7 @@ def test_the_plan_is_a_record_with_an_event(tmp_path):
 
 
 def test_the_view_shows_the_phases_stop_and_cost(tmp_path):
-    record = run_plan(open_plan_lab(reference(tmp_path)), days=7, price_per_hour=2.5)
+    record = run_plan(open_records_lab(reference(tmp_path)), days=7, price_per_hour=2.5)
     out = io.StringIO()
     show_plan(record, Console(file=out, width=120))
     text = out.getvalue()

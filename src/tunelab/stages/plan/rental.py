@@ -14,11 +14,9 @@ The plan is written atomically to `.tunelab/plans/pNNN.json`, with a `plan` even
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tunelab.core.lab import Lab
 from tunelab.core.sections import RentalSpec
-from tunelab.core.spec import SPEC_FILE, load_spec
 from tunelab.core.store import Store, atomic_write_json, now
 from tunelab.stages.plan.figures import figures
 from tunelab.stages.plan.layout import layout
@@ -33,14 +31,6 @@ from tunelab.stages.plan.records import (
 
 PLANS = "plans"
 DAYS = (3, 7, 30)
-
-
-def open_plan_lab(path: Path, overrides: dict[str, Any] | None = None) -> Lab:
-    """The lab and its spec without a compute device (`device` is None): the plan only reads
-    records, and its `--device` names the rental's device, which need not be this machine's."""
-    path = Path(path).resolve()
-    spec = load_spec(path / SPEC_FILE, overrides)
-    return Lab(path=path, spec=spec, store=Store(path), device=None)  # type: ignore[arg-type]
 
 
 def run_plan(

@@ -1,0 +1,1 @@
+"""`tunelab report`: one static, self-contained HTML page of the lab, drawn from its records."""

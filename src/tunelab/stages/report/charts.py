@@ -1,0 +1,325 @@
+"""The report's figures: matplotlib drawn off-screen (no pyplot, no global state), each returned
+as an inline `<svg>` string.
+
+The output is deterministic: a fixed hash salt for the ids, no date or creator in the
+metadata, text kept as SVG text (escaped by matplotlib's writer) and never parsed as math, so a
+class called `$x$` or `<b>` shows as written. Every id is prefixed with the figure's name, so
+several figures share one page without clashing.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.transforms import blended_transform_factory
+
+PALETTE = (
+    "#2563eb",
+    "#ea580c",
+    "#059669",
+    "#9333ea",
+    "#dc2626",
+    "#0891b2",
+    "#ca8a04",
+    "#db2777",
+    "#4b5563",
+    "#65a30d",
+)
+"""Run colours, assigned in run order so one run has one colour in every figure."""
+
+TONES = {
+    "improved": "good",
+    "holds": "good",
+    "completed": "good",
+    "no evidence": "warn",
+    "unresolved": "warn",
+    "interrupted": "warn",
+    "running": "info",
+    "worse": "bad",
+    "guardrail broken": "bad",
+    "broken": "bad",
+    "failed": "bad",
+    "lost": "bad",
+    "invalid": "muted",
+}
+"""The tone of a verdict, guardrail status or run state, shared by the figures and the page."""
+TONE_COLOURS = {
+    "good": "#15803d",
+    "warn": "#d97706",
+    "bad": "#b91c1c",
+    "info": "#2563eb",
+    "muted": "#6b7280",
+}
+INK, GRID, REFERENCE = "#374151", "#e5e7eb", "#9ca3af"
+
+RC = {
+    "svg.hashsalt": "tunelab-report",
+    "svg.fonttype": "none",
+    "text.parse_math": False,
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"],
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.titlelocation": "left",
+    "axes.edgecolor": REFERENCE,
+    "axes.labelcolor": INK,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.color": GRID,
+    "grid.linewidth": 0.8,
+    "xtick.color": INK,
+    "ytick.color": INK,
+    "legend.frameon": False,
+    "figure.facecolor": "white",
+}
+METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+WIDTH = 10.0
+"""Figure width in inches; the page scales every figure to its column."""
+
+
+def tone(word: str | None) -> str:
+    """`good`, `warn`, `bad`, `info` or `muted` for a verdict, guardrail status or run state."""
+    return TONES.get(word or "", "muted")
+
+
+def run_colours(run_ids: list[str]) -> dict[str, str]:
+    """A colour per run, in run order."""
+    return {run_id: PALETTE[i % len(PALETTE)] for i, run_id in enumerate(run_ids)}
+
+
+def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> str:
+    """Training loss and learning rate against the step, one line per run."""
+    with _style():
+        fig = Figure(figsize=(WIDTH, 3.8), layout="constrained")
+        loss_ax, lr_ax = fig.subplots(1, 2)
+        for run_id, history in histories:
+            steps = [_num(h.get("step")) for h in history]
+            style = {"color": colours.get(run_id), "linewidth": 1.6, "label": run_id}
+            loss_ax.plot(steps, [_num(h.get("loss")) for h in history], **style)
+            lr_ax.plot(steps, [_num(h.get("lr")) for h in history], **style)
+        loss_ax.set(title="training loss", xlabel="step")
+        lr_ax.set(title="learning rate", xlabel="step")
+        lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        handles, labels = loss_ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5))
+        return _svg(fig, "curves")
+
+
+def forest(rows: list[dict], xlabel: str, marks: list[tuple[float, str]], name: str) -> str:
+    """Intervals as a forest plot: one row per `{label, delta, low, high, word}` (in points),
+    coloured by the row's verdict or status `word`, its numbers on the right, with dashed
+    vertical `marks` (x, label) beside the solid line at zero. Rows of one `group` share a
+    band. When a few rows lie far out, the axis keeps to the others and those rows run off
+    its edge with an arrow (their numbers still say where they are)."""
+    n = len(rows)
+    with _style():
+        fig = Figure(figsize=(WIDTH, 1.3 + 0.34 * n), layout="constrained")
+        ax = fig.subplots()
+        ys = list(range(n))[::-1]
+        _bands(ax, ys, [r.get("group") for r in rows])
+        lo, hi = _focus(rows, [x for x, _ in marks])
+        for y, row in zip(ys, rows, strict=True):
+            _interval(ax, y, row, lo, hi)
+        ax.axvline(0, color=INK, linewidth=1)
+        top = blended_transform_factory(ax.transData, ax.transAxes)
+        for x, label in marks:
+            ax.axvline(x, color=REFERENCE, linestyle="--", linewidth=1.2)
+            ax.text(x, 1.01, label, transform=top, ha="center", va="bottom", color=INK)
+        ax.set_yticks(ys, [r["label"] for r in rows])
+        numbers = ax.secondary_yaxis("right")
+        numbers.set_yticks(ys, [_ci_text(r) for r in rows])
+        numbers.tick_params(length=0)
+        numbers.spines["right"].set_visible(False)
+        ax.set(xlim=(lo, hi), ylim=(-0.6, n - 0.4), xlabel=xlabel)
+        ax.grid(axis="y", visible=False)
+        words = list(dict.fromkeys(r["word"] or "no verdict" for r in rows))
+        legend = [_dot(TONE_COLOURS[tone(w)], w) for w in words]
+        fig.legend(handles=legend, loc="outside lower center", ncols=len(legend))
+        return _svg(fig, name)
+
+
+FOCUS_POINTS = 10.0
+"""A forest plot keeps to rows within this many points of zero (or four times its marks)
+when at least half of them are there."""
+
+
+def _focus(rows: list[dict], marks: list[float]) -> tuple[float, float]:
+    reach = max([FOCUS_POINTS, *(4 * abs(x) for x in marks)])
+    near = [r for r in rows if -reach <= r["low"] and r["high"] <= reach]
+    shown = near if 2 * len(near) >= len(rows) else rows
+    xs = [0.0, *marks, *(r["low"] for r in shown), *(r["high"] for r in shown)]
+    pad = 0.06 * ((max(xs) - min(xs)) or 1.0)
+    return min(xs) - pad, max(xs) + pad
+
+
+def _interval(ax, y: float, row: dict, lo: float, hi: float) -> None:
+    """One row's interval, clipped to [lo, hi] with an arrow where it runs off the axis."""
+    colour = TONE_COLOURS[tone(row["word"])]
+    left, right = max(row["low"], lo), min(row["high"], hi)
+    if left <= right:
+        ax.plot([left, right], [y, y], color=colour, linewidth=2.4, solid_capstyle="butt")
+    for end, edge, marker in ((row["low"], left, "|"), (row["high"], right, "|")):
+        if lo <= end <= hi:
+            ax.plot([edge], [y], marker=marker, color=colour, markersize=7)
+    if row["low"] < lo:
+        ax.plot([lo], [y], marker="<", color=colour, markersize=7, clip_on=False)
+    if row["high"] > hi:
+        ax.plot([hi], [y], marker=">", color=colour, markersize=7, clip_on=False)
+    if lo <= row["delta"] <= hi:
+        ax.plot([row["delta"]], [y], marker="o", color=colour, markersize=6)
+
+
+def _bands(ax, ys: list[int], groups: list[str | None]) -> None:
+    """A light band behind every other group of rows."""
+    shade, previous = True, object()
+    for y, group in zip(ys, groups, strict=True):
+        if group is None:
+            continue
+        if group != previous:
+            shade, previous = not shade, group
+        if shade:
+            ax.axhspan(y - 0.5, y + 0.5, color="#f3f4f6", linewidth=0, zorder=0)
+
+
+def _ci_text(row: dict) -> str:
+    return _signed(row["delta"]) + f" ({_signed(row['low'])}, {_signed(row['high'])})"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.1f}".replace("-", "\u2212")
+
+
+def group_bars(
+    series: list[tuple[str, dict[str, float]]], groups: list[str], metric: str, colours: dict
+) -> str:
+    """One metric per class or field, as grouped bars: a bar per run in each group."""
+    n = max(len(series), 1)
+    width = 0.8 / n
+    with _style():
+        fig = Figure(figsize=(WIDTH, 4.0), layout="constrained")
+        ax = fig.subplots()
+        for i, (run_id, values) in enumerate(series):
+            xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
+            heights = [100 * _num(values.get(g)) for g in groups]
+            ax.bar(xs, heights, width=width * 0.9, color=colours.get(run_id), label=run_id)
+        tilted = len(groups) > 6
+        ax.set_xticks(
+            range(len(groups)),
+            groups,
+            rotation=30 if tilted else 0,
+            ha="right" if tilted else "center",
+        )
+        ax.set_ylim(0, 100)
+        ax.set_ylabel(f"{metric} (%)")
+        ax.grid(axis="x", visible=False)
+        handles, labels = ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
+        return _svg(fig, f"bars-{_slug(metric)}")
+
+
+def memory(components: dict[str, float], variants: list[dict], name: str) -> str:
+    """Left: the estimate split into components. Right: per configuration (plain,
+    accumulation, checkpointing), the estimated peak beside the measured one. MB."""
+    rows = max(len(components), 2 * len(variants), 3)
+    with _style():
+        fig = Figure(figsize=(WIDTH, 1.2 + 0.3 * rows), layout="constrained")
+        left, right = fig.subplots(1, 2)
+        names = list(components)[::-1]
+        left.barh(
+            [c.replace("_", " ") for c in names],
+            [_num(components[c]) for c in names],
+            color=PALETTE[0],
+        )
+        left.set(title="estimate by component", xlabel="MB")
+        ys = list(range(len(variants)))[::-1]
+        estimated = [_num(v.get("estimated_peak_mb")) for v in variants]
+        measured = [_num(v.get("measured_peak_mb")) for v in variants]
+        right.barh(
+            [y + 0.2 for y in ys], estimated, height=0.38, color=PALETTE[0], label="estimate"
+        )
+        right.barh([y - 0.2 for y in ys], measured, height=0.38, color=PALETTE[1], label="measured")
+        right.set_yticks(ys, [v["name"] for v in variants])
+        right.set(title="peak: estimate beside measured", xlabel="MB")
+        handles, labels = right.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=2)
+        for ax in (left, right):
+            ax.grid(axis="y", visible=False)
+        return _svg(fig, name)
+
+
+def timeline(phases: list[dict], days: float | None) -> str:
+    """The plan's phases on the rental's hours (at their `start_hour`, else end to end), a
+    day (or, past a week, a week) marked by a dotted line."""
+    starts, at = [], 0.0
+    for p in phases:
+        start = _num(p.get("start_hour"), at)
+        starts.append(start)
+        at = start + _num(p.get("hours"), 0.0)
+    span = max(at, 24 * (days or 0)) or 1.0
+    step = 1 if (days or 0) <= 7 else 7
+    with _style():
+        fig = Figure(figsize=(WIDTH, 1.3 + 0.42 * len(phases)), layout="constrained")
+        ax = fig.subplots()
+        ys = list(range(len(phases)))[::-1]
+        for i, (y, p, start) in enumerate(zip(ys, phases, starts, strict=True)):
+            hours = _num(p.get("hours"), 0.0)
+            ax.barh(y, hours, left=start, height=0.6, color=PALETTE[i % len(PALETTE)])
+            ax.text(start + hours + span * 0.006, y, f"{hours:g} h", va="center", color=INK)
+        for day in range(step, int(days or 0), step):
+            ax.axvline(24 * day, color=REFERENCE, linestyle=":", linewidth=1)
+        ax.set_yticks(ys, [str(p.get("name", "")) for p in phases])
+        ax.set_xlim(0, span * 1.08)
+        marked = "a dotted line a day" if step == 1 else "a dotted line a week"
+        ax.set_xlabel(f"hours from the start of the rental ({marked})")
+        ax.grid(axis="y", visible=False)
+        return _svg(fig, "timeline")
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    with matplotlib.rc_context(RC):
+        yield
+
+
+def _svg(fig: Figure, name: str) -> str:
+    """The figure as an `<svg>` element (no XML prolog or doctype), its ids prefixed."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata=METADATA, bbox_inches="tight", pad_inches=0.08)
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]
+    prefix = _slug(name)
+    return re.sub(r"<[^>]+>", lambda tag: _prefix_ids(tag.group(0), prefix), text)
+
+
+def _prefix_ids(tag: str, prefix: str) -> str:
+    """Ids and references to them inside one tag (text between tags is left alone)."""
+    tag = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', tag)
+    tag = re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', tag)
+    return re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", tag)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "figure"
+
+
+def _num(value: object, missing: float = math.nan) -> float:
+    """A number for plotting; anything else (None, text) is a gap."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return missing
+    return float(value)
+
+
+def _dot(colour: str, label: str) -> Line2D:
+    return Line2D([], [], marker="o", linestyle="", color=colour, label=label)

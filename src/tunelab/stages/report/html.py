@@ -1,0 +1,150 @@
+"""`tunelab report`: the whole lab on one static HTML page, from its records only.
+
+The page is rendered from `templates/report.html.j2` with autoescaping on; the figures are
+matplotlib SVG inlined in it (`charts.py`), so it needs no network and no JavaScript. The same
+lab gives the same bytes: nothing on the page is "now", only the records' own times. Every
+section is present even when the lab has nothing for it yet. Torch is never imported here.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+from tunelab.core.digest import sha256_bytes
+from tunelab.core.lab import Lab
+from tunelab.core.store import atomic_write_text
+from tunelab.stages.report import charts, sections
+
+REPORT_FILE = "lab-report.html"
+TEMPLATES = Path(__file__).parent / "templates"
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("compass", "Compass, hypothesis and guardrails"),
+    ("data", "Data version"),
+    ("runs", "Runs"),
+    ("curves", "Loss and learning rate"),
+    ("comparison", "Comparison"),
+    ("groups", "Per-class and per-field scores"),
+    ("confusion", "Confusion matrices"),
+    ("memory", "Memory: estimate beside measured"),
+    ("plan", "Plan"),
+    ("finals", "Test-set access log"),
+    ("exports", "Exported bundles"),
+)
+"""Each section's anchor and heading, in page order."""
+
+
+def write_report(lab: Lab, out: Path | None = None) -> dict:
+    """Write the lab's page to `out` (default `<lab>/lab-report.html`; a folder gets that
+    name inside it); return its path, sections, size in bytes and SHA-256."""
+    path = Path(out).resolve() if out is not None else lab.path / REPORT_FILE
+    if path.is_dir():
+        path = path / REPORT_FILE
+    atomic_write_text(path, render(gather(lab)))
+    raw = path.read_bytes()
+    digest = sha256_bytes(raw)
+    shown = str(path.relative_to(lab.path)) if path.is_relative_to(lab.path) else str(path)
+    lab.store.log_event("report", file=shown, bytes=len(raw), sha256=digest)
+    return {
+        "file": str(path),
+        "sections": [anchor for anchor, _ in SECTIONS],
+        "bytes": len(raw),
+        "sha256": digest,
+    }
+
+
+def render(context: dict[str, Any]) -> str:
+    """The page for a `gather`ed context."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        when=when, pct=pct, pts=pts, num=num, hours=hours, ticks=ticks, tone=charts.tone
+    )
+    return env.get_template("report.html.j2").render(**context)
+
+
+def gather(lab: Lab) -> dict[str, Any]:
+    """Everything the page shows, read from the spec and the store's records."""
+    store = lab.store
+    records = store.runs()
+    colours = charts.run_colours([r["id"] for r in records])
+    events = [e for e in store.events() if e.get("event") != "report"]
+    comparisons = store.comparisons()
+    spec = lab.spec.to_dict()
+    valid = [r for r in records if r.get("status") != "invalid"]  # kept out of the figures
+    return {
+        "lab": lab.path.name,
+        "as_of": sections.as_of(records, events),
+        "sections": SECTIONS,
+        "titles": dict(SECTIONS),
+        "spec": spec,
+        "data": sections.data_version(store),
+        **sections.runs(store, records),
+        "curves": sections.curves(valid, colours),
+        "comparison": sections.comparison(comparisons[-1]) if comparisons else None,
+        "groups": sections.groups(valid, colours, spec.get("guardrails") or []),
+        "confusions": sections.confusions(valid),
+        "sizing": [sections.sizing(p) for p in sections.record_files(store.root / "sizing")],
+        "plan": sections.plan(store),
+        "finals": sections.finals(store),
+        "exports": [sections.export(p) for p in sections.record_files(store.root / "exports")],
+    }
+
+
+# --- filters ---------------------------------------------------------------------------------
+
+
+def when(value: str | None, zone: bool = True) -> str:
+    """`2026-12-01T11:56:26+00:00` as `2026-12-01 11:56 UTC` (without ` UTC` when not
+    `zone`); anything else as it is."""
+    if not value:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if zone and moment.tzinfo else "")
+
+
+def pct(value: float | None) -> str:
+    """A share as a percentage with one decimal (`93.3`)."""
+    return "-" if not _is_number(value) else f"{100 * value:.1f}"
+
+
+def pts(value: float | None) -> str:
+    """A difference of shares in signed points (`+1.2`)."""
+    return "-" if not _is_number(value) else f"{100 * value:+.1f}"
+
+
+def num(value: Any, digits: int = 0) -> str:
+    """A number with thousands separators; anything else as text."""
+    if not _is_number(value):
+        return "-" if value is None else str(value)
+    return f"{value:,.{digits}f}"
+
+
+def hours(value: Any) -> str:
+    """Hours with up to two decimals, trailing zeros dropped (`1.25`, `141`)."""
+    return num(value, 2).rstrip("0").rstrip(".") if _is_number(value) else num(value)
+
+
+def ticks(text: Any) -> Markup:
+    """Text escaped, then its `backticked` spans (commands, keys) set as code."""
+    return Markup(re.sub(r"`([^`<>]+)`", r"<code>\1</code>", str(escape(text))))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

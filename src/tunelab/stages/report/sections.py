@@ -1,0 +1,371 @@
+"""What each section of the report shows, read from the store's records into plain values
+(and inline SVG figures) for the template; nothing here renders HTML or writes a file."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from tunelab.core.ledger import summary
+from tunelab.core.store import RUN_STATES, Store, StoreError, read_json
+from tunelab.stages.report import charts
+
+GROUP_KEYS = {
+    "per_class": ("class", "every_class", "f1"),
+    "per_field": ("field", "every_field", "exact"),
+}
+"""Where a task keeps its per-group metrics: the group's name, guardrail scope, default metric."""
+SPLIT_PAIRS = tuple(
+    f"{a}-{b}"
+    for i, a in enumerate(("train", "validation", "test"))
+    for b in ("train", "validation", "test")[i:]
+)
+PAIRS_SHOWN = 10
+
+
+def data_version(store: Store) -> dict | None:
+    """The current data version: rows, quarantine, duplicates, conflicts, splits."""
+    try:
+        version = store.current_data()
+    except StoreError:
+        return None
+    folder = store.data_dir(version)
+    report = _read(folder / "report.json") or {}
+    manifest = _read(folder / "manifest.json") or {}
+    rows = manifest.get("rows") or {}
+    dup = report.get("duplicates") or {}
+    conflicts = report.get("conflicts") or {}
+    return {
+        "version": version,
+        "created": manifest.get("created"),
+        "rows": {k: report.get(k, rows.get(k)) for k in ROW_KEYS},
+        "quarantine": (report.get("quarantine") or {}).get("reasons") or {},
+        "duplicates": _duplicate_rows(dup.get("counts") or {}),
+        "dedup_policy": dup.get("policy"),
+        "pairs": (dup.get("pairs") or [])[:PAIRS_SHOWN],
+        "pairs_total": dup.get("pairs_total", len(dup.get("pairs") or [])),
+        "conflicts": {
+            "policy": conflicts.get("policy"),
+            "groups": conflicts.get("groups", 0),
+            "rows": conflicts.get("rows", 0),
+            "examples": conflicts.get("examples") or [],
+        },
+        "splits": report.get("splits") or manifest.get("counts") or {},
+        "labels": report.get("labels") or manifest.get("labels") or [],
+        "cleaning": report.get("cleaning") or {},
+        "warnings": report.get("warnings") or [],
+        "sources": manifest.get("sources") or [],
+    }
+
+
+ROW_KEYS = ("rows_read", "kept", "quarantined", "duplicates_removed")
+
+
+def _duplicate_rows(counts: dict[str, int]) -> list[dict]:
+    """Duplicate pairs by split pair, exact beside near (`near:train-test` keys)."""
+    pairs = [p for p in SPLIT_PAIRS if p in counts or f"near:{p}" in counts]
+    pairs += sorted({k.removeprefix("near:") for k in counts} - set(pairs))
+    return [
+        {"pair": p, "exact": counts.get(p, 0), "near": counts.get(f"near:{p}", 0)} for p in pairs
+    ]
+
+
+def runs(store: Store, records: list[dict]) -> dict[str, Any]:
+    """The ledger: one row per run, with its state (lost detected) and why it ended so."""
+    rows = []
+    for record in records:
+        row = summary(record, store.runs_dir / record["id"])
+        training = record.get("training") or {}
+        rows.append(
+            row
+            | {
+                "parent": record.get("parent"),
+                "steps": training.get("steps"),
+                "seconds": training.get("seconds"),
+                "peak_memory_mb": training.get("peak_memory_mb"),
+                "note": _note(record, row["status"]),
+                "error": record.get("error"),
+            }
+        )
+    counts = Counter(r["status"] for r in rows)
+    order = [*RUN_STATES, "lost"]
+    states = sorted(counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
+    versions = list(dict.fromkeys(r["data_version"] for r in rows))
+    return {"runs": rows, "states": states, "run_data_versions": versions}
+
+
+def _note(record: dict, status: str) -> str:
+    """Why a run is in its state: the error's last line, the invalidation, the lost process."""
+    if status in ("failed", "interrupted"):
+        lines = (record.get("error") or "").strip().splitlines()
+        text = lines[-1] if lines else "no error recorded"
+        if status == "interrupted" and record.get("checkpoint"):
+            text += " — resumable from its checkpoint (`tunelab resume`)"
+        return text
+    if status == "invalid":
+        inv = record.get("invalidated") or {}
+        why, was = inv.get("why", "no reason recorded"), inv.get("previous_status", "?")
+        return f"invalidated (was {was}): {why}"
+    if status == "lost":
+        proc = record.get("process") or {}
+        return (
+            f"its process (pid {proc.get('pid', '?')} on {proc.get('host', '?')}) ended without "
+            "closing the run"
+        )
+    return f"made because: {record['reason']}" if record.get("reason") else ""
+
+
+def curves(records: list[dict], colours: dict[str, str]) -> Markup | None:
+    """Loss and learning rate of every run that recorded a training history."""
+    histories = [
+        (r["id"], r["training"]["history"])
+        for r in records
+        if (r.get("training") or {}).get("history")
+    ]
+    return Markup(charts.curves(histories, colours)) if histories else None
+
+
+def comparison(record: dict) -> dict:
+    """The newest comparison: every run's metrics, each variant's interval and guardrails."""
+    primary, reference = record.get("primary_metric"), record.get("reference")
+    variants = [r for r in record["runs"] if r.get("vs_reference")]
+    forest = [
+        _interval(r["id"], r["vs_reference"]["bootstrap"], r.get("verdict")) for r in variants
+    ]
+    marks = []
+    if record.get("min_effect"):
+        marks = [(100 * record["min_effect"], f"minimum effect +{100 * record['min_effect']:g}")]
+    level = 100 * ((record.get("rules") or {}).get("bootstrap") or {}).get("level", 0.95)
+    xlabel = f"Δ {primary} against {reference}, points ({level:g}% paired bootstrap interval)"
+    return {
+        "id": record.get("id"),
+        "created": record.get("created"),
+        "reference": reference,
+        "primary": primary,
+        "min_effect": record.get("min_effect"),
+        "metrics": record.get("metrics") or [],
+        "rules": record.get("rules") or {},
+        "runs": record["runs"],
+        "forest": Markup(charts.forest(forest, xlabel, marks, "forest")) if forest else None,
+        "guardrails": _guardrail_figures(variants, level),
+    }
+
+
+def _guardrail_figures(variants: list[dict], level: float) -> list[dict]:
+    """One forest plot per guardrail: each variant's check per class, field or overall."""
+    by_rail: dict[tuple, list[dict]] = {}
+    for r in variants:
+        for g in r.get("guardrails") or []:
+            rows = by_rail.setdefault((g["metric"], g["scope"], g.get("max_drop", 0)), [])
+            for name, check in (g.get("checks") or {}).items():
+                label = r["id"] if g["scope"] == "overall" else f"{r['id']} · {name}"
+                rows.append(_interval(label, check, check.get("status")) | {"group": r["id"]})
+    out = []
+    for i, ((metric, scope, max_drop), rows) in enumerate(by_rail.items()):
+        title = f"{metric} ({scope.replace('_', ' ')}), largest drop allowed {100 * max_drop:g}"
+        mark = [(-100 * max_drop, f"limit −{100 * max_drop:g}")]
+        xlabel = f"Δ {metric}, points ({level:g}% interval)"
+        chart = charts.forest(rows, xlabel, mark, f"guard-{i}")
+        out.append({"title": title, "chart": Markup(chart)})
+    return out
+
+
+def _interval(label: str, ci: dict, word: str | None) -> dict:
+    return {
+        "label": label,
+        "delta": 100 * ci["delta"],
+        "low": 100 * ci["low"],
+        "high": 100 * ci["high"],
+        "word": word,
+    }
+
+
+def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict]) -> dict | None:
+    """Per-class (or per-field) scores of every run that has them: bars and a table."""
+    scored = [r for r in records if any(k in (r.get("metrics") or {}) for k in GROUP_KEYS)]
+    if not scored:
+        return None
+    key = next(k for k in GROUP_KEYS if k in scored[0]["metrics"])
+    kind, scope, default = GROUP_KEYS[key]
+    scored = [r for r in scored if key in r["metrics"]]
+    groups = list(dict.fromkeys(g for r in scored for g in r["metrics"][key]))
+    present = {m for r in scored for v in r["metrics"][key].values() for m in v}
+    wanted = [g["metric"] for g in guardrails if g.get("scope") == scope] or [default]
+    metrics = [m for m in dict.fromkeys(wanted) if m in present] or sorted(present - {"support"})
+    figures = []
+    for metric in metrics[:3]:
+        series = [(r["id"], _column(r["metrics"][key], metric)) for r in scored]
+        figures.append(
+            {"metric": metric, "chart": Markup(charts.group_bars(series, groups, metric, colours))}
+        )
+    table = [
+        {"group": g, "values": [_cell(r["metrics"][key].get(g), metrics[0]) for r in scored]}
+        for g in groups
+    ]
+    return {
+        "kind": kind,
+        "runs": [r["id"] for r in scored],
+        "metric": metrics[0],
+        "figures": figures,
+        "table": table,
+    }
+
+
+def _column(by_group: dict[str, dict], metric: str) -> dict[str, float]:
+    return {g: v.get(metric) for g, v in by_group.items() if isinstance(v, dict)}
+
+
+def _cell(values: dict | None, metric: str) -> float | None:
+    return values.get(metric) if isinstance(values, dict) else None
+
+
+def confusions(records: list[dict]) -> list[dict]:
+    """Each run's confusion matrix as rows of cells shaded by the share of the true label."""
+    out = []
+    for r in records:
+        confusion = (r.get("metrics") or {}).get("confusion")
+        if not confusion:
+            continue
+        labels, rows = confusion["labels"], []
+        for i, counts in enumerate(confusion["matrix"]):
+            total = sum(counts) or 1
+            cells = [_shade(n, n / total, i == j) for j, n in enumerate(counts)]
+            rows.append({"label": labels[i], "cells": cells, "total": sum(counts)})
+        out.append({"run": r["id"], "labels": labels, "rows": rows})
+    return out
+
+
+def _shade(n: int, share: float, diagonal: bool) -> dict:
+    """Blue on the diagonal (right), red off it (confused); deeper for a larger share."""
+    rgb = "37, 99, 235" if diagonal else "220, 38, 38"
+    alpha = 0.08 + 0.8 * share if n else 0.0
+    ink = "#ffffff" if alpha > 0.55 else "#1f2937"
+    return {"n": n, "style": f"background: rgba({rgb}, {alpha:.2f}); color: {ink}"}
+
+
+def sizing(path: Path) -> dict:
+    """One `tunelab size` record: the estimate by component beside the measured peak."""
+    record = read_json(path)
+    estimate = record.get("estimate") or {}
+    components = estimate.get("components_mb") or {}
+    variants = [
+        v for v in record.get("variants") or [] if v.get("measured_peak_mb") is not None
+    ] or [
+        {
+            "name": "plain",
+            "estimated_peak_mb": estimate.get("peak_mb"),
+            "measured_peak_mb": record.get("measured_peak_mb"),
+        }
+    ]
+    chart = charts.memory(components, variants, f"memory-{path.stem}") if components else None
+    seq = record.get("seq_len")
+    return {
+        "file": path.name,
+        "device": record.get("device"),
+        "method": record.get("method"),
+        "precision": record.get("precision"),
+        "data_version": record.get("data_version"),
+        "seq_len": seq.get("value") if isinstance(seq, dict) else seq,
+        "microbatch": record.get("microbatch"),
+        "components": components,
+        "estimated_peak_mb": estimate.get("peak_mb"),
+        "peak_phase": estimate.get("peak_phase"),
+        "measured_peak_mb": record.get("measured_peak_mb"),
+        "error_pct": record.get("error_pct"),
+        "variants": record.get("variants") or [],
+        "largest": (record.get("largest_microbatch") or {}).get("value"),
+        "advice": record.get("advice") or {},
+        "chart": Markup(chart) if chart else None,
+    }
+
+
+def plan(store: Store) -> dict | None:
+    """The newest `tunelab plan` record, its phases on a timeline."""
+    paths = record_files(store.root / "plans")
+    if not paths:
+        return None
+    record = read_json(paths[-1])
+    phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
+    cost = record.get("cost")
+    return {
+        "id": record.get("id") or paths[-1].stem,
+        "created": record.get("created"),
+        "days": record.get("days"),
+        "hours_total": record.get("hours_total"),
+        "phases": phases,
+        "stop_after": (record.get("variants") or {}).get("stop_after"),
+        "price_per_hour": record.get("price_per_hour"),
+        "cost": cost if isinstance(cost, dict) else {"total": cost} if cost is not None else {},
+        "warnings": record.get("warnings") or [],
+        "chart": Markup(charts.timeline(phases, record.get("days"))) if phases else None,
+    }
+
+
+def finals(store: Store) -> dict:
+    """Every opening of the sealed test split (the `final` events), in order, with its
+    test score beside the validation score when the final's record is there."""
+    warning = None
+    try:
+        events = store.events(strict=True)
+    except StoreError as err:
+        warning, events = str(err), store.events()
+    rows = []
+    for e in events:
+        if e.get("event") != "final":
+            continue
+        record = _read(store.lab / e["file"]) if e.get("file") else None
+        metric = (record or {}).get("primary_metric")
+        rows.append(
+            e
+            | {
+                "metric": metric,
+                "test": ((record or {}).get("metrics") or {}).get(metric),
+                "validation": ((record or {}).get("validation_metrics") or {}).get(metric),
+            }
+        )
+    return {"rows": rows, "warning": warning}
+
+
+def export(path: Path) -> dict:
+    record = read_json(path)
+    verified = record.get("verified")
+    return {
+        "file": path.name,
+        "run": record.get("run"),
+        "bundle": record.get("bundle"),
+        "created": record.get("created"),
+        "verified": verified if isinstance(verified, dict) else {"passed": verified},
+    }
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def record_files(folder: Path) -> list[Path]:
+    """The JSON records in a folder, in the order they were made (`2-…` before `10-…`)."""
+    if not folder.is_dir():
+        return []
+    paths = [p for p in folder.glob("*.json") if p.stat().st_size > 0]
+    return sorted(paths, key=lambda p: (_leading_number(p.stem), p.name))
+
+
+def _leading_number(stem: str) -> int:
+    digits = ""
+    for ch in stem.lstrip("cpr"):
+        if not ch.isdigit():
+            break
+        digits += ch
+    return int(digits) if digits else -1
+
+
+def _read(path: Path) -> Any:
+    return read_json(path) if path.is_file() else None
+
+
+def as_of(records: list[dict], events: list[dict]) -> str | None:
+    """The newest time in the records: the page is the lab as of then."""
+    times = [e.get("time") for e in events] + [r.get("updated") for r in records]
+    return max((t for t in times if isinstance(t, str)), default=None)
