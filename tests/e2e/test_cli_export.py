@@ -124,3 +124,35 @@ def test_a_same_shaped_base_with_other_weights_is_refused(exported, tiny_bert, t
     code, result = tl(capsys, "verify", str(bundle), "--base", str(other))
     assert code == 1 and result["items"][1]["name"] == "base" and not result["items"][1]["passed"]
     assert str(other) in result["items"][1]["detail"]
+
+
+def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys):
+    """The extraction demo's path: a causal LoRA on a GGUF base, bound to the GGUF's hash."""
+    import yaml
+    from make_tiny_gguf import write_tiny_gguf
+
+    from conftest import extraction_spec, page_rows
+
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
+    lab = tmp_path / "gguf-lab"
+    lab.mkdir()
+    (lab / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in page_rows()))
+    spec = extraction_spec(gguf, model={"path": str(gguf), "max_length": 320, "template": "plain"})
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0, command
+    capsys.readouterr()
+    code, bundle = tl(capsys, "export", "r002-lora", "--lab", str(lab))
+    assert code == 0 and bundle["base_model"]["weights_sha256"] == tunelab_sha_file(gguf)
+    info = json.loads((Path(bundle["bundle"]) / "tunelab.json").read_text())
+    assert info["base_model"]["format"] == "gguf" and info["kind"] == "causal"
+    assert info["limitations"]["truncation"]["n"] == 6  # the validation split, as rendered
+    code, result = tl(capsys, "verify", bundle["bundle"])
+    assert code == 0 and result["passed"], result["items"]
+    assert "6 of 6 validation predictions reproduced; exact" in result["items"][-1]["detail"]
+
+
+def tunelab_sha_file(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()

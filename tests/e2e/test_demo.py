@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,7 @@ def test_classification_demo_tells_the_whole_story(tmp_path, capsys):
     assert final["run"] == chosen["id"] and final["verdict"] == chosen["verdict"]
     assert (final["reason"] is None) == (chosen["verdict"] == "improved" and bool(eligible))
     assert final["n"] == 1 and not final["repeated"] and final["metrics"]["n"] > 400
+    assert_handed_over(result, chosen["id"], lab)
 
 
 @pytest.mark.slow
@@ -54,3 +56,24 @@ def test_extraction_demo_shows_before_and_after(tmp_path, capsys):
     assert set(runs) == {"zero-shot", "lora"}
     # the LoRA learns the answer format: JSON validity far above the base model's
     assert runs["lora"]["json_valid"] > runs["zero-shot"]["json_valid"] + 0.3
+    assert_handed_over(result, runs["lora"]["id"], lab)
+
+
+def assert_handed_over(result: dict, run_id: str, lab) -> None:
+    """The demo ends with a verified bundle of the chosen run, a plan and the report."""
+    assert result["export"]["run"] == run_id and result["verify"]["passed"]
+    assert [i["name"] for i in result["verify"]["items"]] == [
+        "files",
+        "base",
+        "load",
+        "predictions",
+    ]
+    plan = result["plan"]
+    assert plan["days"] == 7 and sum(p["hours"] for p in plan["phases"]) == plan["hours_total"]
+    assert plan["variants"]["fit"] >= 1
+    page = (
+        (lab / result["report"]["file"])
+        if not str(result["report"]["file"]).startswith("/")
+        else None
+    )
+    assert (page or Path(result["report"]["file"])).read_text().count("<section") >= 10

@@ -15,7 +15,7 @@ from rich.console import Console
 from tunelab.core.lab import open_lab
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, minilm
-from tunelab.demo.report import open_demo
+from tunelab.demo.report import handover, open_demo
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
@@ -117,6 +117,9 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
     chosen, reason = _choose(result, out)
     final = run_final(handle, chosen, reason)
     compare_view.final(final, out)
+
+    report.section("The handover: export, verify, a rental plan, the lab report")
+    handed = handover(report, chosen, merge=True)
     return {
         "lab": str(handle.path),
         "data": data,
@@ -124,6 +127,7 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
         "compare": result,
         "ablation": ablation,
         "final": final,
+        **handed,
         "seconds": report.finish("runs", "compare"),
     }
 

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tunelab.data import build_data
 from tunelab.demo.assets import manpages, smollm2_gguf
-from tunelab.demo.report import open_demo
+from tunelab.demo.report import handover, open_demo
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
@@ -121,11 +121,15 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
     result = compare(handle)
     before_after(baselines["runs"][0], lora, out)
     compare_view.compare(result, out)
+
+    report.section("The handover: export, verify, a rental plan, the lab report")
+    handed = handover(report, lora["id"])
     return {
         "lab": str(handle.path),
         "data": data,
         "check": check,
         "compare": result,
+        **handed,
         "seconds": report.finish("runs", "inspect"),
     }
 

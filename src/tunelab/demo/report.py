@@ -90,3 +90,32 @@ def open_demo(
         + "."
     )
     return DemoReport(out, progress, handle, started)
+
+
+def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:
+    """The demo's last section: export the chosen run, verify the bundle in a fresh process,
+    plan a 7-day rental from the demo's own measurements, and write the lab report."""
+    from tunelab.stages.export.bundle import export_run, record_verification
+    from tunelab.stages.export.verify import verify_bundle
+    from tunelab.stages.plan.rental import run_plan
+    from tunelab.stages.report.html import write_report
+    from tunelab.views import export as export_view
+    from tunelab.views import plan as plan_view
+
+    out, lab = report.out, report.lab
+    report.note(f"exporting {run_id}…")
+    bundle = export_run(lab, run_id, merge=merge)
+    export_view.export(bundle, out)
+    report.note("verifying the bundle in a fresh process…")
+    verified = verify_bundle(Path(bundle["bundle"]))
+    record_verification(lab.store, bundle, verified)
+    export_view.verify(verified, out)
+    plan = run_plan(lab, days=7)
+    plan_view.plan(plan, out)
+    page = write_report(lab)
+    state = "verified in a fresh process" if verified["passed"] else "NOT verified"
+    out.print(
+        f"[bold]Handed over[/]: the bundle {bundle['bundle']} ({state}); "
+        f"the lab report {page['file']}"
+    )
+    return {"export": bundle, "verify": verified, "plan": plan, "report": page}

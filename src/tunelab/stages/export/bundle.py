@@ -34,8 +34,12 @@ from tunelab.stages.export.card import model_card
 from tunelab.stages.export.limitations import limitations
 from tunelab.stages.final import final_accesses
 
+WHOLE_SPLIT = {"encoder": 500, "causal": 100}
+"""Up to this many validation rows, the bundle stores them all: `verify` then predicts them in
+the run's own batches, so on the same device in float32 every prediction must agree exactly."""
 SAMPLE = {"encoder": 32, "causal": 16}
-"""Validation examples stored in the bundle for `verify` to re-predict (generation is slow)."""
+"""Rows stored from a larger split (other batches: a classifier's confidence may move a
+little, see `verify.CONFIDENCE_TOLERANCE`)."""
 BUNDLE_FILE = "tunelab.json"
 SUMS = "SHA256SUMS"
 EXPORTS = "exports"
@@ -76,9 +80,10 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     manifest = store.data_manifest(version)
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
     predictions = read_jsonl(store.run_dir(run_id) / "predictions.jsonl")
-    sample = [
-        {"row": val_rows[p["id"]], "prediction": p} for p in predictions[: SAMPLE[spec.model_kind]]
-    ]
+    by_id = {p["id"]: p for p in predictions}
+    kind = spec.model_kind
+    kept = list(val_rows) if len(val_rows) <= WHOLE_SPLIT[kind] else list(val_rows)[: SAMPLE[kind]]
+    sample = [{"row": val_rows[i], "prediction": by_id[i]} for i in kept]  # the split's order
     write_jsonl(bundle / "verify" / "sample.jsonl", sample)
 
     comparison = _comparison_of(store, run_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 
@@ -90,14 +92,15 @@ def body(info: dict) -> str:
         )
     lines += ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:
+        where = "overall" if r["scope"] == "overall" else f"of {r['scope']}"
         lines.append(
-            f"- {r['metric']} of {r['scope']} is {100 * r['delta']:+.1f} points against the "
+            f"- {r['metric']} {where} is {100 * r['delta']:+.1f} points against the "
             f"reference ({100 * r['low']:+.1f}, {100 * r['high']:+.1f}): {r['status']}."
         )
     for g in lim["guardrails"]:
         lines.append(
-            f"- Guardrail {g['metric']} ({g['scope']}, at most -{g['max_drop']}): {g['status']}, "
-            f"margin {100 * g['margin']:+.1f} points at {g['worst']}."
+            f"- Guardrail {g['metric']} ({g['scope']}, a drop of at most {100 * g['max_drop']:.1f} "
+            f"points): {g['status']}, margin {100 * g['margin']:+.1f} points at {g['worst']}."
         )
     t = lim["truncation"]
     if t.get("n"):
@@ -110,7 +113,8 @@ def body(info: dict) -> str:
         for f in lim["typical_failures"]:
             expected = f.get("expected")
             got = f.get("predicted", f.get("output"))
-            lines.append(f"- `{f['id']}`: expected `{expected}`, got `{got}`: “{f['input'][:160]}”")
+            shown = "/".join(Path(f["id"]).parts[-2:])
+            lines.append(f"- `{shown}`: expected `{expected}`, got `{got}`: “{f['input'][:160]}”")
     lines += [
         "",
         "## Use",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+MERGE_ROWS = 32
+"""Validation rows of the stored sample that the merged and adapter models both run."""
 TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
 """Largest absolute logit difference allowed between merged and adapter outputs, by dtype."""
 
@@ -24,7 +26,7 @@ def merge_and_check(bundle: Path, spec, lab, labels: list[str], sample: list[dic
     encoder = spec.model_kind == "encoder"
     adapter = load_trained(spec.model, lab.path, bundle, device, labels if encoder else None)
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
-    rows = [s["row"] for s in sample]
+    rows = [s["row"] for s in sample[:MERGE_ROWS]]
     if encoder:
         from tunelab.modeling.render import encode_classification
 
