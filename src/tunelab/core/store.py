@@ -172,17 +172,23 @@ class Store:
     def comparisons_dir(self) -> Path:
         return self.root / "comparisons"
 
-    def new_comparison(self) -> tuple[str, Path]:
-        """Reserve the next comparison id (`c004`) and its record's path; never reused."""
-        self.comparisons_dir.mkdir(parents=True, exist_ok=True)
-        n = len(list(self.comparisons_dir.glob("c*.json"))) + 1
+    def reserve(self, folder: str, prefix: str) -> tuple[str, Path]:
+        """Reserve the next record id in `folder` (`c004`, `p002`) by creating its file
+        exclusively: ids are never reused, even by two processes at once."""
+        where = self.root / folder
+        where.mkdir(parents=True, exist_ok=True)
+        n = len(list(where.glob(f"{prefix}*.json"))) + 1
         while True:
-            path = self.comparisons_dir / f"c{n:03d}.json"
+            path = where / f"{prefix}{n:03d}.json"
             try:
                 path.open("x").close()
                 return path.stem, path
             except FileExistsError:
                 n += 1
+
+    def new_comparison(self) -> tuple[str, Path]:
+        """Reserve the next comparison id (`c004`) and its record's path."""
+        return self.reserve("comparisons", "c")
 
     def comparisons(self) -> list[dict]:
         """Every comparison record, oldest first (a reserved id not yet written is skipped)."""
@@ -190,6 +196,14 @@ class Store:
             return []
         paths = sorted(self.comparisons_dir.glob("c*.json"))
         return [read_json(p) for p in paths if p.stat().st_size > 0]
+
+    def judgement(self, run_id: str) -> tuple[dict, dict] | None:
+        """The newest comparison that judged `run_id`, and the run's row in it."""
+        for record in reversed(self.comparisons()):
+            for row in record.get("runs", []):
+                if row["id"] == run_id and "verdict" in row:
+                    return record, row
+        return None
 
     def run_dir(self, run_id: str) -> Path:
         path = self.runs_dir / run_id

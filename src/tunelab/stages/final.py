@@ -69,11 +69,8 @@ def final_accesses(store: Store) -> list[dict]:
 def latest_verdict(store: Store, run_id: str) -> tuple[str | None, str | None]:
     """The run's verdict in the newest comparison that judged it, and that comparison's id;
     (None, None) when no comparison did."""
-    for record in reversed(store.comparisons()):
-        for row in record.get("runs", []):
-            if row["id"] == run_id and "verdict" in row:
-                return row["verdict"], record["id"]
-    return None, None
+    found = store.judgement(run_id)
+    return (found[1]["verdict"], found[0]["id"]) if found else (None, None)
 
 
 def _open_sealed(store: Store, version: str) -> tuple[list[dict], str]:

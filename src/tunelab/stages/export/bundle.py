@@ -221,16 +221,16 @@ def _truncation(spec, lab: Lab, manifest: dict, rows: dict) -> dict:
 def _comparison_of(store, run_id: str) -> dict | None:
     """This run's row of the newest comparison that judged it, with that comparison's id
     and rules."""
-    for record in reversed(store.comparisons()):
-        for row in record.get("runs", []):
-            if row["id"] == run_id and "verdict" in row:
-                return {
-                    "id": record["id"],
-                    "reference": record["reference"],
-                    "rules": record["rules"],
-                    "row": row,
-                }
-    return None
+    found = store.judgement(run_id)
+    if found is None:
+        return None
+    record, row = found
+    return {
+        "id": record["id"],
+        "reference": record["reference"],
+        "rules": record["rules"],
+        "row": row,
+    }
 
 
 def _finals(store) -> list[dict]:

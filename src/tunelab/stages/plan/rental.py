@@ -98,17 +98,8 @@ def run_plan(
 
 
 def new_plan(store: Store) -> tuple[str, Path]:
-    """Reserve the next plan id (`p003`) and its record's path; ids are never reused."""
-    folder = store.root / PLANS
-    folder.mkdir(parents=True, exist_ok=True)
-    n = len(list(folder.glob("p*.json"))) + 1
-    while True:
-        path = folder / f"p{n:03d}.json"
-        try:
-            path.open("x").close()
-            return path.stem, path
-        except FileExistsError:
-            n += 1
+    """Reserve the next plan id (`p003`) and its record's path."""
+    return store.reserve(PLANS, "p")
 
 
 def _check_inputs(days: int, price: float | None, tokens_per_second: float | None) -> None:
