@@ -75,7 +75,11 @@ def test_saved_weights_reload_to_the_same_predictions(tiny_bert, tmp_path, metho
     before = predict_classifier(model, data, LABELS, 2, CPU, tok.pad_token_id)
     again = load_trained_classifier(spec, tiny_bert, LABELS, tmp_path / "w", CPU)
     after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
-    assert before == after
+    # the same labels; confidences are rounded to 4 decimals, and float noise in the last bit
+    # can flip that rounding (a fresh-clone CI run saw 0.3402 against 0.3401)
+    assert [(p["id"], p["predicted"]) for p in after] == [(p["id"], p["predicted"]) for p in before]
+    for a, b in zip(after, before, strict=True):
+        assert a["confidence"] == pytest.approx(b["confidence"], abs=2e-4)
 
 
 def test_identity_hashes_the_weights(tiny_bert):
