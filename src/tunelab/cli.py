@@ -15,7 +15,14 @@ import sys
 from pathlib import Path
 
 from tunelab.commands import COMMANDS
-from tunelab.core.errors import TrainingInterrupted, TunelabError
+from tunelab.core.errors import (
+    Interrupted,
+    TrainingInterrupted,
+    TunelabError,
+    disk_full,
+    stop_cause,
+)
+from tunelab.core.stopping import interrupt_on_signals
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEBUG_VARIABLE = "TUNELAB_DEBUG"
@@ -60,18 +67,25 @@ def main(argv: list[str] | None = None) -> int:
     cmd = COMMANDS[args.command]
     _quiet_libraries()
     try:
-        result = cmd.run(args)
+        with interrupt_on_signals():  # Ctrl-C and SIGTERM stop any command, the same way
+            result = cmd.run(args)
+    except Interrupted as err:  # the stage says what it recorded and how to go on
+        _error(args, f"interrupted ({err.cause}): {err.outcome}")
+        return EXIT_INTERRUPTED
     except (KeyboardInterrupt, TrainingInterrupted) as err:
         _error(
             args,
-            f"interrupted ({err or 'Ctrl-C'}); the run is recorded as interrupted: "
-            "`tunelab resume RUN` continues it.",
+            f"interrupted ({stop_cause(err)}): `tunelab {args.command}` stopped before it "
+            "finished, and left no run to resume; run it again.",
         )
         return EXIT_INTERRUPTED
     except TunelabError as err:  # input the user can fix: one line, exit 2
         _error(args, str(err))
         return EXIT_USAGE
     except Exception as err:  # a bug or a broken environment: say so, traceback on request
+        if full := disk_full(err):  # no space: the user's to fix, and nothing was corrupted
+            _error(args, str(full))
+            return EXIT_USAGE
         debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
         if debug:
             import traceback
@@ -95,12 +109,11 @@ def _error(args: argparse.Namespace, message: str, internal: bool = False) -> No
     if args.json:
         print(json.dumps({"error": message, "command": args.command, "internal": internal}))
         return
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True).print(
-        f"[bold red]error[/] ({args.command}): {escape(message)}", highlight=False
-    )
+    # plain text, one line, not wrapped: a log or a pipe keeps it whole; on a terminal the word
+    # "error" is bold red unless NO_COLOR is set (no rich here: 0.1 s of import for one line)
+    colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+    label = "\033[1;31merror\033[0m" if colour else "error"
+    print(f"{label} ({args.command}): {message}", file=sys.stderr)
 
 
 # Deprecation notices raised inside transformers and PEFT by calls tunelab does not make

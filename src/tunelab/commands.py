@@ -45,12 +45,45 @@ def command(name: str, help: str, view: str | None, *args, **flags) -> Callable:
 # --- helpers the commands share ------------------------------------------------------------------
 
 
-def _lab(args: argparse.Namespace):
+def _lab(args: argparse.Namespace, *checks: Callable):
+    """The command's lab, with its overrides; `checks` refuse it before any model loads."""
     from tunelab.core.lab import open_lab
     from tunelab.core.spec import parse_overrides
 
     overrides = parse_overrides(getattr(args, "overrides", None) or [])
-    return open_lab(args.lab, overrides, getattr(args, "device", None))
+    return open_lab(args.lab, overrides, getattr(args, "device", None), checks)
+
+
+def _records_lab(args: argparse.Namespace):
+    """The command's lab without a device, for the commands that only read records."""
+    from tunelab.core.lab import open_records_lab
+    from tunelab.core.spec import parse_overrides
+
+    return open_records_lab(args.lab, parse_overrides(getattr(args, "overrides", None) or []))
+
+
+# The checks a command needs before a model loads. Each imports what it uses when it runs, and
+# a command opens its lab with them before it imports its stage (which imports torch), so a
+# refusal takes well under a second.
+
+
+def _plan(lab) -> None:
+    """A hypothesis and a guardrail: what training is for (`Spec.require_plan`)."""
+    lab.spec.require_plan()
+
+
+def _usable(lab) -> None:
+    """The current data version can be trained and evaluated on (read from its manifest)."""
+    from tunelab.data.usable import require_usable
+
+    require_usable(lab.store, lab.store.current_data(), lab.spec)
+
+
+def _targets(lab) -> None:
+    """The LoRA targets name modules of the base model (read from its safetensors headers)."""
+    from tunelab.modeling.targets import require_targets
+
+    require_targets(lab)
 
 
 def _progress(args: argparse.Namespace):
@@ -108,13 +141,18 @@ def cmd_inspect(args):
     "baseline",
     "evaluate the starting points on validation",
     "runs:baseline",
+    arg(
+        "--name",
+        help="record the baselines again, as METHOD-NAME (an identical one is otherwise refused)",
+    ),
     overrides=True,
     device=True,
 )
 def cmd_baseline(args):
+    lab = _lab(args, _usable)
     from tunelab.stages.baseline import run_baseline
 
-    return run_baseline(_lab(args), _progress(args))
+    return run_baseline(lab, _progress(args), args.name)
 
 
 @command(
@@ -126,9 +164,10 @@ def cmd_baseline(args):
     device=True,
 )
 def cmd_check(args):
+    lab = _lab(args, _usable)  # a LoRA target matching nothing is an item of the checklist
     from tunelab.stages.check.steps import run_check
 
-    return run_check(_lab(args), _progress(args), args.rows)
+    return run_check(lab, _progress(args), args.rows)
 
 
 @command(
@@ -147,9 +186,10 @@ def cmd_check(args):
     device=True,
 )
 def cmd_size(args):
+    lab = _lab(args, _targets, _usable)
     from tunelab.stages.size.measure import run_size
 
-    return run_size(_lab(args), args.seq_len, args.microbatch, args.memory_limit, _progress(args))
+    return run_size(lab, args.seq_len, args.microbatch, args.memory_limit, _progress(args))
 
 
 @command(
@@ -168,10 +208,15 @@ def cmd_size(args):
     device=True,
 )
 def cmd_run(args):
+    if args.name is not None:  # a name is refused before anything else is read
+        from tunelab.core.store import check_run_name
+
+        check_run_name(args.name)
+    lab = _lab(args, _plan, _targets, _usable)
     from tunelab.stages.run.variant import run_variant
 
     return run_variant(
-        _lab(args), args.name, _progress(args), args.allow_warnings, args.parent, args.reason
+        lab, args.name, _progress(args), args.allow_warnings, args.parent, args.reason
     )
 
 
@@ -203,11 +248,10 @@ def cmd_ablate(args):
     overrides=True,
 )
 def cmd_compare(args):
-    from tunelab.core.spec import parse_overrides
+    lab = _records_lab(args)
     from tunelab.stages.compare.verdicts import compare
 
-    overrides = parse_overrides(args.overrides)
-    return compare(_lab(args), args.against, args.reason, args.accept_unresolved, overrides)
+    return compare(lab, args.against, args.reason, args.accept_unresolved, lab.overrides)
 
 
 @command(
@@ -277,11 +321,9 @@ def cmd_final(args):
     overrides=True,
 )
 def cmd_plan(args):
-    from tunelab.core.lab import open_records_lab
-    from tunelab.core.spec import parse_overrides
+    lab = _records_lab(args)
     from tunelab.stages.plan.rental import run_plan
 
-    lab = open_records_lab(args.lab, parse_overrides(args.overrides))
     return run_plan(lab, args.days, args.price_per_hour, args.device, args.tokens_per_second)
 
 
@@ -322,10 +364,10 @@ def cmd_verify(args):
     arg("--out", type=Path, help="where to write the page (default: lab-report.html in the lab)"),
 )
 def cmd_report(args):
-    from tunelab.core.lab import open_records_lab
+    lab = _records_lab(args)
     from tunelab.stages.report.html import write_report
 
-    return write_report(open_records_lab(args.lab), args.out)
+    return write_report(lab, args.out)
 
 
 @command("runs", "list the runs of the lab", "runs:runs")

@@ -137,7 +137,11 @@ def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys)
     lab = tmp_path / "gguf-lab"
     lab.mkdir()
     (lab / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in page_rows()))
-    spec = extraction_spec(gguf, model={"path": str(gguf), "max_length": 320, "template": "plain"})
+    spec = extraction_spec(
+        gguf,
+        model={"path": str(gguf), "max_length": 320, "template": "plain"},
+        evaluation={"batch_size": 4, "max_new_tokens": 12},  # 6 validation rows: 2 batches
+    )
     (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
     for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
         assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0, command
@@ -149,7 +153,8 @@ def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys)
     assert info["limitations"]["truncation"]["n"] == 6  # the validation split, as rendered
     code, result = tl(capsys, "verify", bundle["bundle"])
     assert code == 0 and result["passed"], result["items"]
-    assert "6 of 6 validation predictions reproduced; exact" in result["items"][-1]["detail"]
+    # a generative bundle keeps one whole evaluation batch, the run's first (shortest prompts)
+    assert "4 of 4 validation predictions reproduced; exact" in result["items"][-1]["detail"]
 
 
 def tunelab_sha_file(path: Path) -> str:

@@ -4,6 +4,7 @@ traceback on request, the device chosen in one place."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -22,6 +23,66 @@ def test_importing_the_cli_loads_neither_torch_nor_transformers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# Run in one fresh process, one after another; after each, the heavy modules loaded so far.
+LIGHT_COMMANDS = """
+import json, sys
+from tunelab.cli import main
+HEAVY = ("torch", "transformers", "peft")
+out = []
+for argv in json.loads(sys.argv[1]):
+    try:
+        code = main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    out.append({"argv": argv, "code": code, "heavy": [m for m in HEAVY if m in sys.modules]})
+print(json.dumps(out))
+"""
+
+
+def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_path, tiny_bert):
+    """`--help`, `runs`, `compare`, `invalidate` and the spec checks refuse (or answer) without
+    importing torch: a refusal does not wait for a model's libraries to load."""
+    spec = {"data": {"sources": [{"type": "jsonl", "path": "d.jsonl"}]}, "model": {}}
+    spec["model"]["path"] = str(tiny_bert)
+    bare, planned = tmp_path / "bare", tmp_path / "planned"
+    for lab, extra in ((bare, {}), (planned, PLAN)):
+        lab.mkdir()
+        (lab / "tunelab.yaml").write_text(json.dumps({**spec, **extra}))
+    b, p = ["--lab", str(bare)], ["--lab", str(planned)]
+    commands = [
+        (["--help"], 0),
+        (["runs", *b], 0),
+        (["compare", "--help"], 0),
+        (["compare", *b], 2),  # no data version yet
+        (["invalidate", "r001", "--why", "x", *b], 2),  # no such run
+        (["run", *b], 2),  # no hypothesis, no guardrails
+        (["run", *b, "training.lr=abc"], 2),  # an override that is not a number
+        (["run", *p, "method.target_modules=[q_proj]"], 2),  # BERT has query/key/value
+        (["size", *p, "method.target_modules=[q_proj]"], 2),
+    ]
+    argv = json.dumps([c for c, _ in commands])
+    wide = {**os.environ, "COLUMNS": "1000"}  # one error, one line
+    run = subprocess.run(
+        [sys.executable, "-c", LIGHT_COMMANDS, argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=wide,
+    )
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [(r["argv"], r["code"]) for r in results] == commands, run.stderr
+    assert [r["heavy"] for r in results] == [[]] * len(commands)
+    assert "'q_proj' matches no module of" in run.stderr and "refuses to start" in run.stderr
+    assert "training.lr=abc (command line)" in run.stderr
+
+
+PLAN = {
+    "hypothesis": {"behaviour": "b", "metric": "accuracy", "min_effect": 0.0},
+    "guardrails": [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}],
+}
 
 
 def test_each_command_declares_its_own_arguments():

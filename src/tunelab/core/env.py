@@ -6,7 +6,6 @@ import os
 import platform
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,8 @@ PACKAGES = (*PLATFORM_PACKAGES, "safetensors", "tokenizers", "scikit-learn")
 
 
 def _version(name: str) -> str | None:
+    from importlib import metadata  # 30 ms: only when versions are asked for
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

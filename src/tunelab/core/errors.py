@@ -1,16 +1,24 @@
-"""The two kinds of failure a user meets, told apart by class, never by guessing.
+"""The kinds of failure a user meets, told apart by class, never by guessing.
 
 - `TunelabError` and its subclasses: the user's input cannot be used (a spec field, a data
   file, a run id, a refusal such as the one-change rule). The CLI prints its one line and exits
   2. It is a `ValueError`, so library callers that catch bad input as `ValueError` still do.
+  A write that fails because the disk is full or a file-size limit was hit is one too
+  (`disk_full` turns the `OSError` into a `DiskFullError`): the user frees space and reruns.
 - Anything else that escapes a stage is a bug or an environment failure: the CLI exits 1 with a
   one-line summary, and prints the traceback with `--debug` (or `TUNELAB_DEBUG=1`).
 
-`TrainingInterrupted` is neither: a stop on request (Ctrl-C, SIGTERM), exit 130.
+A stop on request (Ctrl-C, SIGTERM) is neither: exit 130. Training stops after a step with a
+checkpoint (`TrainingInterrupted`); anywhere else the signal raises `KeyboardInterrupt` at once
+(`tunelab.core.stopping`). Once the store is brought up to date, the stage raises `Interrupted`,
+which says what the store now holds and how to go on.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from pathlib import Path
 
 
@@ -21,8 +29,67 @@ class TunelabError(ValueError):
 class TrainingInterrupted(Exception):
     """Training stopped on request (Ctrl-C, SIGTERM) after a step, with a checkpoint saved."""
 
-    def __init__(self, step: int, checkpoint: Path | None):
+    def __init__(self, step: int, checkpoint: Path | None, cause: str | None = None):
         super().__init__(
-            f"stopped after step {step}" + (f"; checkpoint {checkpoint}" if checkpoint else "")
+            (f"{cause}; " if cause else "")
+            + f"stopped after step {step}"
+            + (f"; checkpoint {checkpoint}" if checkpoint else "")
         )
         self.step, self.checkpoint = step, checkpoint
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop on request after the store was brought up to date.
+
+    `cause` is what stopped the command (`Ctrl-C`, `SIGTERM; stopped after step 5`), `outcome`
+    what the store now holds and how to go on, true for this command; `run` is the run's id
+    when one was open, and `resumable` whether `tunelab resume RUN` can continue it. It is a
+    `KeyboardInterrupt`, so callers that stop on Ctrl-C still do."""
+
+    def __init__(self, cause: str, outcome: str, run: str | None = None, resumable: bool = False):
+        super().__init__(f"{cause}: {outcome}")
+        self.cause, self.outcome, self.run, self.resumable = cause, outcome, run, resumable
+
+
+def stop_cause(err: BaseException) -> str:
+    """What stopped a command, in words: the signal's name (`tunelab.core.stopping` raises
+    `KeyboardInterrupt("SIGTERM")`), or the training stop's own line."""
+    if isinstance(err, Interrupted):
+        return err.cause
+    return str(err) or "Ctrl-C"
+
+
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+"""No space left, a file over the size limit (`ulimit -f`, RLIMIT_FSIZE), a quota exceeded."""
+
+
+class DiskFullError(TunelabError):
+    """A write failed for want of space: the disk is full or a file-size limit was hit."""
+
+
+def disk_full(err: BaseException) -> DiskFullError | None:
+    """`err` as a DiskFullError when it (or an error it came from) is an `OSError` for want of
+    space, or a library's error that quotes one (safetensors: "... (os error 27)"); None for
+    any other error."""
+    seen: BaseException | None = err
+    while seen is not None:
+        code = _space_errno(seen)
+        if code is not None:
+            where = f" while writing {seen.filename}" if getattr(seen, "filename", None) else ""
+            return DiskFullError(
+                f"the disk is full or a file-size limit was hit{where} "
+                f"({errno.errorcode[code]}: {os.strerror(code)}). Nothing was "
+                "corrupted: every store file is written to a temporary file and renamed into "
+                "place, so each record holds its last whole version (an open run is recorded "
+                "as failed, or shown as lost if even that could not be written). Free space or "
+                "raise the limit, then run the command again."
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _space_errno(err: BaseException) -> int | None:
+    if isinstance(err, OSError):
+        return err.errno if err.errno in DISK_FULL else None
+    found = re.search(r"\(os error (\d+)\)", str(err))  # how Rust libraries quote errno
+    return int(found[1]) if found and int(found[1]) in DISK_FULL else None

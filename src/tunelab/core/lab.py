@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,7 @@ if TYPE_CHECKING:
     import torch
 
 from tunelab.core.env import pick_device
-from tunelab.core.spec import SPEC_FILE, Spec, load_spec
+from tunelab.core.spec import SPEC_FILE, Spec, load_spec, origin_of
 from tunelab.core.store import Store
 
 
@@ -20,19 +21,39 @@ class Lab:
     spec: Spec
     store: Store
     device: torch.device
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """This command's `key=value` spec overrides, so a message can say a value came from one."""
+
+    def where(self, dotted: str) -> str:
+        """Where a spec field's value comes from, for a message about it: `tunelab.yaml line
+        12`, `method.r=4 (command line)` or `the default`."""
+        return origin_of(dotted, self.path / SPEC_FILE, self.overrides)
 
 
-def open_lab(path: Path, overrides: dict[str, Any] | None = None, device: str | None = None) -> Lab:
+Check = Callable[[Lab], None]
+"""A check a command needs before any model loads; it raises a TunelabError to refuse."""
+
+
+def open_lab(
+    path: Path,
+    overrides: dict[str, Any] | None = None,
+    device: str | None = None,
+    checks: Sequence[Check] = (),
+) -> Lab:
     """The lab at `path` with its spec (and this command's overrides) on `device` (a name, or
-    None: see `env.pick_device`)."""
-    path = Path(path).resolve()
-    spec = load_spec(path / SPEC_FILE, overrides)
-    return Lab(path=path, spec=spec, store=Store(path), device=pick_device(device))
+    None: see `env.pick_device`). `checks` run first, before the device is picked and so before
+    torch is imported: a lab they refuse is refused in well under a second."""
+    lab = open_records_lab(path, overrides)
+    for check in checks:
+        check(lab)
+    lab.device = pick_device(device)
+    return lab
 
 
 def open_records_lab(path: Path, overrides: dict[str, Any] | None = None) -> Lab:
     """The lab and its spec without a compute device (`device` is None), for the commands that
-    only read records (`plan`, `report`): no torch is imported to pick a device."""
+    only read records (`compare`, `plan`, `report`): no torch is imported to pick a device."""
     path = Path(path).resolve()
+    overrides = dict(overrides or {})
     spec = load_spec(path / SPEC_FILE, overrides)
-    return Lab(path=path, spec=spec, store=Store(path), device=None)  # type: ignore[arg-type]
+    return Lab(path=path, spec=spec, store=Store(path), device=None, overrides=overrides)  # type: ignore[arg-type]

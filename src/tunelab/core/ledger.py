@@ -2,6 +2,7 @@
 
 A record is written as soon as the run exists (status `running`) and rewritten atomically as
 it ends (`completed`, `interrupted`, `failed`), so a crash never loses a run from the record.
+The work of a run goes inside `recording`, which closes the record however the work ends.
 """
 
 from __future__ import annotations
@@ -10,14 +11,19 @@ import json
 import os
 import socket
 import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tunelab.core.env import fingerprint
-from tunelab.core.errors import TunelabError
-from tunelab.core.lab import Lab
+from tunelab.core.errors import Interrupted, TrainingInterrupted, TunelabError, stop_cause
+from tunelab.core.stopping import held
 from tunelab.core.store import now
-from tunelab.tasks import get_task
+
+if TYPE_CHECKING:
+    from tunelab.core.lab import Lab
 
 
 def open_run(lab: Lab, name: str, kind: str, data_version: str, **fields) -> tuple[dict, Path]:
@@ -91,19 +97,78 @@ def _alive(pid: int | None) -> bool:
 
 
 def close_run(lab: Lab, record: dict, status: str, error: BaseException | None = None) -> None:
+    """Write the run's last status (with the traceback of `error`); a Ctrl-C or SIGTERM
+    meanwhile waits until the record is written."""
     record["status"] = status
     record["ended"] = now()
     if error is not None:
         record["error"] = "".join(traceback.format_exception(error))
-    lab.store.write_record(record["id"], record)
-    lab.store.log_event("run_" + status, run=record["id"])
+    with held():
+        lab.store.write_record(record["id"], record)
+        lab.store.log_event("run_" + status, run=record["id"])
+
+
+@contextmanager
+def recording(
+    lab: Lab, record: dict, checkpoint: Callable[[], str | None] | None = None
+) -> Iterator[dict]:
+    """Do a run's work inside this block; the record is closed however the block ends.
+
+    - normally: `completed`;
+    - Ctrl-C, SIGTERM (KeyboardInterrupt) or a training stop (TrainingInterrupted):
+      `interrupted`, with `record["checkpoint"]` set to `checkpoint()` (the run's checkpoint
+      folder relative to the run, or None), then `Interrupted` is raised from the stop: it says
+      whether `tunelab resume RUN` can continue the run;
+    - any other exception: `failed`, with its traceback in `record["error"]`, and the
+      exception goes on unchanged.
+
+    A record that cannot be written as the run fails (a full disk) stays `running` and is
+    shown as `lost`; the first error is the one that goes on.
+    """
+    try:
+        yield record
+    except (KeyboardInterrupt, TrainingInterrupted) as err:
+        record["checkpoint"] = checkpoint() if checkpoint else None
+        _close_quietly(lab, record, "interrupted", err)
+        raise _interrupted(record, err) from err
+    except Exception as err:
+        _close_quietly(lab, record, "failed", err)
+        raise
+    close_run(lab, record, "completed")
+
+
+def _close_quietly(lab: Lab, record: dict, status: str, error: BaseException) -> None:
+    """Close the run as it ends with `error`; a failure to write the record (a full disk) or
+    another Ctrl-C meanwhile does not replace the error being handled."""
+    with suppress(OSError, KeyboardInterrupt):
+        close_run(lab, record, status, error)
+
+
+def _interrupted(record: dict, err: BaseException) -> Interrupted:
+    run = record["id"]
+    if record.get("checkpoint"):
+        outcome = (
+            f"run {run} is recorded as interrupted, with its checkpoint; "
+            f"`tunelab resume {run}` continues it."
+        )
+    else:
+        outcome = (
+            f"run {run} is recorded as interrupted; it has no checkpoint, so it cannot be "
+            "resumed: run the command again to start it over."
+        )
+    return Interrupted(stop_cause(err), outcome, run=run, resumable=bool(record.get("checkpoint")))
 
 
 def summary(record: dict, run_dir: Path) -> dict:
     """One line of `tunelab runs`: status (with `lost` detected) and the primary metric."""
     metrics = record.get("metrics") or {}
     hypothesis = record.get("spec", {}).get("hypothesis")
-    metric = hypothesis["metric"] if hypothesis else get_task(record["task"]).default_metric
+    if hypothesis:
+        metric = hypothesis["metric"]
+    else:
+        from tunelab.tasks import get_task
+
+        metric = get_task(record["task"]).default_metric
     return {
         "id": record["id"],
         "kind": record["kind"],

@@ -15,6 +15,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
+class FieldError(ValueError):
+    """A check across fields that names the field it is about (dotted, relative to the section
+    whose validator raises it), so the error is reported at that field's line of the spec."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 class Compass(_Section):
     kind: Literal["benchmark", "research", "production"] = "production"
     """Why this model is trained: a benchmark entry, a research question, or production use."""
@@ -84,11 +93,15 @@ TaskSpec = Annotated[ClassificationTask | ExtractionTask | FormatTask, Field(dis
 
 class Source(_Section):
     type: str
-    """Loader name: jsonl, csv or folder (one sub-folder per label)."""
+    """Loader name: jsonl, csv, parquet (one file each), folder (one sub-folder per label) or
+    hf_dataset (a folder written by `datasets`' `save_to_disk`; a DatasetDict's train,
+    validation and test splits are kept as the user's split)."""
     path: str
-    """File or folder, relative to the lab folder unless absolute."""
+    """File or folder, relative to the lab folder unless absolute. It must resolve (links
+    followed) to a place inside the lab folder unless `data.allow_outside_lab` is true."""
     split: Literal["train", "validation", "test"] | None = None
-    """Set when this source already is one split: the user's split is kept as it is."""
+    """Set when this source already is one split: the user's split is kept as it is. On a
+    saved DatasetDict: read only that split of it."""
     name: str | None = Field(None, min_length=1)
     """Name used by `data.mixture` (default: the file or folder name without its extension)."""
 
@@ -189,6 +202,12 @@ class DataSpec(_Section):
     """A text longer than this is almost always a mistake (a whole file in one field)."""
     long_text: Literal["warn", "quarantine"] = "warn"
     """What to do with a text over `max_chars`: a warning that names its line, or quarantine."""
+    missing_label: Literal["warn", "error"] = "warn"
+    """A label that has train examples but none in validation (or test): a warning, or an
+    error that refuses the data (its scores on that split would be unmeasured)."""
+    allow_outside_lab: bool = False
+    """Read sources that resolve outside the lab folder (`../x`, an absolute path elsewhere, a
+    link that points out). Off, such a path is refused: a lab reads only its own folder."""
 
     @model_validator(mode="after")
     def _names_and_weights(self) -> DataSpec:
@@ -294,9 +313,10 @@ class TrainingSpec(_Section):
     @model_validator(mode="after")
     def _divisible(self) -> TrainingSpec:
         if self.global_batch % self.microbatch:
-            raise ValueError(
+            raise FieldError(
+                "microbatch",
                 f"global_batch ({self.global_batch}) must be a multiple of microbatch "
-                f"({self.microbatch})"
+                f"({self.microbatch})",
             )
         return self
 

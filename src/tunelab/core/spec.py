@@ -24,6 +24,7 @@ from tunelab.core.sections import (
     DedupSpec,
     EvaluationSpec,
     ExtractionTask,
+    FieldError,
     Fields,
     FormatTask,
     FullMethod,
@@ -53,6 +54,7 @@ __all__ = [
     "DedupSpec",
     "EvaluationSpec",
     "ExtractionTask",
+    "FieldError",
     "Fields",
     "FormatTask",
     "FullMethod",
@@ -73,6 +75,7 @@ __all__ = [
     "apply_overrides",
     "dump_spec",
     "load_spec",
+    "origin_of",
     "parse_overrides",
     "validate_spec",
 ]
@@ -98,33 +101,41 @@ class Spec(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _default_task_type(cls, raw: Any) -> Any:
-        """`task: {labels: [...]}` without a type means classification."""
-        if isinstance(raw, dict) and isinstance(raw.get("task"), dict):
-            raw["task"].setdefault("type", "classification")
+    def _default_types(cls, raw: Any) -> Any:
+        """`task: {labels: [...]}` without a type means classification, and `method: {r: 4}`
+        (or the override `method.r=4` on a spec without a method) means LoRA: the defaults."""
+        if isinstance(raw, dict):
+            for section, default in (("task", "classification"), ("method", "lora")):
+                if isinstance(raw.get(section), dict):
+                    raw[section].setdefault("type", default)
         return raw
 
     @model_validator(mode="after")
     def _metrics_known(self) -> Spec:
+        """The hypothesis and guardrails name metrics and scopes the task has; each error names
+        its field, so it is reported at that field's line."""
         from tunelab.tasks import get_task
 
         task = get_task(self.task.type)
         if self.hypothesis and self.hypothesis.metric not in task.overall_metrics:
-            raise ValueError(
-                f"hypothesis.metric {self.hypothesis.metric!r} is not a {self.task.type} metric; "
-                f"choose one of {sorted(task.overall_metrics)}"
+            raise FieldError(
+                "hypothesis.metric",
+                f"{self.hypothesis.metric!r} is not a {self.task.type} metric; "
+                f"choose one of {sorted(task.overall_metrics)}",
             )
         for i, g in enumerate(self.guardrails):
             if g.scope not in ("overall", task.group_scope):
-                raise ValueError(
-                    f"guardrails[{i}].scope {g.scope!r} does not apply to {self.task.type}; "
-                    f"use overall" + (f" or {task.group_scope}" if task.group_scope else "")
+                raise FieldError(
+                    f"guardrails.{i}.scope",
+                    f"{g.scope!r} does not apply to {self.task.type}; use overall"
+                    + (f" or {task.group_scope}" if task.group_scope else ""),
                 )
             known = task.overall_metrics if g.scope == "overall" else task.class_metrics
             if g.metric not in known:
-                raise ValueError(
-                    f"guardrails[{i}].metric {g.metric!r} is not a {g.scope} metric of "
-                    f"{self.task.type}; choose one of {sorted(known)}"
+                raise FieldError(
+                    f"guardrails.{i}.metric",
+                    f"{g.metric!r} is not a {g.scope} metric of {self.task.type}; "
+                    f"choose one of {sorted(known)}",
                 )
         return self
 
@@ -139,13 +150,13 @@ class Spec(_Section):
         """Training refuses to start without a hypothesis and at least one guardrail."""
         missing = []
         if self.hypothesis is None:
-            missing.append("a `hypothesis` (behaviour, metric, min_effect)")
+            missing.append("no `hypothesis` (behaviour, metric, min_effect)")
         if not self.guardrails:
-            missing.append("at least one entry in `guardrails`")
+            missing.append("no entry in `guardrails`")
         if missing:
             raise SpecError(
-                "training refuses to start: the spec has no "
-                + " and no ".join(missing)
+                "training refuses to start: the spec has "
+                + " and ".join(missing)
                 + ". Say what should improve and what must not degrade first "
                 "(see `tunelab init` for an example)."
             )
@@ -218,7 +229,8 @@ def _child(node: Any, part: str, dotted: str) -> Any:
 
 
 def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:
-    """Read, override and validate a spec file; errors name the file, line and field."""
+    """Read, override and validate a spec file; errors name the file, line and field, or the
+    command-line override that caused them."""
     path = Path(path)
     if not path.exists():
         raise SpecError(f"{path}: no spec here. Create one with `tunelab init`.")
@@ -229,44 +241,121 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:
         raise SpecError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: the spec must be a mapping of sections (compass, task, ...)")
-    return validate_spec(apply_overrides(raw, overrides or {}), path, text)
+    overrides = overrides or {}
+    return validate_spec(apply_overrides(raw, overrides), path, text, overrides)
 
 
-def validate_spec(raw: dict[str, Any], path: Path | str = SPEC_FILE, text: str = "") -> Spec:
+def validate_spec(
+    raw: dict[str, Any],
+    path: Path | str = SPEC_FILE,
+    text: str = "",
+    overrides: dict[str, Any] | None = None,
+) -> Spec:
+    """The spec `raw` (read from `path`, whose `text` gives the lines, with `overrides`
+    applied), or a SpecError listing each problem where it comes from."""
     try:
         return Spec.model_validate(raw)
     except ValidationError as err:
-        lines = [f"{path}: the spec is not valid ({err.error_count()} problem(s)):"]
-        root = yaml.compose(text) if text else None
-        for e in err.errors():
-            loc = [str(p) for p in e["loc"] if not _is_union_tag(p)]
-            field = ".".join(loc) or "(top level)"
-            line = _line_of(root, loc)
-            where = f"line {line}, " if line else ""
-            msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  - {where}field `{field}`: {msg}")
-        raise SpecError("\n".join(lines)) from None
+        raise SpecError(_problems(err, path, text, overrides or {})) from None
+
+
+def _problems(err: ValidationError, path: Path | str, text: str, overrides: dict[str, Any]) -> str:
+    """One line per problem: where it comes from, the dotted field, what is wrong."""
+    count = err.error_count()
+    source = f"{path} with the command-line overrides" if overrides else f"{path}"
+    lines = [f"{source}: the spec is not valid ({count} problem{'s' if count > 1 else ''}):"]
+    root = yaml.compose(text) if text else None
+    for e in err.errors():
+        loc, scope = _error_loc(e)
+        field = ".".join(loc) or "(top level)"
+        where = _origin(loc, root, overrides, scope)
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"  - {where + ', ' if where else ''}field `{field}`: {msg}")
+    return "\n".join(lines)
+
+
+def _error_loc(error: dict) -> tuple[list[str], list[str]]:
+    """The path of the field a pydantic error is about (union tags left out, a bad `type` tag
+    pointed at `type`) and the scope of the check: for a cross-field check (FieldError), the
+    section whose fields it reads; else the field itself."""
+    loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, FieldError):
+        return loc + cause.field.split("."), loc
+    if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return [*loc, "type"], loc
+    return loc, loc
 
 
 def _is_union_tag(part: Any) -> bool:
     return part in {"lora", "full", "classification", "extraction", "format"}
 
 
-def _line_of(node: Any, loc: list[str]) -> int | None:
-    """The 1-based YAML line of the deepest existing key on the path `loc`."""
+def _origin(
+    loc: list[str],
+    root: Any,
+    overrides: dict[str, Any],
+    scope: list[str] | None = None,
+    exact: bool = False,
+) -> str:
+    """Where the value at `loc` comes from: `key=value (command line)` when an override set
+    it (or a section above it), else its line in the file (with `exact`, only a line of `loc`
+    itself; else the deepest key of it there is), with the overrides inside `scope` (the
+    section a cross-field check reads; default `loc`) that share the blame."""
+    above = [k for k in overrides if loc[: len(k.split("."))] == k.split(".")]
+    if above:
+        key = max(above, key=len)
+        return f"{key}={_show(overrides[key])} (command line)"
+    scope = loc if scope is None else scope
+    inside = [
+        f"{k}={_show(v)}" for k, v in overrides.items() if k.split(".")[: len(scope)] == scope
+    ]
+    line = _line_of(root, loc, exact=exact or bool(inside))  # a section only overrides wrote
+    where = f"line {line}" if line else ""
+    if inside:
+        where += (", " if where else "") + f"with {', '.join(inside)} (command line)"
+    return where
+
+
+def origin_of(field: str, path: Path, overrides: dict[str, Any] | None = None) -> str:
+    """Where a spec field's value comes from, for a message about it: `tunelab.yaml line 12`,
+    `method.r=4 (command line)`, or `the default` when neither sets it."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    try:
+        root = yaml.compose(text) if text else None
+    except yaml.YAMLError:
+        root = None
+    where = _origin(field.split("."), root, overrides or {}, exact=True)
+    if where.startswith("line "):
+        return f"{path.name} {where}"
+    return where or "the default"
+
+
+def _show(value: Any) -> str:
+    """An override's value as the user could have typed it."""
+    if isinstance(value, str):
+        return value
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
+    return text.removesuffix("...").strip()
+
+
+def _line_of(node: Any, loc: list[str], exact: bool = False) -> int | None:
+    """The 1-based YAML line of the deepest existing key on the path `loc` (with `exact`:
+    of `loc` itself, None when the file does not have it)."""
     line = None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             match = next((v for k, v in node.value if k.value == part), None)
             if match is None:
-                return line
+                return None if exact else line
             key = next(k for k, v in node.value if v is match)
             line, node = key.start_mark.line + 1, match
         elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
             node = node.value[int(part)]
             line = node.start_mark.line + 1
         else:
-            return line
+            return None if exact else line
     return line
 
 

@@ -8,19 +8,29 @@ Layout::
       data/<version>/               manifest.json, report.json, quarantine.jsonl,
                                     train.jsonl, validation.jsonl, test.jsonl (sealed)
       runs/<id>/record.json         one folder per run, never deleted
+
+Every write is whole or absent, whatever moment a kill lands: files go through
+`atomic_write_text` (a temporary file, fsync, rename, fsync of the folder), folders through
+`atomic_dir`, and the event log through `append_line` (one fsynced append, a line cut short by a
+full disk taken back). A name left behind by a kill starts with `.` and ends in `.tmp`; no
+reader looks at it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.stopping import held
 
 STORE_DIR = ".tunelab"
 SPLITS = ("train", "validation", "test")
@@ -33,6 +43,26 @@ class StoreError(TunelabError):
 
 class SealedError(StoreError):
     """Something other than `final` tried to read the sealed test split."""
+
+
+class RunNameError(StoreError):
+    """A run name that cannot be part of a folder name safely."""
+
+
+RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+"""A run name: 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.` or `-`, and
+(checked beside it) without `..`. Run ids (`r003-lora`) follow the same rule."""
+
+
+def check_run_name(name: str) -> str:
+    """`name` if it can name a run's folder; otherwise RunNameError saying what is allowed."""
+    if not RUN_NAME.fullmatch(name) or ".." in name:
+        raise RunNameError(
+            f"run name {name!r} is not allowed: a run name becomes part of its folder's name "
+            "(.tunelab/runs/r003-NAME), so it is 1 to 64 letters, digits, '.', '_' or '-', "
+            "does not start with '.' or '-' and has no '..'; e.g. --name lora-r16."
+        )
+    return name
 
 
 def now() -> str:
@@ -49,7 +79,8 @@ _UMASK = _umask()
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file, fsync, rename: a kill leaves the old or the new file."""
+    """Write via a temporary file, fsync, rename, fsync the folder: a kill leaves the old or
+    the new file, never part of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -59,9 +90,87 @@ def atomic_write_text(path: Path, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:  # name the file in the message
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
+    _fsync(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    """Make a file's content, or a folder's entries (a rename, a new file), durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_dir(path: Path, replace: bool = False) -> Iterator[Path]:
+    """A folder written whole or not at all.
+
+    Yields a hidden temporary folder beside `path` to write into. When the block ends, its
+    files are fsynced and it is renamed to `path`, which must be absent or empty; with
+    `replace`, an existing `path` is swapped out and removed. An error or Ctrl-C removes the
+    temporary folder and leaves `path` as it was; so does a kill, short of the hidden folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it 0700
+        yield tmp
+        for file in (f for f in tmp.rglob("*") if f.is_file()):
+            _fsync(file)
+        _swap_in(tmp, path, replace)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
+    """Rename `tmp` to `path`; with `replace`, the folder already there is moved aside first
+    (and put back if the rename fails), then removed."""
+    old = None
+    if replace and path.exists():
+        old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+        os.replace(path, old)  # onto an empty folder
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        if old is not None:
+            os.replace(old, path)
+        raise
+    _fsync(path.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line to a log, whole: a single write, fsynced with its folder.
+
+    Ctrl-C or SIGTERM waits until the line is written. A write cut short (a full disk, a
+    file-size limit) is taken back, so the next line does not land on a half one; and a line
+    left without its newline (by a kill of an older version) gets one before the next."""
+    data = (line + "\n").encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with held():
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError as err:
+                os.ftruncate(fd, size)
+                raise OSError(err.errno, err.strerror, str(path)) from err
+        finally:
+            os.close(fd)
+        _fsync(path.parent)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -91,12 +200,9 @@ class Store:
     # --- events --------------------------------------------------------------------------
 
     def log_event(self, event: str, **fields: Any) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Append one event to `events.jsonl`, whole and durable (see `append_line`)."""
         line = json.dumps({"time": now(), "event": event, **fields}, ensure_ascii=False)
-        with (self.root / "events.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_line(self.root / "events.jsonl", line)
 
     def events(self, strict: bool = False) -> list[dict]:
         """The event log. A damaged line (a write cut short by a kill) is skipped, unless
@@ -155,7 +261,9 @@ class Store:
         return self.root / "runs"
 
     def new_run(self, name: str) -> tuple[str, Path]:
-        """Reserve the next run id (`r003-lora`) and its folder; ids are never reused."""
+        """Reserve the next run id (`r003-lora`) and its folder; ids are never reused. The
+        name is checked first (`check_run_name`)."""
+        check_run_name(name)
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         n = len([p for p in self.runs_dir.iterdir() if p.is_dir()]) + 1
         while True:
@@ -206,8 +314,10 @@ class Store:
         return None
 
     def run_dir(self, run_id: str) -> Path:
+        """The folder of an existing run; an id that is not a run's (`..`, a path) is none."""
         path = self.runs_dir / run_id
-        if not (path / "record.json").exists():
+        valid = RUN_NAME.fullmatch(run_id) and ".." not in run_id
+        if not valid or not (path / "record.json").exists():
             known = ", ".join(r["id"] for r in self.runs()) or "none yet"
             raise StoreError(f"no run {run_id!r} in {self.lab}; known runs: {known}")
         return path

@@ -1,31 +1,44 @@
-"""Loaders keyed by `Source.type`, and the row checks every loader shares.
+"""Loading the sources: each read by its format's reader, then the row checks every format shares.
 
-A loader only knows its file format: it yields raw records (a dict keyed by column name,
-with the file and line it came from) or a `Rejection` when the bytes themselves are bad
-(encoding, broken JSON). `check_record` then turns a raw record into an `Example` or a
-`Rejection`, so the rules on fields and labels are written once for every format.
-Nothing is dropped silently: each bad row becomes a quarantine entry with file and line.
+A reader (`formats.py`) yields raw records or a `Rejection` when the bytes themselves are bad;
+`check_record` turns a raw record into an `Example` or a `Rejection`, so the rules on fields
+and labels are written once for every format. Nothing is dropped silently: each bad row
+becomes a quarantine entry with file and line. Where a source may be read from is
+`paths.py`'s rule.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tunelab.core.digest import sha256_path
-from tunelab.core.errors import TunelabError
 from tunelab.core.spec import DataSpec, Fields, Source
 from tunelab.core.store import SPLITS
+from tunelab.data.formats import (
+    LOADERS,
+    DataError,
+    Record,
+    Rejection,
+    get_loader,
+    is_dataset_dict,
+)
+from tunelab.data.paths import Located, locate
 
-
-class DataError(TunelabError):
-    """The data cannot be built as the spec says; the message names the spec field."""
+__all__ = [
+    "LOADERS",
+    "DataError",
+    "Example",
+    "Loaded",
+    "Record",
+    "Rejection",
+    "check_record",
+    "get_loader",
+    "load_sources",
+]
 
 
 @dataclass
@@ -50,7 +63,7 @@ class Example:
 
     def reject(self, kind: str, reason: str) -> Rejection:
         """Quarantine this row at a later stage (cleaning, id checks), keeping where it was."""
-        return Rejection(self.file, self.line, kind, reason)
+        return Rejection(self.file, self.line, kind, reason, self.source)
 
     def to_row(self) -> dict[str, str]:
         row = {"id": self.id, "text": self.text, "label": self.label}
@@ -75,125 +88,6 @@ class Example:
 _DIGITS = re.compile(r"(\d+)")
 
 
-@dataclass
-class Rejection:
-    """A quarantined row: where it was, what kind of problem, and the reason in words."""
-
-    file: str
-    line: int | None
-    kind: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "kind": self.kind, "reason": self.reason}
-
-
-@dataclass
-class Record:
-    """A raw row as the file holds it, before any field is checked."""
-
-    file: str
-    line: int | None
-    values: dict[str, Any]
-
-
-Loader = Callable[[Path, str, Fields], Iterator["Record | Rejection"]]
-
-
-def _jsonl(path: Path, shown: str, fields: Fields) -> Iterator[Record | Rejection]:
-    """Decode line by line so one bad line costs only itself."""
-    for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            yield Rejection(shown, n, "bad_encoding", f"not valid UTF-8: {err.reason}")
-            continue
-        line = line.removeprefix("\ufeff") if n == 1 else line
-        if not line.strip():
-            continue
-        try:
-            values = json.loads(line)
-        except json.JSONDecodeError as err:
-            yield Rejection(shown, n, "broken_json", f"not valid JSON: {err.msg}")
-            continue
-        if not isinstance(values, dict):
-            yield Rejection(shown, n, "not_an_object", "a JSON line must be an object")
-            continue
-        yield Record(shown, n, values)
-
-
-def _csv(path: Path, shown: str, fields: Fields) -> Iterator[Record | Rejection]:
-    """Bad bytes are kept as surrogates while parsing, then the record holding them is
-    rejected: quoted fields may span lines, so lines cannot be decoded one by one."""
-    text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    header: list[str] | None = None
-    start = 1
-    while True:
-        try:
-            cells = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:  # e.g. a quote inside a quoted field that is not doubled
-            line, start = start, reader.line_num + 1
-            if header is None:
-                raise DataError(
-                    f"{shown}:{line}: the CSV header cannot be parsed ({err})"
-                ) from None
-            yield Rejection(shown, line, "malformed_row", f"not valid CSV: {err}")
-            continue
-        line, start = start, reader.line_num + 1
-        if not any(c.strip() for c in cells):
-            continue
-        if _has_surrogate(cells):
-            if header is None:
-                raise DataError(f"{shown}: the CSV header is not valid UTF-8")
-            yield Rejection(shown, line, "bad_encoding", "not valid UTF-8")
-        elif header is None:
-            header = [c.strip() for c in cells]
-        elif len(cells) > len(header):
-            yield Rejection(
-                shown, line, "malformed_row", f"{len(cells)} cells for {len(header)} columns"
-            )
-        else:
-            yield Record(shown, line, dict(zip(header, cells, strict=False)))
-
-
-def _has_surrogate(cells: list[str]) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for c in cells for ch in c)
-
-
-def _folder(path: Path, shown: str, fields: Fields) -> Iterator[Record | Rejection]:
-    """One sub-folder per label, one file per example, read in sorted order. Hidden files
-    (`.DS_Store`, editor swap files) are not data and are skipped."""
-    if not path.is_dir():
-        raise DataError(f"{shown}: a folder source must be a folder of label sub-folders")
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = file.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        file_shown = f"{shown}/{rel.as_posix()}"
-        if len(rel.parts) < 2:
-            yield Rejection(file_shown, None, "outside_label_folder", "not inside a label folder")
-            continue
-        try:
-            text = file.read_bytes().decode("utf-8").removeprefix("\ufeff")
-        except UnicodeDecodeError as err:
-            yield Rejection(file_shown, None, "bad_encoding", f"not valid UTF-8: {err.reason}")
-            continue
-        yield Record(file_shown, None, {fields.text: text, fields.label: rel.parts[0]})
-
-
-LOADERS: dict[str, Loader] = {"jsonl": _jsonl, "csv": _csv, "folder": _folder}
-
-
-def get_loader(name: str) -> Loader:
-    try:
-        return LOADERS[name]
-    except KeyError:
-        raise TunelabError(f"unknown source type {name!r}; known: {sorted(LOADERS)}") from None
-
-
 def check_record(
     rec: Record,
     fields: Fields,
@@ -211,9 +105,14 @@ def check_record(
     needed = [fields.text, answer] + [f for f in (fields.id, fields.group) if f is not None]
     if split is None and fields.split is not None:
         needed.append(fields.split)
-    missing = [f for f in needed if rec.values.get(f) is None]
-    if missing:
-        return reject("missing_field", f"missing field(s): {', '.join(missing)}")
+    absent = [f for f in needed if f not in rec.values]
+    if absent:
+        return reject(
+            "missing_field", f"missing field(s): {', '.join(absent)} ({_has(rec.values)})"
+        )
+    null = [f for f in needed if rec.values[f] is None]
+    if null:
+        return reject("null_field", f"null value in field(s): {', '.join(null)}")
     text = rec.values[fields.text]
     if not isinstance(text, str):
         return reject("bad_text_type", f"text must be a string, got {type(text).__name__}")
@@ -249,9 +148,31 @@ def check_record(
         return reject("bad_key", f"{', '.join(bad)} must be a non-empty string or integer")
     example_id = ids[fields.id] if fields.id else origin
     group = ids[fields.group] if fields.group else None
+    if not _encodable(text, label, target, example_id, group):
+        return reject(
+            "bad_encoding", "a lone surrogate (an escape such as \\ud800 is no character)"
+        )
     return Example(
         example_id, text, label, rec.file, rec.line, group=group, split=split, target=target
     )
+
+
+def _has(values: dict[str, Any]) -> str:
+    """The fields a row does have, for a reason that says why the wanted ones are missing."""
+    if not values:
+        return "the row has no fields"
+    names = ", ".join(repr(k) for k in list(values)[:8])
+    return f"the row has {names}" + (", ..." if len(values) > 8 else "")
+
+
+def _encodable(*values: Any) -> bool:
+    """False when a string holds a lone surrogate (a JSON `\\ud800` escape): such a row
+    could never be written back as UTF-8."""
+    try:
+        json.dumps(values, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _as_str(value: Any) -> str | None:
@@ -268,7 +189,8 @@ class Loaded:
     examples: list[Example]
     rejections: list[Rejection]
     sources: list[dict[str, Any]]
-    """Each source with its type, path, user split and content sha256 (for the manifest)."""
+    """Each source as the manifest records it: name, type, path (as in ids), user split,
+    content sha256, rows read, the resolved path and a folder's files."""
     rows_read: int
     presplit: bool
 
@@ -276,47 +198,71 @@ class Loaded:
 def load_sources(
     data: DataSpec, labels: list[str] | None, lab: Path, generative: bool = False
 ) -> Loaded:
-    """Read every source; ids must be unique across them (later copies are quarantined)."""
-    presplit = data.fields.split is not None or any(s.split for s in data.sources)
+    """Read every source; ids must be unique across them (later copies are quarantined).
+    Every path is checked (`paths.locate`) before any file is read."""
+    located = [locate(s, i, lab, data.allow_outside_lab) for i, s in enumerate(data.sources)]
+    whole = [
+        s.type == "hf_dataset" and s.split is None and is_dataset_dict(where.path)
+        for s, where in zip(data.sources, located, strict=True)
+    ]  # a saved DatasetDict brings its own split
+    presplit = data.fields.split is not None or any(s.split for s in data.sources) or any(whole)
     out = Loaded([], [], [], 0, presplit)
     seen: set[str] = set()
     for i, source in enumerate(data.sources):
-        path, shown = _resolve(source, i, lab)
-        _check_source(source, i, data.fields, presplit)
-        loader = get_loader(source.type)
-        for item in loader(path, shown, data.fields):
-            out.rows_read += 1
+        _check_source(source, i, data.fields, presplit and not whole[i])
+    for i, (source, where) in enumerate(zip(data.sources, located, strict=True)):
+        rows = _read_source(source, i, where, data.fields, labels, generative, seen, out)
+        out.sources.append(
+            {
+                "name": source.source_name,
+                "type": source.type,
+                "path": where.shown,
+                "split": source.split,
+                "sha256": sha256_path(where.path),
+                "rows": rows,
+                **where.record(),
+            }
+        )
+    return out
+
+
+def _read_source(
+    source: Source,
+    i: int,
+    where: Located,
+    fields: Fields,
+    labels: list[str] | None,
+    generative: bool,
+    seen: set[str],
+    out: Loaded,
+) -> int:
+    """Read one source into `out`; return the rows it had (kept or rejected)."""
+    rows = 0
+    try:
+        for item in get_loader(source.type).read(where.path, where.shown, fields, source.split):
+            rows += 1
             if isinstance(item, Record):
-                item = check_record(item, data.fields, labels, source.split, generative)
+                item = check_record(item, fields, labels, item.split or source.split, generative)
             if isinstance(item, Example) and item.id in seen:
                 item = item.reject("duplicate_id", f"id {item.id!r} is already used")
             if isinstance(item, Rejection):
+                item.source = source.source_name
                 out.rejections.append(item)
             else:
                 seen.add(item.id)
                 item.source = source.source_name
                 out.examples.append(item)
-        out.sources.append(
-            {"type": source.type, "path": shown, "split": source.split, "sha256": sha256_path(path)}
-        )
-    return out
+    except OSError as err:  # unreadable (permissions), or gone while being read
+        raise DataError(
+            f"data.sources[{i}].path: {where.shown} cannot be read ({err.strerror or err})"
+        ) from None
+    out.rows_read += rows
+    return rows
 
 
-def _resolve(source: Source, i: int, lab: Path) -> tuple[Path, str]:
-    path = Path(source.path)
-    path = path if path.is_absolute() else lab / path
-    if not path.exists():
-        raise DataError(f"data.sources[{i}].path: {source.path!r} not found (looked at {path})")
-    try:
-        shown = path.resolve().relative_to(lab.resolve()).as_posix()
-    except ValueError:
-        shown = str(path)
-    return path, shown
-
-
-def _check_source(source: Source, i: int, fields: Fields, presplit: bool) -> None:
-    get_loader(source.type)
-    if presplit and source.split is None and fields.split is None:
+def _check_source(source: Source, i: int, fields: Fields, needs_split: bool) -> None:
+    """`needs_split`: the data comes already split and this source brings no split itself."""
+    if needs_split and source.split is None and fields.split is None:
         raise DataError(
             f"data.sources[{i}].split: other sources are already split; give this one a "
             "split too (train, validation or test), or name a split column in data.fields.split"

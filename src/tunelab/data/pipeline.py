@@ -1,7 +1,9 @@
 """`tunelab data`: load -> clean -> split -> dedup -> version, and the report of it.
 
 Every row read is accounted for: it is kept, quarantined (with file, line and reason) or
-removed as a duplicate, and the pipeline refuses to finish if those do not add up.
+removed as a duplicate, and the pipeline refuses to finish if those do not add up. Data no lab
+can use (an empty split, one label left, a source whose every row was quarantined) is refused
+before a version is written (`usable.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.dedup import Dedup, deduplicate
 from tunelab.data.loaders import Example, Rejection, load_sources
-from tunelab.data.split import Splits, presplit_examples, split_examples, split_warnings
+from tunelab.data.split import Splits, presplit_examples, split_examples, straddling_groups
+from tunelab.data.usable import check_usable, tally_sources
 from tunelab.data.version import (
     publish,
     rows_id,
@@ -64,23 +67,23 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
     rows = rows_id(dedup.splits)
 
     counts = _tally(loaded.rows_read, dedup, quarantine)
-    warnings = split_warnings(dedup.splits, labels, grouped and loaded.presplit) + long_warnings
-    if conflicts.groups and data.dedup.conflicts == "report":
-        warnings.append(
-            f"{len(conflicts.groups)} text(s) have different labels in different copies, all "
-            "kept (dedup.conflicts: report); see duplicates.conflicts in the report"
-        )
-    if not generative:
-        warnings += imbalance_warnings(dedup.splits.get("train", []))
-    if task_labels:
-        unseen = [label for label in task_labels if label not in seen]
-        if unseen:
-            warnings.append(f"label(s) {unseen} from task.labels have no example")
+    manifest = {
+        "labels": labels,
+        "counts": _split_counts(dedup.splits, labels),
+        "rows": counts,
+        "presplit": loaded.presplit,
+        "rows_id": rows,
+        "sources": tally_sources(loaded.sources, quarantine),
+        "rules": rule_settings(data.cleaning),
+        "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
+    }
+    warnings = check_usable(manifest, spec) + long_warnings  # refuses unusable data
+    warnings += _warnings(spec, dedup.splits, len(conflicts.groups), loaded.presplit, seen)
     report = {
         "version": version,
         "new": new,
         **counts,
-        "splits": _split_counts(dedup.splits, labels),
+        "splits": manifest["counts"],
         "labels": labels,
         "cleaning": cleaned.changed,
         "quarantine": {
@@ -102,19 +105,30 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         "warnings": warnings,
     }
     if new:
-        manifest = {
-            "labels": labels,
-            "counts": report["splits"],
-            "rows": counts,
-            "presplit": loaded.presplit,
-            "rows_id": rows,
-            "sources": loaded.sources,
-            "rules": rule_settings(data.cleaning),
-            "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
-        }
         write_version(store, version, dedup.splits, quarantine, report, manifest, dedup.pairs)
     publish(store, version, new, counts)
     return report
+
+
+def _warnings(
+    spec: Spec, splits: Splits, conflicts: int, presplit: bool, seen: set[str]
+) -> list[str]:
+    """What the report warns of besides usability and long texts: a group in two splits of
+    the user's split, label conflicts kept, class imbalance, task labels never seen."""
+    data, warnings = spec.data, []
+    if data.fields.group is not None and presplit:
+        warnings += straddling_groups(splits)
+    if conflicts and data.dedup.conflicts == "report":
+        warnings.append(
+            f"{conflicts} text(s) have different labels in different copies, all "
+            "kept (dedup.conflicts: report); see duplicates.conflicts in the report"
+        )
+    if not spec.task.generative:
+        warnings += imbalance_warnings(splits.get("train", []))
+        unseen = [label for label in spec.task.labels or [] if label not in seen]
+        if unseen:
+            warnings.append(f"label(s) {unseen} from task.labels have no example")
+    return warnings
 
 
 def _long_texts(

@@ -92,26 +92,13 @@ def presplit_examples(examples: list[Example]) -> Splits:
     return {s: sorted(rows, key=Example.sort_key) for s, rows in out.items()}
 
 
-def split_warnings(splits: Splits, labels: list[str], grouped: bool) -> list[str]:
-    """What a reader of the report should know: empty splits, labels missing from a split,
-    and (for a user's split) groups that straddle splits."""
-    warnings = []
+def straddling_groups(splits: Splits) -> list[str]:
+    """A warning when a user's split puts one group in more than one split (a leak)."""
+    where: dict[str, set[str]] = defaultdict(set)
     for split, rows in splits.items():
-        if not rows:
-            warnings.append(f"the {split} split is empty")
-            continue
-        present = {ex.label for ex in rows}
-        missing = [label for label in labels if label not in present]
-        if missing:
-            warnings.append(f"the {split} split has no example of label(s) {missing}")
-    if grouped:
-        where: dict[str, set[str]] = defaultdict(set)
-        for split, rows in splits.items():
-            for ex in rows:
-                where[str(ex.group)].add(split)
-        straddling = sorted(g for g, s in where.items() if len(s) > 1)
-        if straddling:
-            warnings.append(
-                f"{len(straddling)} group(s) appear in more than one split, e.g. {straddling[:5]}"
-            )
-    return warnings
+        for ex in rows:
+            where[str(ex.group)].add(split)
+    straddling = sorted(g for g, s in where.items() if len(s) > 1)
+    if not straddling:
+        return []
+    return [f"{len(straddling)} group(s) appear in more than one split, e.g. {straddling[:5]}"]

@@ -51,6 +51,7 @@ SPEC = {
         "sources": [{"type": "folder", "path": "{corpus}"}],
         "cleaning": [{"rule": "unicode_nfkc"}, {"rule": "whitespace"}],
         "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
+        "allow_outside_lab": True,  # the data is read where it is installed
     },
     "model": {"path": "{model}", "max_length": 128},
     "method": {

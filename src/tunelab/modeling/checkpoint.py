@@ -10,6 +10,7 @@ rename, so a kill at any moment leaves a complete checkpoint or the previous one
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -40,7 +41,11 @@ def save_checkpoint(
     rng = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
-    torch.save({"optimizer": optimizer.state_dict(), "rng": rng}, tmp / "optimizer.pt")
+    # into memory first: a full disk is then an OSError naming the file (torch.save writing to
+    # a path reports it as a bare RuntimeError)
+    buffer = io.BytesIO()
+    torch.save({"optimizer": optimizer.state_dict(), "rng": rng}, buffer)
+    (tmp / "optimizer.pt").write_bytes(buffer.getvalue())
     sched = {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
     atomic_write_json(tmp / "state.json", state | {"scheduler": sched})
     old = path.with_name(path.name + ".old")

@@ -187,7 +187,7 @@ def _save_plain_copy(gguf_path: Path, out: Path, dtype: torch.dtype, architectur
     except (ValueError, KeyError, NotImplementedError, ImportError, OSError) as exc:
         raise _load_error(gguf_path, architecture, exc) from exc
     _make_plain(model)
-    model.save_pretrained(out)
+    model.save_pretrained(out, safe_serialization=True)  # the default; said for 4.x
     tokenizer.save_pretrained(out)
     return type(model).__name__
 

@@ -19,8 +19,13 @@ from tunelab.core.digest import sha256_file, sha256_files
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.core.store import STORE_DIR
+from tunelab.modeling.safety import (
+    WEIGHT_SUFFIXES,
+    remote_code,
+    remote_kwargs,
+    require_safetensors,
+)
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -51,6 +56,7 @@ def resolve_path(spec: ModelSpec, lab: Path) -> Path:
             f"model.path {spec.path!r}: no config.json in {path}. tunelab loads local models "
             "only; point model.path at a folder saved with save_pretrained."
         )
+    require_safetensors(path, f"model.path {spec.path!r}")
     return path
 
 
@@ -71,7 +77,9 @@ TOKENIZER_FILES = (
 def identity(spec: ModelSpec, lab: Path) -> dict:
     """Name, revision and sha256 digests: the base an adapter is bound to. `weights_sha256`
     covers the weight files together; `files` holds the sha256 of each weight file, of the
-    config and of the tokenizer files. For a GGUF base the identity is the GGUF file's hash."""
+    config and of the tokenizer files (only `.safetensors` weights count: pickles are refused).
+    With `trust_remote_code`, `remote_code` holds the sha256 of each Python file the folder lets
+    run. For a GGUF base the identity is the GGUF file's hash."""
     source = _spec_path(spec, lab)
     if source.suffix == ".gguf":
         sha = sha256_file(source)
@@ -89,7 +97,7 @@ def identity(spec: ModelSpec, lab: Path) -> dict:
     combined, each = sha256_files(files)
     others = [path / "config.json", *(path / n for n in TOKENIZER_FILES)]
     each |= {f.name: sha256_file(f) for f in others if f.is_file()}
-    return {
+    found = {
         "path": str(path),
         "name": _name(path),
         "revision": spec.revision,
@@ -97,6 +105,9 @@ def identity(spec: ModelSpec, lab: Path) -> dict:
         "weight_files": [f.name for f in files],
         "files": dict(sorted(each.items())),
     }
+    if spec.trust_remote_code:
+        found["remote_code"] = remote_code(path)
+    return found
 
 
 GENERIC_NAMES = frozenset({"model", "models", "weights", "base", "checkpoint"})
@@ -108,16 +119,20 @@ def _name(path: Path) -> str:
 
 
 def load_tokenizer(spec: ModelSpec, lab: Path) -> PreTrainedTokenizerBase:
-    return AutoTokenizer.from_pretrained(
-        resolve_path(spec, lab), trust_remote_code=spec.trust_remote_code
-    )
+    path = resolve_path(spec, lab)
+    return AutoTokenizer.from_pretrained(path, **remote_kwargs(spec, path))
+
+
+def _weights_kwargs(spec: ModelSpec, path: Path) -> dict:
+    """What every load of pretrained weights passes: safetensors only, the dtype, and
+    `trust_remote_code` (warned about)."""
+    return {"use_safetensors": True, "dtype": DTYPES[spec.dtype], **remote_kwargs(spec, path)}
 
 
 def load_encoder(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
     """The bare pretrained encoder (no head), frozen, for the linear-probe baseline."""
-    model = AutoModel.from_pretrained(
-        resolve_path(spec, lab), dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
-    )
+    path = resolve_path(spec, lab)
+    model = AutoModel.from_pretrained(path, **_weights_kwargs(spec, path))
     return model.to(device).eval().requires_grad_(False)
 
 
@@ -125,22 +140,21 @@ def load_classifier(
     spec: ModelSpec, lab: Path, labels: list[str], device: torch.device
 ) -> PreTrainedModel:
     """A sequence classifier on the pretrained encoder with a new head for `labels`."""
+    path = resolve_path(spec, lab)
     model = AutoModelForSequenceClassification.from_pretrained(
-        resolve_path(spec, lab),
+        path,
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={label: i for i, label in enumerate(labels)},
-        dtype=DTYPES[spec.dtype],
-        trust_remote_code=spec.trust_remote_code,
+        **_weights_kwargs(spec, path),
     )
     return model.to(device)
 
 
 def load_causal(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
     """A causal LM for generation, or for classification by scoring label texts."""
-    model = AutoModelForCausalLM.from_pretrained(
-        resolve_path(spec, lab), dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
-    )
+    path = resolve_path(spec, lab)
+    model = AutoModelForCausalLM.from_pretrained(path, **_weights_kwargs(spec, path))
     return model.to(device)
 
 
@@ -274,9 +288,12 @@ def load_trained(
     """A run's trained model: the classifier (labels given) or the causal LM."""
     if labels is not None:
         return load_trained_classifier(spec, lab, labels, weights, device)
+    require_safetensors(weights, "the trained weights")
     if (weights / "adapter_config.json").exists():
         return PeftModel.from_pretrained(load_causal(spec, lab, device), weights).to(device).eval()
-    model = AutoModelForCausalLM.from_pretrained(weights, dtype=DTYPES[spec.dtype])
+    model = AutoModelForCausalLM.from_pretrained(
+        weights, dtype=DTYPES[spec.dtype], use_safetensors=True
+    )
     return model.to(device).eval()
 
 
@@ -284,8 +301,11 @@ def load_trained_classifier(
     spec: ModelSpec, lab: Path, labels: list[str], weights: Path, device: torch.device
 ) -> torch.nn.Module:
     """Rebuild a trained classifier from a run's saved weights (adapter or full model)."""
+    require_safetensors(weights, "the trained weights")
     if (weights / "adapter_config.json").exists():
         base = load_classifier(spec, lab, labels, device)
         return PeftModel.from_pretrained(base, weights).to(device).eval()
-    model = AutoModelForSequenceClassification.from_pretrained(weights, dtype=DTYPES[spec.dtype])
+    model = AutoModelForSequenceClassification.from_pretrained(
+        weights, dtype=DTYPES[spec.dtype], use_safetensors=True
+    )
     return model.to(device).eval()

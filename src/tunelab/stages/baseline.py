@@ -1,130 +1,217 @@
-"""`tunelab baseline`: the honest starting points of a classifier whose head is new.
+"""`tunelab baseline`: the honest starting points, each saved as a run record with per-example
+predictions on validation.
 
-Two baselines, each saved as a run record with per-example predictions on validation:
+- **majority** (a classifier whose head is new): always the most common train label, what
+  "better than nothing" means;
+- **probe** (the same): a logistic regression on the frozen encoder's mean-pooled embeddings,
+  what the encoder already knows without fine-tuning. Its fitted head is stored beside the run
+  as safetensors (`modeling.probe`), so `tunelab final` can score it on the sealed test split;
+- **zero-shot** (a causal LM): the base model itself, with the lab's template and decoding.
 
-- **majority**: always predict the most common train label (what "better than nothing" means);
-- **probe**: a logistic regression on the frozen pretrained encoder's mean-pooled embeddings
-  (what the encoder already knows without any fine-tuning).
+Each record is opened before its work starts and closed however the work ends (`completed`,
+`failed` with the error, `interrupted` on Ctrl-C or SIGTERM: `ledger.recording`), so no
+baseline is left `running`, to be shown as `lost`.
+
+A baseline is measured once: one already completed with the same method and name, on the same
+data version, base model (weights, config and tokenizer hashes), dtype and evaluation protocol,
+is not measured again. When every baseline the lab has is already there, the command is refused;
+`--name NAME` records another one (`r007-probe-NAME`) on purpose.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 
-import numpy as np
-import torch
 from rich.console import Console
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from tunelab.core import ledger
+from tunelab.core.digest import sha256_file
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
-from tunelab.core.store import write_jsonl
+from tunelab.core.store import check_run_name, write_jsonl
 from tunelab.modeling.model import identity, load_causal, load_encoder, load_tokenizer
-from tunelab.modeling.render import Encoded, collate, encode_classification, make_renderer
+from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, save_head
+from tunelab.modeling.render import make_renderer
 from tunelab.training.evaluate import evaluate_rows, protocol, score
 
+BASELINES = {"encoder": ("majority", "probe"), "causal": ("zero-shot",)}
+"""The baselines of each model kind, in the order they are measured."""
+IDENTITY_LOCATION = ("path", "name")
+"""Identity fields that say where the base model is, not what it is."""
 
-def run_baseline(lab: Lab, console: Console | None = None) -> dict:
+
+class DuplicateBaselineError(TunelabError):
+    """Every baseline of the lab is already recorded under the same conditions."""
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What a baseline measures on: the data version and its rows, the base model, the name."""
+
+    version: str
+    labels: list[str]
+    train: list[dict]
+    validation: list[dict]
+    base: dict
+    name: str | None
+
+    def run_name(self, method: str) -> str:
+        return run_name(method, self.name)
+
+
+def run_name(method: str, name: str | None) -> str:
+    """A baseline's run name: its method, then `-NAME` when given one."""
+    return method if name is None else f"{method}-{name}"
+
+
+def run_baseline(lab: Lab, console: Console | None = None, name: str | None = None) -> dict:
+    """Measure the lab's baselines not yet recorded under these conditions; `already` lists the
+    ones that were (and so were not measured again). Refused (DuplicateBaselineError) when
+    every one was."""
     store, spec = lab.store, lab.spec
+    if name is not None:
+        check_run_name(name)
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
-    train, val = store.read_split(version, "train"), store.read_split(version, "validation")
     base = identity(spec.model, lab.path)
-    if spec.model_kind == "causal":
-        return {"data_version": version, "runs": [_zero_shot(lab, version, labels, val, base)]}
+    methods = BASELINES[spec.model_kind]
+    found = identical_baselines(lab, version, base, name)
+    already = [found[m] for m in methods if m in found]
+    if len(already) == len(methods):
+        raise DuplicateBaselineError(_duplicate_message(already, version, base))
+    train, validation = store.read_split(version, "train"), store.read_split(version, "validation")
+    at = Conditions(version, labels, train, validation, base, name)
+    runs = [MEASURES[m](lab, at, console) for m in methods if m not in found]
+    return {"data_version": version, "runs": runs, "already": already}
 
-    majority_label = Counter(e["label"] for e in train).most_common(1)[0][0]
-    majority = [{"id": e["id"], "gold": e["label"], "predicted": majority_label} for e in val]
-    runs = [_save(lab, "majority", version, labels, majority, {"label": majority_label}, base)]
 
-    tokenizer = load_tokenizer(spec.model, lab.path)
-    encoder = load_encoder(spec.model, lab.path, lab.device)
-    pad = tokenizer.pad_token_id
-    if console:
-        console.print(f"[dim]embedding {len(train)} train and {len(val)} validation examples…[/]")
-    enc_train = encode_classification(tokenizer, train, labels, spec.model.max_length)
-    enc_val = encode_classification(tokenizer, val, labels, spec.model.max_length)
-    x_train = embed(encoder, enc_train, spec.evaluation.batch_size, lab.device, pad)
-    x_val = embed(encoder, enc_val, spec.evaluation.batch_size, lab.device, pad)
-    probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-    probe.fit(x_train, [e["label"] for e in train])
-    probs = probe.predict_proba(x_val)
-    classes = list(probe.classes_)
-    predicted = [
-        {
-            "id": e["id"],
-            "gold": e["label"],
-            "predicted": classes[int(p.argmax())],
-            "confidence": round(float(p.max()), 4),
-        }
-        for e, p in zip(val, probs, strict=True)
-    ]
-    probe_info = {
-        "model": "StandardScaler + LogisticRegression(max_iter=2000)",
-        "features": "mean-pooled last hidden state of the frozen encoder",
+# --- one identical measurement is enough ----------------------------------------------------------
+
+
+def identical_baselines(lab: Lab, version: str, base: dict, name: str | None) -> dict[str, dict]:
+    """The newest completed baseline per method measured as this one would be: same method and
+    run name, data version, base model (not where it lies), dtype and protocol. As
+    `{method: {"id", "method"}}`."""
+    spec = lab.spec
+    wanted = {
+        "data_version": version,
+        "base": _what(base),
+        "dtype": spec.model.dtype,
+        "protocol": json.loads(json.dumps(protocol(spec))),  # as a record holds it
     }
-    runs.append(_save(lab, "probe", version, labels, predicted, probe_info, base))
-    return {"data_version": version, "runs": runs}
+    names = {m: run_name(m, name) for m in BASELINES[spec.model_kind]}
+    found: dict[str, dict] = {}
+    for record in lab.store.runs():
+        method = record.get("method")
+        if (
+            record.get("kind") == "baseline"
+            and record.get("status") == "completed"
+            and names.get(method) == record.get("name")
+            and _conditions(record) == wanted
+        ):
+            found[method] = {"id": record["id"], "method": method}
+    return found
 
 
-def _zero_shot(lab: Lab, version: str, labels: list[str], val: list[dict], base: dict) -> dict:
-    renderer = make_renderer(lab.spec, load_tokenizer(lab.spec.model, lab.path), labels, lab.path)
-    model = load_causal(lab.spec.model, lab.path, lab.device)
-    e = lab.spec.evaluation
-    predictions, metrics = evaluate_rows(
-        model, renderer, val, e.batch_size, e.max_new_tokens, lab.device
+def _conditions(record: dict) -> dict:
+    return {
+        "data_version": record.get("data_version"),
+        "base": _what(record.get("base_model") or {}),
+        "dtype": record.get("spec", {}).get("model", {}).get("dtype", "float32"),
+        "protocol": record.get("protocol"),
+    }
+
+
+def _what(base: dict) -> dict:
+    """A base model's identity without its location: the same model moved is the same."""
+    return {k: v for k, v in base.items() if k not in IDENTITY_LOCATION}
+
+
+def _duplicate_message(already: list[dict], version: str, base: dict) -> str:
+    ids = ", ".join(a["id"] for a in already)
+    return (
+        f"the baselines of data version {version} are already recorded ({ids}), with the same "
+        f"base model (weights sha256 {base['weights_sha256'][:12]}…), dtype and evaluation "
+        "protocol: measuring them again adds nothing. To record another one on purpose, give "
+        "it a name: `tunelab baseline --name NAME`."
     )
-    info = {"model": "the base model, zero-shot, with the lab's template and decoding"}
-    return _save(lab, "zero-shot", version, labels, predictions, info, base, metrics)
 
 
-def _save(
-    lab: Lab,
-    name: str,
-    version: str,
-    labels: list[str],
-    predictions: list[dict],
-    info: dict,
-    base: dict,
-    metrics: dict | None = None,
-) -> dict:
-    record, run_dir = ledger.open_run(
+# --- the measurements, each inside its own record ------------------------------------------------
+
+
+def _open(lab: Lab, at: Conditions, method: str, info: dict) -> tuple[dict, Path]:
+    return ledger.open_run(
         lab,
-        name,
+        at.run_name(method),
         "baseline",
-        version,
-        method=name,
-        base_model=base,
+        at.version,
+        method=method,
+        base_model=at.base,
         baseline=info,
         protocol=protocol(lab.spec),
     )
+
+
+def _finish(lab: Lab, record: dict, run_dir: Path, predictions: list[dict], at: Conditions):
+    """Write the predictions and score them (unless the measurement scored them itself)."""
     write_jsonl(run_dir / "predictions.jsonl", predictions)
-    record["metrics"] = metrics or score(lab.spec.task.type, predictions, labels)
-    ledger.close_run(lab, record, "completed")
+    record["metrics"] = record.get("metrics") or score(lab.spec.task.type, predictions, at.labels)
+
+
+def measure_majority(lab: Lab, at: Conditions, console: Console | None = None) -> dict:
+    """Always the most common train label."""
+    label = Counter(e["label"] for e in at.train).most_common(1)[0][0]
+    record, run_dir = _open(lab, at, "majority", {"label": label})
+    with ledger.recording(lab, record):
+        predictions = [
+            {"id": e["id"], "gold": e["label"], "predicted": label} for e in at.validation
+        ]
+        _finish(lab, record, run_dir, predictions, at)
     return record
 
 
-@torch.no_grad()
-def embed(
-    encoder: torch.nn.Module,
-    examples: list[Encoded],
-    batch_size: int,
-    device: torch.device,
-    pad_id: int,
-) -> np.ndarray:
-    """Mean of the last hidden states over real (unpadded) tokens, one row per example."""
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
-    rows: list[np.ndarray | None] = [None] * len(examples)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        batch = collate([examples[i] for i in idx], pad_id, device)
-        hidden = encoder(
-            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-        ).last_hidden_state.float()
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        pooled = (hidden * mask).sum(1) / mask.sum(1)
-        for row, i in enumerate(idx):
-            rows[i] = pooled[row].cpu().numpy()
-    return np.stack(rows)
+def measure_probe(lab: Lab, at: Conditions, console: Console | None = None) -> dict:
+    """A linear head fitted on the frozen encoder's embeddings of train, applied to validation;
+    the head is saved as safetensors beside the record."""
+    spec = lab.spec
+    info = {"model": HEAD_MODEL, "features": "mean-pooled last hidden state of the frozen encoder"}
+    record, run_dir = _open(lab, at, "probe", info)
+    with ledger.recording(lab, record):
+        tokenizer = load_tokenizer(spec.model, lab.path)
+        encoder = load_encoder(spec.model, lab.path, lab.device)
+        if console:
+            n, m = len(at.train), len(at.validation)
+            console.print(f"[dim]embedding {n} train and {m} validation examples…[/]")
+        e, length = spec.evaluation, spec.model.max_length
+        x_train, x_val = (
+            features(encoder, tokenizer, rows, at.labels, length, e.batch_size, lab.device)
+            for rows in (at.train, at.validation)
+        )
+        head = fit_head(x_train, [row["label"] for row in at.train])
+        save_head(head, run_dir / HEAD_FILE)
+        record["baseline"]["head"] = {"file": HEAD_FILE, "sha256": sha256_file(run_dir / HEAD_FILE)}
+        _finish(lab, record, run_dir, head.predictions(at.validation, x_val), at)
+    return record
+
+
+def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) -> dict:
+    """The base causal LM, zero-shot, with the lab's template and decoding."""
+    info = {"model": "the base model, zero-shot, with the lab's template and decoding"}
+    record, run_dir = _open(lab, at, "zero-shot", info)
+    with ledger.recording(lab, record):
+        tokenizer = load_tokenizer(lab.spec.model, lab.path)
+        renderer = make_renderer(lab.spec, tokenizer, at.labels, lab.path)
+        model = load_causal(lab.spec.model, lab.path, lab.device)
+        e = lab.spec.evaluation
+        predictions, record["metrics"] = evaluate_rows(
+            model, renderer, at.validation, e.batch_size, e.max_new_tokens, lab.device
+        )
+        _finish(lab, record, run_dir, predictions, at)
+    return record
+
+
+MEASURES = {"majority": measure_majority, "probe": measure_probe, "zero-shot": measure_zero_shot}

@@ -16,11 +16,14 @@ Rules:
   listed by `final_accesses` for the handover, read strictly (a damaged event line is an
   error naming it) and cross-checked against the results in `finals/`.
 - The access is logged (`final` event) as soon as the test rows have been read, before the
-  evaluation: a crash during evaluation still counts as having looked. The result is then
-  written atomically to `.tunelab/finals/<n>-<run>.json`.
-- A trained variant, and the two baselines that need no stored weights (`majority`: its label;
-  `zero-shot`: the base model) can be finalised. The `probe` baseline cannot: its logistic
-  regression is not stored, so it is refused before the seal is touched.
+  evaluation: a crash during evaluation still counts as having looked (a Ctrl-C or SIGTERM
+  then logs `final_interrupted` too). The result is then written atomically to
+  `.tunelab/finals/<n>-<run>.json`.
+- A trained variant and each baseline can be finalised: `majority` (its label), `zero-shot`
+  (the base model) and `probe` (its stored head, `probe_head.safetensors`, applied to the
+  frozen encoder's embeddings of the test rows). A probe recorded before tunelab stored its
+  head, or whose head no longer has the sha256 its record holds, is refused before the seal
+  is touched.
 - No per-example test predictions are stored: only the metrics leave the seal.
 """
 
@@ -29,8 +32,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tunelab.core.digest import sha256_bytes
-from tunelab.core.errors import TunelabError
+from tunelab.core.digest import sha256_bytes, sha256_file
+from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store, StoreError, atomic_write_json
@@ -106,15 +109,48 @@ def _check_run(store: Store, record: dict) -> None:
         raise FinalError(
             f"{record['id']} is {record['status']}: only a completed run can be finalised."
         )
-    if record["kind"] == "baseline" and record.get("method") not in ("majority", "zero-shot"):
+    if record["kind"] == "baseline" and record.get("method") not in BASELINES:
         raise FinalError(
-            f"{record['id']} is the {record.get('method')} baseline, whose fitted model is not "
-            "stored; finalise a trained variant (or the majority / zero-shot baseline)."
+            f"{record['id']} is a {record.get('method')!r} baseline, which final cannot "
+            f"evaluate; it evaluates the {', '.join(BASELINES)} baselines and trained variants."
         )
+    if record["kind"] == "baseline" and record.get("method") == "probe":
+        _check_head(store, record)
     if record["kind"] != "baseline":
         weights = store.run_dir(record["id"]) / record.get("weights", {}).get("dir", "weights")
         if not weights.is_dir():
             raise FinalError(f"{record['id']} has no saved weights at {weights}.")
+
+
+BASELINES = ("majority", "zero-shot", "probe")
+"""The baselines final can evaluate on the test split."""
+
+
+def _check_head(store: Store, record: dict) -> None:
+    """The probe's stored head must be there, as its record hashed it (checked without
+    importing torch, so a refusal stays quick)."""
+    head = (record.get("baseline") or {}).get("head")
+    if not head:
+        raise FinalError(
+            f"{record['id']} is a probe baseline recorded before tunelab stored the probe's "
+            "fitted head, so there is nothing to score on the test split. Measure it again "
+            "with `tunelab baseline --name NAME` and finalise the new probe run."
+        )
+    path = _head_path(store, record)
+    if not path.is_file():
+        raise FinalError(f"{path}: the probe's stored head is missing; measure it again.")
+    actual = sha256_file(path)
+    if actual != head.get("sha256"):
+        raise FinalError(
+            f"{path}: the probe's head changed since it was fitted: its record holds sha256 "
+            f"{head.get('sha256')}, the file has {actual}. Restore the file or measure the "
+            "probe again with `tunelab baseline --name NAME`."
+        )
+
+
+def _head_path(store: Store, record: dict) -> Path:
+    """The probe's head file, in the run's own folder (only the file name is taken)."""
+    return store.run_dir(record["id"]) / Path(record["baseline"]["head"]["file"]).name
 
 
 def _check_verdict(run_id: str, verdict: str | None, comparison: str | None, reason) -> None:
@@ -153,6 +189,8 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
         label = record["baseline"]["label"]
         predictions = [{"id": r["id"], "gold": r["label"], "predicted": label} for r in rows]
         return predictions, score(spec.task.type, predictions, labels)
+    if record["kind"] == "baseline" and record.get("method") == "probe":
+        return _evaluate_probe(lab, record, spec, rows, labels)
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
     if record["kind"] == "baseline":  # zero-shot: the base model itself
         model = load_causal(spec.model, lab.path, lab.device)
@@ -162,6 +200,23 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
         model = load_trained(spec.model, lab.path, weights, lab.device, labels if encoder else None)
     e = spec.evaluation
     return evaluate_rows(model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device)
+
+
+def _evaluate_probe(
+    lab: Lab, record: dict, spec: Spec, rows: list[dict], labels: list[str]
+) -> tuple[list[dict], dict]:
+    """The probe baseline on `rows`: its stored head on the frozen encoder's embeddings, made
+    as the baseline made them for validation."""
+    from tunelab.modeling.model import load_encoder, load_tokenizer
+    from tunelab.modeling.probe import features, load_head
+
+    head = load_head(_head_path(lab.store, record))
+    tokenizer = load_tokenizer(spec.model, lab.path)
+    encoder = load_encoder(spec.model, lab.path, lab.device)
+    e, length = spec.evaluation, spec.model.max_length
+    x = features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
+    predictions = head.predictions(rows, x)
+    return predictions, score(spec.task.type, predictions, labels)
 
 
 def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
@@ -195,7 +250,16 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     }
     store.log_event("final", **access)
 
-    _, metrics = _evaluate(lab, record, spec, rows)
+    try:
+        _, metrics = _evaluate(lab, record, spec, rows)
+    except KeyboardInterrupt as err:  # the look is logged; say so, and that no result exists
+        store.log_event("final_interrupted", n=n, run=run_id)
+        raise Interrupted(
+            stop_cause(err),
+            f"the test split was opened for {run_id} (access {n}, logged) but no result was "
+            "written; opening it again needs --reason.",
+            run=run_id,
+        ) from err
     primary = spec.hypothesis.metric if spec.hypothesis else None
     result = {
         **access,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
-
 from tunelab.core.errors import TunelabError
 
 name = "classification"
@@ -16,6 +14,8 @@ group_key = "per_class"
 
 def metrics(gold: list[str], predicted: list[str], labels: list[str]) -> dict:
     """All classification metrics for one set of predictions, keyed as guardrails name them."""
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support  # 3 s to import
+
     if len(gold) != len(predicted):
         raise TunelabError(f"{len(gold)} gold labels but {len(predicted)} predictions")
     if not gold:

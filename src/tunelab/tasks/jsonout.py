@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+if TYPE_CHECKING:  # jsonschema is imported when a schema is first compiled (70 ms at start-up)
+    from jsonschema.protocols import Validator
 
 from tunelab.core.errors import TunelabError
 
@@ -66,6 +64,10 @@ def _short(message: str) -> str:
 
 @lru_cache(maxsize=32)
 def _compile(canonical: str) -> Validator:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
     schema = json.loads(canonical)
     cls = validator_for(schema, default=Draft202012Validator)
     try:
@@ -95,6 +97,8 @@ def compile_schema(schema: dict) -> Validator:
 
 def schema_error(validator: Validator, value: Any) -> str | None:
     """The most relevant validation error as a short reason, or None when `value` is valid."""
+    from jsonschema.exceptions import best_match
+
     error = best_match(validator.iter_errors(value))
     if error is None:
         return None

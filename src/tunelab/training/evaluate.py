@@ -62,6 +62,14 @@ def protocol(spec) -> dict:
     }
 
 
+def first_generation_batch(renderer: Renderer, rows: list[dict], batch_size: int) -> list[int]:
+    """Indices of the rows in the first batch `generate` makes of `rows` (shortest prompts
+    first). Generated alone, those rows are batched and padded exactly as in the full
+    evaluation, so on the same device in float32 their outputs must be identical."""
+    prompts = [renderer.render(r, with_target=False).prompt_ids for r in rows]
+    return sorted(_length_order([len(p) for p in prompts])[:batch_size])
+
+
 def _length_order(lengths: list[int]) -> list[int]:
     return sorted(range(len(lengths)), key=lambda i: lengths[i])
 

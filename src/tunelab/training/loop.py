@@ -97,7 +97,8 @@ def train(
 
     With `run_dir`, each step writes a heartbeat and checkpoints go to `run_dir/checkpoint`
     (every `cfg.checkpoint_every` steps, and when `stop` is set: then the loop ends the step it
-    is in, saves, and raises TrainingInterrupted). `resume` continues from that checkpoint.
+    is in, saves, and raises TrainingInterrupted, naming the stop's `cause` when it has one, as
+    `tunelab.core.stopping.StopRequest` does). `resume` continues from that checkpoint.
     `sampler` (a data mixture) chooses the rows of each batch instead of plain seeded epochs.
     """
     torch.manual_seed(cfg.seed)
@@ -182,7 +183,7 @@ def train(
                 }
                 save_checkpoint(checkpoint, model, optimizer, scheduler, state)
             if stopping:
-                raise TrainingInterrupted(step + 1, checkpoint)
+                raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start
     model.eval()
     return {

@@ -59,6 +59,11 @@ def baseline(result: dict, console: Console) -> None:
     for r in result["runs"]:
         m = r["metrics"]
         console.print(f"[bold]{r['id']}[/]: {metric_line(m)} on {m['n']} validation examples")
+    for r in result.get("already", []):
+        console.print(
+            f"[dim]{r['id']}: already recorded on the same data, base model and protocol; "
+            "not measured again (--name NAME records another)[/]"
+        )
 
 
 def _changes(changes: list[dict]) -> str:

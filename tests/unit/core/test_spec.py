@@ -1,9 +1,17 @@
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tunelab.core.spec import SpecError, apply_overrides, load_spec, parse_overrides, validate_spec
+from tunelab.core.spec import (
+    SpecError,
+    apply_overrides,
+    load_spec,
+    origin_of,
+    parse_overrides,
+    validate_spec,
+)
 
 MINIMAL = {"data": {"sources": [{"type": "jsonl", "path": "d.jsonl"}]}, "model": {"path": "m"}}
 
@@ -70,7 +78,14 @@ def test_training_refuses_without_hypothesis_or_guardrail():
     spec = validate_spec(MINIMAL)
     with pytest.raises(SpecError, match="hypothesis") as err:
         spec.require_plan()
-    assert "guardrails" in str(err.value)
+    assert str(err.value).startswith(
+        "training refuses to start: the spec has no `hypothesis` (behaviour, metric, "
+        "min_effect) and no entry in `guardrails`. Say what"
+    )
+    hypothesis = {"behaviour": "b", "metric": "accuracy", "min_effect": 0.0}
+    with pytest.raises(SpecError) as err:
+        validate_spec({**MINIMAL, "hypothesis": hypothesis}).require_plan()
+    assert "the spec has no entry in `guardrails`. Say" in str(err.value)
     planned = validate_spec(
         {
             **MINIMAL,
@@ -101,3 +116,102 @@ def test_init_writes_a_valid_template_for_each_task_type(tmp_path, task):
     assert "id:" in Path(result["spec"]).read_text()  # the stable id column is shown
     if task != "classification":
         assert spec.data.fields.id == "id" and spec.model.kind == "causal"
+
+
+# --- where an error comes from: the file's line, or the command line -------------------------
+
+FILE_SPEC = {
+    **MINIMAL,
+    "hypothesis": {"behaviour": "b", "metric": "accuracy", "min_effect": 0.0},
+    "guardrails": [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}],
+    "training": {"lr": 5e-3, "global_batch": 8, "microbatch": 4},
+}
+
+
+def line_of(path: Path, text: str) -> int:
+    """The 1-based line of the first line of `path` that holds `text`."""
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def problem(path: Path, overrides: list[str] | None = None, raw: dict | None = None) -> str:
+    """The one problem line of the SpecError that loading `path` (or `raw`) raises."""
+    if raw is not None:
+        path = write(path.parent, raw)
+    with pytest.raises(SpecError) as err:
+        load_spec(path, parse_overrides(overrides or []))
+    lines = str(err.value).splitlines()
+    assert lines[0].endswith("the spec is not valid (1 problem):"), lines
+    assert len(lines) == 2, lines
+    return lines[1]
+
+
+def test_an_override_error_names_the_override_not_a_line_of_the_file(tmp_path):
+    path = write(tmp_path, FILE_SPEC)  # its own `lr: 0.005` is correct
+    text = problem(path, ["training.lr=abc"])
+    assert text.startswith("  - training.lr=abc (command line), field `training.lr`: ")
+    assert not re.search(r"line \d", text) and "valid number" in text
+    # a field the file does not have, and a section's type, likewise
+    assert problem(path, ["training.lr_typo=1"]).startswith(
+        "  - training.lr_typo=1 (command line), field `training.lr_typo`: "
+    )
+    assert problem(path, ["method.type=bogus"]).startswith(
+        "  - method.type=bogus (command line), field `method.type`: "
+    )
+    # the same bad value written in the file is reported at its line
+    bad = {**FILE_SPEC, "training": {**FILE_SPEC["training"], "lr": "abc"}}
+    text = problem(path, raw=bad)
+    assert text.startswith(f"  - line {line_of(path, 'lr: abc')}, field `training.lr`: ")
+
+
+def test_the_header_says_when_overrides_took_part(tmp_path):
+    path = write(tmp_path, FILE_SPEC)
+    with pytest.raises(SpecError) as err:
+        load_spec(path, parse_overrides(["training.lr=abc", "training.global_batch=x"]))
+    head = str(err.value).splitlines()[0]
+    assert head == f"{path} with the command-line overrides: the spec is not valid (2 problems):"
+
+
+def test_cross_field_errors_carry_the_line_of_their_field(tmp_path):
+    raw = {**FILE_SPEC, "hypothesis": {**FILE_SPEC["hypothesis"], "metric": "bleu"}}
+    text = problem(tmp_path / "tunelab.yaml", raw=raw)
+    line = line_of(tmp_path / "tunelab.yaml", "metric: bleu")
+    assert text.startswith(f"  - line {line}, field `hypothesis.metric`: 'bleu' is not a ")
+
+    raw = {**FILE_SPEC, "guardrails": [{"metric": "f1", "scope": "every_field", "max_drop": 0}]}
+    text = problem(tmp_path / "tunelab.yaml", raw=raw)
+    line = line_of(tmp_path / "tunelab.yaml", "scope: every_field")
+    assert text.startswith(f"  - line {line}, field `guardrails.0.scope`: 'every_field' does ")
+
+    raw = {**FILE_SPEC, "training": {"global_batch": 8, "microbatch": 3}}
+    text = problem(tmp_path / "tunelab.yaml", raw=raw)
+    line = line_of(tmp_path / "tunelab.yaml", "microbatch: 3")
+    assert text.startswith(f"  - line {line}, field `training.microbatch`: global_batch (8) ")
+
+
+def test_a_cross_field_error_an_override_takes_part_in_names_it(tmp_path):
+    path = write(tmp_path, FILE_SPEC)
+    # the override is the field the check is about
+    text = problem(path, ["training.microbatch=3"])
+    assert text.startswith("  - training.microbatch=3 (command line), field `training.microbatch`")
+    # the override is another field the check reads: the file's line, and the override
+    text = problem(path, ["training.global_batch=10"])
+    line = line_of(path, "microbatch: 4")
+    assert text.startswith(
+        f"  - line {line}, with training.global_batch=10 (command line), "
+        "field `training.microbatch`: global_batch (10) must be a multiple of microbatch (4)"
+    )
+    # a section only the overrides wrote has no line in the file
+    text = problem(path, ["training.budget.steps=3", "training.budget.epochs=1"])
+    assert text.startswith(
+        "  - with training.budget.steps=3, training.budget.epochs=1 (command line), "
+        "field `training.budget`: give exactly one of steps or epochs"
+    )
+
+
+def test_origin_of_a_field_for_other_messages(tmp_path):
+    path = write(tmp_path, FILE_SPEC)
+    assert origin_of("training.lr", path) == f"tunelab.yaml line {line_of(path, 'lr: 0.005')}"
+    assert origin_of("method.target_modules", path) == "the default"
+    overrides = parse_overrides(["method.target_modules=[q_proj, v_proj]"])
+    where = origin_of("method.target_modules", path, overrides)
+    assert where == "method.target_modules=[q_proj, v_proj] (command line)"

@@ -1,8 +1,22 @@
+import errno
 import json
+import os
+import re
+import resource
 
 import pytest
 
-from tunelab.core.store import SealedError, Store, atomic_write_json
+from tunelab.core.errors import disk_full
+from tunelab.core.store import (
+    RunNameError,
+    SealedError,
+    Store,
+    StoreError,
+    atomic_dir,
+    atomic_write_json,
+    atomic_write_text,
+    check_run_name,
+)
 
 
 def test_atomic_write_leaves_no_temporary_files(tmp_path):
@@ -34,3 +48,85 @@ def test_unknown_run_lists_known(tmp_path):
     store.write_record(run_id, {"id": run_id})
     with pytest.raises(Exception, match="r001-probe"):
         store.run_dir("r009-nope")
+
+
+@pytest.mark.parametrize("name", ["lora", "lr-0.0001", "r_16.b", "_x", "a" * 64])
+def test_run_names_a_folder_can_take_are_allowed(tmp_path, name):
+    run_id, path = Store(tmp_path).new_run(name)
+    assert run_id == f"r001-{name}" and path.parent == tmp_path / ".tunelab" / "runs"
+
+
+@pytest.mark.parametrize("name", ["..", "a..b", ".hidden", "-flag", "a/b", "a b", "", "a" * 65])
+def test_run_names_that_could_escape_or_hide_are_refused(tmp_path, name):
+    with pytest.raises(RunNameError, match=re.escape("letters, digits, '.', '_' or '-'")):
+        check_run_name(name)
+    with pytest.raises(RunNameError):
+        Store(tmp_path).new_run(name)
+    assert not (tmp_path / ".tunelab" / "runs").exists() or not any(
+        (tmp_path / ".tunelab" / "runs").iterdir()
+    )
+
+
+def test_a_run_id_that_is_a_path_is_no_run(tmp_path):
+    store = Store(tmp_path)
+    outside = tmp_path / "record.json"
+    outside.write_text('{"id": "x"}')
+    store.runs_dir.mkdir(parents=True)
+    with pytest.raises(StoreError, match=re.escape("no run '../..'")):
+        store.read_record("../..")
+
+
+def test_a_write_cut_short_by_a_full_disk_leaves_the_old_file_and_names_the_new(tmp_path):
+    target = tmp_path / "record.json"
+    atomic_write_json(target, {"x": 1})
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, hard))  # Python ignores SIGXFSZ: EFBIG
+    try:
+        with pytest.raises(OSError) as caught:
+            atomic_write_text(target, "y" * 5000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert caught.value.errno == errno.EFBIG and caught.value.filename == str(target)
+    assert "file-size limit" in str(disk_full(caught.value))
+    assert json.loads(target.read_text()) == {"x": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["record.json"]  # no temporary left
+
+
+def test_an_event_cut_short_is_taken_back_and_a_torn_line_stays_apart(tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    store.log_event("first")
+    log = store.root / "events.jsonl"
+    whole = log.read_bytes()
+    real_write = os.write
+
+    def half_then_full(fd, data):
+        real_write(fd, bytes(data)[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError, match="No space"):
+        store.log_event("second", detail="x" * 100)
+    monkeypatch.undo()
+    assert log.read_bytes() == whole  # the ten bytes were taken back
+
+    with log.open("ab") as fh:  # a line torn by an older writer, without its newline
+        fh.write(b'{"time": "t", "ev')
+    store.log_event("third")
+    assert [e["event"] for e in store.events()] == ["first", "third"]
+    with pytest.raises(StoreError, match=r"events\.jsonl:2"):
+        store.events(strict=True)
+
+
+def test_a_folder_appears_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "weights"
+    with pytest.raises(RuntimeError), atomic_dir(target) as folder:
+        (folder / "a.safetensors").write_text("part")
+        raise RuntimeError("killed half-way")
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor its temporary
+
+    with atomic_dir(target) as folder:
+        (folder / "a.safetensors").write_text("old")
+    with atomic_dir(target, replace=True) as folder:
+        (folder / "b.safetensors").write_text("new")
+    assert [p.name for p in tmp_path.iterdir()] == ["weights"]
+    assert [p.name for p in target.iterdir()] == ["b.safetensors"]

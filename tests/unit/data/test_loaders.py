@@ -119,11 +119,12 @@ def test_folder_loader_labels_from_subfolders(tmp_path: Path) -> None:
 
 
 def test_unknown_type_lists_the_known_ones(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"unknown source type 'parquet'.*csv.*folder.*jsonl"):
-        get_loader("parquet")
+    known = r"\['csv', 'folder', 'hf_dataset', 'jsonl', 'parquet'\]"
+    with pytest.raises(ValueError, match=rf"unknown source type 'xml'; known: {known}"):
+        get_loader("xml")
     (tmp_path / "r.x").write_text("x")
     with pytest.raises(ValueError, match="known"):
-        load_sources(data_spec([{"type": "parquet", "path": "r.x"}]), None, tmp_path)
+        load_sources(data_spec([{"type": "xml", "path": "r.x"}]), None, tmp_path)
 
 
 def test_missing_path_names_the_spec_field(tmp_path: Path) -> None:

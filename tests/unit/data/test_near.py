@@ -210,8 +210,9 @@ def test_results_do_not_depend_on_runs_or_row_order() -> None:
 def test_pipeline_reports_near_pairs_and_accounts_for_every_row(tmp_path: Path) -> None:
     a, b = text(1), text(2)
     files = {
-        "train": [{"text": t, "label": "x"} for t in (a, changed(a, 15), b, text(3), text(4))],
-        "val": [{"text": changed(b, 3), "label": "x"}, {"text": text(5), "label": "x"}],
+        "train": [{"text": t, "label": "x"} for t in (a, changed(a, 15), b, text(3))]
+        + [{"text": text(4), "label": "y"}],  # a classifier needs two labels
+        "val": [{"text": changed(b, 3), "label": "x"}, {"text": text(5), "label": "y"}],
         "test": [{"text": text(6), "label": "x"}],
     }
     sources = []

@@ -111,7 +111,18 @@ def test_manifest_holds_hashes_and_the_test_seal(tmp_path: Path) -> None:
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
     source_hash = hashlib.sha256((tmp_path / "data" / "rows.jsonl").read_bytes()).hexdigest()
     assert manifest["sources"] == [
-        {"type": "jsonl", "path": "data/rows.jsonl", "split": None, "sha256": source_hash}
+        {
+            "name": "rows",
+            "type": "jsonl",
+            "path": "data/rows.jsonl",
+            "split": None,
+            "sha256": source_hash,
+            "rows": 42,
+            "resolved": str((tmp_path / "data" / "rows.jsonl").resolve()),
+            "quarantined": 0,
+            "reasons": {},
+            "first": {},
+        }
     ]
     assert manifest["version"] == report["version"]
     assert manifest["counts"] == report["splits"]
@@ -186,7 +197,7 @@ def test_presplit_sources_keep_the_users_split_and_dedup_runs_across(tmp_path: P
 
 
 def test_split_column_keeps_the_users_split(tmp_path: Path) -> None:
-    rows = [{"text": f"row {i}", "label": "a", "part": p} for i, p in enumerate(["train"] * 4)]
+    rows = [{"text": f"row {i}", "label": "ab"[i % 2], "part": "train"} for i in range(4)]
     rows += [
         {"text": "v", "label": "a", "part": "validation"},
         {"text": "t", "label": "a", "part": "test"},

@@ -1,4 +1,5 @@
 import hashlib
+import shutil
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from tunelab.modeling.model import (
     save_trained,
 )
 from tunelab.modeling.render import encode_classification
+from tunelab.modeling.safety import ModelFolderError, RemoteCodeWarning, require_safetensors
 from tunelab.training.evaluate import predict_classifier
 
 LABELS = ["business", "sport", "tech"]
@@ -88,3 +90,85 @@ def test_identity_hashes_the_weights(tiny_bert):
     weights = (tiny_bert / "model.safetensors").read_bytes()
     expected = hashlib.sha256(b"model.safetensors" + weights).hexdigest()  # name, then bytes
     assert ident["weights_sha256"] == expected
+
+
+# --- what a model folder may load and run ---------------------------------------------------------
+
+
+class _Tripwire:
+    """Unpickling this creates `path`: a stand-in for the code a pickled weight file can run."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def _copy_model(src, dst, weights: bool = True):
+    dst.mkdir()
+    for f in src.iterdir():
+        if weights or f.suffix != ".safetensors":
+            shutil.copy(f, dst / f.name)
+    return dst
+
+
+def test_pickled_weights_only_are_refused_before_loading_with_how_to_convert(tiny_bert, tmp_path):
+    folder = _copy_model(tiny_bert, tmp_path / "pickled", weights=False)
+    marker = tmp_path / "code-ran"
+    torch.save({"weights": _Tripwire(marker)}, folder / "pytorch_model.bin")
+    spec = ModelSpec(path="pickled")
+    for load in (
+        lambda: identity(spec, tmp_path),
+        lambda: load_classifier(spec, tmp_path, LABELS, CPU),
+        lambda: load_tokenizer(spec, tmp_path),
+    ):
+        with pytest.raises(ModelFolderError) as err:
+            load()
+        message = str(err.value)
+        assert "model.path 'pickled'" in message and "pytorch_model.bin" in message
+        assert "BertModel.from_pretrained(" in message  # the class the config names
+        assert "save_pretrained(" in message and "safe_serialization=True" in message
+    assert not marker.exists()
+
+
+def test_a_pickle_beside_safetensors_is_neither_loaded_nor_hashed(tiny_bert, tmp_path):
+    folder = _copy_model(tiny_bert, tmp_path / "both")
+    marker = tmp_path / "code-ran"
+    torch.save({"weights": _Tripwire(marker)}, folder / "pytorch_model.bin")
+    spec = ModelSpec(path=str(folder))
+    ident = identity(spec, folder)
+    assert ident["weight_files"] == ["model.safetensors"]
+    assert "pytorch_model.bin" not in ident["files"]
+    assert (
+        ident["weights_sha256"]
+        == identity(ModelSpec(path=str(tiny_bert)), tiny_bert)["weights_sha256"]
+    )
+    load_classifier(spec, folder, LABELS, CPU)
+    assert not marker.exists()  # use_safetensors=True: no fallback to the pickle
+
+
+def test_an_adapter_saved_as_a_pickle_is_refused(tmp_path):
+    (tmp_path / "adapter_config.json").write_text("{}")
+    (tmp_path / "adapter_model.bin").write_bytes(b"not loaded")
+    (tmp_path / "model.safetensors").write_bytes(b"")  # a stray file does not stand in for it
+    with pytest.raises(ModelFolderError, match=r"adapter_model\.bin.*PeftModel\.from_pretrained"):
+        require_safetensors(tmp_path, "the trained weights")
+
+
+def test_trusted_remote_code_warns_and_its_files_are_hashed(tiny_bert, tmp_path):
+    folder = _copy_model(tiny_bert, tmp_path / "remote")
+    code = b"# the model's own code\nVALUE = 1\n"
+    (folder / "modeling_custom.py").write_bytes(code)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "helpers.py").write_bytes(b"")
+    spec = ModelSpec(path=str(folder), trust_remote_code=True)
+    ident = identity(spec, folder)
+    assert ident["remote_code"]["files"] == {
+        "modeling_custom.py": hashlib.sha256(code).hexdigest(),
+        "sub/helpers.py": hashlib.sha256(b"").hexdigest(),
+    }
+    assert ident["remote_code"]["auto_map"] is None  # BERT's config names no custom class
+    with pytest.warns(RemoteCodeWarning, match=r"trust_remote_code is true.*modeling_custom\.py"):
+        load_tokenizer(spec, folder)
+    assert "remote_code" not in identity(ModelSpec(path=str(folder)), folder)

@@ -14,6 +14,8 @@ import pytest
 from tunelab.cli import main
 from tunelab.core.lab import open_lab
 from tunelab.core.store import SealedError, Store, StoreError
+from tunelab.modeling.model import load_encoder, load_tokenizer
+from tunelab.modeling.probe import features, load_head
 from tunelab.stages.final import FinalError, SealBrokenError, final_accesses, run_final
 
 # --- a process-wide watch on reads of any `test.jsonl` ----------------------------------------
@@ -156,8 +158,15 @@ def test_a_changed_test_file_is_refused_naming_the_file_and_both_hashes(lab_with
 def test_runs_that_cannot_be_finalised_are_refused_before_the_seal(lab_with_baselines, watch):
     phase, reads = watch
     lab = open_lab(lab_with_baselines[0])
-    with phase("final"), pytest.raises(FinalError, match="probe baseline"):
-        run_final(lab, "r002-probe", None)
+    probe = lab.store.read_record("r002-probe")
+    head = lab.store.run_dir("r002-probe") / probe["baseline"]["head"]["file"]
+    head.write_bytes(head.read_bytes() + b" ")  # the stored head changed after it was fitted
+    with phase("final"), pytest.raises(FinalError, match="the probe's head changed"):
+        run_final(lab, "r002-probe", FOR_REPORT)
+    old = {**probe, "baseline": {k: v for k, v in probe["baseline"].items() if k != "head"}}
+    lab.store.write_record("r002-probe", old)  # a probe recorded before heads were stored
+    with phase("final"), pytest.raises(FinalError, match="recorded before tunelab stored"):
+        run_final(lab, "r002-probe", FOR_REPORT)
     record = lab.store.read_record("r001-majority")
     lab.store.write_record("r001-majority", {**record, "status": "invalid"})
     with phase("final"), pytest.raises(FinalError, match="is invalid"):
@@ -167,6 +176,25 @@ def test_runs_that_cannot_be_finalised_are_refused_before_the_seal(lab_with_base
     with phase("final"), pytest.raises(FinalError, match="no saved weights"):
         run_final(lab, ghost, None)
     assert reads == [] and final_accesses(lab.store) == []
+
+
+def test_the_probe_baseline_is_scored_on_test_with_its_stored_head(lab_with_baselines):
+    lab_path, report = lab_with_baselines
+    lab = open_lab(lab_path)
+    result = run_final(lab, "r002-probe", FOR_REPORT)
+    assert result["metrics"]["n"] == report["splits"]["test"]["n"]
+
+    # the same figure by hand: the stored head on the frozen encoder's embeddings of test
+    record = lab.store.read_record("r002-probe")
+    head = load_head(lab.store.run_dir("r002-probe") / record["baseline"]["head"]["file"])
+    test = lab.store.data_dir(record["data_version"]) / "test.jsonl"
+    rows = [json.loads(line) for line in test.read_text().splitlines()]
+    spec = lab.spec
+    encoder = load_encoder(spec.model, lab.path, lab.device)
+    tokenizer = load_tokenizer(spec.model, lab.path)
+    x = features(encoder, tokenizer, rows, head.classes, spec.model.max_length, 4, lab.device)
+    right = [p["predicted"] == p["gold"] for p in head.predictions(rows, x)]
+    assert result["metrics"]["accuracy"] == pytest.approx(sum(right) / len(rows))
 
 
 def test_a_generative_lab_finalises_its_zero_shot_baseline(make_extraction_lab, capsys):

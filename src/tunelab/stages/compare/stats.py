@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.stats import binomtest
 
 MetricFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RESAMPLES = 2000
@@ -68,6 +67,8 @@ def paired_bootstrap(
 
 def mcnemar_exact(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
     """Exact (binomial) McNemar test on the discordant pairs of two paired correctness vectors."""
+    from scipy.stats import binomtest  # scipy.stats takes most of a second to import
+
     fixed = int(np.sum(~correct_a & correct_b))
     broken = int(np.sum(correct_a & ~correct_b))
     n = fixed + broken

@@ -14,7 +14,8 @@ A bundle is a folder a team can take away and open with the tools they know:
     SHA256SUMS                                       every file above
 
 The limitations are derived from the records, never written by hand (`limitations.py`).
-Each export is recorded in `.tunelab/exports/` with an event.
+Each export is recorded in `.tunelab/exports/` with an event. The bundle folder appears only
+when it is whole.
 """
 
 from __future__ import annotations
@@ -26,17 +27,26 @@ from pathlib import Path
 
 from tunelab.core.digest import sha256_file
 from tunelab.core.env import fingerprint
-from tunelab.core.errors import TunelabError
+from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
 from tunelab.core.spec import validate_spec
-from tunelab.core.store import atomic_write_json, atomic_write_text, now, read_jsonl, write_jsonl
+from tunelab.core.store import (
+    atomic_dir,
+    atomic_write_json,
+    atomic_write_text,
+    now,
+    read_jsonl,
+    write_jsonl,
+)
 from tunelab.stages.export.card import model_card
 from tunelab.stages.export.limitations import limitations
 from tunelab.stages.final import final_accesses
 
 WHOLE_SPLIT = {"encoder": 500, "causal": 100}
 """Up to this many validation rows, the bundle stores them all: `verify` then predicts them in
-the run's own batches, so on the same device in float32 every prediction must agree exactly."""
+the run's own batches, so on the same device in float32 every prediction must agree exactly.
+A generative run stores one whole evaluation batch instead (`first_generation_batch`): the same
+exactness, at a fraction of the decoding."""
 SAMPLE = {"encoder": 32, "causal": 16}
 """Rows stored from a larger split (other batches: a classifier's confidence may move a
 little, see `verify.CONFIDENCE_TOLERANCE`)."""
@@ -50,10 +60,11 @@ class ExportError(TunelabError):
 
 
 def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = False) -> dict:
-    """Write the bundle of `run_id` and return what it holds."""
-    from tunelab.modeling.model import identity, load_tokenizer
-    from tunelab.tasks import load_schema
+    """Write the bundle of `run_id` and return what it holds.
 
+    The bundle is written into a hidden folder beside `out` and renamed into place when it is
+    whole (`atomic_dir`): a kill, an error or Ctrl-C never leaves a bundle that looks complete.
+    """
     start = time.perf_counter()
     store = lab.store
     record = store.read_record(run_id)
@@ -62,8 +73,54 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     bundle = Path(out) if out else lab.path / "bundles" / run_id
     if bundle.exists() and any(bundle.iterdir()):
         raise ExportError(f"{bundle} exists and is not empty; give another --out or remove it.")
-    bundle.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_dir(bundle) as folder:
+            info, base = _write_bundle(folder, lab, record, spec, merge)
+            sums = write_sums(folder)
+    except KeyboardInterrupt as err:
+        raise Interrupted(
+            stop_cause(err),
+            f"no bundle was written (what was begun is removed); run `tunelab export {run_id}` "
+            "again.",
+            run=run_id,
+        ) from err
+    result = {
+        "run": run_id,
+        "bundle": str(bundle),
+        "files": sorted(sums),
+        "merged": merge,
+        "merge_check": info["merge_check"],
+        "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
+        "limitations": info["limitations"],
+        "created": info["created"],
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    _record(store, result)
+    return result
 
+
+def _verify_sample(spec, lab: Lab, rows: list[dict], record: dict) -> list[str]:
+    """Ids of the validation rows `verify` predicts again, in the split's order."""
+    ids = [r["id"] for r in rows]
+    if spec.task.generative and len(rows) > spec.evaluation.batch_size:
+        from tunelab.modeling.model import load_tokenizer
+        from tunelab.modeling.render import make_renderer
+        from tunelab.training.evaluate import first_generation_batch
+
+        labels = lab.store.data_manifest(record["data_version"])["labels"]
+        renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
+        return [ids[i] for i in first_generation_batch(renderer, rows, spec.evaluation.batch_size)]
+    kind = spec.model_kind
+    return ids if len(ids) <= WHOLE_SPLIT[kind] else ids[: SAMPLE[kind]]
+
+
+def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tuple[dict, dict]:
+    """Every file of the bundle but SHA256SUMS; returns `tunelab.json`'s content and the base
+    model's identity."""
+    from tunelab.modeling.model import identity, load_tokenizer
+    from tunelab.tasks import load_schema
+
+    store, run_id = lab.store, record["id"]
     weights = store.run_dir(run_id) / record["weights"]["dir"]
     for file in sorted(weights.iterdir()):
         if file.name != "README.md":  # PEFT's stub card; ours replaces it
@@ -81,8 +138,7 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
     predictions = read_jsonl(store.run_dir(run_id) / "predictions.jsonl")
     by_id = {p["id"]: p for p in predictions}
-    kind = spec.model_kind
-    kept = list(val_rows) if len(val_rows) <= WHOLE_SPLIT[kind] else list(val_rows)[: SAMPLE[kind]]
+    kept = _verify_sample(spec, lab, list(val_rows.values()), record)
     sample = [{"row": val_rows[i], "prediction": by_id[i]} for i in kept]  # the split's order
     write_jsonl(bundle / "verify" / "sample.jsonl", sample)
 
@@ -116,20 +172,7 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
         info["merge_check"] = _merge(bundle, spec, lab, info, sample)
     atomic_write_json(bundle / BUNDLE_FILE, info)
     atomic_write_text(bundle / "README.md", model_card(info))
-    sums = write_sums(bundle)
-    result = {
-        "run": run_id,
-        "bundle": str(bundle),
-        "files": sorted(sums),
-        "merged": merge,
-        "merge_check": info["merge_check"],
-        "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
-        "limitations": info["limitations"],
-        "created": info["created"],
-        "seconds": round(time.perf_counter() - start, 2),
-    }
-    _record(store, result)
-    return result
+    return info, base
 
 
 def write_sums(bundle: Path) -> dict[str, str]:

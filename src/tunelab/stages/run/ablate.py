@@ -27,6 +27,14 @@ def parse_assignment(text: str) -> tuple[str, list]:
     return key.strip(), values
 
 
+def run_name(key: str, value) -> str:
+    """The variant's run name, `lr-0.0001`: the key's last part and the value, in the
+    characters a run name allows (`tunelab.core.store.check_run_name`)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{key.rsplit('.', 1)[-1]}-{value}")
+    name = re.sub(r"\.{2,}", ".", name).lstrip(".-") or "value"
+    return name[:64]
+
+
 def run_ablation(
     lab_path: Path,
     assignment: str,
@@ -38,8 +46,7 @@ def run_ablation(
     rows = []
     for value in values:
         lab = open_lab(lab_path, {key: value}, device)
-        name = re.sub(r"[^A-Za-z0-9.+-]", "_", f"{key.rsplit('.', 1)[-1]}-{value}")
-        record = run_variant(lab, name, console, parent=parent)
+        record = run_variant(lab, run_name(key, value), console, parent=parent)
         metric = (
             lab.spec.hypothesis.metric
             if lab.spec.hypothesis

@@ -9,9 +9,6 @@ more than one group is refused unless `--reason` says why (see `tunelab.stages.r
 from __future__ import annotations
 
 import os
-import signal
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -19,10 +16,11 @@ from rich.console import Console
 
 from tunelab.core import ledger
 from tunelab.core.env import pick_device
-from tunelab.core.errors import TrainingInterrupted, TunelabError
+from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
 from tunelab.core.spec import validate_spec
-from tunelab.core.store import Store, now, write_jsonl
+from tunelab.core.stopping import graceful_stop
+from tunelab.core.store import Store, atomic_dir, check_run_name, now, write_jsonl
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.model import (
@@ -94,6 +92,7 @@ def run_variant(
 ) -> dict:
     spec, store = lab.spec, lab.store
     spec.require_plan()
+    name = check_run_name(name or spec.method.type)  # refused before anything loads
     version = store.current_data()
     parent_record = resolve_parent(store, version, parent)
     diff = diff_runs(parent_record, spec.to_dict(), version) if parent_record else None
@@ -107,7 +106,7 @@ def run_variant(
     model, trainable = build_model(lab, renderer.labels)
     record, run_dir = ledger.open_run(
         lab,
-        name or spec.method.type,
+        name,
         "variant",
         version,
         method=spec.method.type,
@@ -136,21 +135,21 @@ def resume_run(
     data version, so it ends as an uninterrupted run with the same seed would."""
     store = Store(lab_path)
     record = store.read_record(run_id)
-    if record["status"] not in ("interrupted", "running", "failed"):
-        raise TunelabError(
-            f"{run_id} is {record['status']}: only an interrupted, lost or failed "
-            "run can be resumed"
-        )
     run_dir = store.run_dir(run_id)
-    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None:
-        raise TunelabError(
-            f"{run_id} has no checkpoint to resume from (set "
-            "training.checkpoint_every to checkpoint long runs); start a new run"
-        )
+    _check_resumable(record, run_dir)
     lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
-    renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
-    sampler = mixture_sampler(lab, record["data_version"], train_set)
-    model, _ = build_model(lab, renderer.labels)
+    try:
+        renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
+        sampler = mixture_sampler(lab, record["data_version"], train_set)
+        model, _ = build_model(lab, renderer.labels)
+    except KeyboardInterrupt as err:  # before it runs again: the record is as it was
+        raise Interrupted(
+            stop_cause(err),
+            f"run {run_id} was not started again and is still {record['status']}, with its "
+            f"checkpoint; `tunelab resume {run_id}` continues it.",
+            run=run_id,
+            resumable=True,
+        ) from err
     record.setdefault("resumed", []).append({"time": now(), "pid": os.getpid()})
     ledger.reopen_run(lab, record)
     return _train_and_finish(
@@ -158,13 +157,31 @@ def resume_run(
     )
 
 
+def _check_resumable(record: dict, run_dir: Path) -> None:
+    """Only an interrupted, lost or failed run with a checkpoint can be resumed."""
+    run_id, status = record["id"], ledger.effective_status(record, run_dir)
+    if status not in ("interrupted", "lost", "failed"):
+        still = f" (process {record['process']['pid']})" if status == "running" else ""
+        raise TunelabError(
+            f"{run_id} is {status}{still}: only an interrupted, lost or failed run can be resumed"
+        )
+    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None:
+        raise TunelabError(
+            f"{run_id} has no checkpoint to resume from (set "
+            "training.checkpoint_every to checkpoint long runs); start a new run"
+        )
+
+
 def _train_and_finish(
     lab, record, run_dir, model, renderer, train_set, sampler, console, resume: bool = False
 ) -> dict:
-    """Train (stopping cleanly on Ctrl-C or SIGTERM), evaluate, save; the record follows."""
-    stop = threading.Event()
-    with _stop_on_signals(stop, console):
-        try:
+    """Train, evaluate, save, inside the run's record (`ledger.recording`).
+
+    Ctrl-C or SIGTERM during training finishes the step and checkpoints; anywhere else it
+    stops at once. Either way the run is recorded as interrupted, resumable when a checkpoint
+    exists. The weights are written whole or not at all."""
+    with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
+        with graceful_stop(console) as stop:
             record["training"] = train(
                 model,
                 train_set,
@@ -177,46 +194,24 @@ def _train_and_finish(
                 resume,
                 sampler,
             )
-            e = lab.spec.evaluation
-            val_rows = lab.store.read_split(record["data_version"], "validation")
-            predictions, record["metrics"] = evaluate_rows(
-                model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
-            )
-            write_jsonl(run_dir / "predictions.jsonl", predictions)
-            files = save_trained(model, run_dir / "weights")
-            record["weights"] = {"dir": "weights", "files": files}
-        except (TrainingInterrupted, KeyboardInterrupt) as err:
-            record["checkpoint"] = getattr(err, "checkpoint", None) and CHECKPOINT_DIR
-            ledger.close_run(lab, record, "interrupted", err)
-            raise
-        except Exception as err:
-            ledger.close_run(lab, record, "failed", err)
-            raise
-    ledger.close_run(lab, record, "completed")
+        e = lab.spec.evaluation
+        val_rows = lab.store.read_split(record["data_version"], "validation")
+        lab.store.log_event("run_evaluating", run=record["id"], rows=len(val_rows))
+        if console:
+            console.print(f"[dim]evaluating on {len(val_rows)} validation rows…[/]")
+        predictions, record["metrics"] = evaluate_rows(
+            model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
+        )
+        write_jsonl(run_dir / "predictions.jsonl", predictions)
+        with atomic_dir(run_dir / "weights", replace=True) as weights:
+            files = save_trained(model, weights)
+        record["weights"] = {"dir": "weights", "files": files}
     return record
 
 
-@contextmanager
-def _stop_on_signals(stop: threading.Event, console: Console | None):
-    """Ctrl-C or SIGTERM asks the loop to finish its step and checkpoint; a second Ctrl-C
-    stops at once (the run is still recorded as interrupted)."""
-
-    def handler(signum, frame):
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-        if console:
-            console.print("[yellow]stopping after this step (checkpoint, then exit)…[/]")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+def _checkpoint(run_dir: Path) -> str | None:
+    """The run's checkpoint folder (relative to the run) when a whole one exists."""
+    return CHECKPOINT_DIR if find_checkpoint(run_dir / CHECKPOINT_DIR) else None
 
 
 def _start_line(record: dict, spec, n_train: int) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from tunelab.core.digest import sha256_json
+from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.store import atomic_write_json
@@ -38,6 +39,8 @@ MIB = 2**20
 GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
 """Largest relative difference (L2, over all trainable gradients) still counted as equal."""
 PROBE_TIMEOUT_S = 3600
+SCRATCH = Path("sizing") / "scratch"
+"""Where, under the lab's store, each probe process keeps its files while it runs."""
 
 
 class SizingError(TunelabError):
@@ -68,17 +71,28 @@ def model_facts(
     return describe(model, kind, len(labels))
 
 
-def run_probe(args: dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+def run_probe(
+    args: dict[str, Any], timeout: float = PROBE_TIMEOUT_S, scratch: Path | None = None
+) -> dict[str, Any]:
     """Run one configuration in a fresh `python -m tunelab.stages.size.probe` and read its result.
-    A process the kernel killed (out of memory) comes back as {"oom": True, "error": ...}."""
-    with tempfile.TemporaryDirectory(prefix="tunelab-size-") as tmp:
+    A process the kernel killed (out of memory) comes back as {"oom": True, "error": ...}.
+
+    The probe's files (its arguments, its result, and the copies transformers makes of a
+    model's remote code) go into a folder under `scratch`, removed when the probe ends; `tunelab
+    size` passes the lab's `.tunelab/sizing/scratch` (SCRATCH), so nothing is written outside
+    the lab. Without `scratch` (a benchmark outside any lab) the folder is a system temporary
+    one."""
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch) as tmp:
         out = Path(tmp) / "result.json"
         payload = json.dumps(args | {"out": str(out)})
         if len(payload) > 64_000:  # one argument may not exceed 128 KiB
             (Path(tmp) / "args.json").write_text(payload)
             payload = "@" + str(Path(tmp) / "args.json")
         cmd = [sys.executable, "-m", "tunelab.stages.size.probe", payload]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        env = child_env() | {"HF_MODULES_CACHE": str(Path(tmp) / "hf-modules")}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if out.exists():
             result = json.loads(out.read_text())
         elif proc.returncode < 0:
@@ -182,6 +196,9 @@ def run_size(
         if console is not None:
             console.print(f"[dim]size:[/] {text}")
 
+    def probe(args: dict[str, Any]) -> dict[str, Any]:  # its files stay in the lab's store
+        return run_probe(args, scratch=store.root / SCRATCH)
+
     def estimate_mb(b: int, acc: int = 1, ckpt: bool = False, overhead: float = 0.0) -> dict:
         e = est.estimate(
             shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, spec.training.precision
@@ -196,7 +213,7 @@ def run_size(
         ("accumulation + checkpointing", k, True),
     ]:
         say(f"{name}: microbatch {mb} × {acc}, {seq} tokens, fresh process")
-        m = run_probe(base | {"accumulation": acc, "checkpointing": ckpt})
+        m = probe(base | {"accumulation": acc, "checkpointing": ckpt})
         if m.get("oom"):
             variants.append({"name": name, "accumulation": acc, "checkpointing": ckpt, **m})
             continue
@@ -227,7 +244,7 @@ def run_size(
     main = estimate_mb(mb, 1, False, overhead)
 
     say(f"gradient check: {k} microbatches of {mb} against one batch of {k * mb}")
-    check = run_probe(
+    check = probe(
         base | {"mode": "grad_check", "examples": grad_examples(train_set, mb, k), "steps": 0}
     )
     low = spec.training.precision == "bf16" or spec.model.dtype != "float32"
@@ -239,9 +256,7 @@ def run_size(
         "normalisation": LOSS_NORMALISATION,
     }
 
-    largest = largest_microbatch(
-        base, estimate_mb, overhead, memory_limit_mb, device, say, run_probe
-    )
+    largest = largest_microbatch(base, estimate_mb, overhead, memory_limit_mb, device, say, probe)
     processes = 1  # `run` trains in one process; the advice says only what it can do
     speed = largest.get("tokens_per_s") or plain["tokens_per_s"]
     result = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from tunelab.modeling.model import apply_method, enable_checkpointing, load_caus
 from tunelab.stages.size import advice as sizing_advice
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size import measure as sizing
+from tunelab.stages.size.probe import read_args
 from tunelab.stages.size.shape import Shape, Trainables, describe
 from tunelab.views import size as show_preflight
 
@@ -153,7 +155,12 @@ def test_checkpointing_with_lora_still_trains_every_adapter(tiny_llama):
     assert all(p.grad.abs().sum() > 0 for n, p in lora.items() if "lora_B" in n)
 
 
-def test_probe_subprocess_reports_a_peak_above_its_baseline(tiny_bert):
+def test_probe_subprocess_reports_a_peak_above_its_baseline(tiny_bert, tmp_path, monkeypatch):
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system_tmp))  # the child's temporary folder
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))  # and this process's
+    scratch = tmp_path / "lab" / ".tunelab" / "sizing" / "scratch"
     args = {
         "model_dir": str(tiny_bert),
         "kind": "encoder",
@@ -163,10 +170,36 @@ def test_probe_subprocess_reports_a_peak_above_its_baseline(tiny_bert):
         "method": LORA_BERT.model_dump(),
         "max_grad_norm": 1.0,
     }
-    r = sizing.run_probe(args)
+    seen = []
+    real_run = sizing.subprocess.run
+
+    def run(cmd, **kwargs):  # the probe's arguments and environment, as it starts
+        seen.append((read_args(cmd[-1]), kwargs["env"]))
+        return real_run(cmd, **kwargs)
+
+    monkeypatch.setattr(sizing.subprocess, "run", run)
+    r = sizing.run_probe(args, scratch=scratch)
     assert r["peak_reset"] and 0 < r["rss_framework_mb"] < r["rss_loaded_mb"]
     assert r["peak_rss_mb"] >= r["rss_after_warmup_mb"] > r["rss_loaded_mb"]
     assert r["trainable_params"] < r["params"] and r["tokens_per_step"] == 4 * 24
+    ((probe, env),) = seen
+    assert Path(probe["out"]).parent.parent == scratch  # its result went into the lab ...
+    assert Path(env["HF_MODULES_CACHE"]).parent.parent == scratch  # ... and any remote code
+    assert list(scratch.iterdir()) == [] and list(system_tmp.iterdir()) == []  # removed after
+
+
+def test_run_size_gives_every_probe_the_labs_scratch_folder(make_lab, monkeypatch):
+    lab = _built(make_lab())
+    given = []
+
+    def fake_probe(args, timeout=None, scratch=None):
+        given.append(scratch)
+        raise RuntimeError("stop after the first probe")
+
+    monkeypatch.setattr(sizing, "run_probe", fake_probe)
+    with pytest.raises(RuntimeError, match="stop after the first probe"):
+        sizing.run_size(lab)
+    assert given == [lab.store.root / "sizing" / "scratch"]
 
 
 def test_largest_microbatch_by_estimate_respects_the_limit():

@@ -1,0 +1,308 @@
+"""The file formats a source may have, one reader each, keyed by `Source.type`.
+
+A reader only knows its format: it yields raw records (a dict keyed by column name, with the
+file and line it came from) or a `Rejection` when the bytes themselves are bad (encoding,
+broken JSON, a malformed CSV row). `loaders.check_record` then checks the fields, so the
+rules on fields and labels are written once for every format. A file that cannot be read as
+its format at all (no CSV header, not a Parquet file) is a `DataError` naming the file.
+
+`line` is where a row is in its file: the line for JSONL and CSV (the first line of a
+quoted multi-line CSV row), the row index + 1 for Parquet and a saved Hugging Face dataset,
+and None for a folder source (one file per example). pyarrow and datasets are imported
+inside their readers, only when a lab has such a source.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.spec import Fields
+from tunelab.core.store import SPLITS
+
+BATCH = 1024
+"""Rows converted to Python at a time by the columnar readers."""
+
+
+class DataError(TunelabError):
+    """The data cannot be built as the spec says; the message names the spec field or file."""
+
+
+@dataclass
+class Rejection:
+    """A quarantined row: where it was, what kind of problem, and the reason in words."""
+
+    file: str
+    line: int | None
+    kind: str
+    reason: str
+    source: str | None = None
+    """The name of the source it was read from (for the per-source accounting)."""
+
+    @property
+    def origin(self) -> str:
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "kind": self.kind, "reason": self.reason}
+
+
+@dataclass
+class Record:
+    """A raw row as the file holds it, before any field is checked."""
+
+    file: str
+    line: int | None
+    values: dict[str, Any]
+    split: str | None = None
+    """The split the format itself gives the row (a DatasetDict's split), else None."""
+
+
+Reader = Callable[[Path, str, Fields, "str | None"], Iterator["Record | Rejection"]]
+"""(path, the path as shown in ids, the field mapping, the source's split) -> rows."""
+
+
+@dataclass(frozen=True)
+class Format:
+    read: Reader
+    takes: Literal["file", "folder"]
+    """What `Source.path` must name for this format."""
+
+
+def _jsonl(
+    path: Path, shown: str, fields: Fields, split: str | None
+) -> Iterator[Record | Rejection]:
+    """Decode line by line so one bad line costs only itself. CRLF line ends are accepted
+    (the \\r is stripped); a key given twice in one object is refused, not silently the last."""
+    for n, raw in enumerate(_utf8_bytes(path, shown).split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8").removesuffix("\r")
+        except UnicodeDecodeError as err:
+            yield Rejection(shown, n, "bad_encoding", f"not valid UTF-8: {err.reason}")
+            continue
+        line = line.removeprefix("\ufeff") if n == 1 else line
+        if not line.strip():
+            continue
+        try:
+            values = json.loads(line, object_pairs_hook=_no_repeated_keys)
+        except _RepeatedKey as err:
+            yield Rejection(shown, n, "duplicate_key", f"the key {err} appears twice")
+            continue
+        except json.JSONDecodeError as err:
+            yield Rejection(shown, n, "broken_json", f"not valid JSON: {err.msg}")
+            continue
+        if not isinstance(values, dict):
+            yield Rejection(shown, n, "not_an_object", "a JSON line must be an object")
+            continue
+        yield Record(shown, n, values)
+
+
+def _utf8_bytes(path: Path, shown: str) -> bytes:
+    """A text file's bytes; UTF-16 (told by its byte order mark) is refused as a whole, since
+    every line of it would be quarantined for the same reason."""
+    data = path.read_bytes()
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise DataError(
+            f"{shown}: the file is UTF-16 text (it starts with a UTF-16 byte order mark), not "
+            f"UTF-8; convert it with `iconv -f UTF-16 -t UTF-8 {path.name} > new-file`"
+        )
+    return data
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(repr(key))
+        out[key] = value
+    return out
+
+
+def _csv(path: Path, shown: str, fields: Fields, split: str | None) -> Iterator[Record | Rejection]:
+    """The first row is the header. Bad bytes are kept as surrogates while parsing, then the
+    record holding them is rejected: quoted fields may span lines, so lines cannot be decoded
+    one by one. A row with more cells than the header (an unquoted comma) is rejected."""
+    text = _utf8_bytes(path, shown).decode("utf-8", errors="surrogateescape")
+    text = text.removeprefix("\ufeff")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header: list[str] | None = None
+    start = 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:  # e.g. a quote inside a quoted field that is not doubled
+            line, start = start, reader.line_num + 1
+            if header is None:
+                raise DataError(
+                    f"{shown}:{line}: the CSV header cannot be parsed ({err})"
+                ) from None
+            yield Rejection(shown, line, "malformed_row", f"not valid CSV: {err}")
+            continue
+        line, start = start, reader.line_num + 1
+        if not any(c.strip() for c in cells):
+            continue
+        if _has_surrogate(cells):
+            if header is None:
+                raise DataError(
+                    f"{shown}: the CSV header is not valid UTF-8; not UTF-8 text? (a binary "
+                    "file, or another encoding: convert it with `iconv -t UTF-8`)"
+                )
+            yield Rejection(shown, line, "bad_encoding", "not valid UTF-8")
+        elif header is None:
+            header = _header(cells, shown)
+        elif len(cells) > len(header):
+            yield Rejection(
+                shown, line, "malformed_row", f"{len(cells)} cells for {len(header)} columns"
+            )
+        else:
+            yield Record(shown, line, dict(zip(header, cells, strict=False)))
+
+
+def _header(cells: list[str], shown: str) -> list[str]:
+    header = [c.strip() for c in cells]
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(
+            f"{shown}:1: the CSV header names column(s) {twice} more than once; which one "
+            "is meant cannot be told. Rename the repeated columns."
+        )
+    return header
+
+
+def _has_surrogate(cells: list[str]) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for c in cells for ch in c)
+
+
+def _folder(
+    path: Path, shown: str, fields: Fields, split: str | None
+) -> Iterator[Record | Rejection]:
+    """One sub-folder per label, one file per example, read in sorted order. Hidden files
+    (`.DS_Store`, editor swap files) are not data and are skipped."""
+    for file in folder_files(path):
+        rel = file.relative_to(path)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        file_shown = f"{shown}/{rel.as_posix()}"
+        if len(rel.parts) < 2:
+            yield Rejection(file_shown, None, "outside_label_folder", "not inside a label folder")
+            continue
+        try:
+            text = file.read_bytes().decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError as err:
+            yield Rejection(file_shown, None, "bad_encoding", f"not valid UTF-8: {err.reason}")
+            continue
+        yield Record(file_shown, None, {fields.text: text, fields.label: rel.parts[0]})
+
+
+def folder_files(path: Path) -> list[Path]:
+    """Every regular file under a folder, sorted (symbolic links to folders are not entered):
+    what a folder source's hash covers and what its reader may open."""
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+def _parquet(
+    path: Path, shown: str, fields: Fields, split: str | None
+) -> Iterator[Record | Rejection]:
+    """A Parquet file, read in batches; a row's `line` is its index + 1."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as err:
+        raise DataError(f"{shown}: not a readable Parquet file ({err})") from None
+    line = 0
+    try:
+        for batch in table.iter_batches(batch_size=BATCH):
+            for values in batch.to_pylist():
+                line += 1
+                yield Record(shown, line, values)
+    except (pa.ArrowException, OSError) as err:  # a damaged row group further in
+        raise DataError(f"{shown}: unreadable after row {line} ({err})") from None
+
+
+def _hf_dataset(
+    path: Path, shown: str, fields: Fields, split: str | None
+) -> Iterator[Record | Rejection]:
+    """A folder written by `datasets.Dataset.save_to_disk` (or a `DatasetDict`'s), read with
+    `datasets.load_from_disk`; a row's `line` is its index + 1 in its split.
+
+    A DatasetDict's splits (named train, validation and test) become the user's split, each
+    shown as `<path>/<split>`; with `split:` on the source only that split is read. A
+    `ClassLabel` label column gives its names, not its integers.
+    """
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as err:
+        raise DataError(
+            f"{shown}: not a folder saved with datasets' save_to_disk ({err})"
+        ) from None
+    if not isinstance(loaded, datasets.DatasetDict):
+        yield from _dataset_rows(loaded, shown, fields, None)
+        return
+    unknown = [name for name in loaded if name not in SPLITS]
+    wanted = [split] if split else [name for name in SPLITS if name in loaded]
+    if split and split not in loaded:
+        raise DataError(f"{shown}: the DatasetDict has no split {split!r}; it has {list(loaded)}")
+    if unknown and not split:
+        raise DataError(
+            f"{shown}: the DatasetDict has split(s) {unknown}, but a lab's splits are "
+            f"{list(SPLITS)}; rename them (`DatasetDict({{'validation': dd['dev'], ...}})`) and "
+            "save again, or give the source `split:` to read only one of its splits"
+        )
+    for name in wanted:
+        yield from _dataset_rows(loaded[name], f"{shown}/{name}", fields, name)
+
+
+def _dataset_rows(
+    dataset: Any, shown: str, fields: Fields, split: str | None
+) -> Iterator[Record | Rejection]:
+    feature = dataset.features.get(fields.label)
+    names = getattr(feature, "names", None)  # a ClassLabel
+    line = 0
+    for batch in dataset.iter(batch_size=BATCH):
+        for values in zip(*batch.values(), strict=True):
+            line += 1
+            row = dict(zip(batch, values, strict=True))
+            label = row.get(fields.label)
+            if names and label == -1:
+                yield Rejection(shown, line, "empty_label", "label -1: the ClassLabel's no label")
+                continue
+            if names and isinstance(label, int) and 0 <= label < len(names):
+                row[fields.label] = names[label]
+            yield Record(shown, line, row, split)
+
+
+LOADERS: dict[str, Format] = {
+    "jsonl": Format(_jsonl, "file"),
+    "csv": Format(_csv, "file"),
+    "parquet": Format(_parquet, "file"),
+    "folder": Format(_folder, "folder"),
+    "hf_dataset": Format(_hf_dataset, "folder"),
+}
+
+
+def get_loader(name: str) -> Format:
+    try:
+        return LOADERS[name]
+    except KeyError:
+        raise TunelabError(f"unknown source type {name!r}; known: {sorted(LOADERS)}") from None
+
+
+def is_dataset_dict(path: Path) -> bool:
+    """A saved DatasetDict: its rows come already split."""
+    return (path / "dataset_dict.json").is_file()

@@ -1,0 +1,119 @@
+"""Where a data source may be read from: inside the lab folder, unless the spec says more.
+
+A source path is relative to the lab folder unless absolute. It is resolved (symbolic links
+followed) and must land inside the lab: `../x`, a link that points out, or an absolute path
+elsewhere is refused unless `data.allow_outside_lab: true`. Nothing is ever read from the
+lab's store (`.tunelab/`, which holds the sealed test split). A folder source's files are
+checked one by one, so a link inside the folder cannot reach out either. What is read is
+recorded in the data manifest: the resolved path and, for a folder, the files under it.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunelab.core.spec import Source
+from tunelab.core.store import STORE_DIR
+from tunelab.data.formats import DataError, folder_files, get_loader
+
+ALLOW = "set data.allow_outside_lab: true to read it where it is"
+
+
+@dataclass
+class Located:
+    """A source's path, checked: resolved, as shown in example ids, and a folder's files."""
+
+    path: Path
+    shown: str
+    files: list[Path] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        """What the manifest keeps of the paths read."""
+        out: dict[str, Any] = {"resolved": str(self.path)}
+        if self.path.is_dir():
+            out["files"] = [f.relative_to(self.path).as_posix() for f in self.files]
+            links = {
+                f.relative_to(self.path).as_posix(): str(f.resolve())
+                for f in self.files
+                if f.resolve() != f
+            }
+            if links:
+                out["links"] = links
+        return out
+
+
+def locate(source: Source, i: int, lab: Path, allow_outside: bool) -> Located:
+    """Resolve `data.sources[i].path` and check it may be read; errors name the spec field."""
+    where = f"data.sources[{i}].path"
+    given = Path(source.path)
+    path = given if given.is_absolute() else lab / given
+    real = _resolve(path, where, source.path)
+    lab_real = Path(lab).resolve()
+    _check_place(real, lab_real, allow_outside, where, repr(source.path))
+    _check_kind(real, source.type, where, source.path)
+    try:
+        shown = real.relative_to(lab_real).as_posix()
+    except ValueError:  # outside, allowed: shown as the spec gives it
+        shown = str(given)
+    files = folder_files(real) if real.is_dir() else []
+    for file in files:
+        rel = file.relative_to(real).as_posix()
+        _check_place(file.resolve(), lab_real, allow_outside, where, f"{shown}/{rel}")
+    return Located(real, shown, files)
+
+
+def _resolve(path: Path, where: str, given: str) -> Path:
+    try:
+        return path.resolve(strict=True)
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise DataError(
+                f"{where}: {given!r} is a symbolic link to a missing file (looked at {path})"
+            ) from None
+        raise DataError(f"{where}: {given!r} not found (looked at {path})") from None
+    except RuntimeError:  # Python < 3.13 reports a link loop this way
+        raise DataError(_loop(where, given)) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise DataError(_loop(where, given)) from None
+        raise DataError(f"{where}: {given!r} cannot be read ({err.strerror})") from None
+
+
+def _loop(where: str, given: str) -> str:
+    return f"{where}: {given!r} is a loop of symbolic links; point it at a real file or folder"
+
+
+def _check_place(real: Path, lab: Path, allow_outside: bool, where: str, shown: str) -> None:
+    if real.is_relative_to(lab / STORE_DIR):
+        raise DataError(
+            f"{where}: {shown} is inside the lab's store ({STORE_DIR}/), which is not data: "
+            "it holds the versions already built and the sealed test split"
+        )
+    if not allow_outside and not real.is_relative_to(lab):
+        resolves = "is" if shown.strip("'") == str(real) else f"resolves to {real},"
+        raise DataError(
+            f"{where}: {shown} {resolves} outside the lab folder {lab}; copy the data into the "
+            f"lab, or {ALLOW}"
+        )
+
+
+def _check_kind(real: Path, source_type: str, where: str, given: str) -> None:
+    takes = get_loader(source_type).takes
+    if takes == "folder" and not real.is_dir():
+        raise DataError(
+            f"{where}: {given!r} is not a folder; a {source_type} source is a folder"
+            + (" of label sub-folders" if source_type == "folder" else "")
+        )
+    if takes == "file" and real.is_dir():
+        raise DataError(
+            f"{where}: {given!r} is a folder; a {source_type} source is one file (for a folder "
+            "of label sub-folders use type: folder)"
+        )
+    if takes == "file" and not real.is_file():
+        raise DataError(
+            f"{where}: {given!r} is not a regular file (a device, a pipe or a socket); "
+            f"a {source_type} source is one file"
+        )

@@ -1,0 +1,85 @@
+"""`ledger.recording`: a run's record is closed however its work ends, and says what is true."""
+
+from __future__ import annotations
+
+import errno
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from tunelab.core import ledger
+from tunelab.core.errors import Interrupted, TrainingInterrupted
+from tunelab.core.store import Store
+
+
+@pytest.fixture
+def lab(tmp_path):
+    return SimpleNamespace(store=Store(tmp_path))
+
+
+def opened(lab) -> dict:
+    run_id, _ = lab.store.new_run("x")
+    record = {"id": run_id, "status": "running"}
+    lab.store.write_record(run_id, record)
+    return record
+
+
+def on_disk(lab, record) -> dict:
+    return json.loads((lab.store.runs_dir / record["id"] / "record.json").read_text())
+
+
+def statuses(lab) -> list[str]:
+    return [e["event"] for e in lab.store.events()]
+
+
+def test_work_that_ends_normally_is_completed(lab):
+    record = opened(lab)
+    with ledger.recording(lab, record):
+        record["metrics"] = {"accuracy": 1.0}
+    assert on_disk(lab, record)["status"] == "completed" and on_disk(lab, record)["metrics"]
+    assert statuses(lab) == ["run_completed"]
+
+
+def test_a_stop_with_a_checkpoint_is_interrupted_and_resumable(lab):
+    record = opened(lab)
+    resumable = ledger.recording(lab, record, lambda: "checkpoint")
+    with pytest.raises(Interrupted) as caught, resumable:
+        raise KeyboardInterrupt("SIGTERM")
+    err = caught.value
+    assert (err.cause, err.run, err.resumable) == ("SIGTERM", "r001-x", True)
+    assert "`tunelab resume r001-x` continues it" in err.outcome
+    saved = on_disk(lab, record)
+    assert saved["status"] == "interrupted" and saved["checkpoint"] == "checkpoint"
+    assert isinstance(err, KeyboardInterrupt)  # callers that stop on Ctrl-C still do
+
+
+def test_a_stop_without_a_checkpoint_does_not_offer_resume(lab):
+    record = opened(lab)
+    with pytest.raises(Interrupted) as caught, ledger.recording(lab, record, lambda: None):
+        raise TrainingInterrupted(3, None, "Ctrl-C")
+    assert not caught.value.resumable and "tunelab resume" not in caught.value.outcome
+    assert "cannot be resumed" in caught.value.outcome
+    assert caught.value.cause == "Ctrl-C; stopped after step 3"
+    assert on_disk(lab, record)["status"] == "interrupted"
+
+
+def test_a_crash_is_failed_with_its_traceback_and_goes_on_unchanged(lab):
+    record = opened(lab)
+    with pytest.raises(RuntimeError, match="fire"), ledger.recording(lab, record):
+        raise RuntimeError("fire")
+    saved = on_disk(lab, record)
+    assert saved["status"] == "failed" and "RuntimeError: fire" in saved["error"]
+
+
+def test_a_record_that_cannot_be_written_does_not_hide_the_error(lab, monkeypatch):
+    record = opened(lab)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(lab.store, "write_record", full)
+    with pytest.raises(RuntimeError, match="first"), ledger.recording(lab, record):
+        raise RuntimeError("first")
+    monkeypatch.undo()
+    assert on_disk(lab, record)["status"] == "running"  # shown as lost, never half-written

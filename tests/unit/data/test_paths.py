@@ -1,0 +1,113 @@
+"""Where sources may be read from: the lab folder, unless `data.allow_outside_lab` says more."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tunelab.core.spec import Spec, validate_spec
+from tunelab.core.store import Store
+from tunelab.data import DataError, build_data
+from tunelab.data.loaders import load_sources
+
+ROWS = [{"text": f"note {i} on the {w}", "label": "ab"[i % 2]} for i, w in enumerate("uvwxyz")]
+
+
+def write_rows(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return path
+
+
+def spec_for(sources: list[dict], **data: object) -> Spec:
+    return validate_spec({"data": {"sources": sources, **data}, "model": {"path": "x"}})
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Path:
+    (tmp_path / "lab").mkdir()
+    return tmp_path / "lab"
+
+
+def test_a_relative_path_out_of_the_lab_is_refused_and_the_fix_named(lab: Path) -> None:
+    outside = write_rows(lab.parent / "outside.jsonl")
+    spec = spec_for([{"type": "jsonl", "path": "../outside.jsonl"}])
+    with pytest.raises(DataError) as err:
+        build_data(spec, lab, Store(lab))
+    assert str(err.value) == (
+        f"data.sources[0].path: '../outside.jsonl' resolves to {outside}, outside the lab "
+        f"folder {lab}; copy the data into the lab, or set data.allow_outside_lab: true to "
+        "read it where it is"
+    )
+    assert not (lab / ".tunelab").exists()
+
+
+def test_an_absolute_path_elsewhere_is_refused(lab: Path) -> None:
+    outside = write_rows(lab.parent / "elsewhere" / "rows.jsonl")
+    spec = spec_for([{"type": "jsonl", "path": str(outside)}])
+    with pytest.raises(DataError, match=rf"'{outside}' is outside the lab folder"):
+        load_sources(spec.data, None, lab)
+
+
+def test_a_link_inside_the_lab_that_points_out_is_refused(lab: Path) -> None:
+    outside = write_rows(lab.parent / "secret.jsonl")
+    os.symlink(outside, lab / "rows.jsonl")
+    spec = spec_for([{"type": "jsonl", "path": "rows.jsonl"}])
+    with pytest.raises(DataError, match=rf"'rows\.jsonl' resolves to {outside}, outside"):
+        load_sources(spec.data, None, lab)
+
+
+def test_allowed_outside_the_path_read_is_recorded(lab: Path) -> None:
+    outside = write_rows(lab.parent / "shared" / "rows.jsonl")
+    os.symlink(outside, lab / "link.jsonl")
+    spec = spec_for([{"type": "jsonl", "path": "link.jsonl"}], allow_outside_lab=True)
+    report = build_data(spec, lab, Store(lab))
+    [source] = Store(lab).data_manifest(report["version"])["sources"]
+    assert source["resolved"] == str(outside)
+    assert source["path"] == "link.jsonl" and source["rows"] == 6
+
+
+def test_a_link_inside_a_folder_source_cannot_reach_out(lab: Path) -> None:
+    for i, label in enumerate("abab"):
+        (lab / "docs" / label).mkdir(parents=True, exist_ok=True)
+        (lab / "docs" / label / f"{i}.txt").write_text(f"text number {i} of {label}")
+    outside = lab.parent / "passwd"
+    outside.write_text("root:x:0:0")
+    os.symlink(outside, lab / "docs" / "a" / "leak.txt")
+    spec = spec_for([{"type": "folder", "path": "docs"}])
+    with pytest.raises(DataError, match=r"data\.sources\[0\]\.path: docs/a/leak\.txt resolves to"):
+        load_sources(spec.data, None, lab)
+    allowed = load_sources(
+        spec_for(spec.data.model_dump()["sources"], allow_outside_lab=True).data, None, lab
+    )
+    [source] = allowed.sources
+    assert source["files"] == ["a/0.txt", "a/2.txt", "a/leak.txt", "b/1.txt", "b/3.txt"]
+    assert source["links"] == {"a/leak.txt": str(outside)}
+    assert "root:x:0:0" in [e.text for e in allowed.examples]
+
+
+def test_the_store_is_never_a_source(lab: Path) -> None:
+    write_rows(lab / ".tunelab" / "data" / "v1" / "test.jsonl")
+    spec = spec_for(
+        [{"type": "jsonl", "path": ".tunelab/data/v1/test.jsonl"}], allow_outside_lab=True
+    )
+    with pytest.raises(
+        DataError, match=r"inside the lab's store \(\.tunelab/\).*sealed test split"
+    ):
+        load_sources(spec.data, None, lab)
+    folder = spec_for([{"type": "folder", "path": "."}])
+    with pytest.raises(
+        DataError, match=r"\./?\.tunelab/data/v1/test\.jsonl is inside the lab's store"
+    ):
+        load_sources(folder.data, None, lab)
+
+
+def test_a_lab_reached_through_a_link_reads_its_own_files(lab: Path) -> None:
+    write_rows(lab / "rows.jsonl")
+    os.symlink(lab, lab.parent / "lab-link")
+    spec = spec_for([{"type": "jsonl", "path": "rows.jsonl"}])
+    loaded = load_sources(spec.data, None, lab.parent / "lab-link")
+    assert loaded.sources[0]["path"] == "rows.jsonl" and len(loaded.examples) == 6
