@@ -37,9 +37,10 @@ SCHEMA = {
     },
     "required": FIELDS,
 }
-# 40 steps of 8 pages (about 320 of the 360 train pages, ~200 tokens each) keep the LoRA run to a
-# few minutes on two CPU cores. float32: on a CPU without native bf16 units (no AVX512-BF16 or
-# AMX) bf16 autocast is emulated and was 2.8x slower per step here (8 s against 22 s).
+# 24 steps of 8 pages (192 of the 360 train pages, ~200 tokens each) keep the LoRA run to a few
+# minutes on two CPU cores; 40 steps scored no better (exact match 85.0% against 88.3% here).
+# float32: on a CPU without native bf16 units (no AVX512-BF16 or AMX) bf16 autocast is emulated
+# and was 2.8x slower per step here (8 s against 22 s).
 SPEC = {
     "compass": {
         "kind": "research",
@@ -67,6 +68,7 @@ SPEC = {
         "sources": [{"type": "jsonl", "path": "{data}"}],
         "fields": {"id": "id", "text": "text", "target": "target", "group": "group"},
         "split": {"train": 0.6, "validation": 0.1, "test": 0.3, "seed": 0, "stratify": False},
+        "allow_outside_lab": True,  # the data is read where it is installed
     },
     "model": {"path": "{model}", "template": "chat", "max_length": 320},
     "method": {
@@ -79,10 +81,10 @@ SPEC = {
     "training": {
         "lr": 2e-3,
         "schedule": "cosine",
-        "warmup_steps": 4,
+        "warmup_steps": 3,
         "global_batch": 8,
         "microbatch": 4,
-        "budget": {"steps": 40},
+        "budget": {"steps": 24},
         "seed": 0,
     },
     "evaluation": {"split": "validation", "batch_size": 16, "max_new_tokens": 72},
