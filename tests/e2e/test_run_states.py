@@ -32,6 +32,9 @@ def start_run(lab: Path, name: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as from a terminal, even when this suite runs in the background (where
+        # SIGINT starts ignored, and tunelab leaves an ignored signal ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

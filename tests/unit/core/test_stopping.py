@@ -10,6 +10,16 @@ import pytest
 from tunelab.core.stopping import graceful_stop, held, interrupt_on_signals
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_as_in_a_terminal():
+    """Python's own Ctrl-C handler, as a process started from a terminal has: a suite run in
+    the background (`make test &`, some CI runners) starts with SIGINT ignored, and an
+    ignored signal is left ignored on purpose (see the test below)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize(("sig", "name"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
 def test_either_signal_raises_at_once_naming_itself(sig, name):
     before = signal.getsignal(sig)
