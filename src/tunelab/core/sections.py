@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -251,6 +251,11 @@ class ModelSpec(_Section):
     """Which end of the input text is cut when the prompt is too long. The target never is."""
     loss_on_prompt: bool = False
     """Also train on the prompt tokens (rarely wanted; `tunelab inspect` warns about it)."""
+
+    def location(self, lab: Path) -> Path:
+        """`path` as a path: relative to the lab folder unless absolute (`~` expanded)."""
+        path = Path(self.path).expanduser()
+        return path if path.is_absolute() else lab / path
 
 
 class LoraMethod(_Section):

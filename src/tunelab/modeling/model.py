@@ -38,15 +38,10 @@ class ModelError(TunelabError):
         self.modules = modules or []
 
 
-def _spec_path(spec: ModelSpec, lab: Path) -> Path:
-    path = Path(spec.path).expanduser()
-    return path if path.is_absolute() else lab / path
-
-
 def resolve_path(spec: ModelSpec, lab: Path) -> Path:
     """The folder to load from: the model folder, or the cached plain copy of a GGUF file
     (dequantized once into the lab's store, keyed by the file's sha256)."""
-    path = _spec_path(spec, lab)
+    path = spec.location(lab)
     if path.suffix == ".gguf":
         from tunelab.modeling.gguf import materialize
 
@@ -80,7 +75,7 @@ def identity(spec: ModelSpec, lab: Path) -> dict:
     config and of the tokenizer files (only `.safetensors` weights count: pickles are refused).
     With `trust_remote_code`, `remote_code` holds the sha256 of each Python file the folder lets
     run. For a GGUF base the identity is the GGUF file's hash."""
-    source = _spec_path(spec, lab)
+    source = spec.location(lab)
     if source.suffix == ".gguf":
         sha = sha256_file(source)
         return {

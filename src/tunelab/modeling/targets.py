@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
-from tunelab.core.spec import LoraMethod
+from tunelab.core.spec import LoraMethod, ModelSpec
 
 HEAD_NAMES = frozenset(
     {
@@ -49,7 +49,7 @@ def require_targets(lab: Lab) -> None:
     method = lab.spec.method
     if not isinstance(method, LoraMethod):
         return
-    folder = model_folder(lab.spec.model.path, lab.path)
+    folder = model_folder(lab.spec.model, lab.path)
     names = checkpoint_modules(folder) if folder else None
     if not names:
         return
@@ -69,11 +69,10 @@ def require_targets(lab: Lab) -> None:
             )
 
 
-def model_folder(path: str, lab: Path) -> Path | None:
+def model_folder(model: ModelSpec, lab: Path) -> Path | None:
     """The model folder `model.path` names (relative to the lab unless absolute), or None when
     it is not a folder with a config.json (a GGUF file, a wrong path: the load says which)."""
-    folder = Path(path).expanduser()
-    folder = folder if folder.is_absolute() else lab / folder
+    folder = model.location(lab)
     return folder if (folder / "config.json").is_file() else None
 
 

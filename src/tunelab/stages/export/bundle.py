@@ -99,16 +99,14 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     return result
 
 
-def _verify_sample(spec, lab: Lab, rows: list[dict], record: dict) -> list[str]:
+def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str]) -> list[str]:
     """Ids of the validation rows `verify` predicts again, in the split's order."""
     ids = [r["id"] for r in rows]
     if spec.task.generative and len(rows) > spec.evaluation.batch_size:
-        from tunelab.modeling.model import load_tokenizer
         from tunelab.modeling.render import make_renderer
         from tunelab.training.evaluate import first_generation_batch
 
-        labels = lab.store.data_manifest(record["data_version"])["labels"]
-        renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
+        renderer = make_renderer(spec, tokenizer, labels, lab.path)
         return [ids[i] for i in first_generation_batch(renderer, rows, spec.evaluation.batch_size)]
     kind = spec.model_kind
     return ids if len(ids) <= WHOLE_SPLIT[kind] else ids[: SAMPLE[kind]]
@@ -127,7 +125,8 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
             shutil.copy2(file, bundle / file.name)
     base = identity(spec.model, lab.path)
     _bind_adapter(bundle, base)
-    load_tokenizer(spec.model, lab.path).save_pretrained(bundle)
+    tokenizer = load_tokenizer(spec.model, lab.path)
+    tokenizer.save_pretrained(bundle)
     resolved = record["spec"] | {
         "task": record["spec"]["task"] | _inline_schema(spec, load_schema, lab.path)
     }
@@ -138,7 +137,7 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
     predictions = read_jsonl(store.run_dir(run_id) / "predictions.jsonl")
     by_id = {p["id"]: p for p in predictions}
-    kept = _verify_sample(spec, lab, list(val_rows.values()), record)
+    kept = _verify_sample(spec, lab, list(val_rows.values()), tokenizer, manifest["labels"])
     sample = [{"row": val_rows[i], "prediction": by_id[i]} for i in kept]  # the split's order
     write_jsonl(bundle / "verify" / "sample.jsonl", sample)
 
