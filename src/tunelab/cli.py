@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         _error(args, f"interrupted ({err.cause}): {err.outcome}")
         return EXIT_INTERRUPTED
     except (KeyboardInterrupt, TrainingInterrupted) as err:
+        if _follower():  # rank 0 says what happened to the run
+            return EXIT_INTERRUPTED
         _error(
             args,
             f"interrupted ({stop_cause(err)}): `tunelab {args.command}` stopped before it "
@@ -94,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         hint = "" if debug else f" (rerun with --debug or {DEBUG_VARIABLE}=1 for the traceback)"
         _error(args, f"internal error: {type(err).__name__}: {err}{hint}", internal=True)
         return EXIT_FAIL
+    if _follower():  # under torchrun, rank 0 alone reports
+        return EXIT_OK
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     elif cmd.view:
@@ -103,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         getattr(importlib.import_module(f"tunelab.views.{module}"), function)(result, console())
     # a result that says it did not pass (a failed `check`) exits 1, after it is shown
     return EXIT_FAIL if isinstance(result, dict) and result.get("passed") is False else EXIT_OK
+
+
+def _follower() -> bool:
+    """A process of rank > 0 under torchrun: it shares rank 0's run and reports nothing."""
+    return os.environ.get("RANK", "0") != "0"
 
 
 def _error(args: argparse.Namespace, message: str, internal: bool = False) -> None:

@@ -311,6 +311,10 @@ class TrainingSpec(_Section):
     """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """bf16 uses autocast; weights stay in model.dtype."""
+    strategy: Literal["ddp"] = "ddp"
+    """How several processes started by `torchrun` share the training: `ddp` (each a full
+    replica; each takes its share of every global batch; gradients all-reduced once a step).
+    One process ignores it."""
     activation_checkpointing: bool = False
     """Recompute activations in the backward pass (non-reentrant): less memory, more time,
     the same gradients. `tunelab size` measures its effect."""

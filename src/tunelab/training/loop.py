@@ -30,6 +30,7 @@ from tunelab.modeling.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from tunelab.training.distributed import World, check_batch
 from tunelab.training.memory import peak_mb, start_peak
 from tunelab.training.step import (
     LOSS_NORMALISATION,
@@ -92,6 +93,7 @@ def train(
     stop: threading.Event | None = None,
     resume: bool = False,
     sampler: MixtureSampler | None = None,
+    world: World | None = None,
 ) -> dict:
     """Train in place; return what happened (steps, tokens, speed, memory, loss history).
 
@@ -100,7 +102,12 @@ def train(
     is in, saves, and raises TrainingInterrupted, naming the stop's `cause` when it has one, as
     `tunelab.core.stopping.StopRequest` does). `resume` continues from that checkpoint.
     `sampler` (a data mixture) chooses the rows of each batch instead of plain seeded epochs.
+    Under `world` (several processes, `model` wrapped by `World.wrap`), each rank takes its
+    share of every global batch; only rank 0 writes (heartbeats, checkpoints), every rank reads
+    the checkpoint on `resume`.
     """
+    world = world or World()
+    check_batch(world, cfg.global_batch, cfg.microbatch)
     torch.manual_seed(cfg.seed)
     steps = total_steps(cfg, len(examples))
     params, optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
@@ -110,8 +117,9 @@ def train(
     checkpoint = run_dir / CHECKPOINT_DIR if run_dir else None
     history: list[dict] = []
     tokens_seen, done, elapsed_before = 0, 0, 0.0
+    module = getattr(model, "module", model)  # checkpoints hold the model's own names
     if resume:
-        state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
+        state = load_checkpoint(find_checkpoint(checkpoint), module, optimizer, scheduler)
         history, tokens_seen, done = state["history"], state["tokens"], state["step"]
         elapsed_before = state["seconds"]
     peak_source = start_peak(device)  # this run's peak, not an earlier run's in this process
@@ -136,10 +144,12 @@ def train(
         for step, batch_idx in enumerate(order):
             if step < done:  # resumed: these batches were taken before the stop
                 continue
-            denominator = sum(loss_weight(examples[j]) for j in batch_idx)
+            # the count of the whole global batch; over N ranks, / N as DDP averages gradients
+            denominator = sum(loss_weight(examples[j]) for j in batch_idx) / world.size
+            mine = world.share(batch_idx)
             batches = [
-                make_batch([examples[j] for j in batch_idx[i : i + cfg.microbatch]], pad_id, device)
-                for i in range(0, len(batch_idx), cfg.microbatch)
+                make_batch([examples[j] for j in mine[i : i + cfg.microbatch]], pad_id, device)
+                for i in range(0, len(mine), cfg.microbatch)
             ]
             lr = scheduler.get_last_lr()[0]
             out = train_step(
@@ -153,7 +163,8 @@ def train(
                 cfg.max_grad_norm,
                 scheduler,
             )
-            step_loss, grad_norm, tokens_seen = out.loss, out.grad_norm, tokens_seen + out.tokens
+            step_loss, grad_norm = world.total(out.loss) / world.size, out.grad_norm
+            tokens_seen += int(world.total(out.tokens))
 
             elapsed = time.perf_counter() - start
             history.append(
@@ -167,21 +178,21 @@ def train(
                 }
             )
             progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
-            if run_dir is None:
-                continue
-            atomic_write_json(
-                run_dir / "heartbeat.json", {"step": step + 1, "time": now(), "pid": os.getpid()}
-            )
-            stopping = stop is not None and stop.is_set()
-            every = cfg.checkpoint_every
-            if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
-                state = {
-                    "step": step + 1,
-                    "tokens": tokens_seen,
-                    "history": history,
-                    "seconds": elapsed,
-                }
-                save_checkpoint(checkpoint, model, optimizer, scheduler, state)
+            stopping = world.anyone(stop is not None and stop.is_set())  # all ranks, same step
+            if run_dir is not None and world.main:
+                atomic_write_json(
+                    run_dir / "heartbeat.json",
+                    {"step": step + 1, "time": now(), "pid": os.getpid()},
+                )
+                every = cfg.checkpoint_every
+                if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
+                    state = {
+                        "step": step + 1,
+                        "tokens": tokens_seen,
+                        "history": history,
+                        "seconds": elapsed,
+                    }
+                    save_checkpoint(checkpoint, module, optimizer, scheduler, state)
             if stopping:
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start

@@ -11,6 +11,7 @@ different numbers of target tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -82,6 +83,12 @@ class StepResult:
     """Non-pad tokens the step's forward passes saw."""
 
 
+def _accumulating(model: torch.nn.Module, last: bool):
+    """Under DDP, gradients are all-reduced once per step, after the last microbatch."""
+    no_sync = getattr(model, "no_sync", None)
+    return no_sync() if no_sync is not None and not last else nullcontext()
+
+
 def train_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -95,8 +102,9 @@ def train_step(
 ) -> StepResult:
     """One optimizer step over `batches` (the microbatches of one global batch)."""
     loss, tokens = 0.0, 0
-    for batch in batches:
-        loss += backward(model, batch, denominator, device, precision)
+    for i, batch in enumerate(batches):
+        with _accumulating(model, last=i == len(batches) - 1):
+            loss += backward(model, batch, denominator, device, precision)
         tokens += int(batch["attention_mask"].sum())
     grad_norm = None
     if max_grad_norm is not None:

@@ -63,6 +63,7 @@ _EXACT = {
     "training.seed": "seed",
     "training.checkpoint_every": "runtime",
     "training.activation_checkpointing": "runtime",
+    "training.strategy": "runtime",
     "data_version": "data",
 }
 _PREFIX = {

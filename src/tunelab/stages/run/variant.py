@@ -8,6 +8,7 @@ more than one group is refused unless `--reason` says why (see `tunelab.stages.r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from tunelab.modeling.render import make_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
 from tunelab.stages.run.diff import check_one_change, diff_runs, diff_warnings, resolve_parent
+from tunelab.training.distributed import World, check_batch, device_for, joined, world_from_env
 from tunelab.training.evaluate import evaluate_rows, protocol
 from tunelab.training.loop import total_steps, train
 
@@ -93,6 +95,7 @@ def run_variant(
     spec, store = lab.spec, lab.store
     spec.require_plan()
     name = check_run_name(name or spec.method.type)  # refused before anything loads
+    lab, world = _on_world(lab)
     version = store.current_data()
     parent_record = resolve_parent(store, version, parent)
     diff = diff_runs(parent_record, spec.to_dict(), version) if parent_record else None
@@ -104,6 +107,8 @@ def run_variant(
     if console and preflight["warning"]:
         console.print(f"[yellow]warning[/] {preflight['warning']}")
     model, trainable = build_model(lab, renderer.labels)
+    if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
+        return _follow(lab, world, model, renderer, train_set, sampler)
     record, run_dir = ledger.open_run(
         lab,
         name,
@@ -124,8 +129,10 @@ def run_variant(
         preflight=preflight,
     )
     if console:
-        console.print(_start_line(record, spec, len(train_set)))
-    return _train_and_finish(lab, record, run_dir, model, renderer, train_set, sampler, console)
+        console.print(_start_line(record, spec, len(train_set), world))
+    return _train_and_finish(
+        lab, record, run_dir, model, renderer, train_set, sampler, console, world=world
+    )
 
 
 def resume_run(
@@ -138,6 +145,7 @@ def resume_run(
     run_dir = store.run_dir(run_id)
     _check_resumable(record, run_dir)
     lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
+    lab, world = _on_world(lab)
     try:
         renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
         sampler = mixture_sampler(lab, record["data_version"], train_set)
@@ -150,10 +158,14 @@ def resume_run(
             run=run_id,
             resumable=True,
         ) from err
-    record.setdefault("resumed", []).append({"time": now(), "pid": os.getpid()})
+    if not world.main:
+        return _follow(lab, world, model, renderer, train_set, sampler, run_dir)
+    record.setdefault("resumed", []).append(
+        {"time": now(), "pid": os.getpid(), "world_size": world.size}
+    )
     ledger.reopen_run(lab, record)
     return _train_and_finish(
-        lab, record, run_dir, model, renderer, train_set, sampler, console, resume=True
+        lab, record, run_dir, model, renderer, train_set, sampler, console, True, world
     )
 
 
@@ -173,27 +185,27 @@ def _check_resumable(record: dict, run_dir: Path) -> None:
 
 
 def _train_and_finish(
-    lab, record, run_dir, model, renderer, train_set, sampler, console, resume: bool = False
+    lab,
+    record,
+    run_dir,
+    model,
+    renderer,
+    train_set,
+    sampler,
+    console,
+    resume: bool = False,
+    world: World | None = None,
 ) -> dict:
     """Train, evaluate, save, inside the run's record (`ledger.recording`).
 
     Ctrl-C or SIGTERM during training finishes the step and checkpoints; anywhere else it
     stops at once. Either way the run is recorded as interrupted, resumable when a checkpoint
-    exists. The weights are written whole or not at all."""
+    exists. The weights are written whole or not at all. Under several processes this is
+    rank 0: it trains its share with the others, then evaluates alone."""
     with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
-        with graceful_stop(console) as stop:
-            record["training"] = train(
-                model,
-                train_set,
-                lab.spec.training,
-                lab.device,
-                renderer.pad_id,
-                console,
-                run_dir,
-                stop,
-                resume,
-                sampler,
-            )
+        record["training"] = _train(
+            lab, world or World(), model, renderer, train_set, sampler, console, run_dir, resume
+        )
         e = lab.spec.evaluation
         val_rows = lab.store.read_split(record["data_version"], "validation")
         lab.store.log_event("run_evaluating", run=record["id"], rows=len(val_rows))
@@ -209,20 +221,60 @@ def _train_and_finish(
     return record
 
 
+def _on_world(lab: Lab) -> tuple[Lab, World]:
+    """This process's world (torchrun's variables), its device, and the batch check, before
+    any record exists."""
+    world = world_from_env(lab.spec.training.strategy)
+    check_batch(world, lab.spec.training.global_batch, lab.spec.training.microbatch)
+    return dataclasses.replace(lab, device=device_for(world, lab.device)), world
+
+
+def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume) -> dict:
+    """The training of the run on every rank (graceful on Ctrl-C and SIGTERM), with what the
+    record keeps of the processes."""
+    cfg = lab.spec.training
+    with joined(world, lab.device) as world, graceful_stop(console) as stop:
+        trained = world.wrap(model, lab.device)
+        training = train(
+            trained,
+            train_set,
+            cfg,
+            lab.device,
+            renderer.pad_id,
+            console,
+            run_dir,
+            stop,
+            resume,
+            sampler,
+            world,
+        )
+        training["processes"] = world.record(lab.device, cfg.microbatch, cfg.global_batch)
+        del trained  # DDP's reducer goes before its process group (else its exit can hang)
+    return training
+
+
+def _follow(lab, world, model, renderer, train_set, sampler, run_dir=None) -> dict:
+    """A rank other than 0: trains its share of every step (reading rank 0's checkpoint on
+    resume), writes nothing and evaluates nothing; the CLI prints nothing for it."""
+    training = _train(lab, world, model, renderer, train_set, sampler, None, run_dir, bool(run_dir))
+    return {"rank": world.rank, "training": {k: training[k] for k in ("steps", "tokens")}}
+
+
 def _checkpoint(run_dir: Path) -> str | None:
     """The run's checkpoint folder (relative to the run) when a whole one exists."""
     return CHECKPOINT_DIR if find_checkpoint(run_dir / CHECKPOINT_DIR) else None
 
 
-def _start_line(record: dict, spec, n_train: int) -> str:
+def _start_line(record: dict, spec, n_train: int, world: World) -> str:
     t, cfg = record["trainable"], spec.training
     steps = total_steps(cfg, n_train)
+    accumulation = cfg.global_batch // (cfg.microbatch * world.size)
+    processes = "1 process" if world.size == 1 else f"{world.size} processes ({cfg.strategy})"
     return (
         f"[bold]{record['id']}[/]: {t['method']} · {t['trainable_params']:,} of "
         f"{t['total_params']:,} parameters train ({100 * t['trainable_fraction']:.2f}%) · "
-        f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {cfg.accumulation} "
-        "accumulation × 1 process"
-        f" · {steps} steps on {n_train} examples"
+        f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {accumulation} "
+        f"accumulation × {processes} · {steps} steps on {n_train} examples"
         + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
     )
 

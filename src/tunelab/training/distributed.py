@@ -1,0 +1,174 @@
+"""Several processes under `torchrun`: who this process is, and what it shares with the others.
+
+A run under `torchrun --nproc_per_node N` is one run, not N: every rank computes the same
+seeded global order of examples, and each takes its own contiguous share of every global batch
+(`World.share`), so N × microbatch × accumulation is the spec's global batch and the examples a
+step sees are exactly those one process would see. The loss stays normalised by the count of
+the *whole* global batch (known to every rank from the shared order, so no collective is needed
+for it); DDP averages the ranks' gradients, so each rank divides by that count / N and the
+average is the single-process gradient. Rank 0 alone writes records, events, heartbeats,
+checkpoints and predictions, and evaluates on the whole validation split after training.
+
+Strategies: `ddp` (each rank a full replica, gradients all-reduced). On CPU the backend is gloo,
+on CUDA nccl with `cuda:LOCAL_RANK`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tunelab.core.errors import TunelabError
+
+if TYPE_CHECKING:
+    import torch
+
+TORCHRUN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
+
+
+class DistributedError(TunelabError):
+    """The processes cannot share this run as the spec says."""
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the run's processes (one process: rank 0 of 1)."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    strategy: str | None = None
+    backend: str | None = None
+
+    @property
+    def main(self) -> bool:
+        """The rank that writes (records, events, checkpoints) and evaluates."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    def share(self, batch: list[int]) -> list[int]:
+        """This rank's contiguous share of a global batch of example indices."""
+        per = len(batch) // self.size
+        return batch[self.rank * per : (self.rank + 1) * per]
+
+    def total(self, value: float) -> float:
+        """The sum of `value` over every rank (the value itself in one process)."""
+        if not self.distributed:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([float(value)], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return float(t.item())
+
+    def anyone(self, flag: bool) -> bool:
+        """True on every rank when it is true on one (a stop asked of one rank stops all, at
+        the same step, so no rank waits in a collective for one that has left)."""
+        return self.total(1.0 if flag else 0.0) > 0 if self.distributed else flag
+
+    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+        """The model as this strategy trains it (DDP around it; itself in one process)."""
+        if not self.distributed:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
+
+    def devices(self, device: torch.device) -> list[str]:
+        """Every rank's device, in rank order."""
+        name = _device_name(device)
+        if not self.distributed:
+            return [name]
+        import torch.distributed as dist
+
+        names: list[str | None] = [None] * self.size
+        dist.all_gather_object(names, name)
+        return [str(n) for n in names]
+
+    def record(self, device: torch.device, microbatch: int, global_batch: int) -> dict:
+        """What the run record keeps of the processes and how the data was shared."""
+        per = global_batch // self.size
+        return {
+            "world_size": self.size,
+            "strategy": self.strategy if self.distributed else None,
+            "backend": self.backend,
+            "devices": self.devices(device),
+            "sharding": (
+                f"each global batch of {global_batch} in the single-process order, cut into "
+                f"{self.size} contiguous shares of {per} ({per // microbatch} microbatch(es) of "
+                f"{microbatch} per rank)"
+                if self.distributed
+                else None
+            ),
+        }
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        import torch
+
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+def world_from_env(strategy: str) -> World:
+    """This process's world from torchrun's variables (none set: one process)."""
+    if "WORLD_SIZE" not in os.environ:
+        return World()
+    missing = [v for v in TORCHRUN_VARIABLES if v not in os.environ]
+    if missing:
+        raise DistributedError(
+            f"WORLD_SIZE is set but not {', '.join(missing)}: start several processes with "
+            "`torchrun --nproc_per_node N -m tunelab.cli run ...`"
+        )
+    size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    local = int(os.environ["LOCAL_RANK"])
+    return World(rank, size, local, strategy if size > 1 else None)
+
+
+def check_batch(world: World, global_batch: int, microbatch: int) -> None:
+    """N processes × microbatch × accumulation must make the spec's global batch."""
+    if global_batch % (world.size * microbatch):
+        raise DistributedError(
+            f"training.global_batch ({global_batch}) must be a multiple of {world.size} "
+            f"processes × training.microbatch ({microbatch}), so that every rank takes the "
+            "same share of each global batch; change one of them, or --nproc_per_node"
+        )
+
+
+def device_for(world: World, device: torch.device) -> torch.device:
+    """Each rank's own GPU (`cuda:LOCAL_RANK`); on CPU every rank uses the CPU."""
+    import torch
+
+    if world.distributed and device.type == "cuda":
+        return torch.device("cuda", world.local_rank)
+    return device
+
+
+@contextmanager
+def joined(world: World, device: torch.device) -> Iterator[World]:
+    """The process group for the block (gloo on CPU, nccl on CUDA), left when it ends."""
+    if not world.distributed:
+        yield world
+        return
+    import torch.distributed as dist
+
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend)
+    try:
+        yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
+        dist.barrier()  # every rank done with the group before any leaves it
+    finally:
+        dist.destroy_process_group()
