@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     try:
         with interrupt_on_signals():  # Ctrl-C and SIGTERM stop any command, the same way
+            _one_process_unless(args.command, cmd.processes)
             result = cmd.run(args)
     except Interrupted as err:  # the stage says what it recorded and how to go on
         _error(args, f"interrupted ({err.cause}): {err.outcome}")
@@ -109,9 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_FAIL if isinstance(result, dict) and result.get("passed") is False else EXIT_OK
 
 
+def _one_process_unless(name: str, processes: bool) -> None:
+    """Under `torchrun`, only the commands that train take several processes; any other would
+    run N times over the same lab."""
+    size = os.environ.get("WORLD_SIZE", "1")
+    if size != "1" and not processes:
+        from tunelab.training.distributed import DistributedError
+
+        raise DistributedError(
+            f"`tunelab {name}` runs in one process, not in torchrun's {size}: start it without "
+            "torchrun (only `run` and `resume` train on several processes)"
+        )
+
+
 def _follower() -> bool:
     """A process of rank > 0 under torchrun: it shares rank 0's run and reports nothing."""
-    return os.environ.get("RANK", "0") != "0"
+    from tunelab.training.distributed import main_process
+
+    return not main_process()
 
 
 def _error(args: argparse.Namespace, message: str, internal: bool = False) -> None:

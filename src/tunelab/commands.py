@@ -29,6 +29,8 @@ class Command:
     """Takes `key=value` spec overrides."""
     device: bool = False
     """Takes `--device` (default: TUNELAB_DEVICE, else CUDA when present, else CPU)."""
+    processes: bool = False
+    """Runs under `torchrun` as several processes (the others are refused there)."""
 
 
 COMMANDS: dict[str, Command] = {}
@@ -206,6 +208,7 @@ def cmd_size(args):
     ),
     overrides=True,
     device=True,
+    processes=True,
 )
 def cmd_run(args):
     if args.name is not None:  # a name is refused before anything else is read
@@ -260,6 +263,7 @@ def cmd_compare(args):
     "runs:run",
     arg("run", help="run id, e.g. r003-lora"),
     device=True,
+    processes=True,
 )
 def cmd_resume(args):
     from tunelab.stages.run.variant import resume_run

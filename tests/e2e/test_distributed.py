@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 from safetensors.torch import load_file
+from test_run_states import wait_for_step
 
 from tunelab.cli import main
 from tunelab.core.store import Store
@@ -32,6 +34,11 @@ def _weights(record: dict) -> str:
     return next(f for f in record["weights"]["files"] if f.endswith(".safetensors"))
 
 
+def _worst_rel(one: dict, two: dict) -> float:
+    pairs = zip(one["training"]["history"], two["training"]["history"], strict=True)
+    return max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in pairs)
+
+
 def torchrun(lab, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
@@ -39,22 +46,11 @@ def torchrun(lab, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
 
 
-@pytest.mark.parametrize(
-    "method",
-    [
-        {
-            "type": "lora",
-            "r": 4,
-            "alpha": 8,
-            "dropout": 0.0,
-            "target_modules": ["q_proj", "v_proj"],
-        },
-        {"type": "full"},
-    ],
-    ids=["lora", "full"],
-)
-def test_ddp_on_two_processes_takes_the_single_process_steps(make_extraction_lab, capsys, method):
-    lab = make_extraction_lab(training=TRAINING, method=method)
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_processes_take_the_single_process_steps(make_extraction_lab, capsys, strategy):
+    """Full fine-tuning (LoRA: the resume tests below, which compare their steps too)."""
+    method = {"type": "full"}
+    lab = make_extraction_lab(training={**TRAINING, "strategy": strategy}, method=method)
     for command in (["data"], ["baseline"]):
         assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0, command
     capsys.readouterr()
@@ -78,14 +74,24 @@ def test_ddp_on_two_processes_takes_the_single_process_steps(make_extraction_lab
     assert weights[0].keys() == weights[1].keys()
     worst = max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0])
     assert worst < WEIGHT_TOLERANCE, worst
-    assert two["training"]["processes"] == {
+    processes = two["training"]["processes"]
+    assert {k: processes[k] for k in ("world_size", "strategy", "backend", "devices")} == {
         "world_size": 2,
-        "strategy": "ddp",
+        "strategy": strategy,
         "backend": "gloo",
         "devices": ["cpu", "cpu"],
-        "sharding": "each global batch of 8 in the single-process order, cut into 2 contiguous "
-        "shares of 4 (2 microbatch(es) of 2 per rank)",
     }
+    assert processes["sharding"] == (
+        "each global batch of 8 in the single-process order, cut into 2 contiguous shares of 4 "
+        "(2 microbatch(es) of 2 per rank)"
+    )
+    if strategy == "fsdp":  # gradients summed; the loss divided by the whole batch's count
+        assert processes["loss_normalisation"].startswith("the whole global batch's count / 1")
+        assert processes["fsdp"]["units"] == "2 block(s) of LlamaDecoderLayer + the root"
+    else:  # DDP averages the ranks' gradients
+        assert processes["loss_normalisation"].startswith("the whole global batch's count / 2")
+        assert processes["fsdp"] is None
+    print(f"{strategy} {method['type']}: loss rel {_worst_rel(one, two):.1e}, weights {worst:.1e}")
     assert one["training"]["processes"]["world_size"] == 1
 
     # one run, written by rank 0 alone
@@ -95,16 +101,112 @@ def test_ddp_on_two_processes_takes_the_single_process_steps(make_extraction_lab
     assert [e["run"] for e in started] == ["r001-zero-shot", "r002-one", "r003-two"]
 
 
-def test_a_global_batch_the_processes_cannot_share_is_refused_before_a_record(
-    make_extraction_lab, capsys
+def test_what_the_processes_cannot_share_is_refused_before_a_record(
+    make_extraction_lab, capsys, monkeypatch
 ):
+    """Each rank refuses the same way, before any record, so torchrun's processes are not
+    started for this (the refusals come before the process group)."""
     lab = make_extraction_lab(training={**TRAINING, "global_batch": 6})
     for command in (["data"], ["baseline"]):
         assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0, command
     capsys.readouterr()
-    done = torchrun(lab, "run", "--name", "odd")
-    assert done.returncode != 0
-    errors = {json.loads(line)["error"] for line in done.stdout.splitlines() if line}
-    assert len(errors) == 1  # every rank refuses the same way, before any record
-    assert "must be a multiple of 2 processes × training.microbatch (2)" in errors.pop()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("LOCAL_RANK", rank)
+        assert main(["run", "--lab", str(lab), "--name", "odd", "--json"]) == 2
+        error = json.loads(capsys.readouterr().out)["error"]
+        assert "must be a multiple of 2 processes × training.microbatch (2)" in error
+        assert main(["check", "--lab", str(lab), "--json"]) == 2  # one process only
+        assert "not in torchrun's 2" in json.loads(capsys.readouterr().out)["error"]
     assert [r["id"] for r in Store(lab).runs()] == ["r001-zero-shot"]
+
+
+LONG = {**TRAINING, "budget": {"steps": 60}}
+"""Long enough to stop in the middle; no periodic checkpoints (one is saved on the stop)."""
+LORA = {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+
+
+def start_torchrun(lab, *argv: str) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc_per_node", "2", "-m", "tunelab.cli", *argv, "--lab", str(lab), "--json"]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def stop_at_a_step(lab, strategy: str) -> tuple[dict, dict]:
+    """A 2-process run SIGTERMed (to torchrun, which passes it to both ranks) after a few
+    steps: its record and its checkpoint's loop state."""
+    proc = start_torchrun(lab, "run", "--name", "stopped", f"training.strategy={strategy}")
+    run_dir = lab / ".tunelab/runs/r002-stopped"
+    wait_for_step(run_dir, 3, proc, timeout=300)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["status"] == "interrupted" and record["checkpoint"] == "checkpoint", err[-3000:]
+    state = json.loads((run_dir / "checkpoint/state.json").read_text())
+    assert 3 <= state["step"] < 60
+    assert state["written_by"] == {"world_size": 2, "strategy": strategy}
+    shards = sorted(p.name for p in (run_dir / "checkpoint").iterdir())
+    assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp", "rng.pt", "state.json"]
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("heartbeat")) == [
+        "heartbeat.json"  # rank 0 alone writes
+    ]
+    return record, state
+
+
+def straight_run(lab, capsys) -> dict:
+    assert main(["run", "--lab", str(lab), "--name", "straight", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def assert_same_run(resumed: dict, straight: dict) -> None:
+    losses = [h["loss"] for h in straight["training"]["history"]]
+    assert [h["loss"] for h in resumed["training"]["history"]] == pytest.approx(
+        losses, rel=RESUMED_LOSS_TOLERANCE
+    )
+    assert resumed["training"]["tokens"] == straight["training"]["tokens"]
+    assert resumed["metrics"] == straight["metrics"]
+    print(f"resumed: loss rel {_worst_rel(straight, resumed):.1e}")
+
+
+RESUMED_LOSS_TOLERANCE = 1e-4
+"""Relative, per step, over 60 steps: one and two processes sum in another order, and the
+differences grow a little with the steps."""
+
+
+def test_sigterm_stops_both_ranks_and_resume_on_two_ends_like_one_process(
+    make_extraction_lab, capsys
+):
+    lab = make_extraction_lab(training=LONG, method=LORA)
+    assert main(["data", "--lab", str(lab), "--json"]) == 0
+    assert main(["baseline", "--lab", str(lab), "--json"]) == 0
+    capsys.readouterr()
+    stop_at_a_step(lab, "ddp")
+
+    done = torchrun(lab, "resume", "r002-stopped")
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = json.loads(done.stdout)
+    assert resumed["status"] == "completed"
+    assert [r["world_size"] for r in resumed["resumed"]] == [2]
+    assert_same_run(resumed, straight_run(lab, capsys))
+
+
+def test_a_two_process_fsdp_checkpoint_resumes_on_one_process(make_extraction_lab, capsys):
+    lab = make_extraction_lab(training=LONG, method=LORA)
+    assert main(["data", "--lab", str(lab), "--json"]) == 0
+    assert main(["baseline", "--lab", str(lab), "--json"]) == 0
+    capsys.readouterr()
+    stop_at_a_step(lab, "fsdp")
+
+    assert main(["resume", "--lab", str(lab), "r002-stopped", "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["status"] == "completed"
+    (again,) = resumed["resumed"]
+    assert again["world_size"] == 1
+    assert again["checkpoint_written_by"] == {"world_size": 2, "strategy": "fsdp"}
+    assert resumed["training"]["processes"]["world_size"] == 1
+    assert_same_run(resumed, straight_run(lab, capsys))

@@ -311,10 +311,11 @@ class TrainingSpec(_Section):
     """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """bf16 uses autocast; weights stay in model.dtype."""
-    strategy: Literal["ddp"] = "ddp"
-    """How several processes started by `torchrun` share the training: `ddp` (each a full
-    replica; each takes its share of every global batch; gradients all-reduced once a step).
-    One process ignores it."""
+    strategy: Literal["ddp", "fsdp"] = "ddp"
+    """How several processes started by `torchrun` share the training; each takes its share of
+    every global batch. `ddp`: each holds a full replica, gradients all-reduced once a step.
+    `fsdp` (FSDP2): each holds a shard of every block's weights, gradients and optimizer state,
+    gathered block by block when used. One process ignores it."""
     activation_checkpointing: bool = False
     """Recompute activations in the backward pass (non-reentrant): less memory, more time,
     the same gradients. `tunelab size` measures its effect."""

@@ -6,6 +6,13 @@ arbitrary pickle), and `state.json` (step, tokens, loss history, scheduler). The
 needs no saving: the example order is a pure function of the seed, so the resumed loop skips
 the batches already taken. A new checkpoint is written beside the old one and swapped in by
 rename, so a kill at any moment leaves a complete checkpoint or the previous one.
+
+Under several processes (`torchrun`), a checkpoint is written with `torch.distributed.checkpoint`
+(DCP) by every rank: one folder, each rank's shard of the trained tensors and of the optimizer
+state in its own file, and rank 0's `.metadata`, `rng.pt` and `state.json`. DCP reshards on
+load, so such a checkpoint resumes on any number of processes and either strategy, one process
+included; a one-process checkpoint resumes under DDP (every rank reads it) or FSDP (every rank
+takes its shard of it).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -21,7 +29,12 @@ from safetensors.torch import load_file, save_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import atomic_write_json
 
+if TYPE_CHECKING:
+    from tunelab.training.distributed import World
+
 CHECKPOINT_DIR = "checkpoint"
+SHARDED_MARK = ".metadata"
+"""The file DCP writes beside the shards: its presence marks a several-process checkpoint."""
 
 
 def save_checkpoint(
@@ -30,30 +43,59 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     state: dict,
+    world: World | None = None,
 ) -> None:
+    """Write the checkpoint beside the old one and swap it in (every rank calls it under
+    several processes; one process writes it alone)."""
     tmp = path.with_name(path.name + ".new")
+    if world is not None and world.distributed:
+        _save_sharded(tmp, model, optimizer, state | {"scheduler": _scheduler(scheduler)}, world)
+        if world.main:
+            _swap(tmp, path)
+        _barrier()  # no rank goes on (or reads it) before the swap
+        return
+    model = getattr(model, "module", model)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     trainable = {
         n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
     }
     save_file(trainable, str(tmp / "trainable.safetensors"))
-    rng = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
+    rng = _rng()
     # into memory first: a full disk is then an OSError naming the file (torch.save writing to
     # a path reports it as a bare RuntimeError)
     buffer = io.BytesIO()
     torch.save({"optimizer": optimizer.state_dict(), "rng": rng}, buffer)
     (tmp / "optimizer.pt").write_bytes(buffer.getvalue())
-    sched = {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
-    atomic_write_json(tmp / "state.json", state | {"scheduler": sched})
+    atomic_write_json(tmp / "state.json", state | {"scheduler": _scheduler(scheduler)})
+    _swap(tmp, path)
+
+
+def _scheduler(scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict:
+    return {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
+
+
+def _rng() -> dict:
+    rng = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    return rng
+
+
+def _swap(tmp: Path, path: Path) -> None:
+    """`tmp` becomes `path`; a kill at any moment leaves one of them whole."""
     old = path.with_name(path.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():
         path.rename(old)
     tmp.rename(path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def written_by(path: Path) -> dict:
+    """The processes that wrote the checkpoint at `path` (one process unless it says)."""
+    state = json.loads((path / "state.json").read_text())
+    return state.get("written_by") or {"world_size": 1, "strategy": None}
 
 
 def find_checkpoint(path: Path) -> Path | None:
@@ -70,7 +112,21 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
 ) -> dict:
-    """Restore model, optimizer, scheduler and RNG in place; return the saved loop state."""
+    """Restore model, optimizer, scheduler and RNG in place; return the saved loop state.
+    Under several processes every rank calls it, with the model as its strategy wraps it."""
+    if (path / SHARDED_MARK).exists():
+        _load_sharded(path, model, optimizer)
+    elif _is_sharded(model):
+        _load_whole_into_shards(path, model, optimizer)
+    else:
+        _load_whole(path, getattr(model, "module", model), optimizer)
+    state = json.loads((path / "state.json").read_text())
+    sched = state.pop("scheduler") | {"lr_lambdas": [None] * len(optimizer.param_groups)}
+    scheduler.load_state_dict(sched)
+    return state
+
+
+def _load_whole(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     tensors = load_file(str(path / "trainable.safetensors"))
     params = dict(model.named_parameters())
     missing = sorted(set(n for n, p in params.items() if p.requires_grad) - set(tensors))
@@ -82,9 +138,92 @@ def load_checkpoint(
     saved = torch.load(path / "optimizer.pt", weights_only=True)
     optimizer.load_state_dict(saved["optimizer"])
     torch.set_rng_state(saved["rng"]["cpu"])
-    if "cuda" in saved["rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
-    state = json.loads((path / "state.json").read_text())
-    sched = state.pop("scheduler") | {"lr_lambdas": [None] * len(optimizer.param_groups)}
-    scheduler.load_state_dict(sched)
-    return state
+    _set_rng(saved["rng"])
+
+
+def _set_rng(rng: dict) -> None:
+    torch.set_rng_state(rng["cpu"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+def _options(**kwargs):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(ignore_frozen_params=True, **kwargs)
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def _is_sharded(model: torch.nn.Module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def _save_sharded(tmp: Path, model, optimizer, state: dict, world: World) -> None:
+    """Every rank writes its shards with DCP; rank 0 adds the RNG and the loop state last."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    if world.main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier()
+    model_state, optim_state = get_state_dict(model, optimizer, options=_options())
+    dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(tmp))
+    if world.main:
+        buffer = io.BytesIO()  # into memory first, as above
+        torch.save(_rng(), buffer)
+        (tmp / "rng.pt").write_bytes(buffer.getvalue())
+        written = {"world_size": world.size, "strategy": world.strategy}
+        atomic_write_json(tmp / "state.json", state | {"written_by": written})
+
+
+def _load_sharded(path: Path, model, optimizer) -> None:
+    """DCP reads each rank's part of the saved tensors, whatever the world that wrote them."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_state, optim_state = get_state_dict(model, optimizer, options=_options())
+    loaded = {"model": model_state, "optimizer": optim_state}
+    dcp.load(loaded, checkpoint_id=str(path))
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=loaded["model"],
+        optim_state_dict=loaded["optimizer"],
+        options=_options(strict=False),  # the frozen base is not in it
+    )
+    _set_rng(torch.load(path / "rng.pt", weights_only=True))
+
+
+def _load_whole_into_shards(path: Path, model, optimizer) -> None:
+    """A one-process checkpoint into FSDP: every rank reads it whole and keeps its shard. The
+    optimizer state is keyed by parameter order there; here by name (the same order: both
+    optimizers take the trainable parameters as the model lists them)."""
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    tensors = load_file(str(path / "trainable.safetensors"))
+    saved = torch.load(path / "optimizer.pt", weights_only=True)
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    whole = saved["optimizer"]
+    optim_state = {
+        "state": {names[i]: value for i, value in whole["state"].items()},
+        "param_groups": [
+            g | {"params": [names[i] for i in g["params"]]} for g in whole["param_groups"]
+        ],
+    }
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=tensors,
+        optim_state_dict=optim_state,
+        options=_options(full_state_dict=True, strict=False),
+    )
+    _set_rng(saved["rng"])

@@ -9,8 +9,10 @@ for it); DDP averages the ranks' gradients, so each rank divides by that count /
 average is the single-process gradient. Rank 0 alone writes records, events, heartbeats,
 checkpoints and predictions, and evaluates on the whole validation split after training.
 
-Strategies: `ddp` (each rank a full replica, gradients all-reduced). On CPU the backend is gloo,
-on CUDA nccl with `cuda:LOCAL_RANK`.
+Strategies: `ddp` (each rank a full replica, gradients all-reduced and averaged, so each rank's
+loss is divided by the count / N) and `fsdp` (FSDP2, `tunelab.training.sharding`: parameters,
+gradients and optimizer state sharded, gradients summed, so each rank divides by the whole
+count). On CPU the backend is gloo, on CUDA nccl with `cuda:LOCAL_RANK`.
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ class World:
     def distributed(self) -> bool:
         return self.size > 1
 
+    @property
+    def sharded(self) -> bool:
+        """FSDP: no rank holds the whole model (checkpoints and the final gather need all)."""
+        return self.distributed and self.strategy == "fsdp"
+
+    @property
+    def divisor(self) -> int:
+        """What the ranks' gradients are divided by when they are combined: DDP averages (N),
+        FSDP here sums (1); the loss is normalised by the global count / divisor."""
+        return self.size if self.distributed and not self.sharded else 1
+
     def share(self, batch: list[int]) -> list[int]:
         """This rank's contiguous share of a global batch of example indices."""
         per = len(batch) // self.size
@@ -73,14 +86,31 @@ class World:
         the same step, so no rank waits in a collective for one that has left)."""
         return self.total(1.0 if flag else 0.0) > 0 if self.distributed else flag
 
-    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-        """The model as this strategy trains it (DDP around it; itself in one process)."""
+    def broadcast(self, value):
+        """Rank 0's `value` on every rank (a picklable object; itself in one process)."""
         if not self.distributed:
-            return model
+            return value
+        import torch.distributed as dist
+
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def wrap(
+        self, model: torch.nn.Module, device: torch.device, precision: str
+    ) -> tuple[torch.nn.Module, dict | None]:
+        """The model as this strategy trains it (DDP around it, or sharded in place by FSDP;
+        itself in one process), and what the record keeps of the sharding."""
+        if not self.distributed:
+            return model, None
+        if self.sharded:
+            from tunelab.training.sharding import shard
+
+            return model, shard(model, device, self.size, precision)
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids)
+        return DistributedDataParallel(model, device_ids=ids), None
 
     def devices(self, device: torch.device) -> list[str]:
         """Every rank's device, in rank order."""
@@ -93,8 +123,10 @@ class World:
         dist.all_gather_object(names, name)
         return [str(n) for n in names]
 
-    def record(self, device: torch.device, microbatch: int, global_batch: int) -> dict:
-        """What the run record keeps of the processes and how the data was shared."""
+    def record(
+        self, device: torch.device, microbatch: int, global_batch: int, fsdp: dict | None = None
+    ) -> dict:
+        """What the run record keeps of the processes and how the data and model were shared."""
         per = global_batch // self.size
         return {
             "world_size": self.size,
@@ -108,6 +140,14 @@ class World:
                 if self.distributed
                 else None
             ),
+            "loss_normalisation": (
+                f"the whole global batch's count / {self.divisor} on every rank (gradients "
+                + ("averaged" if self.divisor > 1 else "summed")
+                + " across ranks)"
+                if self.distributed
+                else None
+            ),
+            "fsdp": fsdp,
         }
 
 
@@ -117,6 +157,11 @@ def _device_name(device: torch.device) -> str:
 
         return f"{device} ({torch.cuda.get_device_name(device)})"
     return str(device)
+
+
+def main_process() -> bool:
+    """Rank 0 under torchrun, or the only process: the one that writes and reports."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 def world_from_env(strategy: str) -> World:
@@ -149,6 +194,12 @@ def device_for(world: World, device: torch.device) -> torch.device:
     import torch
 
     if world.distributed and device.type == "cuda":
+        count = torch.cuda.device_count()
+        if world.local_rank >= count:
+            raise DistributedError(
+                f"local rank {world.local_rank} has no GPU of its own ({count} on this node): "
+                f"start at most --nproc_per_node {count} processes per node"
+            )
         return torch.device("cuda", world.local_rank)
     return device
 

@@ -103,8 +103,8 @@ def train(
     `tunelab.core.stopping.StopRequest` does). `resume` continues from that checkpoint.
     `sampler` (a data mixture) chooses the rows of each batch instead of plain seeded epochs.
     Under `world` (several processes, `model` wrapped by `World.wrap`), each rank takes its
-    share of every global batch; only rank 0 writes (heartbeats, checkpoints), every rank reads
-    the checkpoint on `resume`.
+    share of every global batch; rank 0 alone writes heartbeats, every rank takes part in
+    writing a checkpoint and reads it on `resume`.
     """
     world = world or World()
     check_batch(world, cfg.global_batch, cfg.microbatch)
@@ -117,9 +117,8 @@ def train(
     checkpoint = run_dir / CHECKPOINT_DIR if run_dir else None
     history: list[dict] = []
     tokens_seen, done, elapsed_before = 0, 0, 0.0
-    module = getattr(model, "module", model)  # checkpoints hold the model's own names
     if resume:
-        state = load_checkpoint(find_checkpoint(checkpoint), module, optimizer, scheduler)
+        state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
         history, tokens_seen, done = state["history"], state["tokens"], state["step"]
         elapsed_before = state["seconds"]
     peak_source = start_peak(device)  # this run's peak, not an earlier run's in this process
@@ -144,8 +143,8 @@ def train(
         for step, batch_idx in enumerate(order):
             if step < done:  # resumed: these batches were taken before the stop
                 continue
-            # the count of the whole global batch; over N ranks, / N as DDP averages gradients
-            denominator = sum(loss_weight(examples[j]) for j in batch_idx) / world.size
+            # the count of the whole global batch (over N ranks, / N where DDP averages them)
+            denominator = sum(loss_weight(examples[j]) for j in batch_idx) / world.divisor
             mine = world.share(batch_idx)
             batches = [
                 make_batch([examples[j] for j in mine[i : i + cfg.microbatch]], pad_id, device)
@@ -163,7 +162,7 @@ def train(
                 cfg.max_grad_norm,
                 scheduler,
             )
-            step_loss, grad_norm = world.total(out.loss) / world.size, out.grad_norm
+            step_loss, grad_norm = world.total(out.loss) / world.divisor, out.grad_norm
             tokens_seen += int(world.total(out.tokens))
 
             elapsed = time.perf_counter() - start
@@ -179,20 +178,24 @@ def train(
             )
             progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
             stopping = world.anyone(stop is not None and stop.is_set())  # all ranks, same step
-            if run_dir is not None and world.main:
+            if run_dir is None:
+                continue
+            if world.main:
                 atomic_write_json(
                     run_dir / "heartbeat.json",
                     {"step": step + 1, "time": now(), "pid": os.getpid()},
                 )
-                every = cfg.checkpoint_every
-                if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
-                    state = {
-                        "step": step + 1,
-                        "tokens": tokens_seen,
-                        "history": history,
-                        "seconds": elapsed,
-                    }
-                    save_checkpoint(checkpoint, module, optimizer, scheduler, state)
+            every = cfg.checkpoint_every
+            if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
+                state = {
+                    "step": step + 1,
+                    "tokens": tokens_seen,
+                    "history": history,
+                    "seconds": elapsed,
+                }
+                # one process writes it alone; several write it together (rank 0 the files
+                # of the whole run, each rank its shards)
+                save_checkpoint(checkpoint, model, optimizer, scheduler, state, world)
             if stopping:
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start

@@ -84,9 +84,20 @@ class StepResult:
 
 
 def _accumulating(model: torch.nn.Module, last: bool):
-    """Under DDP, gradients are all-reduced once per step, after the last microbatch."""
+    """Several processes combine gradients once per step, after the last microbatch: DDP's
+    `no_sync` before it; FSDP2 reduce-scatters only when gradient sync is on."""
+    sync = getattr(model, "set_requires_gradient_sync", None)
+    if sync is not None:
+        sync(last)
+        return nullcontext()
     no_sync = getattr(model, "no_sync", None)
     return no_sync() if no_sync is not None and not last else nullcontext()
+
+
+def _norm(total: torch.Tensor) -> float:
+    """The clipped gradients' norm as a number (FSDP2 returns it as a DTensor)."""
+    full = getattr(total, "full_tensor", None)
+    return float(full() if full is not None else total)
 
 
 def train_step(
@@ -108,7 +119,7 @@ def train_step(
         tokens += int(batch["attention_mask"].sum())
     grad_norm = None
     if max_grad_norm is not None:
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+        grad_norm = _norm(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
     optimizer.step()
     if scheduler is not None:
         scheduler.step()

@@ -247,6 +247,25 @@ def _add_parent(row: dict, run: dict, by_id: dict, store, version: str, paired) 
     }
 
 
+def process_differences(a: dict, b: dict) -> list[str]:
+    """A change of world size or strategy between two trained runs (`torchrun`): the same
+    steps in exact arithmetic, but another order of sums and other collectives. Empty when
+    either run does not say (a baseline, or a run from before processes were recorded)."""
+    pa = (a.get("training") or {}).get("processes")
+    pb = (b.get("training") or {}).get("processes")
+    if not pa or not pb:
+        return []
+    out = []
+    if pa["world_size"] != pb["world_size"]:
+        out.append(f"processes {pa['world_size']} -> {pb['world_size']}")
+    if pa.get("strategy") != pb.get("strategy"):
+        out.append(
+            f"strategy {pa.get('strategy') or 'one process'} -> "
+            f"{pb.get('strategy') or 'one process'}"
+        )
+    return out
+
+
 def env_differences(a: dict | None, b: dict | None) -> list[str]:
     """What differs between two environment records: torch, transformers and peft versions,
     the torch build (CUDA / ROCm) and the device type. Empty when either is unknown."""
@@ -272,7 +291,7 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
     c = versus["concentration"]
     if c["concentrated"]:
         out.append(_concentration_note(c, versus["flips"]))
-    env = env_differences(before.get("env"), run.get("env"))
+    env = env_differences(before.get("env"), run.get("env")) + process_differences(before, run)
     if env:
         out.append(
             f"{run['id']} ran on a different platform than {before['id']}: "

@@ -23,7 +23,7 @@ from tunelab.core.spec import validate_spec
 from tunelab.core.stopping import graceful_stop
 from tunelab.core.store import Store, atomic_dir, check_run_name, now, write_jsonl
 from tunelab.data.mixture import MixtureSampler, sampler_for
-from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
+from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
 from tunelab.modeling.model import (
     identity,
     load_tokenizer,
@@ -34,9 +34,17 @@ from tunelab.modeling.render import make_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
 from tunelab.stages.run.diff import check_one_change, diff_runs, diff_warnings, resolve_parent
-from tunelab.training.distributed import World, check_batch, device_for, joined, world_from_env
+from tunelab.training.distributed import (
+    World,
+    check_batch,
+    device_for,
+    joined,
+    main_process,
+    world_from_env,
+)
 from tunelab.training.evaluate import evaluate_rows, protocol
 from tunelab.training.loop import total_steps, train
+from tunelab.training.sharding import full_trainable, load_trainable
 
 
 class BlockedError(TunelabError):
@@ -161,7 +169,14 @@ def resume_run(
     if not world.main:
         return _follow(lab, world, model, renderer, train_set, sampler, run_dir)
     record.setdefault("resumed", []).append(
-        {"time": now(), "pid": os.getpid(), "world_size": world.size}
+        {
+            "time": now(),
+            "pid": os.getpid(),
+            "world_size": world.size,
+            "strategy": world.strategy,
+            # DCP reshards a checkpoint for another number of processes or strategy
+            "checkpoint_written_by": written_by(find_checkpoint(run_dir / CHECKPOINT_DIR)),
+        }
     )
     ledger.reopen_run(lab, record)
     return _train_and_finish(
@@ -170,9 +185,10 @@ def resume_run(
 
 
 def _check_resumable(record: dict, run_dir: Path) -> None:
-    """Only an interrupted, lost or failed run with a checkpoint can be resumed."""
+    """Only an interrupted, lost or failed run with a checkpoint can be resumed. Under several
+    processes rank 0 judges the status (it reopens the run, maybe before another rank looks)."""
     run_id, status = record["id"], ledger.effective_status(record, run_dir)
-    if status not in ("interrupted", "lost", "failed"):
+    if main_process() and status not in ("interrupted", "lost", "failed"):
         still = f" (process {record['process']['pid']})" if status == "running" else ""
         raise TunelabError(
             f"{run_id} is {status}{still}: only an interrupted, lost or failed run can be resumed"
@@ -203,7 +219,7 @@ def _train_and_finish(
     exists. The weights are written whole or not at all. Under several processes this is
     rank 0: it trains its share with the others, then evaluates alone."""
     with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
-        record["training"] = _train(
+        record["training"], model = _train(
             lab, world or World(), model, renderer, train_set, sampler, console, run_dir, resume
         )
         e = lab.spec.evaluation
@@ -229,12 +245,14 @@ def _on_world(lab: Lab) -> tuple[Lab, World]:
     return dataclasses.replace(lab, device=device_for(world, lab.device)), world
 
 
-def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume) -> dict:
+def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume):
     """The training of the run on every rank (graceful on Ctrl-C and SIGTERM), with what the
-    record keeps of the processes."""
+    record keeps of the processes; returns it and the trained model as one unsharded module
+    (under FSDP, rank 0 gathers the trained tensors into a fresh copy of the model)."""
     cfg = lab.spec.training
     with joined(world, lab.device) as world, graceful_stop(console) as stop:
-        trained = world.wrap(model, lab.device)
+        run_dir = world.broadcast(run_dir)  # rank 0 opened the run; its shards go there too
+        trained, fsdp = world.wrap(model, lab.device, cfg.precision)
         training = train(
             trained,
             train_set,
@@ -248,15 +266,23 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
             sampler,
             world,
         )
-        training["processes"] = world.record(lab.device, cfg.microbatch, cfg.global_batch)
+        training["processes"] = world.record(lab.device, cfg.microbatch, cfg.global_batch, fsdp)
+        gathered = full_trainable(trained) if world.sharded else None
         del trained  # DDP's reducer goes before its process group (else its exit can hang)
-    return training
+    if gathered is not None:
+        model = None  # the shards go before the whole copy comes
+        if world.main:
+            model, _ = build_model(lab, renderer.labels)
+            load_trainable(model, gathered)
+    return training, model
 
 
 def _follow(lab, world, model, renderer, train_set, sampler, run_dir=None) -> dict:
-    """A rank other than 0: trains its share of every step (reading rank 0's checkpoint on
-    resume), writes nothing and evaluates nothing; the CLI prints nothing for it."""
-    training = _train(lab, world, model, renderer, train_set, sampler, None, run_dir, bool(run_dir))
+    """A rank other than 0: trains its share of every step (writing its shards of a
+    checkpoint, and reading them on resume), evaluates nothing; the CLI prints nothing."""
+    training, _ = _train(
+        lab, world, model, renderer, train_set, sampler, None, run_dir, bool(run_dir)
+    )
     return {"rank": world.rank, "training": {k: training[k] for k in ("steps", "tokens")}}
 
 

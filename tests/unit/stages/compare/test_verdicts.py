@@ -332,3 +332,23 @@ def test_a_parent_on_another_data_version_gives_a_warning_not_a_comparison(tmp_p
     row = compare(lab)["runs"][-1]
     assert "vs_parent" not in row
     assert any(f"parent {old} is on data version v0" in w for w in row["warnings"])
+
+
+def processes(world_size: int, strategy: str | None) -> dict:
+    return {"processes": {"world_size": world_size, "strategy": strategy}}
+
+
+def test_a_change_of_processes_or_strategy_is_a_platform_change(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
+    same = predictions({"a": 0.8, "b": 0.8, "c": 0.8})
+    probe = add_run(lab, "probe", "baseline", same)
+    one = add_run(lab, "one", "variant", same, parent=probe, training=processes(1, None))
+    two = add_run(lab, "two", "variant", same, parent=one, training=processes(2, "ddp"))
+    fsdp = add_run(lab, "fsdp", "variant", same, parent=two, training=processes(2, "fsdp"))
+    rows = {r["id"]: r for r in compare(lab)["runs"]}
+    assert not rows[one]["warnings"]  # a baseline records no processes: nothing to compare
+    (warning,) = rows[two]["vs_parent"]["warnings"]
+    assert "processes 1 -> 2" in warning and "strategy one process -> ddp" in warning
+    assert "checks are redone" in warning
+    (warning,) = rows[fsdp]["vs_parent"]["warnings"]
+    assert "strategy ddp -> fsdp" in warning and "processes" not in warning.split(":")[1]

@@ -1,0 +1,66 @@
+"""A one-process checkpoint resumes under FSDP: every rank takes its shard of the whole tensors
+and of the optimizer state (keyed by position there, by name under FSDP). Shown on a process
+group of one rank (gloo, in this process): the same code path as N ranks, without starting
+any. DCP checkpoints on 2 processes: tests/e2e/test_distributed.py."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+from tunelab.modeling.checkpoint import load_checkpoint, save_checkpoint
+from tunelab.training.sharding import shard
+from tunelab.training.step import make_optimizer
+
+
+@pytest.fixture
+def one_rank_group():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def lora(tiny_llama):
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    return get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+
+
+def trained_once(model):
+    params, optimizer = make_optimizer(model, 1e-2, 0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    ids = torch.arange(1, 17).reshape(2, 8)
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return optimizer, scheduler
+
+
+def test_a_one_process_checkpoint_loads_into_fsdp_shards(tiny_llama, tmp_path, one_rank_group):
+    model = lora(tiny_llama)
+    optimizer, scheduler = trained_once(model)
+    save_checkpoint(tmp_path / "checkpoint", model, optimizer, scheduler, {"step": 1})
+
+    sharded = lora(tiny_llama)
+    assert shard(sharded, torch.device("cpu"), 1, "fp32")["units"].startswith("2 block(s)")
+    params, again = make_optimizer(sharded, 1e-2, 0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(again, lambda step: 1.0)
+    state = load_checkpoint(tmp_path / "checkpoint", sharded, again, schedule)
+    assert state["step"] == 1 and schedule.last_epoch == 1
+
+    trained = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    loaded = {n: p.full_tensor() for n, p in sharded.named_parameters() if p.requires_grad}
+    assert trained.keys() == loaded.keys() and len(trained) == 8
+    for name, value in trained.items():
+        assert torch.equal(loaded[name], value.detach()), name
+    for p, q in zip(optimizer.param_groups[0]["params"], params, strict=True):
+        moments = (optimizer.state[p]["exp_avg"], again.state[q]["exp_avg"].full_tensor())
+        assert torch.equal(*moments)

@@ -1,0 +1,81 @@
+"""The pieces of several-process training that need no process group: who a rank is, what it
+takes of a global batch, what it divides the loss by, and which modules FSDP shards."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+from tunelab.training.distributed import (
+    DistributedError,
+    World,
+    check_batch,
+    main_process,
+    world_from_env,
+)
+from tunelab.training.sharding import blocks
+
+
+def test_each_rank_takes_its_contiguous_share_and_together_they_take_all():
+    batch = list(range(100, 108))
+    shares = [World(rank, 4, rank, "ddp").share(batch) for rank in range(4)]
+    assert shares == [[100, 101], [102, 103], [104, 105], [106, 107]]
+    assert World().share(batch) == batch
+
+
+def test_ddp_divides_the_loss_by_the_count_over_n_and_fsdp_by_the_whole_count():
+    assert World(0, 4, 0, "ddp").divisor == 4  # DDP averages the ranks' gradients
+    assert World(0, 4, 0, "fsdp").divisor == 1  # FSDP here sums them
+    assert World().divisor == 1 and not World().sharded
+    assert World(0, 4, 0, "fsdp").sharded and not World(0, 4, 0, "ddp").sharded
+
+
+def test_one_process_needs_no_collectives():
+    world = World()
+    assert world.total(3.5) == 3.5 and world.anyone(True) and not world.anyone(False)
+    assert world.broadcast({"a": 1}) == {"a": 1}
+    model = torch.nn.Linear(2, 2)
+    assert world.wrap(model, torch.device("cpu"), "fp32") == (model, None)
+    record = world.record(torch.device("cpu"), 2, 8)
+    assert record["world_size"] == 1 and record["strategy"] is None
+    assert record["sharding"] is None and record["fsdp"] is None
+
+
+def test_the_world_comes_from_torchruns_variables(monkeypatch):
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert world_from_env("fsdp") == World() and main_process()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(DistributedError, match="not RANK, LOCAL_RANK"):
+        world_from_env("ddp")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert world_from_env("fsdp") == World(1, 2, 1, "fsdp") and not main_process()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    assert world_from_env("fsdp").strategy is None  # one process ignores the strategy
+
+
+def test_a_global_batch_must_split_evenly_over_processes_and_microbatches():
+    check_batch(World(0, 2, 0, "ddp"), 8, 2)
+    with pytest.raises(DistributedError, match=r"multiple of 2 processes × training.microbatch"):
+        check_batch(World(0, 2, 0, "ddp"), 6, 2)
+
+
+def test_fsdp_shards_each_transformer_block(tiny_llama, tiny_bert):
+    llama = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    assert [type(b).__name__ for b in blocks(llama)] == ["LlamaDecoderLayer"] * 2
+    # a classifier: every encoder layer is a unit (and whatever else transformers keeps whole)
+    bert = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=3)
+    units = blocks(bert)
+    assert all(any(layer is u for u in units) for layer in bert.bert.encoder.layer)
+    assert not any(u is bert for u in units)  # the root is sharded last, on its own
+
+
+def test_without_named_blocks_the_longest_list_of_one_module_type_is_sharded():
+    model = torch.nn.Sequential(
+        torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(3)]),
+        torch.nn.ModuleList([torch.nn.ReLU(), torch.nn.Linear(2, 2)]),
+    )
+    assert blocks(model) == list(model[0])
