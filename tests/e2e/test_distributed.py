@@ -74,6 +74,11 @@ def test_two_processes_take_the_single_process_steps(make_extraction_lab, capsys
     assert weights[0].keys() == weights[1].keys()
     worst = max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0])
     assert worst < WEIGHT_TOLERANCE, worst
+    ranks = two["training"]["per_rank"]  # unequal shares of target tokens, one sum
+    assert len(ranks) == 2 and sum(r["tokens"] for r in ranks) == two["training"]["tokens"]
+    assert ranks[0]["tokens"] != ranks[1]["tokens"]
+    assert all(r["tokens_per_s"] > 0 and r["peak_memory_mb"] > 0 for r in ranks)
+    assert two["training"]["accumulation"] == 2 and one["training"]["per_rank"] is None
     processes = two["training"]["processes"]
     assert {k: processes[k] for k in ("world_size", "strategy", "backend", "devices")} == {
         "world_size": 2,

@@ -86,6 +86,16 @@ class World:
         the same step, so no rank waits in a collective for one that has left)."""
         return self.total(1.0 if flag else 0.0) > 0 if self.distributed else flag
 
+    def gather(self, value) -> list:
+        """Every rank's `value` (picklable), in rank order, on every rank."""
+        if not self.distributed:
+            return [value]
+        import torch.distributed as dist
+
+        values: list = [None] * self.size
+        dist.all_gather_object(values, value)
+        return values
+
     def broadcast(self, value):
         """Rank 0's `value` on every rank (a picklable object; itself in one process)."""
         if not self.distributed:
@@ -114,14 +124,7 @@ class World:
 
     def devices(self, device: torch.device) -> list[str]:
         """Every rank's device, in rank order."""
-        name = _device_name(device)
-        if not self.distributed:
-            return [name]
-        import torch.distributed as dist
-
-        names: list[str | None] = [None] * self.size
-        dist.all_gather_object(names, name)
-        return [str(n) for n in names]
+        return [str(n) for n in self.gather(_device_name(device))]
 
     def record(
         self, device: torch.device, microbatch: int, global_batch: int, fsdp: dict | None = None

@@ -123,6 +123,7 @@ def train(
         elapsed_before = state["seconds"]
     peak_source = start_peak(device)  # this run's peak, not an earlier run's in this process
     start = time.perf_counter() - elapsed_before
+    started, my_tokens = time.perf_counter(), 0  # this rank, since this process started
     model.train()
     progress = Progress(
         TextColumn("[bold]train[/]"),
@@ -164,6 +165,7 @@ def train(
             )
             step_loss, grad_norm = world.total(out.loss) / world.divisor, out.grad_norm
             tokens_seen += int(world.total(out.tokens))
+            my_tokens += out.tokens
 
             elapsed = time.perf_counter() - start
             history.append(
@@ -200,11 +202,17 @@ def train(
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start
     model.eval()
+    mine = {
+        "tokens": my_tokens,
+        "tokens_per_s": round(my_tokens / (time.perf_counter() - started), 1),
+        "peak_memory_mb": round(peak_mb(device), 1),
+    }
     return {
         "steps": steps,
         "global_batch": cfg.global_batch,
         "microbatch": cfg.microbatch,
-        "accumulation": cfg.accumulation,
+        "accumulation": cfg.global_batch // (cfg.microbatch * world.size),  # per rank
+        "per_rank": world.gather(mine) if world.distributed else None,
         "loss_normalisation": LOSS_NORMALISATION,
         "examples_seen": steps * cfg.global_batch,
         "tokens": tokens_seen,

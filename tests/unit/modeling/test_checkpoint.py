@@ -35,7 +35,7 @@ def lora(tiny_llama):
 
 
 def trained_once(model):
-    params, optimizer = make_optimizer(model, 1e-2, 0.0)
+    _params, optimizer = make_optimizer(model, 1e-2, 0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     ids = torch.arange(1, 17).reshape(2, 8)
     model(input_ids=ids, labels=ids).loss.backward()
