@@ -15,11 +15,13 @@ import subprocess
 import sys
 
 import pytest
+from rich.console import Console
 from safetensors.torch import load_file
 from test_run_states import wait_for_step
 
 from tunelab.cli import main
 from tunelab.core.store import Store
+from tunelab.views.runs import run as run_view
 
 pytestmark = pytest.mark.slow
 
@@ -79,6 +81,9 @@ def test_two_processes_take_the_single_process_steps(make_extraction_lab, capsys
     assert ranks[0]["tokens"] != ranks[1]["tokens"]
     assert all(r["tokens_per_s"] > 0 and r["peak_memory_mb"] > 0 for r in ranks)
     assert two["training"]["accumulation"] == 2 and one["training"]["per_rank"] is None
+    console = Console(record=True, width=200)
+    run_view(two, console)
+    assert f"2 processes ({strategy}, gloo): rank 0 " in console.export_text()
     processes = two["training"]["processes"]
     assert {k: processes[k] for k in ("world_size", "strategy", "backend", "devices")} == {
         "world_size": 2,

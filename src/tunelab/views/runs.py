@@ -100,6 +100,16 @@ def run(record: dict, console: Console) -> None:
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
+    processes = t.get("processes") or {}
+    if processes.get("world_size", 1) > 1:
+        ranks = ", ".join(
+            f"rank {i} {r['tokens_per_s']:,.0f} tok/s, {r['peak_memory_mb']:,.0f} MiB"
+            for i, r in enumerate(t.get("per_rank") or [])
+        )
+        console.print(
+            f"  {processes['world_size']} processes ({processes['strategy']}, "
+            f"{processes['backend']}): {ranks}"
+        )
     for stage in (t.get("mixture") or {}).get("stages", []):
         drawn = ", ".join(
             f"{name} {c['rows']} rows ({c['share']:.0%}; {c['distinct']} of {c['available']} "
