@@ -184,6 +184,18 @@ def cmd_check(args):
         metavar="MIB",
         help="memory budget for the largest microbatch on CPU (default: available memory)",
     ),
+    arg(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="measure one rank's step among N processes, started under torchrun (default: 1)",
+    ),
+    arg(
+        "--strategy",
+        choices=["ddp", "fsdp"],
+        help="with --nproc: how the processes share the model (default: training.strategy)",
+    ),
     overrides=True,
     device=True,
 )
@@ -191,7 +203,15 @@ def cmd_size(args):
     lab = _lab(args, _targets, _usable)
     from tunelab.stages.size.measure import run_size
 
-    return run_size(lab, args.seq_len, args.microbatch, args.memory_limit, _progress(args))
+    return run_size(
+        lab,
+        args.seq_len,
+        args.microbatch,
+        args.memory_limit,
+        _progress(args),
+        nproc=args.nproc,
+        strategy=args.strategy,
+    )
 
 
 @command(

@@ -16,6 +16,10 @@ def size(result: dict, console: Console) -> None:
         f"microbatch {result['microbatch']} × {seq['value']} tokens ({seq['source']}; "
         f"p50 {seq['p50']}, max {seq['max']}); allocator: {result['allocator']}"
     )
+    if "processes" in result:
+        _processes(result, console)
+        _advice(result, console)
+        return
     e = result["estimate"]
     table = Table("estimate", "MiB", box=None, padding=(0, 1))
     table.columns[1].justify = "right"
@@ -68,11 +72,52 @@ def size(result: dict, console: Console) -> None:
         f"largest microbatch: [bold]{big['value']}[/] within {big['budget_mb']:,.0f} MiB "
         f"({big['budget']}; {big['method']}{measured})"
     )
+    _advice(result, console)
+
+
+def _processes(result: dict, console: Console) -> None:
+    """One rank's step among N processes: the per-rank estimate's terms, each rank's peak."""
+    p = result["processes"]
+    console.print(
+        f"{p['strategy']} × {p['nproc']} processes (torchrun, OMP_NUM_THREADS="
+        f"{p['omp_num_threads']}): each rank {p['examples_per_rank']} examples per step as "
+        f"{p['accumulation_per_rank']} microbatch(es) of {p['microbatch']}"
+    )
+    e = p["estimate"]
+    table = Table("per-rank estimate", "MiB", "what", box=None, padding=(0, 1))
+    table.columns[1].justify = "right"
+    for name, mb in e["terms_mb"].items():
+        table.add_row(name.replace("_", " "), f"{mb:,.1f}", f"[dim]{escape(e['terms'][name])}[/]")
+    table.add_row(f"[bold]peak[/] (at {e['peak_phase'].replace('_', ' ')})", f"{e['peak_mb']:,.1f}")
+    console.print(table)
+    rows = Table("rank", "measured peak MiB", "baseline MiB", "step s", "tok/s", box=None)
+    for r in p["ranks"]:
+        rows.add_row(
+            str(r["rank"]),
+            f"{r['measured_peak_mb']:,.1f}",
+            f"{r['baseline_mb']:,.1f}",
+            f"{r['step_s']:.2f}",
+            f"{r['tokens_per_s'] or 0:,.0f}",
+        )
+    console.print(rows)
+    approx = " (approximate: see the estimate's terms)" if e["approximate"] else ""
+    console.print(
+        f"largest rank peak {p['max_peak_mb']:,.1f} MiB; per-rank estimate error "
+        f"{p['error_pct']:+.1f}%{approx}"
+    )
+    big = result["largest_microbatch"]
+    console.print(
+        f"largest microbatch per rank: [bold]{big['value']}[/] within {big['budget_mb']:,.0f} "
+        f"MiB ({big['budget']}; {big['method']})"
+    )
+
+
+def _advice(result: dict, console: Console) -> None:
     a = result["advice"]
     if a["fits"]:
         console.print(
-            f"advice: microbatch {a['microbatch']} × accumulation {a['accumulation']} "
-            f"= global batch {a['global_batch']}; expect "
+            f"advice: microbatch {a['microbatch']} × accumulation {a['accumulation']} × "
+            f"{a['processes']} process(es) = global batch {a['global_batch']}; expect "
             f"~{a['expected_tokens_per_s']:,.0f} tok/s, {a['expected_step_s']:.2f}s per step"
         )
     else:

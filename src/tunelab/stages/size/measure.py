@@ -8,6 +8,10 @@ accumulation alone, activation checkpointing alone, then both. Beside them: the 
 gradient of one large batch under train.py's loss normalisation, the largest microbatch that
 fits a memory budget, and the advice (microbatch x accumulation x processes) for the spec's
 global batch. The result is saved as `.tunelab/sizing/<data version>-<spec hash>.json`.
+
+With ``nproc`` > 1 (``--nproc N --strategy ddp|fsdp``) the step is measured per rank in N real
+processes under torchrun instead, beside a per-rank estimate (`tunelab.stages.size.processes`,
+`tunelab.stages.size.ranks`), and the advice splits the global batch over the N processes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from tunelab.modeling.model import apply_method, load_tokenizer, resolve_path
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size.advice import advice, largest_microbatch
+from tunelab.stages.size.processes import measure_processes, processes_record, run_rank_probes
+from tunelab.stages.size.ranks import fsdp_units, per_rank_split
 from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
 from tunelab.training.step import LOSS_NORMALISATION, loss_weight
 
@@ -54,6 +60,14 @@ def model_facts(
     model_dir: Path, kind: str, dtype: str, method, labels: list[str], trust_remote_code=False
 ) -> tuple[Shape, Trainables]:
     """The shape and what trains, from the model built on the meta device (no memory)."""
+    model = meta_model(model_dir, kind, dtype, method, labels, trust_remote_code)
+    return describe(model, kind, len(labels))
+
+
+def meta_model(
+    model_dir: Path, kind: str, dtype: str, method, labels: list[str], trust_remote_code=False
+):
+    """The model as training builds it (method applied), on the meta device (no memory)."""
     from peft import TaskType
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
 
@@ -68,7 +82,7 @@ def model_facts(
     with torch.device("meta"):
         model = auto.from_config(config, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code)
     model, _ = apply_method(model, method, task)
-    return describe(model, kind, len(labels))
+    return model
 
 
 def run_probe(
@@ -153,19 +167,33 @@ def run_size(
     microbatch: int | None = None,
     memory_limit_mb: float | None = None,
     console=None,
+    nproc: int = 1,
+    strategy: str | None = None,
 ) -> dict:
-    """Measure and estimate one training step of this lab; save and return the record."""
+    """Measure and estimate one training step of this lab; save and return the record.
+    `nproc` > 1: one rank's step among `nproc` processes under `strategy` (default: the spec's
+    training.strategy), refused unless nproc × microbatch divides the global batch."""
     spec, store, device = lab.spec, lab.store, lab.device.type
+    mb = microbatch or spec.training.microbatch
+    strategy = strategy or spec.training.strategy
+    if nproc < 1:
+        raise TunelabError(f"--nproc must be at least 1, not {nproc}")
+    if nproc > 1:  # refused before any model loads
+        per_rank_split(spec.training.global_batch, nproc, mb)
+        if device == "cuda" and nproc > torch.cuda.device_count():
+            raise TunelabError(
+                f"--nproc {nproc} needs a GPU per process; this machine has "
+                f"{torch.cuda.device_count()}"
+            )
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
     train_set, _ = renderer.training(store.read_split(version, "train"))
     lengths = [len(e.input_ids) for e in train_set]
     seq = seq_len or min(representative_length(lengths), spec.model.max_length)
-    mb = microbatch or spec.training.microbatch
     k = min(4, max(2, spec.training.accumulation))  # 2 shows the effect; time grows with k
     model_dir = resolve_path(spec.model, lab.path)
-    shape, tr = model_facts(
+    meta = meta_model(
         model_dir,
         spec.model_kind,
         spec.model.dtype,
@@ -173,6 +201,7 @@ def run_size(
         labels,
         spec.model.trust_remote_code,
     )
+    shape, tr = describe(meta, spec.model_kind, len(labels))
     base = {
         "model_dir": str(model_dir),
         "model_type": _model_type(model_dir),
@@ -204,6 +233,39 @@ def run_size(
             shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, spec.training.precision
         )
         return e | {"peak_mb": _mb(e["peak_bytes"])}
+
+    common = {
+        "data_version": version,
+        "spec_hash": spec_hash(spec),
+        "device": device,
+        "model": {"path": str(model_dir), "dtype": spec.model.dtype, "kind": spec.model_kind},
+        "method": spec.method.type,
+        "precision": spec.training.precision,
+        "seq_len": {
+            "value": seq,
+            "source": "given" if seq_len else f"p95 of {len(lengths)} rendered train examples",
+            "p50": int(np.percentile(lengths, 50)),
+            "p95": representative_length(lengths),  # rounded up, as the default length
+            "max": max(lengths),
+        },
+        "microbatch": mb,
+        "allocator": _allocator(device),
+        "loss_normalisation": LOSS_NORMALISATION,
+        "model_shape": shape_dict(shape, tr),
+    }
+    if nproc > 1:
+
+        def probe_ranks(args: dict[str, Any], n: int) -> dict[str, Any]:
+            return run_rank_probes(args, n, PROBE_TIMEOUT_S, store.root / SCRATCH)
+
+        facts = (shape, tr, fsdp_units(meta))
+        batch = spec.training.global_batch
+        ranks = measure_processes(
+            base, facts, nproc, strategy, batch, memory_limit_mb, say, probe_ranks
+        )
+        result = common | processes_record(ranks, batch, seq)
+        largest = ranks["largest_microbatch"]["value"]
+        return _save(store, result, seq, mb, ranks["estimate"]["peak_mb"], largest)
 
     variants, overhead = [], 0.0
     for name, acc, ckpt in [
@@ -259,22 +321,7 @@ def run_size(
     largest = largest_microbatch(base, estimate_mb, overhead, memory_limit_mb, device, say, probe)
     processes = 1  # `run` trains in one process; the advice says only what it can do
     speed = largest.get("tokens_per_s") or plain["tokens_per_s"]
-    result = {
-        "data_version": version,
-        "spec_hash": spec_hash(spec),
-        "device": device,
-        "model": {"path": str(model_dir), "dtype": spec.model.dtype, "kind": spec.model_kind},
-        "method": spec.method.type,
-        "precision": spec.training.precision,
-        "seq_len": {
-            "value": seq,
-            "source": "given" if seq_len else f"p95 of {len(lengths)} rendered train examples",
-            "p50": int(np.percentile(lengths, 50)),
-            "p95": representative_length(lengths),  # rounded up, as the default length
-            "max": max(lengths),
-        },
-        "microbatch": mb,
-        "allocator": _allocator(device),
+    result = common | {
         "estimate": {
             "components_mb": {c: _mb(v) for c, v in main["components"].items()},
             "activations_mb": {c: _mb(v) for c, v in main["activations"].items()},
@@ -288,12 +335,18 @@ def run_size(
         "error_pct": plain["error_pct"],
         "variants": [{k2: v for k2, v in x.items() if k2 != "probe"} for x in variants],
         "gradient_check": check,
-        "loss_normalisation": LOSS_NORMALISATION,
         "largest_microbatch": largest,
         "advice": advice(spec.training.global_batch, largest["value"], processes, speed, seq),
-        "model_shape": shape_dict(shape, tr),
     }
-    path = store.root / "sizing" / f"{version}-{result['spec_hash']}.json"
+    return _save(store, result, seq, mb, main["peak_mb"], largest["value"])
+
+
+def _save(store, result: dict, seq: int, mb: int, estimated_mb: float, largest: int) -> dict:
+    """Write the record under `.tunelab/sizing/` (one file per data version and spec, and per
+    strategy × processes with --nproc) and log the event."""
+    p = result.get("processes")
+    tail = f"-{p['strategy']}{p['nproc']}" if p else ""
+    path = store.root / "sizing" / f"{result['data_version']}-{result['spec_hash']}{tail}.json"
     atomic_write_json(path, result)
     result["file"] = str(path)
     store.log_event(
@@ -301,9 +354,10 @@ def run_size(
         file=str(path.relative_to(store.lab)),
         seq_len=seq,
         microbatch=mb,
-        measured_peak_mb=plain["measured_peak_mb"],
-        estimated_peak_mb=main["peak_mb"],
-        largest_microbatch=largest["value"],
+        measured_peak_mb=result["measured_peak_mb"],
+        estimated_peak_mb=estimated_mb,
+        largest_microbatch=largest,
+        processes=result.get("processes", {}).get("nproc", 1),
     )
     return result
 

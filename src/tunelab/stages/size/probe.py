@@ -13,6 +13,13 @@ warm-up by writing 5 to `/proc/self/clear_refs`; `ru_maxrss` when the reset is n
 Modes: ``step`` (the default), ``grad_check`` (accumulated versus one-batch gradients on the
 given examples) and ``max_microbatch`` (CUDA: the largest microbatch that runs, by trying).
 Arguments come as one JSON string, or ``@path`` to a JSON file.
+
+Several processes: started by `tunelab size --nproc N` as ``python -m torch.distributed.run
+--standalone --nproc_per_node N -m tunelab.stages.size.probe <args>``, each rank joins the
+process group (`training.distributed.joined`), wraps its model as `args["strategy"]` says
+(`World.wrap`: DDP, or FSDP2 sharding in place) and measures its own step (its microbatches
+of its share of the global batch, ``step`` mode only), writing its result to
+``args["out"] + ".rank{R}"``. The peak is reset after the warm-up step as in one process.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,6 +56,8 @@ def main(argv: list[str]) -> int:
         return 2
     args = read_args(argv[1])
     out = Path(args["out"])
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under torchrun: one result per rank
+        out = out.with_name(f"{out.name}.rank{os.environ.get('RANK', '0')}")
     result: dict[str, Any] = {"rss_start_mb": rss_mb()}
     try:
         result |= measure(args)
@@ -77,11 +87,28 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
     res: dict[str, Any] = {"rss_imports_mb": rss_mb()}
     warm_up_runtime()
     res |= {"rss_framework_mb": rss_mb(), "threads": torch.get_num_threads()}
-    device = torch.device(args.get("device", "cpu"))
+    from tunelab.training.distributed import device_for, joined, world_from_env
+
+    world = world_from_env(args.get("strategy") or "ddp")
+    device = device_for(world, torch.device(args.get("device", "cpu")))
+    with joined(world, device) as joined_world:
+        return res | measure_model(args, device, joined_world)
+
+
+def measure_model(args: dict[str, Any], device, world) -> dict[str, Any]:
+    """Load the model (wrapped for `world`'s strategy under several processes), then measure."""
+    import torch
+
+    res: dict[str, Any] = {}
     model, info = build_model(args, device)
     with torch.no_grad():  # weights are mapped from safetensors lazily: make them resident, so
         for p in model.parameters():  # the baseline holds them and the step's memory is its own
             p.sum()
+    vocab = _vocab(model)
+    if world.distributed:
+        model, fsdp = world.wrap(model, device, args.get("precision", "fp32"))
+        res |= {"rank": world.rank, "world_size": world.size, "strategy": world.strategy}
+        res |= {"backend": world.backend, "fsdp": fsdp}
     gc.collect()
     res |= info | {"rss_loaded_mb": rss_mb()}
     if device.type == "cuda":
@@ -89,11 +116,13 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
     if args.get("mmap_threshold"):  # as train.py configures the allocator before training
         res["mmap_threshold_set"] = set_mmap_threshold(int(args["mmap_threshold"]))
     mode = args.get("mode", "step")
+    if world.distributed and mode != "step":
+        raise ValueError(f"mode {mode!r} runs in one process only")
     if mode == "grad_check":
         return res | grad_check(model, args, device)
     if mode == "max_microbatch":
         return res | max_microbatch(model, args, device)
-    return res | measure_steps(model, args, device)
+    return res | measure_steps(model, args, device, vocab)
 
 
 def set_mmap_threshold(size: int) -> bool:
@@ -188,12 +217,13 @@ def make_step(model, examples: list, args: dict[str, Any], device):
     return step
 
 
-def measure_steps(model, args: dict[str, Any], device) -> dict[str, Any]:
-    """Warm-up step, reset the peak, then `steps` timed full steps."""
+def measure_steps(model, args: dict[str, Any], device, vocab: int | None = None) -> dict[str, Any]:
+    """Warm-up step, reset the peak, then `steps` timed full steps. `vocab`: the model's, read
+    before a DDP wrapper hides its config."""
     import torch
 
     k = int(args.get("accumulation", 1))
-    examples = synthetic_examples(args, _vocab(model), int(args["microbatch"]) * k)
+    examples = synthetic_examples(args, vocab or _vocab(model), int(args["microbatch"]) * k)
     step = make_step(model, examples, args, device)
     step()  # warm-up: AdamW's state is created here
     gc.collect()
