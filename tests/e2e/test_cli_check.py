@@ -3,6 +3,8 @@ when no passing check exists for the spec and data version it trains on."""
 
 from __future__ import annotations
 
+import re
+
 from test_cli import tl
 
 from tunelab.cli import main
@@ -22,6 +24,7 @@ def test_check_fails_then_passes_and_run_knows(make_lab, capsys):
     assert main(["check", "--lab", lab, "method.target_modules=[nope]"]) == 1
     human = capsys.readouterr().out
     assert "FAILED" in human and "targets" in human and "query" in human
+    assert re.search(r"targets .* \d+\.\ds *$", human, re.M)  # a step's seconds, on its line
 
     # no check of this spec yet: the run says so, in its record
     code, first = tl(capsys, "run", "--lab", lab, "--name", "unchecked")

@@ -8,12 +8,17 @@ from rich.table import Table
 
 
 def check(result: dict, console: Console) -> None:
-    """The preflight checklist: one line per item, then the verdict."""
-    table = Table("", "check", "detail", box=None, padding=(0, 1))
+    """The preflight checklist: one line per item with its step's seconds (on the step's first
+    item only: the items of one step share them), then the verdict."""
+    table = Table("", "check", "detail", "", box=None, padding=(0, 1))
     table.columns[1].no_wrap = True
+    table.columns[3].justify = "right"
+    table.columns[3].no_wrap = True
     for i in result["items"]:
         mark = mark_of(i)
-        table.add_row(mark, i["name"], escape(i["detail"]))
+        first = i.get("step") == i["name"] and "seconds" in i
+        seconds = f"[dim]{i['seconds']:.1f}s[/]" if first else ""
+        table.add_row(mark, i["name"], escape(i["detail"]), seconds)
     console.print(table)
     for warning in result["warnings"]:
         console.print(f"[yellow]warning[/] {escape(warning)}")

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -170,9 +171,9 @@ def reference_outputs(
     denominator = sum(loss_weight(e) for e in micro)
     model.eval()
     with autocast(device, spec.training.precision):
-        loss = float(summed_loss(model, batch) / denominator)
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-    logits = logits.logits.float()
+        summed, logits = loss_and_logits(model, batch)
+    loss = float(summed / denominator)
+    logits = logits.float()
     labels = batch["labels"]
     if labels.dim() == 1:
         tensors = {"logits": logits}
@@ -189,6 +190,22 @@ def reference_outputs(
     )
     summary = {"loss": loss, "predictions": predictions, "metrics": metrics}
     return summary, {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+
+
+def loss_and_logits(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`summed_loss`, the training step's own loss, and the logits of that same forward pass
+    (kept by a forward hook, removed at once): one forward instead of two."""
+    kept: list[torch.Tensor] = []
+    handle = model.register_forward_hook(lambda _module, _args, out: kept.append(out.logits))
+    try:
+        loss = summed_loss(model, batch)
+    finally:
+        handle.remove()
+    if len(kept) != 1:
+        raise RuntimeError(f"summed_loss ran {len(kept)} forward passes of the model, not 1")
+    return loss, kept[0]
 
 
 def evaluation_step(ctx: dict) -> dict:
@@ -250,19 +267,23 @@ def reload_in_fresh_process(
     model: torch.nn.Module, request: dict, store_root: Path
 ) -> tuple[dict, dict[str, torch.Tensor] | None, dict]:
     """Save `model`, run this module in a new interpreter on `request`, return its outputs
-    (None when it failed) and what ran: command, pid, exit code, stderr tail, saved files.
+    (None when it failed) and what ran: command, pid, exit code, stderr tail, saved files and
+    `seconds` (the save, the child's whole life, and its load and compute as it timed them).
     On an accelerator `model` is released once saved (moved to `meta`), so that a large model
     and its reloaded copy need not fit on the device together."""
     store_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=store_root, prefix="check-") as tmp:
         tmp = Path(tmp)
+        start = time.perf_counter()
         files = save_trained(model, tmp / "weights")
+        seconds = {"save": time.perf_counter() - start}
         if next(model.parameters()).device.type not in ("cpu", "meta"):
             model.to("meta")
             torch.cuda.empty_cache()
         request = request | {"weights": str(tmp / "weights"), "out": str(tmp / "out")}
         atomic_write_json(tmp / "request.json", request)
         command = [sys.executable, "-m", "tunelab.stages.check.reload", str(tmp / "request.json")]
+        start = time.perf_counter()
         proc = subprocess.run(
             command,
             capture_output=True,
@@ -271,6 +292,7 @@ def reload_in_fresh_process(
             env=child_env(),
             cwd=request["lab"],
         )
+        seconds["process"] = time.perf_counter() - start
         ran = {
             "command": [Path(command[0]).name, *command[1:3]],
             "returncode": proc.returncode,
@@ -278,10 +300,15 @@ def reload_in_fresh_process(
             "saved_files": files,
         }
         if proc.returncode != 0:
-            return ran | {"stderr": proc.stderr[-2000:]}, None, {}
+            return ran | {"stderr": proc.stderr[-2000:], "seconds": _rounded(seconds)}, None, {}
         theirs = read_json(tmp / "out" / OUTPUTS)
         tensors = load_file(tmp / "out" / TENSORS)
-    return ran | {"pid": theirs.pop("pid")}, tensors, theirs
+    seconds |= theirs.pop("seconds")
+    return ran | {"pid": theirs.pop("pid"), "seconds": _rounded(seconds)}, tensors, theirs
+
+
+def _rounded(seconds: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 2) for k, v in seconds.items()}
 
 
 def compare_outputs(
@@ -325,11 +352,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     torch.set_num_threads(request["threads"])
+    start = time.perf_counter()
     spec = validate_spec(request["spec"])
     lab, device = Path(request["lab"]), torch.device(request["device"])
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab), request["labels"], lab)
     labels = request["labels"] if spec.model_kind == "encoder" else None
     model = load_trained(spec.model, lab, Path(request["weights"]), device, labels)
+    loaded = time.perf_counter()
     summary, tensors = reference_outputs(
         model,
         renderer,
@@ -342,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(request["out"])
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, out / TENSORS)
-    atomic_write_json(out / OUTPUTS, summary | {"pid": os.getpid()})
+    seconds = {"load": loaded - start, "outputs": time.perf_counter() - loaded}
+    atomic_write_json(out / OUTPUTS, summary | {"pid": os.getpid(), "seconds": seconds})
     return 0
 
 

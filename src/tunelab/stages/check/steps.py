@@ -12,38 +12,38 @@ pass/fail checklist saved as `.tunelab/checks/<data version>-<spec hash>.json`. 
 - targets: every LoRA target and module to save matches a module, else the names that exist.
 - trainable_set: requires_grad is set on exactly what the method trains (LoRA adapter weights
   and modules_to_save copies, or everything for full fine-tuning); a new head is not frozen.
-- train_loop: two optimizer steps of `train.train`, with accumulation; the losses are finite.
+- train_loop: two optimizer steps of `train.train` on one global batch of the slice, with
+  accumulation; the losses are finite.
 - update: by parameter name over those two steps, every tensor the method trains received a
   nonzero gradient AND changed; every other tensor is bit-identical. The gradient condition
   stops weight decay from passing off a tensor whose gradient is cut (AdamW decays a tensor
   whose gradient is all zeros). Two steps because LoRA's B starts at zero, so A gets no
   gradient at step 1; the item lists the tensors that first changed at step 2.
-- loss: finite, and lower (eval mode, before and after) once one microbatch is overfit.
+- loss: finite, and lower (eval mode, before and after) once one microbatch is overfit: the
+  first of that global batch, over those two steps. One loop serves the three items.
 - evaluation: the shared protocol predicts every row of the validation slice.
 - reload: the checkpoint, reloaded in a fresh Python process, gives the same predictions,
-  logits and next-step loss (see `preflight_reload`).
+  logits and next-step loss (see `the reload step (reload.py)`).
 
-The training items use the spec's optimizer, lr, weight decay, clipping and precision with a
-constant schedule and no warmup (a warmup step scales the lr towards 0: quality, not wiring);
-the batch is the spec's microbatch with at most 2 accumulation steps.
+The training items (`update.py`) use the spec's optimizer, lr, weight decay, clipping and
+precision with a constant schedule and no warmup (a warmup step scales the lr towards 0:
+quality, not wiring); the batch is the spec's microbatch with at most 2 accumulation steps.
+
+Every item carries the `seconds` of the step that produced it (the items of one step share
+them), and the record's `timing` gives each step's seconds once, in order.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
 import re
 import time
 import traceback
-from contextlib import contextmanager
 
-import torch
 from rich.console import Console
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from tunelab.core.env import fingerprint
 from tunelab.core.lab import Lab
-from tunelab.core.spec import Budget, FullMethod
+from tunelab.core.spec import FullMethod
 from tunelab.core.store import atomic_write_json, now
 from tunelab.modeling import model as model_lib
 from tunelab.modeling.render import make_renderer
@@ -56,12 +56,10 @@ from tunelab.stages.check.reload import (
     probe_backend,
     reload_step,
 )
-from tunelab.training.loop import train
-from tunelab.training.step import autocast, loss_weight, make_batch, summed_loss
+from tunelab.stages.check.update import intended_trainable, training_step
 
 SLICE_ROWS = 16
-UPDATE_STEPS = 2
-OVERFIT_STEPS = 6
+
 # --- the check -------------------------------------------------------------------------------
 
 
@@ -77,8 +75,13 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
         "train_rows": store.read_split(version, "train")[:rows],
         "val_rows": store.read_split(version, "validation")[:rows],
     }
-    backend = probe_backend(lab.device)
-    items = [check_versions(), check_backend(spec, lab.device, backend)]
+    backend: dict = {}  # the probe's findings, kept for the record's env
+
+    def probe() -> dict:
+        backend.update(probe_backend(lab.device))  # a first CUDA call can take seconds
+        return check_backend(spec, lab.device, backend)
+
+    items = _timed(check_versions) + _timed(probe)
     status = console.status("check") if console else None
     if status:
         status.start()
@@ -119,6 +122,7 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
         "env": fingerprint(lab.device) | {"backend": backend},
         "platform": platform_of(lab.device),
         "created": now(),
+        "timing": step_seconds(items),
         "seconds": round(time.perf_counter() - start, 2),
     }
     atomic_write_json(path, result)
@@ -135,15 +139,33 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
 
 def _guard(names: tuple[str, ...], step, ctx: dict) -> list[dict]:
     """A step that raises fails its items with the error: a wiring error is a finding."""
+
+    def run():
+        try:
+            return step(ctx)
+        except Exception as err:
+            tail = "".join(traceback.format_exception(err)[-3:])
+            out = [item(names[0], False, f"{type(err).__name__}: {err}", traceback=tail)]
+            skip = f"not run: `{names[0]}` raised"
+            return out + [item(n, False, skip, skipped=True) for n in names[1:]]
+
+    return _timed(run)
+
+
+def _timed(step) -> list[dict]:
+    """Run `step()`; its item(s), each with the step's `seconds` and the `step` it came from
+    (the name of its first item)."""
     t0 = time.perf_counter()
-    try:
-        out = step(ctx)
-    except Exception as err:
-        tail = "".join(traceback.format_exception(err)[-3:])
-        out = [item(names[0], False, f"{type(err).__name__}: {err}", traceback=tail)]
-        out += [item(n, False, f"not run: `{names[0]}` raised", skipped=True) for n in names[1:]]
+    out = step()
+    out = out if isinstance(out, list) else [out]
     seconds = round(time.perf_counter() - t0, 2)
-    return [i | {"seconds": seconds} for i in (out if isinstance(out, list) else [out])]
+    return [i | {"step": out[0]["name"], "seconds": seconds} for i in out]
+
+
+def step_seconds(items: list[dict]) -> dict[str, float]:
+    """Each step's seconds once, in order (the items of one step share them); steps that did
+    not run are left out."""
+    return {i["step"]: i["seconds"] for i in items if "step" in i and not i.get("skipped")}
 
 
 # --- the steps: each takes the shared context and returns its item(s) -------------------------
@@ -185,11 +207,6 @@ def _targets(ctx: dict) -> dict:
     return item("targets", True, detail, matched=report["target_modules"])
 
 
-def intended_trainable(name: str, method) -> bool:
-    """What the method trains: everything (full), else LoRA weights and modules_to_save copies."""
-    return isinstance(method, FullMethod) or ".lora_" in name or ".modules_to_save." in name
-
-
 def _trainable(ctx: dict) -> dict:
     model, spec = ctx["model"], ctx["lab"].spec
     names = [n for n, _ in model.named_parameters()]
@@ -214,155 +231,11 @@ def _trainable(ctx: dict) -> dict:
     return item("trainable_set", not problems, detail, unexpected=extra, missing=missing)
 
 
-def _cfg(ctx: dict, examples: int, steps: int, global_batch: int | None = None):
-    cfg = ctx["lab"].spec.training
-    micro = min(cfg.microbatch, examples)
-    return cfg.model_copy(
-        update={
-            "budget": Budget(steps=steps),
-            "schedule": "constant",
-            "warmup_steps": 0,
-            "microbatch": micro,
-            "global_batch": global_batch or micro * min(cfg.accumulation, 2),
-        }
-    )
-
-
-def _digests(model: torch.nn.Module) -> dict[str, str]:
-    """Every parameter's bytes, hashed on the host: exact, and light on memory."""
-    out = {}
-    for name, p in model.named_parameters():
-        raw = p.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy()
-        out[name] = hashlib.blake2b(raw.tobytes(), digest_size=16).hexdigest()
-    return out
-
-
-@contextmanager
-def watch_updates(model: torch.nn.Module):
-    """While the block runs, record which parameters receive a non-zero gradient and a digest
-    of every parameter after each optimizer step. The check's only hooks: a per-parameter
-    gradient hook, and torch's global optimizer-step hook (the optimizer is made inside
-    `train`, which has no hooks of its own), both removed when the block ends."""
-    grads: dict[str, bool] = {}
-    snapshots = [_digests(model)]
-
-    def observe(name):
-        def hook(p):
-            grads[name] = grads.get(name, False) or bool(p.grad.ne(0).any())
-
-        return hook
-
-    handles = [
-        p.register_post_accumulate_grad_hook(observe(n))
-        for n, p in model.named_parameters()
-        if p.requires_grad
-    ]
-    handles.append(register_optimizer_step_post_hook(lambda *_: snapshots.append(_digests(model))))
-    try:
-        yield grads, snapshots
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def _update(ctx: dict) -> list[dict]:
-    """Snapshot, train UPDATE_STEPS steps with `train.train`, compare by name. An optimizer
-    step hook takes the digests after each step, so one real loop runs."""
-    lab, model = ctx["lab"], ctx["model"]
-    cfg = _cfg(ctx, len(ctx["examples"]), UPDATE_STEPS)
-    ctx["cfg"] = cfg.model_dump(mode="json")
-    with watch_updates(model) as (grads, snapshots):
-        record = train(model, ctx["examples"], cfg, lab.device, ctx["renderer"].pad_id)
-    first_change, no_grad, stuck, moved = {}, [], [], []
-    for name, p in model.named_parameters():
-        steps = [k for k in range(1, len(snapshots)) if snapshots[k][name] != snapshots[0][name]]
-        if not intended_trainable(name, lab.spec.method):
-            moved += [name] if steps else []
-        elif not grads.get(name):
-            no_grad.append(name + ("" if p.requires_grad else " (requires_grad is False)"))
-        elif steps:
-            first_change[name] = steps[0]
-        else:
-            stuck.append(name)
-    problems = [
-        f"{what}: {names}"
-        for what, names in (
-            ("trainable but no gradient reached them", no_grad),
-            (
-                "trainable, with a gradient, but unchanged (update below the dtype's resolution?)",
-                stuck,
-            ),
-            ("frozen but changed", moved),
-        )
-        if names
-    ]
-    late = sorted(n for n, k in first_change.items() if k > 1)
-    frozen = len(snapshots[0]) - len(first_change)
-    detail = "; ".join(problems) or (
-        f"all {len(first_change)} trainable tensors changed, {frozen} frozen ones are "
-        "bit-identical"
-        + (f"; {len(late)} first changed at step 2 (LoRA A: B starts at zero)" if late else "")
-    )
-    ok = not problems and len(snapshots) == UPDATE_STEPS + 1
-    losses = [h["loss"] for h in record["history"]]
-    loop = (
-        f"{record['steps']} steps of {record['global_batch']} examples = {record['microbatch']} "
-        f"× {record['accumulation']} accumulation, {record['tokens']} tokens, losses "
-        + ", ".join(f"{x:.4f}" for x in losses)
-    )
-    return [
-        item(
-            "train_loop",
-            len(losses) == UPDATE_STEPS and all(map(math.isfinite, losses)),
-            loop,
-            losses=losses,
-        ),
-        item(
-            "update",
-            ok,
-            detail,
-            no_gradient=no_grad,
-            unchanged=stuck,
-            frozen_changed=moved,
-            changed_at_step_2=late,
-        ),
-    ]
-
-
-def _eval_loss(ctx: dict, batch: dict, denominator: int) -> float:
-    lab = ctx["lab"]
-    ctx["model"].eval()
-    with torch.no_grad(), autocast(lab.device, lab.spec.training.precision):
-        return float(summed_loss(ctx["model"], batch) / denominator)
-
-
-def _overfit(ctx: dict) -> dict:
-    lab = ctx["lab"]
-    micro = ctx["examples"][: lab.spec.training.microbatch]
-    batch = make_batch(micro, ctx["renderer"].pad_id, lab.device)
-    denominator = sum(loss_weight(e) for e in micro)
-    before = _eval_loss(ctx, batch, denominator)
-    cfg = _cfg(ctx, len(micro), OVERFIT_STEPS, global_batch=len(micro))
-    record = train(ctx["model"], micro, cfg, lab.device, ctx["renderer"].pad_id)
-    after = _eval_loss(ctx, batch, denominator)
-    finite = all(map(math.isfinite, [before, after, *(h["loss"] for h in record["history"])]))
-    detail = (
-        f"one microbatch of {len(micro)} overfit for {OVERFIT_STEPS} steps: loss "
-        f"{before:.4f} -> {after:.4f} (eval mode, before and after)"
-    )
-    if not finite:
-        detail = "a loss is not finite: " + detail
-    elif after >= before:
-        detail = "the loss did not go down: " + detail + " (lr too high, or no gradient path?)"
-    return item("loss", finite and after < before, detail, before=before, after=after)
-
-
 STEPS = [
     (("render",), _render),
     (("targets",), _targets),
     (("trainable_set",), _trainable),
-    (("train_loop", "update"), _update),
-    (("loss",), _overfit),
+    (("train_loop", "update", "loss"), training_step),
     (("evaluation",), evaluation_step),
     (("reload",), reload_step),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,8 +16,9 @@ from tunelab.data import build_data
 from tunelab.modeling import model as model_lib
 from tunelab.stages.check import reload as preflight_reload
 from tunelab.stages.check.record import check_path, check_status, latest_check, spec_hash
-from tunelab.stages.check.reload import check_backend, compare_outputs
+from tunelab.stages.check.reload import check_backend, compare_outputs, loss_and_logits
 from tunelab.stages.check.steps import run_check
+from tunelab.training.step import summed_loss
 
 NAMES = [
     "versions",
@@ -101,6 +103,16 @@ def test_clean_classification_lab_passes_and_reloads_in_a_fresh_process(make_lab
     assert reload["comparison"]["max_abs_diff"] == {"logits": 0.0}
     assert reload["comparison"]["predictions_differ"] == []
 
+    # every item carries its step's seconds; the record gives each step's once, in order
+    assert all(isinstance(i["seconds"], float) and i["seconds"] >= 0 for i in result["items"])
+    assert {i["name"]: i["step"] for i in result["items"]}["loss"] == "train_loop"
+    assert list(result["timing"]) == [*NAMES[:6], "evaluation", "reload"]
+    assert result["timing"]["reload"] == reload["seconds"]
+    assert sum(result["timing"].values()) <= result["seconds"]
+    parts = reload["process"]["seconds"]
+    assert set(parts) == {"save", "process", "load", "outputs"}
+    assert parts["load"] + parts["outputs"] <= parts["process"] <= reload["seconds"]
+
     assert latest_check(lab.store, lab.spec, result["data_version"]) == result
     assert (lab.path / result["file"]).exists()
     assert lab.store.events()[-1]["event"] == "check"
@@ -167,6 +179,39 @@ def test_a_trainable_parameter_whose_gradient_is_cut_fails_by_name(
     assert not update["passed"]
     assert update["no_gradient"] == [HEAD]
     assert HEAD in update["detail"] and "no gradient" in update["detail"]
+
+
+def test_a_loss_that_does_not_go_down_fails_the_loss_item(make_lab, no_reload):
+    # an lr far below float32's resolution: the two steps leave the loss where it was
+    items = by_name(run_check(ready(make_lab(), "training.lr=1e-30")))
+    assert items["train_loop"]["passed"]  # the loop runs ...
+    assert not items["loss"]["passed"]  # ... but the loss on its batch does not go down
+    assert "did not go down" in items["loss"]["detail"]
+    assert items["loss"]["after"] >= items["loss"]["before"]
+    assert not items["update"]["passed"] and items["update"]["unchanged"]
+
+
+def test_loss_and_logits_takes_one_forward_pass_and_matches_two():
+    class Toy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(10, 3, _weight=torch.arange(30.0).reshape(10, 3))
+            self.calls = 0
+
+        def forward(self, input_ids, attention_mask):
+            self.calls += 1
+            return SimpleNamespace(logits=self.emb(input_ids).sum(1))
+
+    model = Toy()
+    batch = {
+        "input_ids": torch.tensor([[1, 2], [3, 4]]),
+        "attention_mask": torch.ones(2, 2, dtype=torch.long),
+        "labels": torch.tensor([0, 2]),
+    }
+    loss, logits = loss_and_logits(model, batch)
+    assert model.calls == 1 and not model._forward_hooks  # one pass, the hook removed
+    assert torch.equal(loss, summed_loss(model, batch))
+    assert torch.equal(logits, model(batch["input_ids"], batch["attention_mask"]).logits)
 
 
 def test_the_spec_hash_covers_wiring_not_schedule(make_lab):

@@ -1,0 +1,181 @@
+"""The training items of `tunelab check`: train_loop, update and loss, from one real loop.
+
+`train.train` runs UPDATE_STEPS optimizer steps on one global batch of the slice (the spec's
+microbatch, at most 2 accumulation steps), so the same two steps show that the loop runs,
+that exactly the tensors the method trains move (`watch_updates`), and that the loss goes down
+on the batch they have overfit: on its first microbatch, in eval mode before and after (dropout
+cannot blur it), as the check's older separate overfit of one microbatch measured it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from contextlib import contextmanager
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from tunelab.core.spec import Budget, FullMethod
+from tunelab.stages.check.reload import item
+from tunelab.training.loop import train
+from tunelab.training.step import Example, autocast, loss_weight, make_batch, summed_loss
+
+UPDATE_STEPS = 2
+"""Two because LoRA's B starts at zero, so A gets no gradient at step 1."""
+
+
+def intended_trainable(name: str, method) -> bool:
+    """What the method trains: everything (full), else LoRA weights and modules_to_save copies."""
+    return isinstance(method, FullMethod) or ".lora_" in name or ".modules_to_save." in name
+
+
+def check_cfg(ctx: dict, examples: int, steps: int):
+    """The spec's optimizer, lr, weight decay, clipping and precision; a constant schedule, no
+    warmup; the spec's microbatch (at most the slice) with at most 2 accumulation steps."""
+    cfg = ctx["lab"].spec.training
+    micro = min(cfg.microbatch, examples)
+    return cfg.model_copy(
+        update={
+            "budget": Budget(steps=steps),
+            "schedule": "constant",
+            "warmup_steps": 0,
+            "microbatch": micro,
+            "global_batch": micro * min(cfg.accumulation, 2),
+        }
+    )
+
+
+def training_step(ctx: dict) -> list[dict]:
+    """The loss on the first microbatch, UPDATE_STEPS steps of `train.train` on the global
+    batch that holds it (an optimizer step hook takes the digests after each step), the loss
+    again; the three items."""
+    lab, model = ctx["lab"], ctx["model"]
+    cfg = check_cfg(ctx, len(ctx["examples"]), UPDATE_STEPS)
+    ctx["cfg"] = cfg.model_dump(mode="json")
+    batch = ctx["examples"][: cfg.global_batch]
+    micro = batch[: cfg.microbatch]
+    before = eval_loss(ctx, micro)
+    with watch_updates(model) as (grads, snapshots):
+        record = train(model, batch, cfg, lab.device, ctx["renderer"].pad_id)
+    after = eval_loss(ctx, micro)
+    losses = [h["loss"] for h in record["history"]]
+    loop = (
+        f"{record['steps']} steps of {record['global_batch']} examples = {record['microbatch']} "
+        f"× {record['accumulation']} accumulation, {record['tokens']} tokens, losses "
+        + ", ".join(f"{x:.4f}" for x in losses)
+    )
+    return [
+        item(
+            "train_loop",
+            len(losses) == UPDATE_STEPS and all(map(math.isfinite, losses)),
+            loop,
+            losses=losses,
+        ),
+        update_item(model, lab.spec.method, grads, snapshots),
+        loss_item(before, after, losses, len(micro), len(batch)),
+    ]
+
+
+def update_item(model: torch.nn.Module, method, grads: dict, snapshots: list[dict]) -> dict:
+    """By parameter name: every tensor the method trains got a nonzero gradient and changed;
+    every other tensor is bit-identical."""
+    first_change, no_grad, stuck, moved = {}, [], [], []
+    for name, p in model.named_parameters():
+        steps = [k for k in range(1, len(snapshots)) if snapshots[k][name] != snapshots[0][name]]
+        if not intended_trainable(name, method):
+            moved += [name] if steps else []
+        elif not grads.get(name):
+            no_grad.append(name + ("" if p.requires_grad else " (requires_grad is False)"))
+        elif steps:
+            first_change[name] = steps[0]
+        else:
+            stuck.append(name)
+    problems = [
+        f"{what}: {names}"
+        for what, names in (
+            ("trainable but no gradient reached them", no_grad),
+            (
+                "trainable, with a gradient, but unchanged (update below the dtype's resolution?)",
+                stuck,
+            ),
+            ("frozen but changed", moved),
+        )
+        if names
+    ]
+    late = sorted(n for n, k in first_change.items() if k > 1)
+    frozen = len(snapshots[0]) - len(first_change)
+    detail = "; ".join(problems) or (
+        f"all {len(first_change)} trainable tensors changed, {frozen} frozen ones are "
+        "bit-identical"
+        + (f"; {len(late)} first changed at step 2 (LoRA A: B starts at zero)" if late else "")
+    )
+    return item(
+        "update",
+        not problems and len(snapshots) == UPDATE_STEPS + 1,
+        detail,
+        no_gradient=no_grad,
+        unchanged=stuck,
+        frozen_changed=moved,
+        changed_at_step_2=late,
+    )
+
+
+def loss_item(before: float, after: float, losses: list[float], micro: int, batch: int) -> dict:
+    finite = all(map(math.isfinite, [before, after, *losses]))
+    detail = (
+        f"one microbatch of {micro} overfit for {UPDATE_STEPS} steps (in the global batch of "
+        f"{batch}): loss {before:.4f} -> {after:.4f} (eval mode, before and after)"
+    )
+    if not finite:
+        detail = "a loss is not finite: " + detail
+    elif after >= before:
+        detail = "the loss did not go down: " + detail + " (lr too high, or no gradient path?)"
+    return item("loss", finite and after < before, detail, before=before, after=after)
+
+
+def eval_loss(ctx: dict, micro: list[Example]) -> float:
+    """The normalised loss of one microbatch in eval mode (no dropout)."""
+    lab, model = ctx["lab"], ctx["model"]
+    batch = make_batch(micro, ctx["renderer"].pad_id, lab.device)
+    model.eval()
+    with torch.no_grad(), autocast(lab.device, lab.spec.training.precision):
+        return float(summed_loss(model, batch) / sum(loss_weight(e) for e in micro))
+
+
+def digests(model: torch.nn.Module) -> dict[str, str]:
+    """Every parameter's bytes, hashed on the host: exact, and light on memory (sha256 of the
+    buffer itself, no copy on a CPU: a fraction of a second for 135M float32 weights)."""
+    out = {}
+    for name, p in model.named_parameters():
+        raw = p.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy()
+        out[name] = hashlib.sha256(raw).hexdigest()
+    return out
+
+
+@contextmanager
+def watch_updates(model: torch.nn.Module):
+    """While the block runs, record which parameters receive a non-zero gradient and a digest
+    of every parameter after each optimizer step. The check's only hooks: a per-parameter
+    gradient hook, and torch's global optimizer-step hook (the optimizer is made inside
+    `train`, which has no hooks of its own), both removed when the block ends."""
+    grads: dict[str, bool] = {}
+    snapshots = [digests(model)]
+
+    def observe(name):
+        def hook(p):
+            grads[name] = grads.get(name, False) or bool(p.grad.ne(0).any())
+
+        return hook
+
+    handles = [
+        p.register_post_accumulate_grad_hook(observe(n))
+        for n, p in model.named_parameters()
+        if p.requires_grad
+    ]
+    handles.append(register_optimizer_step_post_hook(lambda *_: snapshots.append(digests(model))))
+    try:
+        yield grads, snapshots
+    finally:
+        for h in handles:
+            h.remove()
