@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# bench/gpu_check.sh: tunelab on a CUDA machine, one command: check, size, and short runs of a
+# ~1B Llama-style model (random weights, built from its config) on 1 GPU, then on all GPUs with
+# ddp and with fsdp, LoRA and full fine-tuning, bf16 autocast, printed as ONE markdown table.
+#
+#   bash bench/gpu_check.sh            # the ~1B model (hidden 2048, 16 layers, 32 heads, 8 kv
+#                                      # heads, intermediate 8192, vocabulary 32000), 2048 tokens
+#   bash bench/gpu_check.sh --quick    # a small model (hidden 256, 4 layers), 512 tokens, 6 steps
+#   bash bench/gpu_check.sh --help
+#
+# Expected output format (the last lines it prints; every value in <angle brackets> is a
+# PLACEHOLDER for what the run measures, not a number anyone measured):
+#
+#   | config | processes | strategy | method | tokens/s total | tokens/s per rank | MFU | peak memory per rank (GiB, rank 0) | estimate (GiB, from size) |
+#   |---|---|---|---|---|---|---|---|---|
+#   | 1b | 1 | — | lora | <tok/s> | <tok/s> | <MFU %> | <GiB> | <GiB> |
+#   | 1b | <N GPUs> | ddp | lora | <tok/s> | <tok/s / N> | <MFU %> | <GiB> | <GiB> |
+#   | 1b | <N GPUs> | fsdp | full | <tok/s> | <tok/s / N> | <MFU %> | <GiB> | <GiB> (unsharded) |
+#   | 1b | <N GPUs> | fsdp | lora | <not available, refused or failed>: <its error> | | | | |
+#
+#   - GPU: <N> × <name>, <memory> MiB; peak dense bf16 <TFLOP/s> TFLOP/s (datasheet)
+#   - check lora: <passed | FAILED> (failed items: <names | none>)
+#   - size lora: estimate <GiB> GiB, measured <GiB> GiB (1 process, microbatch <B>, <L> tokens); ...
+#   - MFU counts 6·N FLOPs per token for full fine-tuning and ≈4·N for LoRA ...
+#
+# Rows: 1 GPU (strategy —) for lora and full; with several GPUs also N GPUs × {ddp, fsdp}
+# (`torchrun --standalone --nproc_per_node N`); one GPU skips those rows and says so. The same
+# global batch everywhere: microbatch 2, 2 microbatches per rank on N GPUs (2·N on one).
+# MFU = FLOPs per token × tokens/s per rank / the GPU's peak dense bf16 FLOP/s: 6·N per token
+# for full fine-tuning, ≈4·N for LoRA (frozen weights get no weight gradient), N without the
+# input embedding; attention's own FLOPs left out (bench/gpu_table.py says how much they add).
+#
+# Exit codes: 0 the table was printed (a row that failed says why in it); 2 no CUDA GPU, or a
+# wrong argument; 1 the set-up failed (the Python environment, building the model or the labs).
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bash bench/gpu_check.sh [--quick] [--steps N] [--seq-len L] [--results DIR] [--keep DIR]
+
+tunelab on this machine's CUDA GPUs: builds a Llama-style model from its config (random
+weights) and two generative labs (LoRA, full; bf16 autocast) with synthetic documents, runs
+`tunelab check`, `tunelab size` and a short `tunelab run` on 1 GPU, then on all GPUs with
+ddp and with fsdp (torchrun), and prints one markdown table: tokens/s (total, per rank), MFU,
+rank 0's peak memory, and size's estimate.
+
+  --quick        a small model (hidden 256, 4 layers, vocabulary 32000), 512 tokens, 6 steps
+  --steps N      optimizer steps per run (default 20; 6 with --quick)
+  --seq-len L    tokens per example (default 2048; 512 with --quick)
+  --results DIR  where the commands' JSON and logs go (default bench/.cache/gpu-check-TIME)
+  --keep DIR     build the model and labs in DIR and keep them (default: a temporary folder,
+                 removed at the end)
+  -h, --help     this text
+
+Python: the first of $VENV, .venv and $TMPDIR/tunelab-venv-cuda whose torch sees CUDA and
+imports tunelab; else a new venv (.venv if there is none yet) that reuses the machine's own
+CUDA torch (--system-site-packages) and installs tunelab into it (pip install -e .; from
+wheels in .whl/ when that folder holds some); else the Makefile's set-up (make .venv/.base:
+torch from the package index, a CUDA build on Linux x86-64).
+
+Exits 2 with "no CUDA GPU: this check needs one" where nvidia-smi or CUDA is missing.
+EOF
+}
+
+QUICK=0 STEPS="" SEQ="" RESULTS="" KEEP=""
+while (($#)); do
+    case "$1" in
+    --quick) QUICK=1 ;;
+    --steps) STEPS="${2:?--steps needs a number}"; shift ;;
+    --seq-len) SEQ="${2:?--seq-len needs a number}"; shift ;;
+    --results) RESULTS="${2:?--results needs a folder}"; shift ;;
+    --keep) KEEP="${2:?--keep needs a folder}"; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." # the repository root
+
+no_gpu() {
+    echo "no CUDA GPU: this check needs one ($1)" >&2
+    exit 2
+}
+
+# --- the GPUs -----------------------------------------------------------------------------------
+command -v nvidia-smi >/dev/null 2>&1 || no_gpu "nvidia-smi not found"
+GPUS=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null) ||
+    no_gpu "nvidia-smi failed"
+[ -n "$GPUS" ] || no_gpu "nvidia-smi lists no GPU"
+NGPU=$(printf '%s\n' "$GPUS" | grep -c .)
+echo "GPUs: $NGPU"
+nvidia-smi --query-gpu=name,memory.total --format=csv
+
+# --- the Python environment ---------------------------------------------------------------------
+usable() { # a python whose torch sees CUDA and which imports tunelab and its dependencies
+    [ -x "$1" ] && "$1" -c '
+import sys, torch
+import datasketch, jsonschema, peft, pydantic, transformers, yaml, tunelab.cli
+sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
+}
+
+PY=""
+FALLBACK="${TMPDIR:-/tmp}/tunelab-venv-cuda"
+for v in ${VENV:+"$VENV"} .venv "$FALLBACK"; do
+    if usable "$v/bin/python"; then PY="$v/bin/python"; break; fi
+done
+if [ -z "$PY" ]; then
+    NEW="${VENV:-.venv}"
+    [ -e "$NEW" ] && NEW="$FALLBACK" # never rebuild someone's existing venv
+    if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+        >/dev/null 2>&1; then
+        echo "creating $NEW with the machine's own CUDA torch (--system-site-packages)"
+        python3 -m venv --system-site-packages "$NEW"
+        PIP=("$NEW/bin/python" -m pip install -q --no-build-isolation -e .)
+        if compgen -G ".whl/*.whl" >/dev/null; then # offline first, from the carried wheels
+            PIP+=(--find-links .whl)
+            "${PIP[@]}" --no-index || "${PIP[@]}" || PIP_FAILED=1
+        else
+            "${PIP[@]}" || PIP_FAILED=1
+        fi
+        if ((${PIP_FAILED:-0})); then
+            echo "gpu_check.sh: could not install tunelab's dependencies into $NEW; without" \
+                "a package index put their wheels in .whl/ (pip download NAME -d .whl) and" \
+                "run again" >&2
+            exit 1
+        fi
+    else
+        echo "no CUDA torch found: the Makefile's set-up into $NEW (make $NEW/.base)"
+        make VENV="$NEW" "$NEW/.base"
+    fi
+    PY="$NEW/bin/python"
+    "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' ||
+        no_gpu "the torch in $NEW cannot use CUDA"
+    usable "$PY" || { echo "gpu_check.sh: $PY cannot import tunelab" >&2; exit 1; }
+fi
+echo "python: $PY ($("$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'))"
+
+# --- the model, the labs, the runs --------------------------------------------------------------
+if ((QUICK)); then
+    CONFIG=quick SEQ="${SEQ:-512}" STEPS="${STEPS:-6}"
+else
+    CONFIG=1b SEQ="${SEQ:-2048}" STEPS="${STEPS:-20}"
+fi
+MB=2
+GB=$((MB * NGPU * 2)) # 2 microbatches per rank on all GPUs; 2·N on one
+RESULTS="${RESULTS:-bench/.cache/gpu-check-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$RESULTS"
+if [ -n "$KEEP" ]; then
+    WORK="$KEEP"
+    mkdir -p "$WORK"
+else
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/tunelab-gpu-check-XXXXXX")
+    trap 'rm -rf "$WORK"' EXIT
+fi
+printf '%s\n' "$GPUS" >"$RESULTS/gpus.csv"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+
+echo "building the $CONFIG model and labs in $WORK: $SEQ tokens, global batch $GB, microbatch" \
+    "$MB, $STEPS steps; results in $RESULTS"
+"$PY" bench/gpu_table.py prepare --config "$CONFIG" --out "$WORK" --seq-len "$SEQ" \
+    --microbatch "$MB" --global-batch "$GB" --steps "$STEPS" >"$RESULTS/model-build.json"
+cp "$WORK/model.json" "$RESULTS/model.json"
+
+step() { # step NAME COMMAND...: stdout to NAME.json, stderr to NAME.log; a failure does not stop
+    local name="$1" rc=0 start=$SECONDS
+    shift
+    "$@" >"$RESULTS/$name.json" 2>"$RESULTS/$name.log" || rc=$?
+    echo "  $name: exit $rc, $((SECONDS - start)) s"
+    return 0
+}
+
+TUNELAB=("$PY" -m tunelab.cli)
+TORCHRUN=("$PY" -m torch.distributed.run --standalone --nproc_per_node "$NGPU")
+for METHOD in lora full; do
+    LAB="$WORK/lab-$METHOD"
+    echo "$METHOD:"
+    if ! "${TUNELAB[@]}" data --lab "$LAB" --json >"$RESULTS/data-$METHOD.json" \
+        2>"$RESULTS/data-$METHOD.log"; then
+        echo "gpu_check.sh: tunelab data failed: $(tail -n 3 "$RESULTS/data-$METHOD.json")" >&2
+        exit 1
+    fi
+    step "check-$METHOD" "${TUNELAB[@]}" check --lab "$LAB" --device cuda --json
+    step "size-$METHOD" "${TUNELAB[@]}" size --lab "$LAB" --device cuda --json \
+        --seq-len "$SEQ" --microbatch "$MB"
+    step "run-1-single-$METHOD" "${TUNELAB[@]}" run --lab "$LAB" --device cuda --json \
+        --name "gpu1-$METHOD"
+    if ((NGPU > 1)); then
+        for STRATEGY in ddp fsdp; do
+            step "run-$NGPU-$STRATEGY-$METHOD" "${TORCHRUN[@]}" -m tunelab.cli run --lab "$LAB" \
+                --json --name "gpu$NGPU-$STRATEGY-$METHOD" "training.strategy=$STRATEGY"
+        done
+    fi
+done
+if ((NGPU == 1)); then
+    echo "one GPU: the ddp and fsdp rows need several GPUs and were not run"
+fi
+
+echo
+"$PY" bench/gpu_table.py table --results "$RESULTS"
