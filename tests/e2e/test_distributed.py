@@ -32,8 +32,9 @@ WEIGHT_TOLERANCE = 1e-4
 """Absolute, the largest difference of any trained weight after the run."""
 
 
-def _weights(record: dict) -> str:
-    return next(f for f in record["weights"]["files"] if f.endswith(".safetensors"))
+def weights_path(lab, record: dict):
+    name = next(f for f in record["weights"]["files"] if f.endswith(".safetensors"))
+    return lab / ".tunelab/runs" / record["id"] / "weights" / name
 
 
 def _worst_rel(one: dict, two: dict) -> float:
@@ -70,9 +71,7 @@ def test_two_processes_take_the_single_process_steps(make_extraction_lab, capsys
         losses, rel=LOSS_TOLERANCE
     )
     assert two["training"]["tokens"] == one["training"]["tokens"]
-    weights = [
-        load_file(lab / ".tunelab/runs" / r["id"] / "weights" / _weights(r)) for r in (one, two)
-    ]
+    weights = [load_file(weights_path(lab, r)) for r in (one, two)]
     assert weights[0].keys() == weights[1].keys()
     worst = max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0])
     assert worst < WEIGHT_TOLERANCE, worst
@@ -142,17 +141,26 @@ def start_torchrun(lab, *argv: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += ["--nproc_per_node", "2", "-m", "tunelab.cli", *argv, "--lab", str(lab), "--json"]
     return subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group: torchrun and both ranks
     )
 
 
-def stop_at_a_step(lab, strategy: str) -> tuple[dict, dict]:
-    """A 2-process run SIGTERMed (to torchrun, which passes it to both ranks) after a few
-    steps: its record and its checkpoint's loop state."""
+def stop_at_a_step(lab, strategy: str, group: bool) -> tuple[dict, dict]:
+    """A 2-process run SIGTERMed after a few steps: its record and its checkpoint's loop state.
+    `group`: to every process (as a scheduler does to a job: each rank gets it twice, directly
+    and passed on by torchrun); else to torchrun alone, which passes it on to both ranks."""
     proc = start_torchrun(lab, "run", "--name", "stopped", f"training.strategy={strategy}")
     run_dir = lab / ".tunelab/runs/r002-stopped"
     wait_for_step(run_dir, 3, proc, timeout=300)
-    proc.send_signal(signal.SIGTERM)
+    if group:
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode != 0, out
     record = json.loads((run_dir / "record.json").read_text())
@@ -173,14 +181,18 @@ def straight_run(lab, capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def assert_same_run(resumed: dict, straight: dict) -> None:
+def assert_same_run(lab, resumed: dict, straight: dict) -> None:
     losses = [h["loss"] for h in straight["training"]["history"]]
     assert [h["loss"] for h in resumed["training"]["history"]] == pytest.approx(
         losses, rel=RESUMED_LOSS_TOLERANCE
     )
     assert resumed["training"]["tokens"] == straight["training"]["tokens"]
     assert resumed["metrics"] == straight["metrics"]
-    print(f"resumed: loss rel {_worst_rel(straight, resumed):.1e}")
+    trained = [load_file(weights_path(lab, r)) for r in (straight, resumed)]
+    assert trained[0].keys() == trained[1].keys()
+    worst = max(float((trained[0][k] - trained[1][k]).abs().max()) for k in trained[0])
+    assert worst < WEIGHT_TOLERANCE, worst
+    print(f"resumed: loss rel {_worst_rel(straight, resumed):.1e}, weights {worst:.1e}")
 
 
 RESUMED_LOSS_TOLERANCE = 1e-4
@@ -188,21 +200,21 @@ RESUMED_LOSS_TOLERANCE = 1e-4
 differences grow a little with the steps."""
 
 
-def test_sigterm_stops_both_ranks_and_resume_on_two_ends_like_one_process(
+def test_sigterm_to_the_group_stops_both_ranks_and_resume_on_two_ends_like_one_process(
     make_extraction_lab, capsys
 ):
     lab = make_extraction_lab(training=LONG, method=LORA)
     assert main(["data", "--lab", str(lab), "--json"]) == 0
     assert main(["baseline", "--lab", str(lab), "--json"]) == 0
     capsys.readouterr()
-    stop_at_a_step(lab, "ddp")
+    stop_at_a_step(lab, "ddp", group=True)
 
     done = torchrun(lab, "resume", "r002-stopped")
     assert done.returncode == 0, done.stderr[-3000:]
     resumed = json.loads(done.stdout)
     assert resumed["status"] == "completed"
     assert [r["world_size"] for r in resumed["resumed"]] == [2]
-    assert_same_run(resumed, straight_run(lab, capsys))
+    assert_same_run(lab, resumed, straight_run(lab, capsys))
 
 
 def test_a_two_process_fsdp_checkpoint_resumes_on_one_process(make_extraction_lab, capsys):
@@ -210,7 +222,7 @@ def test_a_two_process_fsdp_checkpoint_resumes_on_one_process(make_extraction_la
     assert main(["data", "--lab", str(lab), "--json"]) == 0
     assert main(["baseline", "--lab", str(lab), "--json"]) == 0
     capsys.readouterr()
-    stop_at_a_step(lab, "fsdp")
+    stop_at_a_step(lab, "fsdp", group=False)
 
     assert main(["resume", "--lab", str(lab), "r002-stopped", "--json"]) == 0
     resumed = json.loads(capsys.readouterr().out)
@@ -219,4 +231,4 @@ def test_a_two_process_fsdp_checkpoint_resumes_on_one_process(make_extraction_la
     assert again["world_size"] == 1
     assert again["checkpoint_written_by"] == {"world_size": 2, "strategy": "fsdp"}
     assert resumed["training"]["processes"]["world_size"] == 1
-    assert_same_run(resumed, straight_run(lab, capsys))
+    assert_same_run(lab, resumed, straight_run(lab, capsys))

@@ -8,7 +8,9 @@ Three modes, each a context manager that restores the handlers it replaced:
   background job) stays ignored.
 - `graceful_stop` (around training): the first signal sets the `StopRequest` it yields, and the
   loop finishes its step, checkpoints and raises `TrainingInterrupted`; a second one raises
-  `KeyboardInterrupt` at once.
+  `KeyboardInterrupt` at once, except a second SIGTERM within `SAME_STOP_S` of the first: that
+  is the same stop arriving twice (a scheduler that signals every process of a job, and
+  `torchrun` passing the same signal on to its ranks).
 - `held` (around writing a record): a signal waits until the block is done, then is raised.
 
 Handlers can only be set in the main thread; elsewhere these do nothing, and the signal keeps
@@ -19,21 +21,30 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+SAME_STOP_S = 5.0
+"""A SIGTERM this soon after the first one is the same stop, not a demand to stop at once."""
 
 
 class StopRequest(threading.Event):
     """Set when a stop was asked for during training; `cause` names the signal."""
 
     cause: str | None = None
+    asked: float = 0.0
 
     def ask(self, signum: int) -> None:
-        self.cause = NAMES.get(signum, f"signal {signum}")
+        self.cause, self.asked = NAMES.get(signum, f"signal {signum}"), time.monotonic()
         self.set()
+
+    def again(self, signum: int) -> bool:
+        """A repeat of the first SIGTERM (delivered twice to this process), to be ignored."""
+        recent = time.monotonic() - self.asked < SAME_STOP_S
+        return signum == signal.SIGTERM and self.cause == "SIGTERM" and recent
 
 
 def _raise(signum: int, frame) -> None:
@@ -50,11 +61,13 @@ def interrupt_on_signals() -> Iterator[None]:
 @contextmanager
 def graceful_stop(console=None) -> Iterator[StopRequest]:
     """The first Ctrl-C or SIGTERM asks the training loop to stop after its step (with a
-    checkpoint); a second one stops at once."""
+    checkpoint); a second one stops at once (a SIGTERM repeated within SAME_STOP_S does not)."""
     stop = StopRequest()
 
     def handler(signum: int, frame) -> None:
         if stop.is_set():
+            if stop.again(signum):
+                return
             _raise(signum, frame)
         stop.ask(signum)
         if console:

@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from tunelab.core import stopping
 from tunelab.core.stopping import graceful_stop, held, interrupt_on_signals
 
 
@@ -48,6 +49,22 @@ def test_training_stops_after_its_step_on_the_first_signal_and_at_once_on_the_se
                 signal.raise_signal(signal.SIGINT)
         with pytest.raises(KeyboardInterrupt):  # after training: at once again
             signal.raise_signal(signal.SIGINT)
+
+
+def test_the_same_sigterm_delivered_twice_is_one_graceful_stop(monkeypatch):
+    """Sent to every process of a job and passed on by torchrun too: one stop, with its
+    checkpoint. Later, or after a Ctrl-C, a second signal still stops at once."""
+    with interrupt_on_signals(), graceful_stop() as stop:
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)  # no exception: the step still ends
+        assert stop.is_set() and stop.cause == "SIGTERM"
+        monkeypatch.setattr(stopping, "SAME_STOP_S", 0.0)
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            signal.raise_signal(signal.SIGTERM)
+    with interrupt_on_signals(), graceful_stop() as stop:
+        signal.raise_signal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            signal.raise_signal(signal.SIGTERM)
 
 
 def test_a_signal_during_a_held_block_comes_after_it():
