@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import topic_rows
 from tunelab.cli import main
+from tunelab.core.store import Store
 
 
 def tl(capsys, *args: str) -> tuple[int, dict | list]:
@@ -167,3 +169,32 @@ def test_ablate_makes_one_variant_per_value_with_one_change_each(make_lab, capsy
     records = [json.loads((runs_dir / r["id"] / "record.json").read_text()) for r in result["runs"]]
     assert all(list(rec["diff"]) == ["optimizer"] for rec in records)
     assert [rec["spec"]["training"]["lr"] for rec in records] == [1e-3, 1e-2]
+
+
+def test_a_data_ablation_builds_a_version_per_value_on_the_same_validation(make_lab, capsys):
+    rows = topic_rows()
+    for row in rows[::3]:
+        row["text"] = row["text"].upper()  # what the lowercase rule changes
+    lab = str(make_lab(rows))
+    _, data = tl(capsys, "data", "--lab", lab)
+    tl(capsys, "baseline", "--lab", lab)
+    code, result = tl(capsys, "ablate", "--lab", lab, "data.cleaning=[],[{rule: lowercase}]")
+    assert code == 0 and result["values"] == [[], [{"rule": "lowercase"}]]
+    versions = [r["data_version"] for r in result["runs"]]
+    assert len(set(versions) | {data["version"]}) == 3  # a version per value, pinned to v1
+    assert [r["parent"] for r in result["runs"]] == ["r002-probe", "r002-probe"]
+    store = Store(Path(lab))
+    assert store.current_data() == data["version"]  # the spec's own version stays current
+    for version in versions:
+        manifest = store.data_manifest(version)
+        assert manifest["eval_from"] == data["version"]
+        assert manifest["test_sha256"] == store.data_manifest(data["version"])["test_sha256"]
+    runs_dir = Path(lab) / ".tunelab" / "runs"
+    records = [json.loads((runs_dir / r["id"] / "record.json").read_text()) for r in result["runs"]]
+    assert all(list(rec["diff"]) == ["data"] and not rec["diff_warnings"] for rec in records)
+
+    code, compared = tl(capsys, "compare", "--lab", lab)
+    assert code == 0, compared
+    judged = {r["id"]: r for r in compared["runs"] if "vs_reference" in r}
+    assert set(judged) == {r["id"] for r in result["runs"]}  # paired across data versions
+    assert all("validation split is identical" in r["data_note"] for r in judged.values())

@@ -208,6 +208,11 @@ class DataSpec(_Section):
     allow_outside_lab: bool = False
     """Read sources that resolve outside the lab folder (`../x`, an absolute path elsewhere, a
     link that points out). Off, such a path is refused: a lab reads only its own folder."""
+    eval_from: str | None = None
+    """A data version of this lab whose validation and test splits this version keeps as they
+    are (byte for byte, the sealed test included), while train is rebuilt from the sources and
+    rules: every example not already in them (by id or text). Change train alone, and runs on
+    both versions still pair on the same validation examples."""
 
     @model_validator(mode="after")
     def _names_and_weights(self) -> DataSpec:

@@ -19,6 +19,7 @@ from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.dedup import Dedup, deduplicate
 from tunelab.data.loaders import Example, Rejection, load_sources
+from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.split import Splits, presplit_examples, split_examples, straddling_groups
 from tunelab.data.usable import check_usable, tally_sources
 from tunelab.data.version import (
@@ -56,6 +57,8 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         splits = presplit_examples(conflicts.kept)
     else:
         splits = split_examples(conflicts.kept, data.split, grouped)
+    if data.eval_from:  # validation and test as an earlier version has them; train changes
+        splits = pin_eval(splits, pinned_rows(store, data.eval_from))
     dedup = deduplicate(splits, data.dedup)
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
@@ -75,6 +78,7 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         "rows_id": rows,
         "sources": tally_sources(loaded.sources, quarantine),
         "rules": rule_settings(data.cleaning),
+        "eval_from": data.eval_from,
         "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
     }
     warnings = check_usable(manifest, spec) + long_warnings  # refuses unusable data
@@ -102,10 +106,13 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         "rows_id": rows,
         "same_rows_as": same_rows(store, rows, version),
         "presplit": loaded.presplit,
+        "eval_from": data.eval_from,
         "warnings": warnings,
     }
     if new:
         write_version(store, version, dedup.splits, quarantine, report, manifest, dedup.pairs)
+    if data.eval_from:
+        check_pinned(store, version, data.eval_from)
     publish(store, version, new, counts)
     return report
 

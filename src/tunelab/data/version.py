@@ -42,6 +42,8 @@ def settings_of(data: DataSpec, labels: list[str], sources: list[dict]) -> dict[
         "dedup": data.dedup.model_dump(mode="json"),
         "max_chars": data.max_chars,
         "long_text": data.long_text,
+        # only when set, so that the versions made before the option keep their ids
+        **({"eval_from": data.eval_from} if data.eval_from else {}),
     }
 
 
@@ -124,6 +126,8 @@ def write_version(
             "created": now(),
             **manifest,
             "files": files,
+            # each split's content: runs on two versions with the same validation pair up
+            "split_sha256": {split: files[f"{split}.jsonl"] for split in SPLITS},
             "test_sha256": files["test.jsonl"],
         }
         atomic_write_json(tmp / "manifest.json", full)

@@ -1,10 +1,10 @@
 """`tunelab final RUN`: open the sealed test split, once, on purpose, and record that it was.
 
 The test split is the one measurement that was not used to choose anything. This module is
-the only reader of it: `Store.read_split` refuses "test", and `_open_sealed` below reads the
-file's bytes once, checks them against the sha256 that `tunelab data` recorded in the
-version's manifest (`test_sha256`), and parses those same bytes, so what is evaluated is what
-was sealed.
+the only one that evaluates on it: `Store.read_split` refuses "test", and
+`tunelab.core.seal.open_sealed` reads the file's bytes once, checks them against the sha256
+that `tunelab data` recorded in the version's manifest (`test_sha256`), and parses those same
+bytes, so what is evaluated is what was sealed.
 
 Rules:
 - The chosen run is evaluated once on the test split of *its own* data version, with the
@@ -29,14 +29,14 @@ Rules:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tunelab.core.digest import sha256_bytes, sha256_file
+from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
+from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
-from tunelab.core.store import Store, StoreError, atomic_write_json
+from tunelab.core.store import Store, atomic_write_json
 from tunelab.training.evaluate import evaluate_rows, protocol, score
 
 FINALS = "finals"
@@ -44,10 +44,6 @@ FINALS = "finals"
 
 class FinalError(TunelabError):
     """`final` refuses: a second access without a reason, or a run it cannot evaluate."""
-
-
-class SealBrokenError(StoreError):
-    """The test split no longer matches the hash recorded when the data version was made."""
 
 
 def final_accesses(store: Store) -> list[dict]:
@@ -74,33 +70,6 @@ def latest_verdict(store: Store, run_id: str) -> tuple[str | None, str | None]:
     (None, None) when no comparison did."""
     found = store.judgement(run_id)
     return (found[1]["verdict"], found[0]["id"]) if found else (None, None)
-
-
-def _open_sealed(store: Store, version: str) -> tuple[list[dict], str]:
-    """The rows of the sealed test split and its hash, after checking the seal.
-
-    The only place any command reads `test.jsonl`. The bytes are read once, hashed and parsed,
-    so the file cannot change between the check and the use.
-    """
-    expected = store.data_manifest(version).get("test_sha256")
-    path = store.data_dir(version) / "test.jsonl"
-    if not expected:
-        raise SealBrokenError(
-            f"data version {version} has no test_sha256 in its manifest: the test split was "
-            "never sealed; rebuild the data with `tunelab data`."
-        )
-    if not path.exists():
-        raise SealBrokenError(f"{path}: the sealed test split of version {version} is missing.")
-    data = path.read_bytes()
-    actual = sha256_bytes(data)
-    if actual != expected:
-        raise SealBrokenError(
-            f"{path}: the sealed test split changed since `tunelab data` made version "
-            f"{version}: the manifest records sha256 {expected}, the file now has {actual}. "
-            "Refusing to evaluate on it; restore the file or make a new data version."
-        )
-    text = data.decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()], actual
 
 
 def _check_run(store: Store, record: dict) -> None:
@@ -233,7 +202,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     spec = validate_spec(record["spec"])
     version = record["data_version"]
 
-    rows, digest = _open_sealed(store, version)
+    rows, digest = open_sealed(store, version)
     n = len(earlier) + 1
     out = store.root / FINALS / f"{n}-{run_id}.json"
     access = {

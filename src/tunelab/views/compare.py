@@ -95,6 +95,8 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
     the parent view, warnings."""
     console.print(f"[bold]{r['id']}[/]" + (f" — reason: {r['reason']}" if r.get("reason") else ""))
     console.print(f"  vs {r.get('against', 'reference')}: {_flips_line(r['vs_reference'])}")
+    if r.get("data_note"):
+        console.print(f"  {r['data_note']}")
     for g in r["guardrails"]:
         console.print(f"  guardrail {guardrail_line(g)}")
     shown = tuple(f"{g['metric']} ({g['scope']})" for g in r["guardrails"])

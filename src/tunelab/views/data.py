@@ -21,6 +21,11 @@ def data(report: dict, console: Console) -> None:
             f"  the kept rows are those of version(s) {', '.join(report['same_rows_as'])}: "
             "the sources or settings changed, the examples did not"
         )
+    if report.get("eval_from"):
+        console.print(
+            f"  validation and test kept byte for byte from version {report['eval_from']} "
+            "(data.eval_from): train alone changed, and runs on both versions pair up"
+        )
     q = report["quarantine"]
     console.print(
         f"  rows read {report['rows_read']:,} = kept {report['kept']:,} + quarantined "

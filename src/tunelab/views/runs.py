@@ -10,19 +10,27 @@ from tunelab.views.style import pct
 
 
 def ablation(result: dict, console: Console) -> None:
+    data = result["key"].startswith("data.")
+    columns = [result["key"], "run", *(["data version"] if data else []), "parent"]
     table = Table(
-        result["key"],
-        "run",
-        "parent",
-        result["runs"][0]["metric"],
-        "train s",
-        title=f"ablation of {result['key']}",
+        *columns, result["runs"][0]["metric"], "train s", title=f"ablation of {result['key']}"
     )
     for r in result["runs"]:
+        version = [r["data_version"]] if data else []
         table.add_row(
-            str(r["value"]), r["id"], str(r["parent"]), pct(r["score"]), f"{r['seconds']:.0f}"
+            escape(str(r["value"])),
+            r["id"],
+            *version,
+            str(r["parent"]),
+            pct(r["score"]),
+            f"{r['seconds']:.0f}",
         )
     console.print(table)
+    if data:
+        console.print(
+            f"each value built its own data version, validation and test pinned to "
+            f"{result['data_version']} (still the current one)"
+        )
     console.print("compare them with the paired statistics: `tunelab compare`")
 
 

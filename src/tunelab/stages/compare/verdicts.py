@@ -34,6 +34,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, atomic_write_json, now, read_jsonl
+from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.guardrails import BROKEN, GUARDRAIL_RULE, UNRESOLVED, describe, judge
 from tunelab.stages.compare.pairs import Pair, make_pair, right
 from tunelab.stages.compare.stats import RESAMPLES, concentration, flips, mcnemar_exact
@@ -58,14 +59,15 @@ def compare(
     store = lab.store
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
-    runs = [r for r in store.runs() if r["status"] == "completed" and r["data_version"] == version]
+    same_eval = SameEval(store, version)  # other versions whose validation is this one
+    runs = [r for r in store.runs() if r["status"] == "completed" and same_eval(r["data_version"])]
     baselines = [r for r in runs if r["kind"] == "baseline"]
     if not baselines:
         raise StoreError(
             f"no completed baseline on data version {version}: run `tunelab baseline` first."
         )
     task = get_task(lab.spec.task.type)
-    reference = _reference(runs, baselines, against, version, task)
+    reference = _reference(runs, baselines, against, version, task, store)
     hypothesis, guardrails = frozen_rules(reference)
     primary = hypothesis.metric if hypothesis else task.default_metric
     variants = [r for r in runs if r["kind"] == "variant" and r["id"] != reference["id"]]
@@ -100,6 +102,11 @@ def compare(
     rows = []
     for run in runs:
         row = _row(run, task)
+        if run["data_version"] != version:
+            row["data_note"] = (
+                f"on data version {run['data_version']}, whose validation split is identical "
+                f"to {version}'s (sha256 {same_eval.digest[:12]}): paired as on one version"
+            )
         if run["id"] in judged:
             vs = paired(reference, run)
             row["vs_reference"] = {k: vs.pop(k) for k in _VERSUS_KEYS if k in vs}
@@ -170,13 +177,14 @@ def rule_differences(reference: dict, runs: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-def _reference(runs: list[dict], baselines: list[dict], against, version: str, task) -> dict:
+def _reference(runs: list[dict], baselines: list[dict], against, version: str, task, store) -> dict:
     if against:
         matches = [r for r in runs if r["id"] == against]
         if not matches:
             raise StoreError(
-                f"--against {against!r}: no completed run with that id on data "
-                f"version {version}; known: {[r['id'] for r in runs]}"
+                f"--against {against!r}: no completed run with that id whose validation is "
+                f"data version {version}'s{_why_not(store, against, version)}; known: "
+                f"{[r['id'] for r in runs]}"
             )
         return matches[0]
     # the strongest baseline on the primary metric its own record states
@@ -219,24 +227,32 @@ def _versus(pair: Pair, primary: str) -> dict:
     return result
 
 
+def _why_not(store, run_id: str, version: str) -> str:
+    """Why a run is not among those compared on `version`: its status, or what differs
+    between its validation split and this version's."""
+    try:
+        record = store.read_record(run_id)
+    except StoreError:
+        return " (it is not in the store)"
+    if record["status"] != "completed":
+        return f" (it is {record['status']})"
+    theirs = record["data_version"]
+    try:
+        return f" ({differing_text(theirs, version, split_changes(store, theirs, version))})"
+    except (StoreError, OSError):
+        return f" (it is on data version {theirs}, whose validation cannot be read)"
+
+
 def _add_parent(row: dict, run: dict, by_id: dict, store, version: str, paired) -> None:
-    """`vs_parent` when the run's parent is completed on the same data version, else a
-    warning that says why there is none."""
+    """`vs_parent` when the run's parent is completed and evaluated on the same validation
+    split (whatever its data version), else a warning that says why there is none."""
     parent_id = run.get("parent")
     if not parent_id:
         return
     parent = by_id.get(parent_id)
     if parent is None:
-        try:
-            record = store.read_record(parent_id)
-            why = (
-                f"is {record['status']}"
-                if record["status"] != "completed"
-                else f"is on data version {record['data_version']}, not {version}"
-            )
-        except StoreError:
-            why = "is not in the store"
-        row["warnings"].append(f"parent {parent_id} {why}: no paired comparison with it")
+        why = _why_not(store, parent_id, version)
+        row["warnings"].append(f"parent {parent_id}: no paired comparison with it{why}")
         return
     vs = paired(parent, run)
     row["vs_parent"] = {

@@ -2,6 +2,12 @@
 
 Every variant differs from the parent in that one key alone, so the one-change rule holds by
 construction; the summary sets the values side by side on the primary metric.
+
+A data key (`data.cleaning`, `data.dedup.*`, `data.sources`...) builds a data version per value
+first, each with validation and test pinned to the current version (`data.eval_from`, unless
+the spec pins them already), so every variant is evaluated on the same examples and pairs with
+the same parent; the current data version is set back afterwards. Values are YAML, separated
+by commas outside brackets: `data.cleaning=[],[{rule: whitespace}]`.
 """
 
 from __future__ import annotations
@@ -12,16 +18,31 @@ from pathlib import Path
 from rich.console import Console
 
 from tunelab.core.errors import TunelabError
-from tunelab.core.lab import open_lab
+from tunelab.core.lab import open_lab, open_records_lab
 from tunelab.core.spec import parse_value
+from tunelab.data import build_data
 from tunelab.stages.run.variant import run_variant
 from tunelab.tasks import get_task
+
+
+def split_values(raw: str) -> list[str]:
+    """Split at the commas outside brackets and braces: `[a, b],[c]` -> `[a, b]`, `[c]`."""
+    parts, depth, current = [], 0, ""
+    for char in raw:
+        depth += char in "[{"
+        depth -= char in "]}"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [p for p in [*parts, current] if p.strip()]
 
 
 def parse_assignment(text: str) -> tuple[str, list]:
     """`training.lr=1e-4,5e-4` -> ("training.lr", [0.0001, 0.0005]); values are read as YAML."""
     key, sep, raw = text.partition("=")
-    values = [parse_value(v) for v in raw.split(",") if v.strip()]
+    values = [parse_value(v) for v in split_values(raw)]
     if not sep or not key.strip() or len(values) < 1:
         raise TunelabError(f"ablate {text!r}: expected KEY=V1,V2,... e.g. training.lr=1e-4,5e-4")
     return key.strip(), values
@@ -43,23 +64,41 @@ def run_ablation(
     device: str | None = None,
 ) -> dict:
     key, values = parse_assignment(assignment)
+    data_key = key.startswith("data.")
+    store = open_records_lab(lab_path).store
+    current = store.current_data()
     rows = []
-    for value in values:
-        lab = open_lab(lab_path, {key: value}, device)
-        record = run_variant(lab, run_name(key, value), console, parent=parent)
-        metric = (
-            lab.spec.hypothesis.metric
-            if lab.spec.hypothesis
-            else get_task(lab.spec.task.type).default_metric
-        )
-        rows.append(
-            {
-                "value": value,
-                "id": record["id"],
-                "parent": record.get("parent"),
-                "metric": metric,
-                "score": record["metrics"][metric],
-                "seconds": record["training"]["seconds"],
-            }
-        )
-    return {"key": key, "values": values, "runs": rows}
+    try:
+        for value in values:
+            overrides = {key: value}
+            if data_key:
+                overrides |= _pinned(lab_path, current)
+            lab = open_lab(lab_path, overrides, device)
+            if data_key:
+                version = build_data(lab.spec, lab.path, lab.store)["version"]
+                if console:
+                    console.print(f"{key}={value}: data version {version}")
+            record = run_variant(lab, run_name(key, value), console, parent=parent)
+            rows.append(_row(lab, value, record))
+    finally:
+        store.set_current_data(current)  # the spec's own data stays current
+    return {"key": key, "values": values, "runs": rows, "data_version": current}
+
+
+def _pinned(lab_path: Path, current: str) -> dict:
+    """Validation and test pinned to the current version, unless the spec already pins them."""
+    return {} if open_records_lab(lab_path).spec.data.eval_from else {"data.eval_from": current}
+
+
+def _row(lab, value, record: dict) -> dict:
+    spec = lab.spec
+    metric = spec.hypothesis.metric if spec.hypothesis else get_task(spec.task.type).default_metric
+    return {
+        "value": value,
+        "id": record["id"],
+        "data_version": record["data_version"],
+        "parent": record.get("parent"),
+        "metric": metric,
+        "score": record["metrics"][metric],
+        "seconds": record["training"]["seconds"],
+    }

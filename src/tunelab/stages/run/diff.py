@@ -28,6 +28,7 @@ from typing import Any
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store, StoreError
+from tunelab.data.same_eval import SameEval
 
 GROUPS = (
     "task",
@@ -200,9 +201,10 @@ def check_one_change(
     )
 
 
-def diff_warnings(diff: dict[str, list[dict]]) -> list[str]:
+def diff_warnings(diff: dict[str, list[dict]], same_validation: bool = False) -> list[str]:
     """Loud notes about changes that make the parent's numbers incomparable: the evaluation
-    protocol, and the data version."""
+    protocol, and the data version when its validation split changed too (`same_validation`:
+    the two versions' validation splits have the same content, so the runs still pair)."""
     out = []
     protocol = list(diff.get("evaluation", [])) + [
         c for c in diff.get("model", []) if c["key"] in PROTOCOL_KEYS
@@ -214,7 +216,7 @@ def diff_warnings(diff: dict[str, list[dict]]) -> list[str]:
             + "): its metrics are not measured the way the parent's were"
         )
     version = next((c for c in diff.get("data", []) if c["key"] == "data_version"), None)
-    if version:
+    if version and not same_validation:
         out.append(
             f"the data version changed ({version['parent']} -> {version['child']}): "
             "validation examples differ, so there is no paired comparison with the parent"
@@ -223,15 +225,18 @@ def diff_warnings(diff: dict[str, list[dict]]) -> list[str]:
 
 
 def resolve_parent(store: Store, data_version: str, parent: str | None) -> dict | None:
-    """The parent's record: the named run, or by default the newest completed baseline on
-    `data_version` (None when there is none yet). A named parent must be completed."""
+    """The parent's record: the named run, or by default the newest completed baseline
+    evaluated on `data_version`'s validation split (on that version, or on another whose
+    validation is the same: `data.eval_from`); None when there is none yet. A named parent
+    must be completed."""
     if parent is None:
+        same_eval = SameEval(store, data_version)
         baselines = [
             r
             for r in store.runs()
             if r["kind"] == "baseline"
             and r["status"] == "completed"
-            and r["data_version"] == data_version
+            and same_eval(r["data_version"])
         ]
         return baselines[-1] if baselines else None
     try:

@@ -23,6 +23,7 @@ from tunelab.core.spec import validate_spec
 from tunelab.core.stopping import graceful_stop
 from tunelab.core.store import Store, atomic_dir, check_run_name, now, write_jsonl
 from tunelab.data.mixture import MixtureSampler, sampler_for
+from tunelab.data.same_eval import SameEval
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
 from tunelab.modeling.model import (
     identity,
@@ -132,7 +133,9 @@ def run_variant(
         parent=parent_record["id"] if parent_record else None,
         parent_kind=parent_record["kind"] if parent_record else None,
         diff=diff,
-        diff_warnings=diff_warnings(diff) if diff else [],
+        diff_warnings=diff_warnings(diff, _same_validation(store, version, parent_record))
+        if diff
+        else [],
         reason=reason.strip() if reason and reason.strip() else None,
         preflight=preflight,
     )
@@ -235,6 +238,11 @@ def _train_and_finish(
             files = save_trained(model, weights)
         record["weights"] = {"dir": "weights", "files": files}
     return record
+
+
+def _same_validation(store, version: str, parent: dict | None) -> bool:
+    """The parent evaluated on this version's validation examples (maybe on another version)."""
+    return parent is not None and SameEval(store, version)(parent["data_version"])
 
 
 def _on_world(lab: Lab) -> tuple[Lab, World]:

@@ -9,7 +9,7 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import validate_spec
-from tunelab.core.store import Store, atomic_write_json, read_json, write_jsonl
+from tunelab.core.store import Store, StoreError, atomic_write_json, read_json, write_jsonl
 from tunelab.stages.compare.verdicts import compare
 from tunelab.tasks.classification import metrics
 
@@ -331,7 +331,10 @@ def test_a_parent_on_another_data_version_gives_a_warning_not_a_comparison(tmp_p
     add_run(lab, "new", "variant", predictions({"a": 0.7, "b": 0.7, "c": 0.7}), parent=old)
     row = compare(lab)["runs"][-1]
     assert "vs_parent" not in row
-    assert any(f"parent {old} is on data version v0" in w for w in row["warnings"])
+    assert any(
+        f"parent {old}: no paired comparison" in w and "on data version v0" in w
+        for w in row["warnings"]
+    )
 
 
 def processes(world_size: int, strategy: str | None) -> dict:
@@ -352,3 +355,65 @@ def test_a_change_of_processes_or_strategy_is_a_platform_change(tmp_path):
     assert "checks are redone" in warning
     (warning,) = rows[fsdp]["vs_parent"]["warnings"]
     assert "strategy ddp -> fsdp" in warning and "processes" not in warning.split(":")[1]
+
+
+def add_version(lab: Lab, version: str, validation: list[dict]) -> None:
+    """A data version whose manifest records its validation split's sha256, made current."""
+    folder = lab.store.data_dir(version)
+    write_jsonl(folder / "validation.jsonl", validation)
+    digest = sha256_file(folder / "validation.jsonl")
+    manifest = {"labels": LABELS, "split_sha256": {"validation": digest}}
+    atomic_write_json(folder / "manifest.json", manifest)
+    lab.store.set_current_data(version)
+
+
+def validation_rows(changed: int = 0, added: int = 0, removed: int = 0) -> list[dict]:
+    rows = [{"id": p["id"], "text": f"text of {p['id']}", "label": p["gold"]} for p in PREDS_ALL]
+    for row in rows[:changed]:
+        row["text"] += " (cleaned)"
+    rows = rows[removed:]
+    return rows + [{"id": f"new{i}", "text": "more", "label": "a"} for i in range(added)]
+
+
+PREDS_ALL = predictions({"a": 0.6, "b": 0.6, "c": 0.6})
+
+
+def test_runs_on_two_data_versions_with_the_same_validation_are_paired(tmp_path):
+    """One cleaning rule that touched train alone: a new version, the same validation."""
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
+    add_version(lab, "v1", validation_rows())
+    probe = add_run(lab, "probe", "baseline", PREDS_ALL)
+    add_version(lab, "v2", validation_rows())  # byte-identical validation
+    child = add_run(
+        lab,
+        "cleaned",
+        "variant",
+        predictions({"a": 0.9, "b": 0.9, "c": 0.9}),
+        data_version="v2",
+        parent=probe,
+    )
+    result = compare(lab)
+    assert result["data_version"] == "v2" and result["reference"] == probe
+    rows = {r["id"]: r for r in result["runs"]}
+    assert "validation split is identical to v2's" in rows[probe]["data_note"]
+    assert "data_note" not in rows[child]
+    assert rows[child]["vs_parent"]["run"] == probe
+    assert rows[child]["vs_reference"]["flips"]["fixed"]["count"] == 27
+    assert not rows[child]["warnings"]
+
+
+def test_a_changed_validation_split_is_refused_with_what_changed(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
+    add_version(lab, "v1", validation_rows())
+    old = add_run(lab, "probe", "baseline", PREDS_ALL)
+    add_version(lab, "v2", validation_rows(changed=3, added=2, removed=1))
+    probe = add_run(lab, "probe2", "baseline", PREDS_ALL, data_version="v2")
+    child = add_run(lab, "lora", "variant", PREDS_ALL, data_version="v2", parent=old)
+    rows = {r["id"]: r for r in compare(lab)["runs"]}
+    assert old not in rows and rows[child]["against"] == probe
+    (warning,) = rows[child]["warnings"]
+    # the first changed row was also removed: 2 of the 3 changed remain
+    assert "differs between data versions v1 and v2 (2 added, 1 removed, 2 changed)" in warning
+    assert "data.eval_from: v1" in warning and "vs_parent" not in rows[child]
+    with pytest.raises(StoreError, match=r"--against .*2 added, 1 removed, 2 changed"):
+        compare(lab, against=old)

@@ -123,6 +123,8 @@ def test_a_new_data_version_is_a_data_change():
     assert diff == {"data": [{"key": "data_version", "parent": "v1", "child": "v2"}]}
     check_one_change(diff, None)
     assert any("data version changed" in w for w in diff_warnings(diff))
+    # the same validation content on both versions: the runs still pair, no warning
+    assert diff_warnings(diff, same_validation=True) == []
     both = diff_runs(parent, spec(**{"training.lr": 1e-3}), "v2")
     with pytest.raises(OneChangeError, match="data: data_version 'v1' -> 'v2'"):
         check_one_change(both, None)
