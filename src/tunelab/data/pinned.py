@@ -53,13 +53,15 @@ def pinned_rows(store: Store, version: str) -> dict[str, list[Example]]:
     }
 
 
-def pin_eval(splits: Splits, pinned: dict[str, list[Example]]) -> Splits:
-    """Validation and test are the pinned ones; train is everything else this build has."""
+def pin_eval(splits: Splits, pinned: dict[str, list[Example]]) -> tuple[Splits, int]:
+    """Validation and test are the pinned ones; train is everything else this build has.
+    Also returns how many of this build's examples were kept out of train as being pinned
+    ones (same id or same text)."""
     ids = {ex.id for rows in pinned.values() for ex in rows}
     texts = {ex.text for rows in pinned.values() for ex in rows}
     pool = [ex for split in SPLITS for ex in splits.get(split, [])]
     train = [ex for ex in pool if ex.id not in ids and ex.text not in texts]
-    return {"train": sorted(train, key=Example.sort_key), **pinned}
+    return {"train": sorted(train, key=Example.sort_key), **pinned}, len(pool) - len(train)
 
 
 def check_pinned(store: Store, version: str, pinned_from: str) -> None:

@@ -57,8 +57,9 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         splits = presplit_examples(conflicts.kept)
     else:
         splits = split_examples(conflicts.kept, data.split, grouped)
+    held_out = 0
     if data.eval_from:  # validation and test as an earlier version has them; train changes
-        splits = pin_eval(splits, pinned_rows(store, data.eval_from))
+        splits, held_out = pin_eval(splits, pinned_rows(store, data.eval_from))
     dedup = deduplicate(splits, data.dedup)
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
@@ -107,6 +108,8 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         "same_rows_as": same_rows(store, rows, version),
         "presplit": loaded.presplit,
         "eval_from": data.eval_from,
+        # this build's examples kept out of train as the pinned validation and test ones
+        "held_out_of_train": held_out if data.eval_from else None,
         "warnings": warnings,
     }
     if new:

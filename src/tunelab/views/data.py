@@ -24,7 +24,8 @@ def data(report: dict, console: Console) -> None:
     if report.get("eval_from"):
         console.print(
             f"  validation and test kept byte for byte from version {report['eval_from']} "
-            "(data.eval_from): train alone changed, and runs on both versions pair up"
+            f"(data.eval_from; {report['held_out_of_train']:,} of this build's examples are "
+            "them, by id or text, and stay out of train): runs on both versions pair up"
         )
     q = report["quarantine"]
     console.print(

@@ -7,12 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from test_pipeline import JSONL, build, make_spec, write_rows
 
 from tunelab.core.seal import open_sealed
 from tunelab.core.store import Store
 from tunelab.data.loaders import DataError
 from tunelab.data.same_eval import SameEval, split_changes
+from tunelab.views.data import data as data_view
 
 
 def spaced_rows() -> list[dict]:
@@ -34,6 +36,11 @@ def test_eval_from_keeps_validation_and_test_while_a_rule_changes_train(tmp_path
     pinned = build(tmp_path, make_spec(JSONL, cleaning=WHITESPACE, eval_from=v1))
     v2, store = pinned["version"], Store(tmp_path)
     assert v2 != v1 and pinned["eval_from"] == v1
+    evaluated_n = pinned["splits"]["validation"]["n"] + pinned["splits"]["test"]["n"]
+    assert pinned["held_out_of_train"] == evaluated_n  # the same rows, by id
+    console = Console(record=True, width=200)
+    data_view(pinned, console)
+    assert f"validation and test kept byte for byte from version {v1}" in console.export_text()
     for split in ("validation", "test"):
         assert split_bytes(tmp_path, v2, split) == split_bytes(tmp_path, v1, split)
     assert store.data_manifest(v2)["test_sha256"] == store.data_manifest(v1)["test_sha256"]
