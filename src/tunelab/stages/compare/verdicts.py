@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from tunelab.core.digest import sha256_file
-from tunelab.core.env import PLATFORM_PACKAGES
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import Guardrail, Hypothesis
@@ -37,6 +36,7 @@ from tunelab.core.store import StoreError, atomic_write_json, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.guardrails import BROKEN, GUARDRAIL_RULE, UNRESOLVED, describe, judge
 from tunelab.stages.compare.pairs import Pair, make_pair, right
+from tunelab.stages.compare.platform import env_differences, process_differences
 from tunelab.stages.compare.stats import RESAMPLES, concentration, flips, mcnemar_exact
 from tunelab.tasks import get_task
 
@@ -261,44 +261,6 @@ def _add_parent(row: dict, run: dict, by_id: dict, store, version: str, paired) 
         "diff": run.get("diff"),
         "reason": run.get("reason"),
     }
-
-
-def process_differences(a: dict, b: dict) -> list[str]:
-    """A change of world size or strategy between two trained runs (`torchrun`): the same
-    steps in exact arithmetic, but another order of sums and other collectives. Empty when
-    either run does not say (a baseline, or a run from before processes were recorded)."""
-    pa = (a.get("training") or {}).get("processes")
-    pb = (b.get("training") or {}).get("processes")
-    if not pa or not pb:
-        return []
-    out = []
-    if pa["world_size"] != pb["world_size"]:
-        out.append(f"processes {pa['world_size']} -> {pb['world_size']}")
-    if pa.get("strategy") != pb.get("strategy"):
-        out.append(
-            f"strategy {pa.get('strategy') or 'one process'} -> "
-            f"{pb.get('strategy') or 'one process'}"
-        )
-    return out
-
-
-def env_differences(a: dict | None, b: dict | None) -> list[str]:
-    """What differs between two environment records: torch, transformers and peft versions,
-    the torch build (CUDA / ROCm) and the device type. Empty when either is unknown."""
-    if not a or not b:
-        return []
-    out = []
-    pa, pb = a.get("packages") or {}, b.get("packages") or {}
-    for name in PLATFORM_PACKAGES:
-        if pa.get(name) != pb.get(name):
-            out.append(f"{name} {pa.get(name)} -> {pb.get(name)}")
-    for key, name in (("torch_cuda", "CUDA build"), ("torch_hip", "ROCm build")):
-        if a.get(key) != b.get(key):
-            out.append(f"{name} {a.get(key)} -> {b.get(key)}")
-    da, db = (a.get("device") or {}).get("type"), (b.get("device") or {}).get("type")
-    if da != db:
-        out.append(f"device {da} -> {db}")
-    return out
 
 
 def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
