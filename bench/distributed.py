@@ -42,7 +42,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
 
-from make_tiny import CORPUS, JSON_CORPUS, train_byte_bpe  # noqa: E402 (after the variables)
+from make_tiny import CORPUS, JSON_CORPUS, PAGE_SCHEMA, PAGES, train_byte_bpe  # noqa: E402 (after the variables)
 
 SIZES = {
     # name: (hidden, intermediate, layers, attention heads, key/value heads)
@@ -68,23 +68,6 @@ differ only by the order of sums."""
 STRATEGIES = ("ddp", "fsdp")
 GLOBAL_BATCH, MICROBATCH, MAX_LENGTH = 8, 2, 256
 RUN_TIMEOUT_S = 1800
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "section": {"type": "string"},
-        "summary": {"type": "string"},
-    },
-    "required": ["name", "section", "summary"],
-}
-PAGES = [
-    ("ls", "1", "list directory contents"),
-    ("cp", "1", "copy files and directories"),
-    ("printf", "3", "formatted output conversion"),
-    ("mount", "8", "mount a filesystem"),
-    ("passwd", "5", "the password file"),
-    ("signal", "7", "overview of signals"),
-]
 
 
 # --- the model and the labs (bench/gpu_table.py builds its own with these too) ------------------
@@ -193,7 +176,7 @@ def write_lab(
         ],
         "task": {
             "type": "extraction",
-            "json_schema": SCHEMA,
+            "json_schema": PAGE_SCHEMA,
             "required": ["name", "section", "summary"],
         },
         "data": {

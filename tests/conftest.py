@@ -12,7 +12,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent / "assets"))
 
-from make_tiny import build_tiny_bert, build_tiny_llama
+from make_tiny import PAGE_SCHEMA, PAGES, build_tiny_bert, build_tiny_llama
 
 TOPICS = {
     "business": "market shares profits bank interest rates economy forecasts grew",
@@ -29,16 +29,6 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama")
-
-
-PAGES = [
-    ("ls", "1", "list directory contents"),
-    ("cp", "1", "copy files and directories"),
-    ("printf", "3", "formatted output conversion"),
-    ("mount", "8", "mount a filesystem"),
-    ("passwd", "5", "the password file"),
-    ("signal", "7", "overview of signals"),
-]
 
 
 def page_rows(n: int = 30) -> list[dict]:
@@ -58,15 +48,7 @@ def page_rows(n: int = 30) -> list[dict]:
     return rows
 
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "section": {"type": "string"},
-        "summary": {"type": "string"},
-    },
-    "required": ["name", "section", "summary"],
-}
+SCHEMA = PAGE_SCHEMA
 
 
 def extraction_spec(model_path: Path, **sections) -> dict:

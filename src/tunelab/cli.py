@@ -1,6 +1,6 @@
 """The command line: one subcommand per stage, each mapped to one library function.
 
-No logic lives here: the commands and their arguments are a table (`commands.py`); `main`
+No logic lives here: the commands and their arguments are a table (`commands/`); `main`
 parses, calls the command's stage, prints the result (its human view or `--json`) and sets the
 exit code. Stages and views are imported only when their command runs.
 """

@@ -86,6 +86,26 @@ def build_tiny_bert(out: Path) -> Path:
     return out
 
 
+# Man-page-like facts for the tiny extraction labs (the tests' and bench/distributed.py's).
+PAGES = [
+    ("ls", "1", "list directory contents"),
+    ("cp", "1", "copy files and directories"),
+    ("printf", "3", "formatted output conversion"),
+    ("mount", "8", "mount a filesystem"),
+    ("passwd", "5", "the password file"),
+    ("signal", "7", "overview of signals"),
+]
+PAGE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "section": {"type": "string"},
+        "summary": {"type": "string"},
+    },
+    "required": ["name", "section", "summary"],
+}
+
+
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"

@@ -1,0 +1,111 @@
+"""The commands that hand a lab over (a rental plan, a bundle and its verification, the report),
+the run list and the demos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunelab.commands.opening import (
+    opened,
+    opened_records,
+)
+from tunelab.commands.table import arg, command
+
+
+@command(
+    "plan",
+    "lay a 3, 7 or 30 day rental out in phases from what the lab measured",
+    "plan:plan",
+    arg("--days", type=int, choices=[3, 7, 30], help="rental length (default: rental.days)"),
+    arg(
+        "--price-per-hour",
+        type=float,
+        metavar="P",
+        help="price of the rental per hour (default: rental.price_per_hour); gives the cost",
+    ),
+    arg(
+        "--device",
+        metavar="NAME",
+        help="the rental's device, e.g. cuda or H100 (default: rental.device); another device "
+        "than the measured one needs --tokens-per-second",
+    ),
+    arg(
+        "--tokens-per-second",
+        type=float,
+        metavar="T",
+        help="training throughput measured on that device; recorded with the plan",
+    ),
+    overrides=True,
+)
+def cmd_plan(args):
+    lab = opened_records(args)
+    from tunelab.stages.plan.rental import run_plan
+
+    return run_plan(lab, args.days, args.price_per_hour, args.device, args.tokens_per_second)
+
+
+@command(
+    "export",
+    "write the handover bundle of a run, bound to its exact base model",
+    "export:export",
+    arg("run", help="the run to hand over, e.g. r004-lora"),
+    arg("--out", type=Path, help="bundle folder (default: bundles/RUN in the lab)"),
+    arg("--merge", action="store_true", help="also fold the LoRA into merged weights (checked)"),
+    device=True,
+)
+def cmd_export(args):
+    from tunelab.stages.export.bundle import export_run
+
+    return export_run(opened(args), args.run, args.out, args.merge)
+
+
+@command(
+    "verify",
+    "reload a bundle in a fresh process and reproduce its predictions",
+    "export:verify",
+    arg("bundle", type=Path, help="the bundle folder"),
+    arg("--base", type=Path, help="the base model (default: the path recorded in the bundle)"),
+    lab=False,
+    device=True,
+)
+def cmd_verify(args):
+    from tunelab.stages.export.verify import verify_bundle
+
+    return verify_bundle(args.bundle, args.base, args.device or "cpu")
+
+
+@command(
+    "report",
+    "write one static HTML page of the whole lab: runs, curves, comparisons, memory, plan",
+    "report:report",
+    arg("--out", type=Path, help="where to write the page (default: lab-report.html in the lab)"),
+)
+def cmd_report(args):
+    lab = opened_records(args)
+    from tunelab.stages.report.html import write_report
+
+    return write_report(lab, args.out)
+
+
+@command("runs", "list the runs of the lab", "runs:runs")
+def cmd_runs(args):
+    from tunelab.core.ledger import summary
+    from tunelab.core.store import Store
+
+    store = Store(args.lab)
+    return [summary(r, store.runs_dir / r["id"]) for r in store.runs()]
+
+
+@command(
+    "demo",
+    "run the embedded default lab end to end",
+    None,
+    arg("task", nargs="?", default="classification"),
+    arg("--dir", type=Path, default=None, help="lab folder (default demo-lab/TASK)"),
+    lab=False,
+)
+def cmd_demo(args):
+    from tunelab.demo import run_demo
+    from tunelab.views.style import console
+
+    return run_demo(args.task, args.dir, console(), quiet=args.json)

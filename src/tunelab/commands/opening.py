@@ -1,0 +1,53 @@
+"""Opening a command's lab, and the checks that refuse it before any model loads.
+
+Each check imports what it uses when it runs, and a command opens its lab with them before it
+imports its stage (which imports torch), so a refusal takes well under a second."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def opened(args: argparse.Namespace, *checks: Callable):
+    """The command's lab, with its overrides; `checks` refuse it before any model loads."""
+    from tunelab.core.lab import open_lab
+    from tunelab.core.spec import parse_overrides
+
+    overrides = parse_overrides(getattr(args, "overrides", None) or [])
+    return open_lab(args.lab, overrides, getattr(args, "device", None), checks)
+
+
+def opened_records(args: argparse.Namespace):
+    """The command's lab without a device, for the commands that only read records."""
+    from tunelab.core.lab import open_records_lab
+    from tunelab.core.spec import parse_overrides
+
+    return open_records_lab(args.lab, parse_overrides(getattr(args, "overrides", None) or []))
+
+
+def needs_plan(lab) -> None:
+    """A hypothesis and a guardrail: what training is for (`Spec.require_plan`)."""
+    lab.spec.require_plan()
+
+
+def needs_usable(lab) -> None:
+    """The current data version can be trained and evaluated on (read from its manifest)."""
+    from tunelab.data.usable import require_usable
+
+    require_usable(lab.store, lab.store.current_data(), lab.spec)
+
+
+def needs_targets(lab) -> None:
+    """The LoRA targets name modules of the base model (read from its safetensors headers)."""
+    from tunelab.modeling.targets import require_targets
+
+    require_targets(lab)
+
+
+def progress(args: argparse.Namespace):
+    """Progress bars go to stderr, only on a terminal and never with --json."""
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    return None if args.json or not err.is_terminal else err

@@ -1,0 +1,127 @@
+"""The commands that prepare a lab: its spec, data, a look at the examples, the baselines, the
+preflight and the memory plan."""
+
+from __future__ import annotations
+
+from tunelab.commands.opening import (
+    needs_targets,
+    needs_usable,
+    opened,
+    progress,
+)
+from tunelab.commands.table import arg, command
+
+
+@command(
+    "init",
+    "write a commented starting spec",
+    "data:init",
+    arg("--task", default="classification", help="task type of the template"),
+    arg("--force", action="store_true", help="overwrite an existing tunelab.yaml"),
+)
+def cmd_init(args):
+    from tunelab.stages.init import init_lab
+
+    return init_lab(args.lab, args.task, args.force)
+
+
+@command(
+    "data",
+    "load, validate, clean, split, deduplicate and version data",
+    "data:data",
+    overrides=True,
+)
+def cmd_data(args):
+    from tunelab.data import build_data
+
+    lab = opened(args)
+    return build_data(lab.spec, lab.path, lab.store)
+
+
+@command(
+    "inspect",
+    "show examples exactly as the trainer sees them",
+    "inspect:inspect",
+    arg("--sample", type=int, default=2, help="examples per category (default 2)"),
+    arg("--split", default="train", choices=["train", "validation"]),
+    overrides=True,
+)
+def cmd_inspect(args):
+    from tunelab.stages.inspection import inspect_lab
+
+    return inspect_lab(opened(args), args.sample, args.split)
+
+
+@command(
+    "baseline",
+    "evaluate the starting points on validation",
+    "runs:baseline",
+    arg(
+        "--name",
+        help="record the baselines again, as METHOD-NAME (an identical one is otherwise refused)",
+    ),
+    overrides=True,
+    device=True,
+)
+def cmd_baseline(args):
+    lab = opened(args, needs_usable)
+    from tunelab.stages.baseline import run_baseline
+
+    return run_baseline(lab, progress(args), args.name)
+
+
+@command(
+    "check",
+    "preflight on a slice: wiring, updates, reload, backend",
+    "check:check",
+    arg("--rows", type=int, default=16, help="train and validation rows in the slice (default 16)"),
+    overrides=True,
+    device=True,
+)
+def cmd_check(args):
+    lab = opened(args, needs_usable)  # a LoRA target matching nothing is an item of the checklist
+    from tunelab.stages.check.steps import run_check
+
+    return run_check(lab, progress(args), args.rows)
+
+
+@command(
+    "size",
+    "measure a training step's memory beside the estimate",
+    "size:size",
+    arg("--seq-len", type=int, help="tokens per example (default: p95 of train)"),
+    arg("--microbatch", type=int, help="default: the spec's training.microbatch"),
+    arg(
+        "--memory-limit",
+        type=float,
+        metavar="MIB",
+        help="memory budget for the largest microbatch on CPU (default: available memory)",
+    ),
+    arg(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="measure one rank's step among N processes, started under torchrun (default: 1)",
+    ),
+    arg(
+        "--strategy",
+        choices=["ddp", "fsdp"],
+        help="with --nproc: how the processes share the model (default: training.strategy)",
+    ),
+    overrides=True,
+    device=True,
+)
+def cmd_size(args):
+    lab = opened(args, needs_targets, needs_usable)
+    from tunelab.stages.size.measure import run_size
+
+    return run_size(
+        lab,
+        args.seq_len,
+        args.microbatch,
+        args.memory_limit,
+        progress(args),
+        nproc=args.nproc,
+        strategy=args.strategy,
+    )

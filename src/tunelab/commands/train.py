@@ -1,0 +1,119 @@
+"""The commands that train and judge: a variant, an ablation, the comparison, a resumed or
+invalidated run, and the sealed final."""
+
+from __future__ import annotations
+
+from tunelab.commands.opening import (
+    needs_plan,
+    needs_targets,
+    needs_usable,
+    opened,
+    opened_records,
+    progress,
+)
+from tunelab.commands.table import arg, command
+
+
+@command(
+    "run",
+    "train one variant and evaluate it",
+    "runs:run",
+    arg("--name", help="run name (default: the method)"),
+    arg("--parent", help="run this variant descends from (default: the newest baseline)"),
+    arg("--reason", help="why more than one parameter group changes against the parent; recorded"),
+    arg(
+        "--allow-warnings",
+        metavar="REASON",
+        help="train despite blocking inspect findings; the reason is recorded",
+    ),
+    overrides=True,
+    device=True,
+    processes=True,
+)
+def cmd_run(args):
+    if args.name is not None:  # a name is refused before anything else is read
+        from tunelab.core.store import check_run_name
+
+        check_run_name(args.name)
+    lab = opened(args, needs_plan, needs_targets, needs_usable)
+    from tunelab.stages.run.variant import run_variant
+
+    return run_variant(
+        lab, args.name, progress(args), args.allow_warnings, args.parent, args.reason
+    )
+
+
+@command(
+    "ablate",
+    "one variant per value of one parameter",
+    "runs:ablation",
+    arg("assignment", metavar="KEY=V1,V2,...", help="e.g. training.lr=1e-4,5e-4 or method.r=4,16"),
+    arg("--parent", help="common parent (default: newest baseline)"),
+    device=True,
+)
+def cmd_ablate(args):
+    from tunelab.stages.run.ablate import run_ablation
+
+    return run_ablation(args.lab, args.assignment, args.parent, progress(args), args.device)
+
+
+@command(
+    "compare",
+    "every run beside the baseline, with verdicts",
+    "compare:compare",
+    arg("--against", help="reference run id (default: best baseline)"),
+    arg("--reason", help="compare runs recorded under other hypothesis or guardrails; recorded"),
+    arg(
+        "--accept-unresolved",
+        metavar="REASON",
+        help="let an unresolved guardrail pass for `improved`; the reason is recorded",
+    ),
+    overrides=True,
+)
+def cmd_compare(args):
+    lab = opened_records(args)
+    from tunelab.stages.compare.verdicts import compare
+
+    return compare(lab, args.against, args.reason, args.accept_unresolved, lab.overrides)
+
+
+@command(
+    "resume",
+    "continue an interrupted run from its checkpoint",
+    "runs:run",
+    arg("run", help="run id, e.g. r003-lora"),
+    device=True,
+    processes=True,
+)
+def cmd_resume(args):
+    from tunelab.stages.run.variant import resume_run
+
+    return resume_run(args.lab, args.run, progress(args), args.device)
+
+
+@command(
+    "invalidate",
+    "mark a run invalid, with the reason",
+    "runs:invalidated",
+    arg("run", help="run id"),
+    arg("--why", required=True, help="what makes it invalid"),
+)
+def cmd_invalidate(args):
+    from tunelab.core.ledger import invalidate
+    from tunelab.core.store import Store
+
+    return invalidate(Store(args.lab), args.run, args.why)
+
+
+@command(
+    "final",
+    "open the sealed test split once for a chosen run",
+    "compare:final",
+    arg("run", help="the chosen run id, e.g. r004-lora"),
+    arg("--reason", help="required after the first opening of the test split; recorded"),
+    device=True,
+)
+def cmd_final(args):
+    from tunelab.stages.final import run_final
+
+    return run_final(opened(args), args.run, args.reason)
