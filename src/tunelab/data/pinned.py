@@ -56,11 +56,11 @@ def pinned_rows(store: Store, version: str) -> dict[str, list[Example]]:
 def pin_eval(splits: Splits, pinned: dict[str, list[Example]]) -> tuple[Splits, int]:
     """Validation and test are the pinned ones; train is everything else this build has.
     Also returns how many of this build's examples were kept out of train as being pinned
-    ones (same id or same text)."""
+    ones (by id). A train example with a pinned one's text but another id stays: it is a
+    duplicate across splits, which `data.dedup.policy` decides about as in any build."""
     ids = {ex.id for rows in pinned.values() for ex in rows}
-    texts = {ex.text for rows in pinned.values() for ex in rows}
     pool = [ex for split in SPLITS for ex in splits.get(split, [])]
-    train = [ex for ex in pool if ex.id not in ids and ex.text not in texts]
+    train = [ex for ex in pool if ex.id not in ids]
     return {"train": sorted(train, key=Example.sort_key), **pinned}, len(pool) - len(train)
 
 

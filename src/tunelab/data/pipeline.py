@@ -70,7 +70,7 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
     new = not version_exists(store, version)
     rows = rows_id(dedup.splits)
 
-    counts = _tally(loaded.rows_read, dedup, quarantine)
+    counts = _tally(loaded.rows_read, dedup, quarantine, held_out if data.eval_from else None)
     manifest = {
         "labels": labels,
         "counts": _split_counts(dedup.splits, labels),
@@ -180,10 +180,18 @@ def _first_of_each_method(pairs: list[dict], n: int) -> list[dict]:
     return out
 
 
-def _tally(rows_read: int, dedup: Dedup, quarantine: list[Rejection]) -> dict[str, int]:
+def _tally(
+    rows_read: int, dedup: Dedup, quarantine: list[Rejection], held_out: int | None = None
+) -> dict[str, int]:
+    """What became of every row read. With `data.eval_from`, this build's own rows kept are its
+    train and the `held_out` rows that are pinned ones (validation and test are the pinned
+    version's rows, which a new cleaning rule may have quarantined in this build)."""
+    kept = sum(len(rows) for rows in dedup.splits.values())
+    if held_out is not None:
+        kept = len(dedup.splits["train"]) + held_out
     counts = {
         "rows_read": rows_read,
-        "kept": sum(len(rows) for rows in dedup.splits.values()),
+        "kept": kept,
         "quarantined": len(quarantine),
         "duplicates_removed": len(dedup.removed),
     }

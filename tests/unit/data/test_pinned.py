@@ -75,3 +75,24 @@ def test_an_unknown_eval_from_version_is_refused_naming_the_field(tmp_path):
     v1 = build(tmp_path, make_spec(JSONL))["version"]
     with pytest.raises(DataError, match=rf"data.eval_from: 'nope' is not a data version .*{v1}"):
         build(tmp_path, make_spec(JSONL, eval_from="nope"))
+
+
+def test_under_eval_from_the_dedup_policy_decides_about_copies_of_pinned_texts(tmp_path):
+    """A train copy of a validation text (another id) is a duplicate across splits: dropped
+    under drop_from_train, kept and reported under report; every row read is accounted for."""
+    rows = spaced_rows()
+    write_rows(tmp_path / "data" / "rows.jsonl", rows)
+    v1 = build(tmp_path, make_spec(JSONL))["version"]
+    store = Store(tmp_path)
+    copied = store.read_split(v1, "validation")[0]
+    write_rows(tmp_path / "data" / "rows.jsonl", [*rows, {"text": copied["text"], "label": "cat"}])
+    for policy, kept in (("drop_from_train", False), ("report", True)):
+        spec = make_spec(JSONL, eval_from=v1, dedup={"policy": policy, "near": False})
+        report = build(tmp_path, spec)
+        assert report["rows_read"] == len(rows) + 1
+        assert report["rows_read"] == (
+            report["kept"] + report["quarantined"] + report["duplicates_removed"]
+        )
+        train = store.read_split(report["version"], "train")
+        assert any(r["text"] == copied["text"] for r in train) is kept
+        assert SameEval(store, report["version"])(v1)
