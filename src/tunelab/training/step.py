@@ -10,6 +10,7 @@ different numbers of target tokens.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -44,14 +45,36 @@ def make_batch(micro: Sequence[Example], pad_id: int, device: torch.device) -> d
 
 
 def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Sum (not mean) of the losses in a microbatch; the caller divides by the global count."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    """Sum (not mean) of the losses in a microbatch; the caller divides by the global count.
+
+    A causal LM's logits at position t predict the token at t + 1. Only the positions whose
+    next token is a target are projected onto the vocabulary, where the model can be told so
+    (`logits_to_keep` as a boolean mask, transformers' `slice_logits_to_keep`): the same loss
+    and gradients, without the logits of the prompt and the padding (for SmolLM2's 49,152-word
+    vocabulary, most of a step's activation memory; bench/README.md, "loss-only logits")."""
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     labels = batch["labels"]
     if labels.dim() == 1:  # one class per example
-        return F.cross_entropy(logits.float(), labels, reduction="sum")
-    # causal LM: the logits at position t predict the token at t + 1
+        return F.cross_entropy(model(**inputs).logits.float(), labels, reduction="sum")
+    targets = labels[:, 1:]
+    if keeps_logits(model):
+        keep = F.pad(targets != -100, (0, 1), value=False)  # (batch, positions)
+        logits = model(**inputs, logits_to_keep=keep).logits  # (kept positions, vocabulary)
+        return F.cross_entropy(logits.float(), targets[targets != -100], reduction="sum")
+    logits = model(**inputs).logits
     shifted = logits[:, :-1].float().reshape(-1, logits.size(-1))
-    return F.cross_entropy(shifted, labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
+    return F.cross_entropy(shifted, targets.reshape(-1), ignore_index=-100, reduction="sum")
+
+
+def keeps_logits(model: torch.nn.Module) -> bool:
+    """The transformers model inside `model` (a PEFT or DDP wrapper is looked through) takes a
+    boolean `logits_to_keep` mask: its module slices with `slice_logits_to_keep`."""
+    inner = getattr(model, "module", model)  # DDP
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    return any(  # the class's own module, or its base's (FSDP2 subclasses it)
+        getattr(sys.modules.get(cls.__module__), "slice_logits_to_keep", None) is not None
+        for cls in type(inner).__mro__
+    )
 
 
 def backward(

@@ -179,7 +179,8 @@ def reference_outputs(
         tensors = {"logits": logits}
     else:  # the logits at t predict the token at t + 1; only target positions are kept
         mask = labels[:, 1:] != -100
-        logp = torch.log_softmax(logits[:, :-1][mask], dim=-1)
+        kept = logits if logits.dim() == 2 else logits[:, :-1][mask]  # see `summed_loss`
+        logp = torch.log_softmax(kept, dim=-1)
         gold = labels[:, 1:][mask]
         tensors = {
             "target_logprob": logp.gather(1, gold[:, None])[:, 0],

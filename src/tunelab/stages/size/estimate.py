@@ -137,15 +137,18 @@ def activation_bytes(
 
 
 def loss_bytes(sh: Shape, b: int, s: int) -> dict[str, int]:
-    """The logits and the loss: the LM head's logits (model dtype), the float32 shifted copy
-    (a copy unless it is a view: one sequence in float32) and log-softmax (saved); in backward,
-    log-softmax's output, its gradient and the gradient of its input."""
+    """The logits and the loss. A causal LM projects only its target positions onto the
+    vocabulary (`training/step.py`, `summed_loss`), and the size probe's sequences hold
+    s - s // 2 targets each (their second half): those logits (model dtype), their float32
+    copy unless the model is float32, and log-softmax (saved); in backward, log-softmax's
+    output, its gradient and the gradient of its input."""
     if sh.kind != "causal":
         return {"forward": 3 * b * sh.num_labels * 4, "backward": 3 * b * sh.num_labels * 4}
-    logits = b * s * sh.vocab * sh.dtype_bytes
-    shifted = b * (s - 1) * sh.vocab * 4
-    copy = shifted if (b > 1 or sh.dtype_bytes != 4) else 0
-    return {"forward": logits + copy + shifted, "backward": 3 * shifted, "logits": logits}
+    kept = b * (s - s // 2)
+    logits = kept * sh.vocab * sh.dtype_bytes
+    upcast = kept * sh.vocab * 4
+    copy = upcast if sh.dtype_bytes != 4 else 0
+    return {"forward": logits + copy + upcast, "backward": 3 * upcast, "logits": logits}
 
 
 def backward_buffers(sh: Shape, tr: Trainables, b: int, s: int, device: str = "cpu") -> int:

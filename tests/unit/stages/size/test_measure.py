@@ -79,14 +79,12 @@ def test_lora_and_full_trainables_counted_on_the_meta_device(tiny_bert):
     assert full.params == lora.params - lora.trainable  # adapters + PEFT's copy of the head
 
 
-def test_causal_logits_are_upcast_and_copied():
+def test_causal_logits_are_kept_on_the_targets_and_upcast():
     sh = shape(vocab=100)
-    two = est.loss_bytes(sh, b=2, s=10)
-    assert two["forward"] == 2 * 10 * 100 * 4 + 2 * (2 * 9 * 100 * 4)
-    one = est.loss_bytes(sh, b=1, s=10)  # one float32 sequence: the shift is a view
-    assert one["forward"] == 10 * 100 * 4 + 9 * 100 * 4
+    two = est.loss_bytes(sh, b=2, s=10)  # the probe's sequences: 5 target positions each
+    assert two["forward"] == 2 * 5 * 100 * 4 + 2 * 5 * 100 * 4  # logits, log-softmax
     half = est.loss_bytes(shape(vocab=100, dtype_bytes=2), b=1, s=10)
-    assert half["forward"] == 10 * 100 * 2 + 2 * (9 * 100 * 4)  # bf16 logits, fp32 upcast
+    assert half["forward"] == 5 * 100 * 2 + 2 * (5 * 100 * 4)  # bf16 logits, fp32 upcast
 
 
 def test_checkpointing_keeps_one_tensor_per_layer_and_accumulation_keeps_gradients():

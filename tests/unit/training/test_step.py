@@ -1,0 +1,62 @@
+"""The causal loss projects only the positions with a target onto the vocabulary: the same loss
+and gradients as the whole sequence's logits, on a right-padded batch with prompts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from peft import LoraConfig, get_peft_model
+
+from tunelab.core.spec import ModelSpec
+from tunelab.modeling.model import load_causal, load_tokenizer
+from tunelab.modeling.render import make_template, render_example
+from tunelab.training.step import keeps_logits, make_batch, summed_loss
+
+CPU = torch.device("cpu")
+
+
+def _whole_sequence_loss(model, batch):
+    """The loss from every position's logits, as it was computed before."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    shifted = logits[:, :-1].reshape(-1, logits.size(-1))
+    targets = batch["labels"][:, 1:].reshape(-1)
+    return F.cross_entropy(shifted, targets, ignore_index=-100, reduction="sum")
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["plain", "peft"])
+def test_kept_logits_give_the_whole_sequences_loss_and_gradients(tiny_llama, lora):
+    spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat")
+    tokenizer = load_tokenizer(spec, tiny_llama)
+    template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
+    rows = [("a short page", '{"name": "ls"}'), ("a much longer page " * 6, '{"name": "cp1"}')]
+    examples = [
+        render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
+        for i, (t, target) in enumerate(rows)
+    ]
+    torch.manual_seed(0)
+    model = load_causal(spec, tiny_llama, CPU).eval()
+    if lora:
+        config = LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        model = get_peft_model(model, config)
+    assert keeps_logits(model)
+    batch = make_batch(examples, 0, CPU)
+    assert (batch["labels"] == -100).sum() > batch["labels"].numel() / 2  # prompts and padding
+
+    def grads(loss_fn):
+        model.zero_grad(set_to_none=True)
+        loss = loss_fn(model, batch)
+        loss.backward()
+        named = model.named_parameters()
+        return loss.detach(), {n: p.grad.clone() for n, p in named if p.grad is not None}
+
+    kept_loss, kept = grads(summed_loss)
+    whole_loss, whole = grads(_whole_sequence_loss)
+    assert float(kept_loss) == pytest.approx(float(whole_loss), rel=1e-6)
+    assert kept.keys() == whole.keys() and kept
+    for name, g in whole.items():
+        torch.testing.assert_close(kept[name], g, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_model_without_the_mask_keeps_every_logit():
+    assert not keeps_logits(torch.nn.Linear(2, 2))
