@@ -20,7 +20,7 @@ test-fast: $(VENV)/.dev
 	$(VENV)/bin/pytest -m "not slow" -q
 
 test-slow: $(VENV)/.dev
-	$(VENV)/bin/pytest -m slow -q
+	$(VENV)/bin/pytest -m slow -q --durations=25
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests bench

@@ -21,10 +21,18 @@ def test_classification_demo_tells_the_whole_story(tmp_path, capsys):
     assert data["duplicates_removed"] > 50  # BBC News repeats many articles
     assert any(k.startswith("near:") and v for k, v in data["duplicates"]["counts"].items())
     runs = {r["id"].split("-", 1)[1]: r for r in result["compare"]["runs"]}
-    assert set(runs) == {"majority", "probe", "lora", "full", "lr-0.0003", "lr-0.003"}
+    assert set(runs) == {"majority", "probe", "lora", "head_init-new"}
     labels = result["compare"]["labels"]
     assert runs["lora"]["macro_f1"] > runs["majority"]["macro_f1"] + 0.5
-    assert runs["lr-0.0003"]["verdict"] == "worse"  # far below the probe: not "no evidence"
+    record = json.loads(
+        (lab / ".tunelab" / "runs" / runs["lora"]["id"] / "record.json").read_text()
+    )
+    assert record["trainable"]["head_init"]["from"] == "probe"  # LP-FT, recorded
+    assert len(record["trainable"]["adapted_modules"]) == 36  # 6 blocks x 6 linear layers
+    # the ablation is paired with its parent: what LP-FT buys, with its interval
+    versus = runs["head_init-new"]["vs_parent"]
+    assert versus["run"] == runs["lora"]["id"]
+    assert versus["bootstrap"]["low"] <= versus["bootstrap"]["delta"] <= versus["bootstrap"]["high"]
     variants = [r for r in result["compare"]["runs"] if r["kind"] == "variant"]
     for rail in (g for r in variants for g in r["guardrails"]):  # every guardrail has intervals
         assert set(rail["checks"]) == ({"overall"} if rail["scope"] == "overall" else set(labels))
@@ -34,7 +42,7 @@ def test_classification_demo_tells_the_whole_story(tmp_path, capsys):
     comparison = result["compare"]
     assert (lab / comparison["file"]).exists() and comparison["rules"]["from"] == "r002-probe"
     ablation = result["ablation"]
-    assert [r["parent"] for r in ablation["runs"]] == [runs["lora"]["id"]] * 2
+    assert [r["parent"] for r in ablation["runs"]] == [runs["lora"]["id"]]
     # opened once, for the best variant on validation among those not worse nor broken, with
     # a recorded reason unless it was judged improved
     final = result["final"]

@@ -263,20 +263,33 @@ class ModelSpec(_Section):
         return path if path.is_absolute() else lab / path
 
 
+HeadInit = Literal["new", "probe"]
+"""How a classifier's new head starts. new: at random (seeded by training.seed); probe: from a
+linear probe fitted on the frozen model's own head features over the train split, then
+fine-tuned (LP-FT, Kumar et al., ICLR 2022; `modeling/head_init.py`)."""
+
+
 class LoraMethod(_Section):
     type: Literal["lora"] = "lora"
     r: int = Field(8, gt=0)
     alpha: float = Field(16, gt=0)
     dropout: float = Field(0.05, ge=0, lt=1)
-    target_modules: list[str] = Field(default_factory=lambda: ["query", "value"], min_length=1)
-    """Module-name suffixes that receive an adapter; each must match at least one module."""
+    target_modules: list[str] | None = Field(None, min_length=1)
+    """Module-name suffixes (or full names) that receive an adapter; each must match at least
+    one module. Left out: every linear layer inside the model's transformer blocks (attention
+    and MLP; not the embeddings, the pooler or the head), resolved when the model is built and
+    recorded as the run's `adapted_modules`."""
     modules_to_save: list[str] | None = None
     """Modules trained in full and saved with the adapter. Left out: PEFT's default for the
     task (a sequence classifier's new head, `classifier` or `score`; nothing for a causal LM)."""
+    head_init: HeadInit = "new"
+    """A classifier's new head: `new` (random) or `probe` (LP-FT)."""
 
 
 class FullMethod(_Section):
     type: Literal["full"] = "full"
+    head_init: HeadInit = "new"
+    """A classifier's new head: `new` (random) or `probe` (LP-FT)."""
 
 
 MethodSpec = Annotated[LoraMethod | FullMethod, Field(discriminator="type")]

@@ -139,6 +139,18 @@ class Spec(_Section):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _head_init_has_a_head(self) -> Spec:
+        """`method.head_init: probe` starts a new classification head from a probe: only a
+        classifier with a new head (an encoder) has one."""
+        if self.method.head_init == "probe" and self.model_kind != "encoder":
+            raise FieldError(
+                "method.head_init",
+                "probe initialises a new classification head, and this lab has none (its "
+                f"model kind is {self.model_kind}); use head_init: new",
+            )
+        return self
+
     @property
     def model_kind(self) -> str:
         """encoder (a new classification head) or causal (generation, label scoring)."""

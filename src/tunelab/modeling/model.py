@@ -19,6 +19,7 @@ from tunelab.core.digest import sha256_file, sha256_files
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.core.store import STORE_DIR
+from tunelab.modeling.blocks import block_linears
 from tunelab.modeling.safety import (
     WEIGHT_SUFFIXES,
     remote_code,
@@ -26,6 +27,8 @@ from tunelab.modeling.safety import (
     require_safetensors,
 )
 
+BLOCK_LINEARS = "(every linear layer of the blocks)"
+"""How the trainable report names the default targets (`method.target_modules` left out)."""
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -211,7 +214,18 @@ def check_targets(model: torch.nn.Module, method: LoraMethod) -> dict[str, list[
     """Each target and module to save must match a module; else name the ones that exist."""
     names = [n for n, _ in model.named_modules() if n]
     linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if _is_linear(m)})
-    matched = {p: [n for n in names if _matches(n, p)] for p in method.target_modules}
+    if method.target_modules is None:  # the default: every linear layer of the blocks
+        found = block_linears(model)
+        if not found:
+            raise ModelError(
+                "method.target_modules is left out, which means every linear layer of the "
+                "model's transformer blocks, and no blocks were found in this model; name the "
+                f"layers to adapt in method.target_modules. Linear layers it has: {linear}",
+                names,
+            )
+        matched = {BLOCK_LINEARS: found}
+    else:
+        matched = {p: [n for n in names if _matches(n, p)] for p in method.target_modules}
     missing = [p for p, hits in matched.items() if not hits]
     with_params = sorted(
         {
@@ -253,7 +267,9 @@ def apply_method(
             r=method.r,
             lora_alpha=method.alpha,
             lora_dropout=method.dropout,
-            target_modules=method.target_modules,
+            target_modules=[n for hits in matched.values() for n in hits]
+            if method.target_modules is None
+            else method.target_modules,
             modules_to_save=list(method.modules_to_save or []) or None,  # PEFT extends it
         )
         model = get_peft_model(model, config)

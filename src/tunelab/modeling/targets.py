@@ -54,7 +54,7 @@ def require_targets(lab: Lab) -> None:
     if not names:
         return
     for field, patterns in (
-        ("method.target_modules", method.target_modules),
+        ("method.target_modules", method.target_modules or []),  # left out: the blocks
         ("method.modules_to_save", method.modules_to_save or []),
     ):
         missing = unmatched(patterns, names)

@@ -33,30 +33,13 @@ FROZEN_OUT = {"ignore_frozen_params": True}
 """State-dict options: the trained tensors only (frozen base weights come from the base)."""
 
 
-def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The transformer blocks: modules of the model's `_no_split_modules` classes (what
-    transformers itself keeps whole when it splits a model), else the items of its longest
-    ModuleList of one class."""
-    import torch
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    names = set(getattr(base, "_no_split_modules", None) or ())
-    found = [m for m in model.modules() if type(m).__name__ in names]
-    if found:
-        return found
-    lists = [
-        list(m)
-        for m in model.modules()
-        if isinstance(m, torch.nn.ModuleList) and len(m) and len({type(c) for c in m}) == 1
-    ]
-    return max(lists, key=len, default=[])
-
-
 def shard(model: torch.nn.Module, device: torch.device, size: int, precision: str) -> dict:
     """Shard `model` in place over `size` ranks; return what the record keeps of it."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+    from tunelab.modeling.blocks import blocks
 
     mesh = init_device_mesh(device.type, (size,))
     bf16_comms = precision == "bf16" and device.type == "cuda"

@@ -1,11 +1,10 @@
 """The pieces of several-process training that need no process group: who a rank is, what it
-takes of a global batch, what it divides the loss by, and which modules FSDP shards."""
+takes of a global batch, what it divides the loss by."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from tunelab.training.distributed import (
     DistributedError,
@@ -14,7 +13,6 @@ from tunelab.training.distributed import (
     main_process,
     world_from_env,
 )
-from tunelab.training.sharding import blocks
 
 
 def test_each_rank_takes_its_contiguous_share_and_together_they_take_all():
@@ -61,21 +59,3 @@ def test_a_global_batch_must_split_evenly_over_processes_and_microbatches():
     check_batch(World(0, 2, 0, "ddp"), 8, 2)
     with pytest.raises(DistributedError, match=r"multiple of 2 processes × training.microbatch"):
         check_batch(World(0, 2, 0, "ddp"), 6, 2)
-
-
-def test_fsdp_shards_each_transformer_block(tiny_llama, tiny_bert):
-    llama = AutoModelForCausalLM.from_pretrained(tiny_llama)
-    assert [type(b).__name__ for b in blocks(llama)] == ["LlamaDecoderLayer"] * 2
-    # a classifier: every encoder layer is a unit (and whatever else transformers keeps whole)
-    bert = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=3)
-    units = blocks(bert)
-    assert all(any(layer is u for u in units) for layer in bert.bert.encoder.layer)
-    assert not any(u is bert for u in units)  # the root is sharded last, on its own
-
-
-def test_without_named_blocks_the_longest_list_of_one_module_type_is_sharded():
-    model = torch.nn.Sequential(
-        torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(3)]),
-        torch.nn.ModuleList([torch.nn.ReLU(), torch.nn.Linear(2, 2)]),
-    )
-    assert blocks(model) == list(model[0])

@@ -25,6 +25,7 @@ from tunelab.core.store import Store, atomic_dir, check_run_name, now, write_jso
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
+from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.model import (
     identity,
     load_tokenizer,
@@ -116,6 +117,17 @@ def run_variant(
     if console and preflight["warning"]:
         console.print(f"[yellow]warning[/] {preflight['warning']}")
     model, trainable = build_model(lab, renderer.labels)
+    if spec.method.head_init == "probe":  # LP-FT: every rank fits the same probe
+        trainable["head_init"] = init_from_probe(
+            model,
+            train_set,
+            renderer.labels,
+            spec.evaluation.batch_size,
+            renderer.pad_id,
+            lab.device,
+        )
+        if console:
+            console.print(_head_line(trainable["head_init"]))
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
         return _follow(lab, world, model, renderer, train_set, sampler)
     record, run_dir = ledger.open_run(
@@ -292,6 +304,14 @@ def _follow(lab, world, model, renderer, train_set, sampler, run_dir=None) -> di
         lab, world, model, renderer, train_set, sampler, None, run_dir, bool(run_dir)
     )
     return {"rank": world.rank, "training": {k: training[k] for k in ("steps", "tokens")}}
+
+
+def _head_line(init: dict) -> str:
+    return (
+        f"head {init['layer']} starts from a linear probe on its {init['features']} input "
+        f"features over {init['rows']} train rows (train accuracy "
+        f"{100 * init['train_accuracy']:.1f}%, {init['seconds']:.0f}s)"
+    )
 
 
 def _checkpoint(run_dir: Path) -> str | None:

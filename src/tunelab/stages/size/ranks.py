@@ -76,7 +76,7 @@ class Units:
 def fsdp_units(model) -> Units:
     """The units `sharding.shard` makes of `model` (meta device is fine): its blocks and the
     root (every parameter outside them). Tied parameters are counted once."""
-    from tunelab.training.sharding import blocks
+    from tunelab.modeling.blocks import blocks
 
     units = blocks(model)
     inside: set[int] = set()

@@ -1,0 +1,38 @@
+"""A model's transformer blocks, and the linear layers inside them.
+
+FSDP shards one block per unit (`training/sharding.py`), `size` estimates per block, and a LoRA
+without `method.target_modules` adapts every linear layer of the blocks: attention and MLP, not
+the embeddings, a pooler or the head (the choice that learned most at equal budget in
+EXPERIMENTS.md; QLoRA, Dettmers et al. 2023, found the same for decoders).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks: modules of the model's `_no_split_modules` classes (what
+    transformers itself keeps whole when it splits a model), else the items of its longest
+    ModuleList of one class."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    names = set(getattr(base, "_no_split_modules", None) or ())
+    found = [m for m in model.modules() if type(m).__name__ in names]
+    if found:
+        return found
+    lists = [
+        list(m)
+        for m in model.modules()
+        if isinstance(m, torch.nn.ModuleList) and len(m) and len({type(c) for c in m}) == 1
+    ]
+    return max(lists, key=len, default=[])
+
+
+def block_linears(model: torch.nn.Module) -> list[str]:
+    """Full names of the linear layers inside the blocks, in the model's order."""
+    inside = {id(m) for block in blocks(model) for m in block.modules()}
+    return [
+        name
+        for name, m in model.named_modules()
+        if id(m) in inside and isinstance(m, torch.nn.Linear | torch.nn.Conv1d)
+    ]

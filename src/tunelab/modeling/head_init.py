@@ -1,0 +1,122 @@
+"""LP-FT: a new classification head that starts from a linear probe instead of at random.
+
+Linear probing then fine-tuning (Kumar et al., "Fine-Tuning can Distort Pretrained Features
+and Underperform Out-of-Distribution", ICLR 2022): fit a linear classifier on the frozen
+model's own head features first, start fine-tuning from it, and the early gradients no longer
+come from a random head that tears the pretrained features apart.
+
+The features are what the head's last linear layer receives (for a BERT classifier, the
+pooled [CLS] output), read with a forward hook on the model as it is built for the run, in
+evaluation mode (no dropout) and with its LoRA layers still zero. The probe is the same
+StandardScaler + LogisticRegression as the probe baseline (`modeling/probe.py`); the scaler is
+folded into the linear layer, so the model's first logits are the probe's:
+
+    W = coef / scale,   b = intercept - W @ mean
+
+Two classes: scikit-learn keeps one row (the second class's log-odds s); the layer's two rows
+become -s/2 and +s/2, whose softmax is the probe's sigmoid.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from tunelab.core.errors import TunelabError
+from tunelab.modeling.probe import Head, fit_head
+from tunelab.modeling.render import Encoded, collate
+
+
+def head_layer(model: torch.nn.Module, n_labels: int) -> tuple[str, torch.nn.Linear]:
+    """The trained head's last linear layer: the last trainable Linear with one output per
+    label (under LoRA, the copy PEFT trains and saves)."""
+    found = [
+        (name, m)
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear)
+        and m.out_features == n_labels
+        and m.weight.requires_grad
+        and "original_module" not in name
+    ]
+    if not found:
+        raise TunelabError(
+            "method.head_init: probe needs a classifier whose head ends in a trainable linear "
+            f"layer with {n_labels} outputs (one per label); this model has none. Use "
+            "head_init: new, or a sequence classifier (model.kind: encoder)."
+        )
+    return found[-1]
+
+
+@torch.no_grad()
+def head_features(
+    model: torch.nn.Module,
+    layer: torch.nn.Linear,
+    examples: list[Encoded],
+    batch_size: int,
+    pad_id: int,
+    device: torch.device,
+) -> np.ndarray:
+    """The input of `layer` for each example, in order, in evaluation mode."""
+    captured: list[torch.Tensor] = []
+    hook = layer.register_forward_hook(lambda _m, args, _out: captured.append(args[0].float()))
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(examples), batch_size):
+            batch = collate(examples[start : start + batch_size], pad_id, device)
+            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    finally:
+        hook.remove()
+        model.train(was_training)
+    return torch.cat(captured).cpu().numpy()
+
+
+def folded(head: Head, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The probe as one linear layer's weight (labels, features) and bias (labels,), rows in
+    the model's label order, with the scaler folded in."""
+    coef = head.coef / head.scale
+    bias = head.intercept - coef @ head.mean
+    if coef.shape[0] == 1:  # two classes: one log-odds row for classes[1]
+        coef = np.concatenate([-coef / 2, coef / 2])
+        bias = np.concatenate([-bias / 2, bias / 2])
+    rows = [head.classes.index(label) for label in labels]
+    return coef[rows], bias[rows]
+
+
+def init_from_probe(
+    model: torch.nn.Module,
+    examples: list[Encoded],
+    labels: list[str],
+    batch_size: int,
+    pad_id: int,
+    device: torch.device,
+) -> dict:
+    """Fit the probe on `examples` (the run's train split) and load it into the head; return
+    what the record keeps: the layer, the rows, the probe's train accuracy and the seconds."""
+    start = time.perf_counter()
+    name, layer = head_layer(model, len(labels))
+    x = head_features(model, layer, examples, batch_size, pad_id, device)
+    gold = [labels[e.label] for e in examples]
+    missing = sorted(set(labels) - set(gold))
+    if missing:
+        raise TunelabError(
+            f"method.head_init: probe fits the head on the train split, which has no example "
+            f"of {missing}; add some, or use head_init: new"
+        )
+    head = fit_head(x, gold)
+    weight, bias = folded(head, labels)
+    with torch.no_grad():
+        layer.weight.copy_(torch.as_tensor(weight, dtype=layer.weight.dtype))
+        if layer.bias is not None:
+            layer.bias.copy_(torch.as_tensor(bias, dtype=layer.bias.dtype))
+    predicted = np.asarray(head.classes)[head.predict_proba(x).argmax(axis=1)]
+    return {
+        "from": "probe",
+        "layer": name,
+        "features": int(x.shape[1]),
+        "rows": len(examples),
+        "train_accuracy": round(float(np.mean(predicted == np.asarray(gold))), 4),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
