@@ -99,6 +99,8 @@ def training_findings(renderer: Renderer, rows: list[dict], rejected: list[dict]
     """The findings `tunelab run` checks before it trains (no example views)."""
     if renderer.kind == "encoder":
         return _imbalance(rows)
+    if renderer.task.type == "pretrain":  # no prompt or target to check: the packing is recorded
+        return []
     return causal_view(renderer, rows, rejected, sample=0)[1]
 
 

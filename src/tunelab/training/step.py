@@ -17,13 +17,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from tunelab.modeling.packing import Packed, collate_packed
 from tunelab.modeling.render import Encoded, Rendered, collate, collate_causal
 
 LOSS_NORMALISATION = (
     "sum of losses (per example, or per target token for a causal LM) / the same count over "
-    "the whole accumulated global batch"
+    "the whole accumulated global batch; a mixture of experts adds its router's "
+    "load-balancing loss × its coefficient once per target token"
 )
-Example = Encoded | Rendered
+Example = Encoded | Rendered | Packed
 
 
 def autocast(device: torch.device, precision: str):
@@ -34,10 +36,12 @@ def autocast(device: torch.device, precision: str):
 
 def loss_weight(example: Example) -> int:
     """How many terms an example adds to the loss: 1, or its target tokens."""
-    return example.loss_tokens if isinstance(example, Rendered) else 1
+    return example.loss_tokens if isinstance(example, Rendered | Packed) else 1
 
 
 def make_batch(micro: Sequence[Example], pad_id: int, device: torch.device) -> dict:
+    if isinstance(micro[0], Packed):
+        return collate_packed(list(micro), device)
     if isinstance(micro[0], Rendered):
         return collate_causal(list(micro), pad_id, device)
     return collate(list(micro), pad_id, device)
@@ -45,13 +49,38 @@ def make_batch(micro: Sequence[Example], pad_id: int, device: torch.device) -> d
 
 def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Sum (not mean) of the losses in a microbatch; the caller divides by the global count."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    labels = batch["labels"]
+    out = forward(model, batch)
+    logits, labels = out.logits, batch["labels"]
     if labels.dim() == 1:  # one class per example
         return F.cross_entropy(logits.float(), labels, reduction="sum")
     # causal LM: the logits at position t predict the token at t + 1
     shifted = logits[:, :-1].float().reshape(-1, logits.size(-1))
-    return F.cross_entropy(shifted, labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
+    targets = labels[:, 1:].reshape(-1)
+    loss = F.cross_entropy(shifted, targets, ignore_index=-100, reduction="sum")
+    aux = getattr(out, "aux_loss", None)  # a mixture of experts' load balancing
+    if aux is not None:
+        coef = getattr(_config(model), "router_aux_loss_coef", 0.0)
+        loss = loss + coef * aux.float() * (targets != -100).sum()
+    return loss
+
+
+def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
+    """The model's outputs on a training batch. Packed sequences with restarting
+    `position_ids` (`modeling.packing`, boundaries `mask`) go in with neither an attention mask
+    nor a cache: only then does transformers build the block-diagonal causal mask from the
+    restarts (`masking_utils._preprocess_mask_arguments`). Anything else goes in with its
+    attention mask."""
+    if "position_ids" in batch:
+        return model(
+            input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False
+        )
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+
+
+def _config(model: torch.nn.Module):
+    """The transformers config inside a DDP, FSDP or PEFT wrapper."""
+    inner = getattr(model, "module", model)
+    return getattr(inner, "config", None)
 
 
 def backward(

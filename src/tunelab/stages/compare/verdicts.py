@@ -129,7 +129,7 @@ def compare(
     rules = {
         "from": reference["id"],
         "hypothesis": hypothesis.model_dump(mode="json") if hypothesis else None,
-        "guardrails": [g.model_dump(mode="json") for g in guardrails],
+        "guardrails": [g.model_dump(mode="json", exclude_none=True) for g in guardrails],
         "verdict_rule": VERDICT_RULE,
         "guardrail_rule": GUARDRAIL_RULE,
         "bootstrap": {"resamples": RESAMPLES, "seed": 0, "level": 0.95},
@@ -190,7 +190,8 @@ def _reference(runs: list[dict], baselines: list[dict], against, version: str, t
     # the strongest baseline on the primary metric its own record states
     hypothesis, _ = frozen_rules(baselines[-1])
     metric = hypothesis.metric if hypothesis else task.default_metric
-    return max(baselines, key=lambda r: r["metrics"][metric])
+    sign = -1 if metric in task.lower_is_better else 1
+    return max(baselines, key=lambda r: sign * r["metrics"][metric])
 
 
 def groups_of(record: dict, task) -> list[str]:
@@ -222,7 +223,10 @@ def _versus(pair: Pair, primary: str) -> dict:
     result = {"metric": primary, "bootstrap": pair.interval(primary)}
     if set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
         result["mcnemar"] = mcnemar_exact(a == 1, b == 1)
-    result["flips"] = flips(pair.ids, a >= 1, b >= 1)
+    if pair.documents:  # a flip: a document the run scores better (fixed) or worse (broken)
+        result["flips"] = flips(pair.ids, a > b, b > a)
+    else:
+        result["flips"] = flips(pair.ids, a >= 1, b >= 1)
     result["concentration"] = concentration(a, b)
     return result
 

@@ -31,6 +31,7 @@ from tunelab.modeling.model import (
     save_trained,
     trainable_model,
 )
+from tunelab.modeling.packing import packing_record
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
@@ -44,7 +45,7 @@ from tunelab.training.distributed import (
     world_from_env,
 )
 from tunelab.training.evaluate import evaluate_rows, protocol
-from tunelab.training.loop import total_steps, train
+from tunelab.training.loop import sequence_length_of, total_steps, train
 from tunelab.training.sharding import full_trainable, load_trainable
 
 
@@ -75,7 +76,7 @@ def mixture_sampler(lab: Lab, version: str, train_set: list) -> MixtureSampler |
     rows = lab.store.read_split(version, "train")
     sampler = sampler_for(lab.spec.data.mixture, train_set, rows)
     if sampler is not None:
-        sampler.check(total_steps(lab.spec.training, len(train_set)))
+        sampler.check(total_steps(lab.spec.training, len(train_set), sequence_length_of(train_set)))
     return sampler
 
 
@@ -124,7 +125,7 @@ def run_variant(
         "variant",
         version,
         method=spec.method.type,
-        base_model=identity(spec.model, lab.path),
+        base_model=identity(spec.model, lab.path, renderer.pack_length),
         trainable=trainable,
         protocol=protocol(lab.spec),
         rejected_train=rejected,
@@ -139,8 +140,10 @@ def run_variant(
         reason=reason.strip() if reason and reason.strip() else None,
         preflight=preflight,
     )
+    if renderer.pack_length is not None:
+        record["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)
     if console:
-        console.print(_start_line(record, spec, len(train_set), world))
+        console.print(_start_line(record, spec, train_set, world))
     return _train_and_finish(
         lab, record, run_dir, model, renderer, train_set, sampler, console, world=world
     )
@@ -299,9 +302,9 @@ def _checkpoint(run_dir: Path) -> str | None:
     return CHECKPOINT_DIR if find_checkpoint(run_dir / CHECKPOINT_DIR) else None
 
 
-def _start_line(record: dict, spec, n_train: int, world: World) -> str:
-    t, cfg = record["trainable"], spec.training
-    steps = total_steps(cfg, n_train)
+def _start_line(record: dict, spec, train_set: list, world: World) -> str:
+    t, cfg, n_train = record["trainable"], spec.training, len(train_set)
+    steps = total_steps(cfg, n_train, sequence_length_of(train_set))
     accumulation = cfg.global_batch // (cfg.microbatch * world.size)
     processes = "1 process" if world.size == 1 else f"{world.size} processes ({cfg.strategy})"
     return (
@@ -310,6 +313,15 @@ def _start_line(record: dict, spec, n_train: int, world: World) -> str:
         f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {accumulation} "
         f"accumulation × {processes} · {steps} steps on {n_train} examples"
         + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
+        + (_scratch_text(record["base_model"]) if record["base_model"].get("init") else "")
+    )
+
+
+def _scratch_text(base: dict) -> str:
+    p = base["params"]
+    return (
+        f" · from scratch ({base['config_class']}): {p['total']:,} parameters, "
+        f"{p['active']:,} active per token, {base['flops_per_token']:,} FLOPs per token"
     )
 
 
