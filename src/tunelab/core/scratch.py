@@ -9,6 +9,8 @@ here, each naming the field it is about.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -105,6 +107,13 @@ class Arch(_Section):
                 f"experts_per_token ({moe.experts_per_token}) is more than num_experts "
                 f"({moe.num_experts})",
             )
+        if self.rope.nope_layers and not transformers_has("smollm3"):
+            raise FieldError(
+                "rope.nope_layers",
+                "NoPE layers are built with SmolLM3Config, which the installed transformers "
+                "does not have (it came in 4.53): upgrade transformers, or leave nope_layers "
+                "empty",
+            )
         if moe.num_experts and self.rope.nope_layers:
             raise FieldError(
                 "rope.nope_layers",
@@ -116,6 +125,15 @@ class Arch(_Section):
     @property
     def expert_size(self) -> int:
         return self.moe.expert_size or max(1, self.intermediate_size // self.moe.experts_per_token)
+
+
+def transformers_has(model_type: str) -> bool:
+    """Whether the installed transformers ships `models/<model_type>`, found on disk so that
+    validating a spec does not import transformers."""
+    found = importlib.util.find_spec("transformers")
+    if found is None or found.origin is None:
+        return False
+    return (Path(found.origin).parent / "models" / model_type).is_dir()
 
 
 class Bpe(_Section):

@@ -78,16 +78,8 @@ def scratch_config(
 
 
 def _smollm3(common: dict, arch: Arch) -> PretrainedConfig:
-    try:
-        from transformers import SmolLM3Config
-    except ImportError:  # pragma: no cover - transformers older than 4.53
-        import transformers
+    from transformers import SmolLM3Config  # the spec checked that it is there
 
-        raise ValueError(
-            f"model.arch.rope.nope_layers needs SmolLM3Config, which transformers "
-            f"{transformers.__version__} does not have: upgrade transformers, or leave "
-            "nope_layers empty"
-        ) from None
     nope = set(arch.rope.nope_layers)
     return SmolLM3Config(
         **common,

@@ -13,6 +13,7 @@ from tunelab.modeling.bpe import train_bpe
 from tunelab.modeling.packing import pack
 from tunelab.modeling.scratch import build_scratch, describe, flops_per_token, scratch_config
 from tunelab.training.loop import train
+from tunelab.training.step import make_batch, summed_loss
 
 TEXTS = [
     "the cat sat on the mat and looked at the dog",
@@ -188,6 +189,16 @@ def test_bad_architectures_name_the_field(change, field, words):
     assert f"field `{field}`" in str(err.value) and words in str(err.value)
 
 
+def test_nope_without_smollm3_in_transformers_is_a_spec_error(monkeypatch):
+    from tunelab.core import scratch
+
+    assert scratch.transformers_has("smollm3") and not scratch.transformers_has("no-such-model")
+    monkeypatch.setattr(scratch, "transformers_has", lambda model_type: False)
+    with pytest.raises(SpecError, match=r"field `model.arch.rope.nope_layers`.*SmolLM3Config"):
+        validate_spec(scratch_spec(rope={"nope_layers": [0]}))
+    assert validate_spec(scratch_spec())  # without NoPE layers it is not needed
+
+
 def test_a_scratch_model_needs_full_training_and_the_pretrain_task():
     spec = scratch_spec()
     assert validate_spec(spec).model.bpe == Bpe()  # a BPE is trained unless a tokenizer is named
@@ -205,3 +216,23 @@ def test_a_scratch_model_needs_full_training_and_the_pretrain_task():
             | {"model": {"path": "m"}, "task": {"type": "classification"}, "method": {"r": 4}}
             | {"training": {"budget": {"tokens": 1000}}}
         )
+
+
+def test_the_router_balancing_loss_is_part_of_the_training_loss(tokenizer):
+    """Per target token, the step's loss is transformers' own: cross-entropy plus the router's
+    load-balancing loss times its coefficient."""
+    model, config = model_for(tokenizer, moe={"num_experts": 4, "router_aux_loss": 0.5})
+    assert config.output_router_logits and config.router_aux_loss_coef == 0.5
+    rows = [{"id": str(i), "text": t} for i, t in enumerate(TEXTS[:4])]
+    packed = pack(tokenizer, rows, 24, "none", tokenizer.pad_token_id)[:2]
+    batch = make_batch(packed, tokenizer.pad_token_id, torch.device("cpu"))
+    targets = int((batch["labels"][:, 1:] != -100).sum())
+    with torch.no_grad():
+        ours = float(summed_loss(model, batch)) / targets
+        theirs = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+        )
+    assert float(theirs.aux_loss) > 0
+    assert ours == pytest.approx(float(theirs.loss), rel=1e-5)

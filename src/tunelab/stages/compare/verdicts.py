@@ -34,6 +34,7 @@ from tunelab.core.lab import Lab
 from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, atomic_write_json, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
+from tunelab.stages.compare.compute import compute_differences
 from tunelab.stages.compare.guardrails import BROKEN, GUARDRAIL_RULE, UNRESOLVED, describe, judge
 from tunelab.stages.compare.pairs import Pair, make_pair, right
 from tunelab.stages.compare.platform import env_differences, process_differences
@@ -280,6 +281,7 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + ", ".join(env)
             + "; a new platform means the checks are redone (`tunelab check`)"
         )
+    out.extend(compute_differences(before, run))
     pa, pb = before.get("protocol"), run.get("protocol")
     if pa and pb and pa != pb:
         keys = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
