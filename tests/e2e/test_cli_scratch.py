@@ -143,3 +143,4 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert any("more than 5% apart" in w for w in mqa["warnings"])  # MQA: fewer parameters
     assert mqa["guardrails"][0]["scope"] == "every_source"
     assert set(mqa["guardrails"][0]["checks"]) == {"prose", "code"}
+    assert tl(capsys, "report", *where)[0] == 0  # the page names no base model path
