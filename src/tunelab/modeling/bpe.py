@@ -2,7 +2,8 @@
 with `tokenizers` on the train split of the lab's current data version.
 
 The trained tokenizer is cached in the store under a key made of its settings and the train
-split's sha256, so every run on that split uses the same one; its settings and the sha256 of
+split's sha256, so every run on that split uses the same one (a recorded run asks for its own
+data version's, which need not be the current one); its settings and the sha256 of
 its `tokenizer.json` are part of the scratch model's identity (`tokenizer_identity`).
 Special tokens: `<|endoftext|>` (EOS and BOS: it separates packed documents) and `<|pad|>`.
 """
@@ -49,11 +50,13 @@ def _settings(bpe: Bpe, train_sha256: str) -> dict:
     return {"trainer": TRAINER, **bpe.model_dump(), "train_split_sha256": train_sha256}
 
 
-def trained_tokenizer(bpe: Bpe, lab: Path) -> tuple[PreTrainedTokenizerBase, Path, dict]:
-    """The BPE of the current data version's train split (trained once, then cached), its
-    folder and its settings."""
+def trained_tokenizer(
+    bpe: Bpe, lab: Path, data_version: str | None = None
+) -> tuple[PreTrainedTokenizerBase, Path, dict]:
+    """The BPE of `data_version`'s train split (default: the current version's), trained once
+    and then cached, its folder and its settings."""
     store = Store(lab)
-    version = store.current_data()
+    version = data_version or store.current_data()
     manifest = store.data_manifest(version)
     train_sha = (manifest.get("split_sha256") or {}).get("train")
     if train_sha is None:
@@ -90,14 +93,16 @@ def named_tokenizer(path: str, lab: Path) -> tuple[PreTrainedTokenizerBase, Path
     return tokenizer, folder
 
 
-def scratch_tokenizer(model_spec, lab: Path) -> tuple[PreTrainedTokenizerBase, dict]:
+def scratch_tokenizer(
+    model_spec, lab: Path, data_version: str | None = None
+) -> tuple[PreTrainedTokenizerBase, dict]:
     """A scratch model's tokenizer and its identity: where it comes from, its settings (when
-    trained here) and the sha256 of its files."""
+    trained here, on `data_version`'s train split) and the sha256 of its files."""
     if model_spec.tokenizer is not None:
         tokenizer, folder = named_tokenizer(model_spec.tokenizer, lab)
         found = {"source": "path", "path": str(folder)}
     else:
-        tokenizer, folder, settings = trained_tokenizer(model_spec.bpe, lab)
+        tokenizer, folder, settings = trained_tokenizer(model_spec.bpe, lab, data_version)
         found = {"source": "bpe", "settings": settings}
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "settings.json")
     found |= {

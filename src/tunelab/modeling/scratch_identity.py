@@ -28,18 +28,26 @@ def config_for(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> Pretraine
     return scratch_config(spec.arch, len(tokenizer), spec.max_length, special)
 
 
-def scratch_model(spec: ModelSpec, lab: Path, seed: int) -> PreTrainedModel:
-    """Fresh weights for the lab's scratch model, drawn from `seed`."""
+def scratch_model(
+    spec: ModelSpec, lab: Path, seed: int, data_version: str | None = None
+) -> PreTrainedModel:
+    """Fresh weights for the lab's scratch model, drawn from `seed`, sized for the tokenizer
+    of `data_version` (default: the current one)."""
     from tunelab.modeling.model import DTYPES
 
-    tokenizer, _ = scratch_tokenizer(spec, lab)
+    tokenizer, _ = scratch_tokenizer(spec, lab, data_version)
     return build_scratch(config_for(spec, tokenizer), seed, DTYPES[spec.dtype])
 
 
-def scratch_identity(spec: ModelSpec, lab: Path, sequence_length: int | None = None) -> dict:
+def scratch_identity(
+    spec: ModelSpec,
+    lab: Path,
+    sequence_length: int | None = None,
+    data_version: str | None = None,
+) -> dict:
     """What a run records of its scratch model (see the module docstring); FLOPs per token at
-    `sequence_length` (default `spec.max_length`)."""
-    tokenizer, tok = scratch_tokenizer(spec, lab)
+    `sequence_length` (default `spec.max_length`); the tokenizer of `data_version`."""
+    tokenizer, tok = scratch_tokenizer(spec, lab, data_version)
     config = config_for(spec, tokenizer)
     described = describe(config, sequence_length or spec.max_length)
     combined = hashlib.sha256(f"{described['config_sha256']}:{tok['sha256']}".encode())

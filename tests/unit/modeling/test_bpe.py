@@ -73,3 +73,18 @@ def test_a_named_tokenizer_is_used_as_it_is(tmp_path):
     tok, found = scratch_tokenizer(spec.model, tmp_path)
     assert found["source"] == "path" and len(tok) == found["vocab_size"]
     assert "tokenizer.json" in found["files"]
+
+
+def test_a_recorded_run_gets_its_own_versions_tokenizer_not_the_current_one(tmp_path):
+    spec = lab_with_data(tmp_path, bpe={"vocab_size": 280})
+    store = Store(tmp_path)
+    first = store.current_data()
+    _, before = scratch_tokenizer(spec.model, tmp_path)
+    more = [json.dumps({"text": f"other words entirely {i} zebra quartz"}) + "\n" for i in range(8)]
+    with (tmp_path / "t.jsonl").open("a") as f:
+        f.writelines(more)
+    build_data(spec, tmp_path, store)
+    assert store.current_data() != first
+    _, now = scratch_tokenizer(spec.model, tmp_path)
+    _, then = scratch_tokenizer(spec.model, tmp_path, first)
+    assert now["sha256"] != before["sha256"] and then == before

@@ -56,7 +56,8 @@ class BlockedError(TunelabError):
 def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
     """Renderer, training examples (with the rows that cannot be rendered) and findings."""
     labels = lab.store.data_manifest(version)["labels"]
-    renderer = make_renderer(lab.spec, load_tokenizer(lab.spec.model, lab.path), labels, lab.path)
+    tokenizer = load_tokenizer(lab.spec.model, lab.path, version)  # a scratch BPE: version's
+    renderer = make_renderer(lab.spec, tokenizer, labels, lab.path)
     train_rows = lab.store.read_split(version, "train")
     train_set, rejected = renderer.training(train_rows)
     findings = training_findings(renderer, train_rows, rejected)
@@ -80,7 +81,10 @@ def mixture_sampler(lab: Lab, version: str, train_set: list) -> MixtureSampler |
     return sampler
 
 
-def build_model(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, dict]:
+def build_model(
+    lab: Lab, labels: list[str], version: str | None = None
+) -> tuple[torch.nn.Module, dict]:
+    """The model the run trains (a scratch one sized for `version`'s tokenizer)."""
     spec = lab.spec
     return trainable_model(
         spec.model,
@@ -91,6 +95,7 @@ def build_model(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, dict]:
         lab.device,
         spec.training.seed,
         spec.training.activation_checkpointing,
+        version,
     )
 
 
@@ -116,7 +121,7 @@ def run_variant(
     preflight = check_status(lab, version)
     if console and preflight["warning"]:
         console.print(f"[yellow]warning[/] {preflight['warning']}")
-    model, trainable = build_model(lab, renderer.labels)
+    model, trainable = build_model(lab, renderer.labels, version)
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
         return _follow(lab, world, model, renderer, train_set, sampler)
     record, run_dir = ledger.open_run(
@@ -125,7 +130,7 @@ def run_variant(
         "variant",
         version,
         method=spec.method.type,
-        base_model=identity(spec.model, lab.path, renderer.pack_length),
+        base_model=identity(spec.model, lab.path, renderer.pack_length, version),
         trainable=trainable,
         protocol=protocol(lab.spec),
         rejected_train=rejected,
@@ -163,7 +168,7 @@ def resume_run(
     try:
         renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
         sampler = mixture_sampler(lab, record["data_version"], train_set)
-        model, _ = build_model(lab, renderer.labels)
+        model, _ = build_model(lab, renderer.labels, record["data_version"])
     except KeyboardInterrupt as err:  # before it runs again: the record is as it was
         raise Interrupted(
             stop_cause(err),
