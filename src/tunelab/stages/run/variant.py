@@ -231,7 +231,16 @@ def _train_and_finish(
     rank 0: it trains its share with the others, then evaluates alone."""
     with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
         record["training"], model = _train(
-            lab, world or World(), model, renderer, train_set, sampler, console, run_dir, resume
+            lab,
+            world or World(),
+            model,
+            renderer,
+            train_set,
+            sampler,
+            console,
+            run_dir,
+            resume,
+            record["data_version"],
         )
         e = lab.spec.evaluation
         val_rows = lab.store.read_split(record["data_version"], "validation")
@@ -261,7 +270,7 @@ def _on_world(lab: Lab) -> tuple[Lab, World]:
     return dataclasses.replace(lab, device=device_for(world, lab.device)), world
 
 
-def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume):
+def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume, version=None):
     """The training of the run on every rank (graceful on Ctrl-C and SIGTERM), with what the
     record keeps of the processes; returns it and the trained model as one unsharded module
     (under FSDP, rank 0 gathers the trained tensors into a fresh copy of the model)."""
@@ -288,7 +297,7 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
     if gathered is not None:
         model = None  # the shards go before the whole copy comes
         if world.main:
-            model, _ = build_model(lab, renderer.labels)
+            model, _ = build_model(lab, renderer.labels, version)
             load_trainable(model, gathered)
     return training, model
 
