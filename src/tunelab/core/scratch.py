@@ -190,3 +190,30 @@ def check_scratch(spec) -> None:
             f"{length} is longer than model.max_length ({spec.model.max_length}), the "
             "longest sequence the model is built for: raise model.max_length or shorten it",
         )
+
+
+def check_init(model) -> None:
+    """The fields `model.init` asks for (`tunelab.core.sections.ModelSpec`): a pretrained
+    model's `path` and nothing of a scratch one; a scratch model's `arch` (default `Arch()`)
+    and one tokenizer source (`tokenizer`, else `bpe`, default `Bpe()`), filled in place."""
+    if model.init == "pretrained":
+        if model.path is None:
+            raise FieldError("path", "give the pretrained model's folder, or init: scratch")
+        given = [f for f in ("arch", "tokenizer", "bpe") if getattr(model, f) is not None]
+        if given:
+            raise FieldError(
+                given[0], f"{given[0]} is for init: scratch; a pretrained model brings its own"
+            )
+        return
+    if model.path is not None:
+        raise FieldError(
+            "path", "a scratch model is built from model.arch, not loaded: remove model.path"
+        )
+    if model.tokenizer is not None and model.bpe is not None:
+        raise FieldError("bpe", "bpe trains a tokenizer; model.tokenizer already names one")
+    if model.kind == "encoder":
+        raise FieldError("kind", "a scratch model is a causal LM: use kind auto or causal")
+    if model.arch is None:
+        model.arch = Arch()
+    if model.tokenizer is None and model.bpe is None:
+        model.bpe = Bpe()

@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from tunelab.core.scratch import Arch, Bpe, PretrainTask
+from tunelab.core.scratch import Arch, Bpe, PretrainTask, check_init
 from tunelab.core.section_base import FieldError, _Section
 
 
@@ -267,28 +267,9 @@ class ModelSpec(_Section):
 
     @model_validator(mode="after")
     def _init_needs(self) -> ModelSpec:
-        if self.init == "pretrained":
-            if self.path is None:
-                raise FieldError("path", "give the pretrained model's folder, or init: scratch")
-            given = [f for f in ("arch", "tokenizer", "bpe") if getattr(self, f) is not None]
-            if given:
-                field = given[0]
-                raise FieldError(
-                    field, f"{field} is for init: scratch; a pretrained model brings its own"
-                )
-            return self
-        if self.path is not None:
-            raise FieldError(
-                "path", "a scratch model is built from model.arch, not loaded: remove model.path"
-            )
-        if self.arch is None:
-            self.arch = Arch()
-        if self.tokenizer is not None and self.bpe is not None:
-            raise FieldError("bpe", "bpe trains a tokenizer; model.tokenizer already names one")
-        if self.tokenizer is None and self.bpe is None:
-            self.bpe = Bpe()
-        if self.kind == "encoder":
-            raise FieldError("kind", "a scratch model is a causal LM: use kind auto or causal")
+        """`path` for a pretrained model; `arch` (and a tokenizer or `bpe`) for a scratch one
+        (`core.scratch.check_init`)."""
+        check_init(self)
         return self
 
     @property
