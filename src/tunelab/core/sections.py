@@ -8,20 +8,10 @@ from __future__ import annotations
 from pathlib import Path, PurePath
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class FieldError(ValueError):
-    """A check across fields that names the field it is about (dotted, relative to the section
-    whose validator raises it), so the error is reported at that field's line of the spec."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
+from tunelab.core.scratch import Arch, Bpe, PretrainTask, check_init
+from tunelab.core.section_base import FieldError, _Section
 
 
 class Compass(_Section):
@@ -43,9 +33,12 @@ class Hypothesis(_Section):
 class Guardrail(_Section):
     metric: str
     """What must not degrade: an overall metric, or a per-class / per-field metric."""
-    scope: Literal["overall", "every_class", "every_field"] = "overall"
-    """`overall`: the metric itself; `every_class` / `every_field`: that metric of each class
-    (classification) or each required field (extraction)."""
+    scope: Literal["overall", "every_class", "every_field", "every_source"] = "overall"
+    """`overall`: the metric itself; `every_class` / `every_field` / `every_source`: that
+    metric of each class (classification), each required field (extraction) or each data
+    source (pretrain)."""
+    source: str | None = None
+    """With `every_source`: judge only this source (e.g. `code`), not every one."""
     max_drop: float = Field(ge=0)
     """The largest drop allowed against the baseline (absolute)."""
 
@@ -58,6 +51,7 @@ class ClassificationTask(_Section):
     """Prompt instruction when a causal LM classifies by scoring each label's text."""
 
     generative: ClassVar[bool] = False
+    needs_target: ClassVar[bool] = False
 
 
 class ExtractionTask(_Section):
@@ -69,6 +63,7 @@ class ExtractionTask(_Section):
     instruction: str = "Extract the fields below from the text and answer with JSON only."
 
     generative: ClassVar[bool] = True
+    needs_target: ClassVar[bool] = True
 
 
 class FormatTask(_Section):
@@ -80,6 +75,7 @@ class FormatTask(_Section):
     instruction: str = "Answer in the required format."
 
     generative: ClassVar[bool] = True
+    needs_target: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _one_format(self) -> FormatTask:
@@ -88,7 +84,9 @@ class FormatTask(_Section):
         return self
 
 
-TaskSpec = Annotated[ClassificationTask | ExtractionTask | FormatTask, Field(discriminator="type")]
+TaskSpec = Annotated[
+    ClassificationTask | ExtractionTask | FormatTask | PretrainTask, Field(discriminator="type")
+]
 
 
 class Source(_Section):
@@ -186,14 +184,14 @@ class Mixture(_Section):
     weights: dict[str, float]
     """Sampling weight per source name from the first step (relative; 0 leaves a source out).
     Every source with training rows must be named."""
-    stages: list[MixtureStage] = []
+    stages: list[MixtureStage] = Field(default_factory=list)
     """Later stages of a curriculum, each with its own weights, in order of their start."""
 
 
 class DataSpec(_Section):
     sources: list[Source] = Field(min_length=1)
     fields: Fields = Fields()
-    cleaning: list[CleaningRule] = []
+    cleaning: list[CleaningRule] = Field(default_factory=list)
     split: SplitSpec = SplitSpec()
     dedup: DedupSpec = DedupSpec()
     mixture: Mixture | None = None
@@ -238,8 +236,18 @@ class DataSpec(_Section):
 
 
 class ModelSpec(_Section):
-    path: str
-    """Local folder of the pretrained model (nothing is downloaded)."""
+    path: str | None = None
+    """Local folder of the pretrained model (nothing is downloaded); none for a scratch model."""
+    init: Literal["pretrained", "scratch"] = "pretrained"
+    """pretrained: load `path`; scratch: build `arch` with seeded random weights (a causal LM
+    trained with `method: full`, for small ablations before a large run)."""
+    arch: Arch | None = None
+    """The architecture of a scratch model (see `tunelab.core.arch`)."""
+    tokenizer: str | None = None
+    """A scratch model's tokenizer: a folder with tokenizer files (relative to the lab unless
+    absolute). Left out: a byte-level BPE (`bpe`) trained on the lab's train split."""
+    bpe: Bpe | None = None
+    """Settings of the BPE trained when `tokenizer` is left out (default: `Bpe()`)."""
     revision: str | None = None
     """Optional label of the base model's revision, recorded with its weight hash."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -257,8 +265,21 @@ class ModelSpec(_Section):
     loss_on_prompt: bool = False
     """Also train on the prompt tokens (rarely wanted; `tunelab inspect` warns about it)."""
 
+    @model_validator(mode="after")
+    def _init_needs(self) -> ModelSpec:
+        """`path` for a pretrained model; `arch` (and a tokenizer or `bpe`) for a scratch one
+        (`core.scratch.check_init`)."""
+        check_init(self)
+        return self
+
+    @property
+    def scratch(self) -> bool:
+        return self.init == "scratch"
+
     def location(self, lab: Path) -> Path:
         """`path` as a path: relative to the lab folder unless absolute (`~` expanded)."""
+        if self.path is None:
+            raise ValueError("a scratch model (model.init: scratch) has no path")
         path = Path(self.path).expanduser()
         return path if path.is_absolute() else lab / path
 
@@ -300,11 +321,18 @@ class Budget(_Section):
     """Optimizer steps to train."""
     epochs: float | None = Field(None, gt=0)
     """Passes over the train split (converted to steps and recorded)."""
+    tokens: int | None = Field(None, gt=0)
+    """Training tokens (task `pretrain`: steps = ceil(tokens / (global_batch × sequence
+    length)), so variants with other packing see the same number of tokens)."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Budget:
-        if (self.steps is None) == (self.epochs is None):
-            raise ValueError("give exactly one of steps or epochs")
+        given = [k for k in ("steps", "epochs", "tokens") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of steps or epochs (or tokens, for task pretrain); "
+                f"got {' and '.join(given) or 'none'}"
+            )
         return self
 
 

@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.scratch import check_scratch
 from tunelab.core.sections import (
     Budget,
     ClassificationTask,
@@ -35,6 +36,7 @@ from tunelab.core.sections import (
     Mixture,
     MixtureStage,
     ModelSpec,
+    PretrainTask,
     RentalSpec,
     Source,
     SplitSpec,
@@ -65,6 +67,7 @@ __all__ = [
     "Mixture",
     "MixtureStage",
     "ModelSpec",
+    "PretrainTask",
     "RentalSpec",
     "Source",
     "Spec",
@@ -130,6 +133,10 @@ class Spec(_Section):
                     f"{g.scope!r} does not apply to {self.task.type}; use overall"
                     + (f" or {task.group_scope}" if task.group_scope else ""),
                 )
+            if g.source is not None and g.scope != "every_source":
+                raise FieldError(
+                    f"guardrails.{i}.source", "a source is named only with scope every_source"
+                )
             known = task.overall_metrics if g.scope == "overall" else task.class_metrics
             if g.metric not in known:
                 raise FieldError(
@@ -149,6 +156,12 @@ class Spec(_Section):
                 "probe initialises a new classification head, and this lab has none (its "
                 f"model kind is {self.model_kind}); use head_init: new",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _scratch_fits(self) -> Spec:
+        """A scratch model, task pretrain and a token budget go together (`core.scratch`)."""
+        check_scratch(self)
         return self
 
     @property
@@ -300,7 +313,7 @@ def _error_loc(error: dict) -> tuple[list[str], list[str]]:
 
 
 def _is_union_tag(part: Any) -> bool:
-    return part in {"lora", "full", "classification", "extraction", "format"}
+    return part in {"lora", "full", "classification", "extraction", "format", "pretrain"}
 
 
 def _origin(

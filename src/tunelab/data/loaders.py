@@ -94,15 +94,17 @@ def check_record(
     labels: list[str] | None,
     split: str | None,
     generative: bool = False,
+    text_only: bool = False,
 ) -> Example | Rejection:
     """The checks every row passes, whatever its format. A generative row needs a target
-    (a JSON object or a non-empty string); its label column is an optional category."""
+    (a JSON object or a non-empty string) unless `text_only` (the text is what is learned);
+    its label column is an optional category."""
 
     def reject(kind: str, reason: str) -> Rejection:
         return Rejection(rec.file, rec.line, kind, reason)
 
-    answer = fields.target if generative else fields.label
-    needed = [fields.text, answer] + [f for f in (fields.id, fields.group) if f is not None]
+    answer = [] if text_only else [fields.target if generative else fields.label]
+    needed = [fields.text, *answer] + [f for f in (fields.id, fields.group) if f is not None]
     if split is None and fields.split is not None:
         needed.append(fields.split)
     absent = [f for f in needed if f not in rec.values]
@@ -119,7 +121,11 @@ def check_record(
     if not text.strip():
         return reject("empty_text", "text is empty")
     target = rec.values.get(fields.target) if generative else None
-    if generative and not (isinstance(target, dict) or (isinstance(target, str) and target)):
+    if (
+        generative
+        and not text_only
+        and not (isinstance(target, dict) or (isinstance(target, str) and target))
+    ):
         kind = type(target).__name__
         return reject(
             "bad_target", f"target must be a JSON object or a non-empty string, got {kind}"
@@ -196,10 +202,15 @@ class Loaded:
 
 
 def load_sources(
-    data: DataSpec, labels: list[str] | None, lab: Path, generative: bool = False
+    data: DataSpec,
+    labels: list[str] | None,
+    lab: Path,
+    generative: bool = False,
+    text_only: bool = False,
 ) -> Loaded:
     """Read every source; ids must be unique across them (later copies are quarantined).
-    Every path is checked (`paths.locate`) before any file is read."""
+    Every path is checked (`paths.locate`) before any file is read. `text_only` (task
+    pretrain): a row needs its text alone, no target."""
     located = [locate(s, i, lab, data.allow_outside_lab) for i, s in enumerate(data.sources)]
     whole = [
         s.type == "hf_dataset" and s.split is None and is_dataset_dict(where.path)
@@ -211,7 +222,7 @@ def load_sources(
     for i, source in enumerate(data.sources):
         _check_source(source, i, data.fields, presplit and not whole[i])
     for i, (source, where) in enumerate(zip(data.sources, located, strict=True)):
-        rows = _read_source(source, i, where, data.fields, labels, generative, seen, out)
+        rows = _read_source(source, i, where, data.fields, labels, generative, seen, out, text_only)
         out.sources.append(
             {
                 "name": source.source_name,
@@ -235,6 +246,7 @@ def _read_source(
     generative: bool,
     seen: set[str],
     out: Loaded,
+    text_only: bool = False,
 ) -> int:
     """Read one source into `out`; return the rows it had (kept or rejected)."""
     rows = 0
@@ -242,7 +254,8 @@ def _read_source(
         for item in get_loader(source.type).read(where.path, where.shown, fields, source.split):
             rows += 1
             if isinstance(item, Record):
-                item = check_record(item, fields, labels, item.split or source.split, generative)
+                split = item.split or source.split
+                item = check_record(item, fields, labels, split, generative, text_only)
             if isinstance(item, Example) and item.id in seen:
                 item = item.reject("duplicate_id", f"id {item.id!r} is already used")
             if isinstance(item, Rejection):

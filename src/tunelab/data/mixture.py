@@ -154,7 +154,8 @@ def sampler_for(
     if mixture is None:
         return None
     source_of = {row["id"]: row.get("source") for row in rows}
-    sources = [source_of.get(e.id) for e in train_set]
+    # a packed sequence (task pretrain) holds one source's documents and names it
+    sources = [getattr(e, "source", None) or source_of.get(e.id) for e in train_set]
     if None in sources:
         raise TunelabError(
             "data.mixture: this data version has no source names (made by an older tunelab); "

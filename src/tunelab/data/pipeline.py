@@ -46,7 +46,8 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         make_rule(rule, i)  # a bad rule fails before any file is read
     generative = spec.task.generative  # rows carry a target; a label is an optional category
     task_labels = None if generative else spec.task.labels
-    loaded = load_sources(data, task_labels, lab, generative)
+    text_only = generative and not spec.task.needs_target  # pretrain: the text is all
+    loaded = load_sources(data, task_labels, lab, generative, text_only)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
     examples, too_long, long_warnings = _long_texts(
         cleaned.examples, data.max_chars, data.long_text

@@ -106,7 +106,7 @@ def run(lab: Path, console: Console, quiet: bool = False) -> dict:
     report.section("The verdict")
     result = compare(handle)
     compare_view.compare(result, out)
-    _story(result, baselines, out)
+    _story(result, baselines, out, {r["id"] for r in ablation["runs"]})
 
     report.section("The sealed final")
     chosen, reason = _choose(result, out)
@@ -155,7 +155,7 @@ def _choose(result: dict, out: Console) -> tuple[str, str | None]:
     return best["id"], reason
 
 
-def _story(result: dict, baselines: dict, out: Console) -> None:
+def _story(result: dict, baselines: dict, out: Console, ablation_runs: set[str]) -> None:
     """Say in words what the table shows, including when the probe is hard to beat."""
     majority = next(r for r in baselines["runs"] if r["name"] == "majority")
     variants = [r for r in result["runs"] if r["kind"] == "variant"]
@@ -173,7 +173,7 @@ def _story(result: dict, baselines: dict, out: Console) -> None:
             f"the majority class; {100 * boot['delta']:+.1f} against {result['reference']}, "
             f"{against} it (95% CI) → [{style.VERDICT_STYLE[r['verdict']]}]{r['verdict']}[/]."
         )
-    ablated = next((r for r in variants if r.get("vs_parent")), None)
+    ablated = next((r for r in variants if r["id"] in ablation_runs and r.get("vs_parent")), None)
     if ablated:
         boot = ablated["vs_parent"]["bootstrap"]
         if boot["high"] < 0:

@@ -72,12 +72,22 @@ TOKENIZER_FILES = (
 )
 
 
-def identity(spec: ModelSpec, lab: Path) -> dict:
-    """Name, revision and sha256 digests: the base an adapter is bound to. `weights_sha256`
+def identity(
+    spec: ModelSpec,
+    lab: Path,
+    sequence_length: int | None = None,
+    data_version: str | None = None,
+) -> dict:
+    """Name, revision and sha256 digests: the base an adapter is bound to (for a scratch
+    model: `modeling.scratch_identity`, FLOPs per token at `sequence_length`). `weights_sha256`
     covers the weight files together; `files` holds the sha256 of each weight file, of the
     config and of the tokenizer files (only `.safetensors` weights count: pickles are refused).
     With `trust_remote_code`, `remote_code` holds the sha256 of each Python file the folder lets
     run. For a GGUF base the identity is the GGUF file's hash."""
+    if spec.scratch:
+        from tunelab.modeling.scratch_identity import scratch_identity
+
+        return scratch_identity(spec, lab, sequence_length, data_version)
     source = spec.location(lab)
     if source.suffix == ".gguf":
         sha = sha256_file(source)
@@ -116,7 +126,15 @@ def _name(path: Path) -> str:
     return f"{path.parent.name}/{path.name}" if path.name in GENERIC_NAMES else path.name
 
 
-def load_tokenizer(spec: ModelSpec, lab: Path) -> PreTrainedTokenizerBase:
+def load_tokenizer(
+    spec: ModelSpec, lab: Path, data_version: str | None = None
+) -> PreTrainedTokenizerBase:
+    """The base's tokenizer; a scratch model's (`modeling.bpe`: the BPE of `data_version`'s
+    train split, by default the current version's)."""
+    if spec.scratch:
+        from tunelab.modeling.bpe import scratch_tokenizer
+
+        return scratch_tokenizer(spec, lab, data_version)[0]
     path = resolve_path(spec, lab)
     return AutoTokenizer.from_pretrained(path, **remote_kwargs(spec, path))
 
@@ -149,21 +167,39 @@ def load_classifier(
     return model.to(device)
 
 
-def load_causal(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
-    """A causal LM for generation, or for classification by scoring label texts."""
+def load_causal(
+    spec: ModelSpec,
+    lab: Path,
+    device: torch.device,
+    seed: int = 0,
+    data_version: str | None = None,
+) -> PreTrainedModel:
+    """A causal LM for generation, or for classification by scoring label texts; a scratch
+    model is built from its config (for the tokenizer of `data_version`) with weights drawn
+    from `seed`."""
+    if spec.scratch:
+        from tunelab.modeling.scratch_identity import scratch_model
+
+        return scratch_model(spec, lab, seed, data_version).to(device)
     path = resolve_path(spec, lab)
     model = AutoModelForCausalLM.from_pretrained(path, **_weights_kwargs(spec, path))
     return model.to(device)
 
 
 def load_base(
-    spec: ModelSpec, lab: Path, kind: str, labels: list[str], device: torch.device
+    spec: ModelSpec,
+    lab: Path,
+    kind: str,
+    labels: list[str],
+    device: torch.device,
+    seed: int = 0,
+    data_version: str | None = None,
 ) -> tuple[PreTrainedModel, TaskType]:
-    """The pretrained model a lab fine-tunes: for an `encoder`, a classifier with a new head
-    for `labels`; else the causal LM."""
+    """The model a lab trains: for an `encoder`, a classifier with a new head for `labels`;
+    else the causal LM (a scratch one drawn from `seed`, for `data_version`'s tokenizer)."""
     if kind == "encoder":
         return load_classifier(spec, lab, labels, device), TaskType.SEQ_CLS
-    return load_causal(spec, lab, device), TaskType.CAUSAL_LM
+    return load_causal(spec, lab, device, seed, data_version), TaskType.CAUSAL_LM
 
 
 def trainable_model(
@@ -175,13 +211,15 @@ def trainable_model(
     device: torch.device,
     seed: int,
     checkpointing: bool = False,
+    data_version: str | None = None,
 ) -> tuple[torch.nn.Module, dict]:
     """The model a run trains and its trainable report: the base (a new classification head's
     initial weights come from `seed`, the one place a model build seeds torch) with the method
     applied, and activation checkpointing when asked. Raises ModelError (with `.modules`) when
-    LoRA targets match nothing."""
+    LoRA targets match nothing. A scratch model's tokenizer is `data_version`'s (default: the
+    current version's)."""
     torch.manual_seed(seed)
-    base, task_type = load_base(spec, lab, kind, labels, device)
+    base, task_type = load_base(spec, lab, kind, labels, device, seed, data_version)
     # PEFT extends modules_to_save in place: the spec's own method stays as it was written
     model, report = apply_method(base, method.model_copy(deep=True), task_type)
     if checkpointing:

@@ -241,6 +241,9 @@ class Renderer:
     truncation: str = "right"
     template: Template | None = None
     loss_on_prompt: bool = False
+    pack_length: int | None = None
+    """Task pretrain: tokens per packed training sequence (evaluation windows stay
+    `max_length`, so a packing change leaves the protocol as it is)."""
 
     @property
     def pad_id(self) -> int:
@@ -248,7 +251,13 @@ class Renderer:
         return pad if pad is not None else self.tokenizer.eos_token_id
 
     def training(self, rows: list[dict]) -> tuple[list, list[dict]]:
-        """Training inputs, and the rows that cannot be trained on with the reason."""
+        """Training inputs, and the rows that cannot be trained on with the reason (task
+        pretrain: the documents packed into sequences, `modeling.packing`)."""
+        if self.task.type == "pretrain":
+            from tunelab.modeling.packing import pack
+
+            packed = pack(self.tokenizer, rows, self.pack_length, self.task.boundaries, self.pad_id)
+            return packed, []
         if self.kind == "encoder":
             return encode_classification(self.tokenizer, rows, self.labels, self.max_length), []
         out, rejected = [], []
@@ -276,9 +285,10 @@ class Renderer:
 
 def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], lab) -> Renderer:
     from tunelab.tasks import load_schema
+    from tunelab.tasks.pretrain import sequence_length
 
     template = None
-    if spec.model_kind == "causal":
+    if spec.model_kind == "causal" and spec.task.type != "pretrain":
         template = make_template(tokenizer, spec.model.template, spec.task.instruction)
     return Renderer(
         tokenizer=tokenizer,
@@ -290,4 +300,5 @@ def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], l
         truncation=spec.model.truncation,
         template=template,
         loss_on_prompt=spec.model.loss_on_prompt,
+        pack_length=sequence_length(spec) if spec.task.type == "pretrain" else None,
     )

@@ -76,7 +76,7 @@ def run_baseline(lab: Lab, console: Console | None = None, name: str | None = No
         check_run_name(name)
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
-    base = identity(spec.model, lab.path)
+    base = identity(spec.model, lab.path, _pack_length(spec))
     methods = BASELINES[spec.model_kind]
     found = identical_baselines(lab, version, base, name)
     already = [found[m] for m in methods if m in found]
@@ -205,13 +205,20 @@ def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) 
     with ledger.recording(lab, record):
         tokenizer = load_tokenizer(lab.spec.model, lab.path)
         renderer = make_renderer(lab.spec, tokenizer, at.labels, lab.path)
-        model = load_causal(lab.spec.model, lab.path, lab.device)
+        # a scratch model's baseline: its untrained weights, drawn as the runs draw them
+        model = load_causal(lab.spec.model, lab.path, lab.device, lab.spec.training.seed)
         e = lab.spec.evaluation
         predictions, record["metrics"] = evaluate_rows(
             model, renderer, at.validation, e.batch_size, e.max_new_tokens, lab.device
         )
         _finish(lab, record, run_dir, predictions, at)
     return record
+
+
+def _pack_length(spec) -> int | None:
+    from tunelab.tasks.pretrain import sequence_length
+
+    return sequence_length(spec) if spec.task.type == "pretrain" else None
 
 
 MEASURES = {"majority": measure_majority, "probe": measure_probe, "zero-shot": measure_zero_shot}

@@ -160,9 +160,10 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
         return predictions, score(spec.task.type, predictions, labels)
     if record["kind"] == "baseline" and record.get("method") == "probe":
         return _evaluate_probe(lab, record, spec, rows, labels)
-    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
-    if record["kind"] == "baseline":  # zero-shot: the base model itself
-        model = load_causal(spec.model, lab.path, lab.device)
+    version = record["data_version"]  # a scratch model's tokenizer is its version's
+    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path, version), labels, lab.path)
+    if record["kind"] == "baseline":  # zero-shot: the base model itself (scratch: as drawn)
+        model = load_causal(spec.model, lab.path, lab.device, spec.training.seed, version)
     else:
         weights = lab.store.run_dir(record["id"]) / record.get("weights", {}).get("dir", "weights")
         encoder = spec.model_kind == "encoder"

@@ -73,6 +73,8 @@ def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
     )
     if renderer.kind == "encoder":
         summary, findings, examples = _encoder_view(renderer, rows, sample)
+    elif renderer.task.type == "pretrain":
+        summary, findings, examples = _packed_view(renderer, rows, sample)
     else:
         _, rejected = renderer.training(rows)
         summary, findings, examples = causal_view(renderer, rows, rejected, sample)
@@ -99,6 +101,8 @@ def training_findings(renderer: Renderer, rows: list[dict], rejected: list[dict]
     """The findings `tunelab run` checks before it trains (no example views)."""
     if renderer.kind == "encoder":
         return _imbalance(rows)
+    if renderer.task.type == "pretrain":  # no prompt or target to check: the packing is recorded
+        return []
     return causal_view(renderer, rows, rejected, sample=0)[1]
 
 
@@ -251,6 +255,30 @@ def _token_view(renderer: Renderer, r) -> dict:
         ),
         "target": r.target_text,
     }
+
+
+def _packed_view(renderer: Renderer, rows: list[dict], sample: int):
+    """Task pretrain: the packing record, and the first `sample` packed sequences of each
+    source with their targets (a position's token is learned from the one before it)."""
+    from tunelab.modeling.packing import IGNORE, packing_record
+
+    packed, _ = renderer.training(rows)
+    summary = {"packing": packing_record(packed, renderer.pack_length, renderer.task.boundaries)}
+    examples = []
+    for i in _sample([p.source for p in packed], sample, total=None):
+        p = packed[i]
+        learned = [0] + [int(label != IGNORE) for label in p.labels[1:]]  # 0: nothing before
+        pieces = ", ".join(f"{doc} at {start} ({n} tokens)" for doc, start, n in p.documents)
+        examples.append(
+            {
+                "id": p.id,
+                "category": p.source,
+                "tokens": _tokens(renderer, p.input_ids, learned),
+                "target": f"the text itself; documents: {pieces}; boundaries "
+                f"{renderer.task.boundaries}",
+            }
+        )
+    return summary, [], examples
 
 
 def _imbalance(rows: list[dict]) -> list[dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tunelab.core.errors import TunelabError
-from tunelab.tasks import classification, extraction
+from tunelab.tasks import classification, extraction, pretrain
 from tunelab.tasks import format as format_task
 
 
@@ -24,12 +24,15 @@ class Task(Protocol):
     default_metric: str
     group_scope: str | None
     group_key: str | None
+    lower_is_better: frozenset[str]
+    """Metrics where less is better (`compare` reports their reductions as gains)."""
 
 
 TASKS: dict[str, Task] = {
     "classification": classification,
     "extraction": extraction,
     "format": format_task,
+    "pretrain": pretrain,
 }
 
 

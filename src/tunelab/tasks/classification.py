@@ -10,6 +10,7 @@ class_metrics = frozenset({"f1", "precision", "recall"})
 default_metric = "macro_f1"
 group_scope = "every_class"
 group_key = "per_class"
+lower_is_better: frozenset[str] = frozenset()
 
 
 def metrics(gold: list[str], predicted: list[str], labels: list[str]) -> dict:

@@ -41,6 +41,7 @@ class_metrics = frozenset({"presence", "exact"})
 default_metric = "exact_match"
 group_scope = "every_field"
 group_key = "per_field"
+lower_is_better: frozenset[str] = frozenset()
 
 
 def render_target(target: dict, schema: dict | None = None) -> str:

@@ -40,6 +40,7 @@ class_metrics: frozenset[str] = frozenset()
 default_metric = "format_valid"
 group_scope = None
 group_key = None
+lower_is_better: frozenset[str] = frozenset()
 
 
 def render_target(target: Any) -> str:

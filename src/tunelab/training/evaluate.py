@@ -33,6 +33,18 @@ def evaluate_rows(
 ) -> tuple[list[dict], dict]:
     """Per-example predictions and the task's metrics: the one protocol every run shares."""
     model.eval()
+    if renderer.task.type == "pretrain":  # per-document NLL, bits per byte
+        from tunelab.training.evaluate_lm import score_documents
+
+        return score_documents(
+            model,
+            renderer.tokenizer,
+            rows,
+            renderer.max_length,
+            batch_size,
+            device,
+            renderer.pad_id,
+        )
     if renderer.kind == "encoder":
         encoded = encode_classification(
             renderer.tokenizer, rows, renderer.labels, renderer.max_length

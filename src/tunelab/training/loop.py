@@ -30,6 +30,7 @@ from tunelab.modeling.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from tunelab.modeling.packing import Packed
 from tunelab.training.distributed import World, check_batch
 from tunelab.training.memory import peak_mb, start_peak
 from tunelab.training.step import (
@@ -42,10 +43,26 @@ from tunelab.training.step import (
 )
 
 
-def total_steps(cfg: TrainingSpec, n_examples: int) -> int:
+def total_steps(cfg: TrainingSpec, n_examples: int, sequence_length: int | None = None) -> int:
+    """Optimizer steps of the budget: as given, from epochs over `n_examples`, or from tokens
+    over global batches of `sequence_length`-token sequences (packed, task pretrain)."""
     if cfg.budget.steps is not None:
         return cfg.budget.steps
+    if cfg.budget.tokens is not None:
+        if sequence_length is None:
+            raise TunelabError(
+                "training.budget.tokens counts the tokens of packed sequences (task: pretrain); "
+                "give steps or epochs for this task"
+            )
+        return max(1, math.ceil(cfg.budget.tokens / (cfg.global_batch * sequence_length)))
     return max(1, math.ceil(cfg.budget.epochs * n_examples / cfg.global_batch))
+
+
+def sequence_length_of(examples: list) -> int | None:
+    """The length of packed sequences (all alike), or None for examples of their own length."""
+    if examples and isinstance(examples[0], Packed):
+        return len(examples[0].input_ids)
+    return None
 
 
 def lr_factor(schedule: str, warmup: int, steps: int, decay_fraction: float = 0.2):
@@ -109,7 +126,7 @@ def train(
     world = world or World()
     check_batch(world, cfg.global_batch, cfg.microbatch)
     torch.manual_seed(cfg.seed)
-    steps = total_steps(cfg, len(examples))
+    steps = total_steps(cfg, len(examples), sequence_length_of(examples))
     params, optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_factor(cfg.schedule, cfg.warmup_steps, steps, cfg.decay_fraction)

@@ -18,13 +18,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from tunelab.modeling.packing import Packed, collate_packed
 from tunelab.modeling.render import Encoded, Rendered, collate, collate_causal
 
 LOSS_NORMALISATION = (
     "sum of losses (per example, or per target token for a causal LM) / the same count over "
-    "the whole accumulated global batch"
+    "the whole accumulated global batch; a mixture of experts adds its router's "
+    "load-balancing loss × its coefficient once per target token"
 )
-Example = Encoded | Rendered
+Example = Encoded | Rendered | Packed
 
 
 def autocast(device: torch.device, precision: str):
@@ -35,10 +37,12 @@ def autocast(device: torch.device, precision: str):
 
 def loss_weight(example: Example) -> int:
     """How many terms an example adds to the loss: 1, or its target tokens."""
-    return example.loss_tokens if isinstance(example, Rendered) else 1
+    return example.loss_tokens if isinstance(example, Rendered | Packed) else 1
 
 
 def make_batch(micro: Sequence[Example], pad_id: int, device: torch.device) -> dict:
+    if isinstance(micro[0], Packed):
+        return collate_packed(list(micro), device)
     if isinstance(micro[0], Rendered):
         return collate_causal(list(micro), pad_id, device)
     return collate(list(micro), pad_id, device)
@@ -51,19 +55,25 @@ def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
     next token is a target are projected onto the vocabulary, where the model can be told so
     (`logits_to_keep` as a boolean mask, transformers' `slice_logits_to_keep`): the same loss
     and gradients, without the logits of the prompt and the padding (for SmolLM2's 49,152-word
-    vocabulary, most of a step's activation memory; bench/README.md, "loss-only logits")."""
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    vocabulary, most of a step's activation memory; bench/README.md, "loss-only logits"). A
+    mixture of experts adds its load-balancing loss, weighted as transformers weights it."""
     labels = batch["labels"]
     if labels.dim() == 1:  # one class per example
-        return F.cross_entropy(model(**inputs).logits.float(), labels, reduction="sum")
+        return F.cross_entropy(forward(model, batch).logits.float(), labels, reduction="sum")
     targets = labels[:, 1:]
     if keeps_logits(model):
         keep = F.pad(targets != -100, (0, 1), value=False)  # (batch, positions)
-        logits = model(**inputs, logits_to_keep=keep).logits  # (kept positions, vocabulary)
-        return F.cross_entropy(logits.float(), targets[targets != -100], reduction="sum")
-    logits = model(**inputs).logits
-    shifted = logits[:, :-1].float().reshape(-1, logits.size(-1))
-    return F.cross_entropy(shifted, targets.reshape(-1), ignore_index=-100, reduction="sum")
+        out = forward(model, batch, logits_to_keep=keep)  # logits: (kept positions, vocabulary)
+        loss = F.cross_entropy(out.logits.float(), targets[targets != -100], reduction="sum")
+    else:
+        out = forward(model, batch)
+        shifted = out.logits[:, :-1].float().reshape(-1, out.logits.size(-1))
+        loss = F.cross_entropy(shifted, targets.reshape(-1), ignore_index=-100, reduction="sum")
+    aux = getattr(out, "aux_loss", None)  # a mixture of experts' load balancing
+    if aux is not None:
+        coef = getattr(_config(model), "router_aux_loss_coef", 0.0)
+        loss = loss + coef * aux.float() * (targets != -100).sum()
+    return loss
 
 
 def keeps_logits(model: torch.nn.Module) -> bool:
@@ -75,6 +85,28 @@ def keeps_logits(model: torch.nn.Module) -> bool:
         getattr(sys.modules.get(cls.__module__), "slice_logits_to_keep", None) is not None
         for cls in type(inner).__mro__
     )
+
+
+def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor], **extra):
+    """The model's outputs on a training batch. Packed sequences with restarting
+    `position_ids` (`modeling.packing`, boundaries `mask`) go in with neither an attention mask
+    nor a cache: only then does transformers build the block-diagonal causal mask from the
+    restarts (`masking_utils._preprocess_mask_arguments`). Anything else goes in with its
+    attention mask. `extra`: e.g. `logits_to_keep`."""
+    if "position_ids" in batch:
+        return model(
+            input_ids=batch["input_ids"],
+            position_ids=batch["position_ids"],
+            use_cache=False,
+            **extra,
+        )
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+
+
+def _config(model: torch.nn.Module):
+    """The transformers config inside a DDP, FSDP or PEFT wrapper."""
+    inner = getattr(model, "module", model)
+    return getattr(inner, "config", None)
 
 
 def backward(

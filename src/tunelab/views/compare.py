@@ -6,9 +6,21 @@ from rich.console import Console
 from rich.table import Table
 
 from tunelab.views.runs import changed_keys, metric_line
-from tunelab.views.style import GUARD_STYLE, pct, short_id, verdict_text
+from tunelab.views.style import (
+    GUARD_STYLE,
+    PLAIN,
+    delta_value,
+    metric_value,
+    pct,
+    short_id,
+    verdict_text,
+)
 
-GROUP_VIEW = {"per_class": ("per-class F1", "f1"), "per_field": ("per-field exact", "exact")}
+GROUP_VIEW = {
+    "per_class": ("per-class F1", "f1"),
+    "per_field": ("per-field exact", "exact"),
+    "per_source": ("per-source bits per byte", "bits_per_byte"),
+}
 
 
 def compare(result: dict, console: Console) -> None:
@@ -24,7 +36,7 @@ def compare(result: dict, console: Console) -> None:
         + (f", comparison {result['id']}" if result.get("id") else ""),
     )
     for r in result["runs"]:
-        values = [pct(r[m]) for m in metrics]
+        values = [metric_value(m, r[m]) for m in metrics]
         vs = r.get("vs_reference")
         if vs is None:
             role = "reference" if r["id"] == result["reference"] else r["kind"]
@@ -35,7 +47,7 @@ def compare(result: dict, console: Console) -> None:
         table.add_row(
             r["id"],
             *values,
-            f"{100 * b['delta']:+.1f} ({100 * b['low']:+.1f}, {100 * b['high']:+.1f})",
+            delta_value(primary, b),
             f"{mcnemar['p_value']:.3f}" if mcnemar else "-",
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
@@ -80,10 +92,13 @@ def guardrail_line(g: dict) -> str:
     -1.2 (-3.9, +1.4) points, limit -5.0`."""
     c = g["checks"][g["worst"]]
     where = "" if g["scope"] == "overall" else f" worst {short_id(g['worst'])}"
+    if g["metric"] in PLAIN:  # lower is better: the interval is of the reduction
+        interval = f"{delta_value(g['metric'], c)}, limit -{g['max_drop']:.4f}"
+    else:
+        interval = f"{delta_value(g['metric'], c)} points, limit -{100 * g['max_drop']:.1f}"
     text = (
         f"{g['metric']} {g['scope']} [{GUARD_STYLE[g['status']]}]{g['status']}[/]:{where} "
-        f"{100 * c['delta']:+.1f} ({100 * c['low']:+.1f}, {100 * c['high']:+.1f}) points, "
-        f"limit -{100 * g['max_drop']:.1f}"
+        + interval
     )
     if c.get("needed_n"):
         text += f"; ~{c['needed_n']} validation examples would resolve it"
@@ -116,8 +131,7 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
         else:
             b = vp["bootstrap"]
             console.print(
-                f"{head}: Δ {primary} {100 * b['delta']:+.1f} "
-                f"({100 * b['low']:+.1f}, {100 * b['high']:+.1f}), "
+                f"{head}: Δ {primary} {delta_value(primary, b)}, "
                 f"{verdict_text(vp['verdict'])}; {_flips_line(vp)}"
             )
             for w in vp.get("warnings", []):
@@ -156,5 +170,5 @@ def _per_group(result: dict, console: Console) -> None:
     title, metric = GROUP_VIEW[key]
     table = Table(title, *[r["id"] for r in result["runs"]], box=None, padding=(0, 2))
     for name in result["runs"][0][key]:
-        table.add_row(name, *[pct(r[key][name][metric]) for r in result["runs"]])
+        table.add_row(name, *[metric_value(metric, r[key][name][metric]) for r in result["runs"]])
     console.print(table)

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tunelab.views.style import pct
+from tunelab.views.style import metric_value
 
 
 def ablation(result: dict, console: Console) -> None:
@@ -22,7 +22,7 @@ def ablation(result: dict, console: Console) -> None:
             r["id"],
             *version,
             str(r["parent"]),
-            pct(r["score"]),
+            metric_value(r["metric"], r["score"]),
             f"{r['seconds']:.0f}",
         )
     console.print(table)
@@ -51,7 +51,7 @@ def runs(rows: list[dict], console: Console) -> None:
             r["kind"],
             r["status"],
             r["data_version"][:8],
-            f"{r['metric'].replace('_', ' ')} {pct(r['value'])}",
+            f"{r['metric'].replace('_', ' ')} {metric_value(r['metric'], r['value'])}",
             created,
         )
     console.print(table if rows else "no runs yet: start with `tunelab baseline`.")
@@ -60,7 +60,7 @@ def runs(rows: list[dict], console: Console) -> None:
 def metric_line(m: dict) -> str:
     """The overall metrics of a run, e.g. `accuracy 93.9%, macro f1 93.8%`."""
     shown = [k for k, v in m.items() if isinstance(v, float)]
-    return ", ".join(f"{k.replace('_', ' ')} {pct(m[k])}%" for k in shown)
+    return ", ".join(f"{k.replace('_', ' ')} {metric_value(k, m[k], '%')}" for k in shown)
 
 
 def baseline(result: dict, console: Console) -> None:

@@ -29,6 +29,26 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
+PLAIN = frozenset({"bits_per_byte", "loss", "perplexity"})
+"""Metrics that are not rates (task pretrain): shown as numbers, never as percentages."""
+
+
+def metric_value(metric: str, x: float | None, percent_sign: str = "") -> str:
+    """A metric's value: a plain number for `PLAIN` metrics, else a percentage (with
+    `percent_sign` after it where the caller shows one)."""
+    if metric in PLAIN and x is not None:
+        return f"{x:.4f}"
+    return pct(x) + (percent_sign if x is not None else "")
+
+
+def delta_value(metric: str, boot: dict) -> str:
+    """A paired difference with its interval: points for a rate, the reduction itself for a
+    `PLAIN` metric (lower is better: compare reports how much it went down)."""
+    if metric in PLAIN:
+        return f"{boot['delta']:+.4f} ({boot['low']:+.4f}, {boot['high']:+.4f}) reduction"
+    return f"{100 * boot['delta']:+.1f} ({100 * boot['low']:+.1f}, {100 * boot['high']:+.1f})"
+
+
 def short_id(row_id: str) -> str:
     """A row id that is a long path, shown by its last two parts (`business/214.txt`)."""
     parts = row_id.replace("\\", "/").split("/")

@@ -177,6 +177,11 @@ def _render(ctx: dict) -> dict:
     ctx["renderer"] = make_renderer(lab.spec, tokenizer, ctx["labels"], lab.path)
     ctx["examples"], rejected = ctx["renderer"].training(ctx["train_rows"])
     detail = f"{len(ctx['examples'])} of {len(ctx['train_rows'])} train rows render for training"
+    if ctx["renderer"].pack_length is not None:  # task pretrain: documents packed
+        detail = (
+            f"{len(ctx['train_rows'])} train rows pack into {len(ctx['examples'])} sequences "
+            f"of {ctx['renderer'].pack_length} tokens"
+        )
     if rejected:
         detail += f"; {len(rejected)} cannot ({rejected[0]['reason']})"
     return item("render", len(ctx["examples"]) > 0, detail, rejected=len(rejected))

@@ -45,7 +45,12 @@ def needed_n(boot: dict, max_drop: float, n: int) -> int | None:
 
 def judge(g: Guardrail, pair: Pair, groups: list[str] | None) -> dict:
     """One guardrail on one pair of runs: each scope's interval, status and margin."""
-    names = [None] if g.scope == "overall" else list(groups or [])
+    if g.scope == "overall":
+        names = [None]
+    elif g.source is not None:  # one named source (task pretrain)
+        names = [g.source]
+    else:
+        names = list(groups or [])
     checks = {}
     for name in names:
         boot = pair.interval(g.metric, name)

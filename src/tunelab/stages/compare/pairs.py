@@ -2,7 +2,9 @@
 
 Per-example values: classification resamples (gold, predicted) label indices and recomputes
 the metric (macro-F1 is not a sum over examples); generative tasks use each example's value
-of the metric (`per_example`), whose mean is the metric.
+of the metric (`per_example`), whose mean is the metric; pretrain resamples documents and
+recomputes each ratio (summed NLL over summed bytes or tokens, `tasks.pretrain.ratio_rows`),
+negated because less is better, so that for every task a positive difference is a gain.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tunelab.stages.compare.stats import (
     macro_f1_rows,
     paired_bootstrap,
 )
+from tunelab.tasks import pretrain
 
 
 @dataclass(frozen=True)
@@ -35,14 +38,29 @@ class Pair:
     gold: np.ndarray | None
     a: np.ndarray | list[dict]
     b: np.ndarray | list[dict]
+    documents: bool = False
+    """Pretrain: `a` and `b` are scored documents (`nll`, `bytes`, `tokens`, `source`)."""
 
     def interval(self, metric: str, group: str | None = None) -> dict:
         """Paired bootstrap of metric(run) - metric(reference), overall or for one group."""
         if self.classification:
             return paired_bootstrap(self._class_metric(metric, group), self.gold, self.a, self.b)
+        if self.documents:
+            return self._document_interval(metric, group)
         a = np.array([per_example(p, metric, group) for p in self.a])
         b = np.array([per_example(p, metric, group) for p in self.b])
         return paired_bootstrap(mean_rows, np.zeros(len(a)), a, b)
+
+    def _document_interval(self, metric: str, source: str | None) -> dict:
+        """The ratio metric's paired bootstrap over documents (of one source when given)."""
+        keep = [i for i, p in enumerate(self.a) if source is None or p["source"] == source]
+        if not keep:
+            raise TunelabError(f"no validation document of source {source!r} to compare on")
+        key = pretrain.weight_key(metric)
+        weights = np.array([self.a[i][key] for i in keep], dtype=float)
+        nll_a = np.array([self.a[i]["nll"] for i in keep])
+        nll_b = np.array([self.b[i]["nll"] for i in keep])
+        return paired_bootstrap(partial(pretrain.ratio_rows, metric), weights, nll_a, nll_b)
 
     def _class_metric(self, metric: str, group: str | None) -> MetricFn:
         if group is not None:
@@ -78,6 +96,9 @@ def make_pair(ref_preds: dict, preds: dict, labels: list[str], names: tuple[str,
             "they cannot be compared pairwise."
         )
     ids = sorted(ref_preds)
+    if "nll" in ref_preds[ids[0]]:  # scored documents (task pretrain)
+        a, b = [ref_preds[i] for i in ids], [preds[i] for i in ids]
+        return Pair(ids, labels, False, None, a, b, documents=True)
     if "gold" in ref_preds[ids[0]]:
         index = {label: i for i, label in enumerate(labels)}
         gold = np.array([index[ref_preds[i]["gold"]] for i in ids])
@@ -92,6 +113,10 @@ def right(pair: Pair, metric: str) -> tuple[np.ndarray, np.ndarray]:
     classifier, the metric's per-example value otherwise."""
     if pair.classification:
         return (pair.a == pair.gold).astype(float), (pair.b == pair.gold).astype(float)
+    if pair.documents:  # each document's own metric, negated: larger is better
+        a = np.array([pretrain.document_value(p, metric) for p in pair.a])
+        b = np.array([pretrain.document_value(p, metric) for p in pair.b])
+        return a, b
     a = np.array([per_example(p, metric) for p in pair.a])
     b = np.array([per_example(p, metric) for p in pair.b])
     return a, b

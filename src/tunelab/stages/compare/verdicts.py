@@ -34,6 +34,7 @@ from tunelab.core.lab import Lab
 from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, atomic_write_json, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
+from tunelab.stages.compare.compute import compute_differences
 from tunelab.stages.compare.guardrails import BROKEN, GUARDRAIL_RULE, UNRESOLVED, describe, judge
 from tunelab.stages.compare.pairs import Pair, make_pair, right
 from tunelab.stages.compare.platform import env_differences, process_differences
@@ -129,7 +130,7 @@ def compare(
     rules = {
         "from": reference["id"],
         "hypothesis": hypothesis.model_dump(mode="json") if hypothesis else None,
-        "guardrails": [g.model_dump(mode="json") for g in guardrails],
+        "guardrails": [g.model_dump(mode="json", exclude_none=True) for g in guardrails],
         "verdict_rule": VERDICT_RULE,
         "guardrail_rule": GUARDRAIL_RULE,
         "bootstrap": {"resamples": RESAMPLES, "seed": 0, "level": 0.95},
@@ -190,7 +191,8 @@ def _reference(runs: list[dict], baselines: list[dict], against, version: str, t
     # the strongest baseline on the primary metric its own record states
     hypothesis, _ = frozen_rules(baselines[-1])
     metric = hypothesis.metric if hypothesis else task.default_metric
-    return max(baselines, key=lambda r: r["metrics"][metric])
+    sign = -1 if metric in task.lower_is_better else 1
+    return max(baselines, key=lambda r: sign * r["metrics"][metric])
 
 
 def groups_of(record: dict, task) -> list[str]:
@@ -222,7 +224,10 @@ def _versus(pair: Pair, primary: str) -> dict:
     result = {"metric": primary, "bootstrap": pair.interval(primary)}
     if set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
         result["mcnemar"] = mcnemar_exact(a == 1, b == 1)
-    result["flips"] = flips(pair.ids, a >= 1, b >= 1)
+    if pair.documents:  # a flip: a document the run scores better (fixed) or worse (broken)
+        result["flips"] = flips(pair.ids, a > b, b > a)
+    else:
+        result["flips"] = flips(pair.ids, a >= 1, b >= 1)
     result["concentration"] = concentration(a, b)
     return result
 
@@ -276,6 +281,7 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + ", ".join(env)
             + "; a new platform means the checks are redone (`tunelab check`)"
         )
+    out.extend(compute_differences(before, run))
     pa, pb = before.get("protocol"), run.get("protocol")
     if pa and pb and pa != pb:
         keys = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.sections import TrainingSpec
 from tunelab.stages.plan.records import timed_item, wall_seconds
 
@@ -43,7 +44,8 @@ def figures(
     tps = tokens_per_second or measured_tps
     scale = max(1.0, measured_tps / tps)
     scaled = f" × {scale:.4g} (measured / given throughput)" if scale != 1 else ""
-    steps, steps_source = budget_steps(training, counts["train"])
+    packed = (run.get("packing") or {}).get("sequence_length")  # task pretrain
+    steps, steps_source = budget_steps(training, counts["train"], packed)
     per_step = t["tokens"] / t["steps"] * training.global_batch / t["global_batch"]
     fig: dict[str, tuple[float, str]] = {}
     warnings: list[str] = []
@@ -97,11 +99,25 @@ def figures(
     }
 
 
-def budget_steps(training: TrainingSpec, n_train: int) -> tuple[int, str]:
-    """The current budget in optimizer steps, counted as `training.loop.total_steps` does."""
+def budget_steps(
+    training: TrainingSpec, n_train: int, sequence_length: int | None = None
+) -> tuple[int, str]:
+    """The current budget in optimizer steps, counted as `training.loop.total_steps` does
+    (a token budget over packed sequences of `sequence_length`)."""
     budget = training.budget
     if budget.steps is not None:
         return budget.steps, "training.budget.steps"
+    if budget.tokens is not None and sequence_length:
+        per_step = training.global_batch * sequence_length
+        return max(1, math.ceil(budget.tokens / per_step)), (
+            f"training.budget.tokens {budget.tokens} / (global batch {training.global_batch} "
+            f"× sequence length {sequence_length})"
+        )
+    if budget.tokens is not None:
+        raise TunelabError(
+            "training.budget.tokens: the plan needs a run of task pretrain (its packed "
+            "sequence length) to count steps; run one first, or give steps or epochs"
+        )
     steps = max(1, math.ceil(budget.epochs * n_train / training.global_batch))
     return steps, (
         f"training.budget.epochs {budget.epochs} × {n_train} train rows / global batch "

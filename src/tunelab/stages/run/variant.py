@@ -32,6 +32,7 @@ from tunelab.modeling.model import (
     save_trained,
     trainable_model,
 )
+from tunelab.modeling.packing import packing_record
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
@@ -45,7 +46,7 @@ from tunelab.training.distributed import (
     world_from_env,
 )
 from tunelab.training.evaluate import evaluate_rows, protocol
-from tunelab.training.loop import total_steps, train
+from tunelab.training.loop import sequence_length_of, total_steps, train
 from tunelab.training.sharding import full_trainable, load_trainable
 
 
@@ -56,7 +57,8 @@ class BlockedError(TunelabError):
 def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
     """Renderer, training examples (with the rows that cannot be rendered) and findings."""
     labels = lab.store.data_manifest(version)["labels"]
-    renderer = make_renderer(lab.spec, load_tokenizer(lab.spec.model, lab.path), labels, lab.path)
+    tokenizer = load_tokenizer(lab.spec.model, lab.path, version)  # a scratch BPE: version's
+    renderer = make_renderer(lab.spec, tokenizer, labels, lab.path)
     train_rows = lab.store.read_split(version, "train")
     train_set, rejected = renderer.training(train_rows)
     findings = training_findings(renderer, train_rows, rejected)
@@ -76,11 +78,14 @@ def mixture_sampler(lab: Lab, version: str, train_set: list) -> MixtureSampler |
     rows = lab.store.read_split(version, "train")
     sampler = sampler_for(lab.spec.data.mixture, train_set, rows)
     if sampler is not None:
-        sampler.check(total_steps(lab.spec.training, len(train_set)))
+        sampler.check(total_steps(lab.spec.training, len(train_set), sequence_length_of(train_set)))
     return sampler
 
 
-def build_model(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, dict]:
+def build_model(
+    lab: Lab, labels: list[str], version: str | None = None
+) -> tuple[torch.nn.Module, dict]:
+    """The model the run trains (a scratch one sized for `version`'s tokenizer)."""
     spec = lab.spec
     return trainable_model(
         spec.model,
@@ -91,6 +96,7 @@ def build_model(lab: Lab, labels: list[str]) -> tuple[torch.nn.Module, dict]:
         lab.device,
         spec.training.seed,
         spec.training.activation_checkpointing,
+        version,
     )
 
 
@@ -116,7 +122,7 @@ def run_variant(
     preflight = check_status(lab, version)
     if console and preflight["warning"]:
         console.print(f"[yellow]warning[/] {preflight['warning']}")
-    model, trainable = build_model(lab, renderer.labels)
+    model, trainable = build_model(lab, renderer.labels, version)
     if spec.method.head_init == "probe":  # LP-FT: every rank fits the same probe
         trainable["head_init"] = init_from_probe(
             model,
@@ -136,7 +142,7 @@ def run_variant(
         "variant",
         version,
         method=spec.method.type,
-        base_model=identity(spec.model, lab.path),
+        base_model=identity(spec.model, lab.path, renderer.pack_length, version),
         trainable=trainable,
         protocol=protocol(lab.spec),
         rejected_train=rejected,
@@ -151,8 +157,10 @@ def run_variant(
         reason=reason.strip() if reason and reason.strip() else None,
         preflight=preflight,
     )
+    if renderer.pack_length is not None:
+        record["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)
     if console:
-        console.print(_start_line(record, spec, len(train_set), world))
+        console.print(_start_line(record, spec, train_set, world))
     return _train_and_finish(
         lab, record, run_dir, model, renderer, train_set, sampler, console, world=world
     )
@@ -172,7 +180,7 @@ def resume_run(
     try:
         renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
         sampler = mixture_sampler(lab, record["data_version"], train_set)
-        model, _ = build_model(lab, renderer.labels)
+        model, _ = build_model(lab, renderer.labels, record["data_version"])
     except KeyboardInterrupt as err:  # before it runs again: the record is as it was
         raise Interrupted(
             stop_cause(err),
@@ -235,7 +243,16 @@ def _train_and_finish(
     rank 0: it trains its share with the others, then evaluates alone."""
     with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
         record["training"], model = _train(
-            lab, world or World(), model, renderer, train_set, sampler, console, run_dir, resume
+            lab,
+            world or World(),
+            model,
+            renderer,
+            train_set,
+            sampler,
+            console,
+            run_dir,
+            resume,
+            record["data_version"],
         )
         e = lab.spec.evaluation
         val_rows = lab.store.read_split(record["data_version"], "validation")
@@ -265,7 +282,7 @@ def _on_world(lab: Lab) -> tuple[Lab, World]:
     return dataclasses.replace(lab, device=device_for(world, lab.device)), world
 
 
-def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume):
+def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume, version=None):
     """The training of the run on every rank (graceful on Ctrl-C and SIGTERM), with what the
     record keeps of the processes; returns it and the trained model as one unsharded module
     (under FSDP, rank 0 gathers the trained tensors into a fresh copy of the model)."""
@@ -292,7 +309,7 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
     if gathered is not None:
         model = None  # the shards go before the whole copy comes
         if world.main:
-            model, _ = build_model(lab, renderer.labels)
+            model, _ = build_model(lab, renderer.labels, version)
             load_trainable(model, gathered)
     return training, model
 
@@ -319,9 +336,9 @@ def _checkpoint(run_dir: Path) -> str | None:
     return CHECKPOINT_DIR if find_checkpoint(run_dir / CHECKPOINT_DIR) else None
 
 
-def _start_line(record: dict, spec, n_train: int, world: World) -> str:
-    t, cfg = record["trainable"], spec.training
-    steps = total_steps(cfg, n_train)
+def _start_line(record: dict, spec, train_set: list, world: World) -> str:
+    t, cfg, n_train = record["trainable"], spec.training, len(train_set)
+    steps = total_steps(cfg, n_train, sequence_length_of(train_set))
     accumulation = cfg.global_batch // (cfg.microbatch * world.size)
     processes = "1 process" if world.size == 1 else f"{world.size} processes ({cfg.strategy})"
     return (
@@ -330,6 +347,15 @@ def _start_line(record: dict, spec, n_train: int, world: World) -> str:
         f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {accumulation} "
         f"accumulation × {processes} · {steps} steps on {n_train} examples"
         + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
+        + (_scratch_text(record["base_model"]) if record["base_model"].get("init") else "")
+    )
+
+
+def _scratch_text(base: dict) -> str:
+    p = base["params"]
+    return (
+        f" · from scratch ({base['config_class']}): {p['total']:,} parameters, "
+        f"{p['active']:,} active per token, {base['flops_per_token']:,} FLOPs per token"
     )
 
 

@@ -1,0 +1,95 @@
+"""Scoring documents for `task: pretrain`: summed NLL per document, then bits per byte.
+
+Every validation document is scored alone, laid out as in training (`[EOS] + its tokens`,
+`modeling.packing`): each of its text tokens is predicted from the tokens before it, in
+windows of `sequence_length` tokens (a longer document is cut into consecutive windows, each
+starting without the context of the one before). Windows are batched longest first, padded on
+the right with a causal mask, so padding never reaches a real position. The UTF-8 bytes are
+those of the row's text as stored in the data version.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from tunelab.modeling.packing import segments
+from tunelab.tasks import pretrain
+
+
+def windows(segment: list[int], length: int) -> list[tuple[list[int], list[int]]]:
+    """(inputs, targets) pairs covering every token after the first, `length` at a time."""
+    out = []
+    for start in range(0, len(segment) - 1, length):
+        targets = segment[start + 1 : start + 1 + length]
+        out.append((segment[start : start + len(targets)], targets))
+    return out
+
+
+@torch.no_grad()
+def document_nll(
+    model: torch.nn.Module,
+    tokenizer,
+    rows: list[dict],
+    sequence_length: int,
+    batch_size: int,
+    device: torch.device,
+    pad_id: int,
+) -> list[float]:
+    """The summed NLL (nats) of each row's text tokens, in row order."""
+    jobs = [
+        (i, inputs, targets)
+        for i, (_, seg) in enumerate(segments(tokenizer, rows))
+        for inputs, targets in windows(seg, sequence_length)
+    ]
+    jobs.sort(key=lambda job: -len(job[1]))
+    nll = [0.0] * len(rows)
+    for start in range(0, len(jobs), batch_size):
+        chunk = jobs[start : start + batch_size]
+        width = len(chunk[0][1])
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        targets = torch.full_like(ids, -100)
+        for row, (_, inputs, tgt) in enumerate(chunk):
+            ids[row, : len(inputs)] = torch.tensor(inputs)
+            mask[row, : len(inputs)] = 1
+            targets[row, : len(tgt)] = torch.tensor(tgt)
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        losses = F.cross_entropy(
+            logits.transpose(1, 2), targets.to(device), ignore_index=-100, reduction="none"
+        ).sum(-1)
+        for row, (i, _, _) in enumerate(chunk):
+            nll[i] += float(losses[row])
+    return nll
+
+
+def score_documents(
+    model: torch.nn.Module,
+    tokenizer,
+    rows: list[dict],
+    sequence_length: int,
+    batch_size: int,
+    device: torch.device,
+    pad_id: int,
+) -> tuple[list[dict], dict]:
+    """Per-document predictions (`nll`, `bytes`, `tokens`, `source`, and the document's own
+    `bits_per_byte`) and the task's metrics."""
+    model.eval()
+    nll = document_nll(model, tokenizer, rows, sequence_length, batch_size, device, pad_id)
+    tokens = [len(seg) - 1 for _, seg in segments(tokenizer, rows)]
+    predictions = []
+    for row, n, t in zip(rows, nll, tokens, strict=True):
+        n_bytes = len(row["text"].encode("utf-8"))
+        predictions.append(
+            {
+                "id": row["id"],
+                "source": row.get("source") or "data",
+                "nll": n,
+                "bytes": n_bytes,
+                "tokens": t,
+                "bits_per_byte": n / (math.log(2) * n_bytes),
+            }
+        )
+    return predictions, pretrain.metrics(predictions)

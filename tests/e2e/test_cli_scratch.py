@@ -1,0 +1,146 @@
+"""A scratch ablation through the CLI: init a pretrain spec, data, inspect, baseline, a run, an
+ablation of one architecture key against that run, and the comparison with its compute
+warning."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import yaml
+
+from tunelab.cli import main
+from tunelab.core.store import Store
+
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "and",
+    "the",
+    "dog",
+    "ran",
+    "in",
+    "the",
+    "park",
+    "while",
+    "birds",
+    "sang",
+]
+CODE = [
+    "def",
+    "f",
+    "(",
+    "x",
+    ")",
+    ":",
+    "return",
+    "x",
+    "+",
+    "1",
+    "for",
+    "i",
+    "in",
+    "range",
+    "(",
+    "10",
+    ")",
+    "print",
+    "(",
+    "i",
+    ")",
+    "import",
+    "os",
+]
+
+
+def tl(capsys, *args: str):
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def write_sources(lab: Path) -> None:
+    rng = random.Random(0)
+    for name, vocab in (("prose", WORDS), ("code", CODE)):
+        rows = [
+            {"text": " ".join(rng.choice(vocab) for _ in range(rng.randint(8, 30))) + f" {i}"}
+            for i in range(40)
+        ]
+        (lab / "data").mkdir(exist_ok=True)
+        (lab / "data" / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def shrink(lab: Path) -> None:
+    """The template's model and budget, cut to a few seconds on a CPU."""
+    path = lab / "tunelab.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["task"]["sequence_length"] = 48
+    spec["data"]["split"] = {"train": 0.7, "validation": 0.2, "test": 0.1, "seed": 0}
+    spec["data"]["dedup"] = {"near": False}
+    spec["model"]["max_length"] = 64
+    spec["model"]["arch"] |= {
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "intermediate_size": 64,
+    }
+    spec["model"]["bpe"] = {"vocab_size": 300}
+    spec["training"] |= {"warmup_steps": 0, "global_batch": 8, "microbatch": 4, "lr": 3e-3}
+    spec["training"]["budget"] = {"tokens": 8 * 48 * 4}
+    spec["evaluation"]["batch_size"] = 16
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
+def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
+    lab = tmp_path / "lab"
+    assert tl(capsys, "init", "--lab", str(lab), "--task", "pretrain")[0] == 0
+    write_sources(lab)
+    shrink(lab)
+    where = ["--lab", str(lab)]
+    code, data = tl(capsys, "data", *where)
+    assert code == 0, data
+    code, seen = tl(capsys, "inspect", *where)
+    assert code == 0, seen
+    assert seen["summary"]["packing"]["sequence_length"] == 48 and seen["findings"] == []
+    assert {e["category"] for e in seen["examples"]} == {"prose", "code"}
+    code, baseline = tl(capsys, "baseline", *where)
+    assert code == 0, baseline
+    (zero,) = baseline["runs"]
+    assert zero["base_model"]["init"] == "scratch" and zero["metrics"]["bits_per_byte"] > 1
+
+    code, mha = tl(capsys, "run", *where, "--name", "mha")
+    assert code == 0, mha
+    assert mha["training"]["steps"] == 4  # tokens / (global batch × sequence length)
+    assert mha["packing"]["boundaries"] == "mask" and mha["packing"]["sequence_length"] == 48
+    assert mha["metrics"]["bits_per_byte"] < zero["metrics"]["bits_per_byte"]
+    assert set(mha["metrics"]["per_source"]) == {"prose", "code"}
+    base = mha["base_model"]
+    assert base["config_class"] == "LlamaConfig" and base["tokenizer"]["source"] == "bpe"
+    assert base["params"]["total"] == base["params"]["active"] > 0 and base["flops_per_token"] > 0
+
+    key = "model.arch.num_key_value_heads"
+    code, ablation = tl(capsys, "ablate", *where, f"{key}=2,1", "--parent", mha["id"])
+    assert code == 0, ablation
+    assert [r["parent"] for r in ablation["runs"]] == [mha["id"]] * 2
+    runs = [Store(lab).read_record(r["id"]) for r in ablation["runs"]]
+    assert [list(r["diff"]) for r in runs] == [["model"], ["model"]]  # one group, one change
+    assert [r["base_model"]["config"]["num_key_value_heads"] for r in runs] == [2, 1]
+    assert runs[1]["base_model"]["params"]["total"] < runs[0]["base_model"]["params"]["total"]
+
+    code, comparison = tl(capsys, "compare", *where, "--against", mha["id"])
+    assert code == 0, comparison
+    assert comparison["primary_metric"] == "bits_per_byte" and comparison["groups"] == "per_source"
+    rows = {r["id"]: r for r in comparison["runs"]}
+    mqa = rows[ablation["runs"][1]["id"]]
+    assert mqa["verdict"] in {"improved", "worse", "no evidence", "guardrail broken"}
+    boot = mqa["vs_reference"]["bootstrap"]
+    assert boot["low"] <= boot["delta"] <= boot["high"]
+    assert any("more than 5% apart" in w for w in mqa["warnings"])  # MQA: fewer parameters
+    assert mqa["guardrails"][0]["scope"] == "every_source"
+    assert set(mqa["guardrails"][0]["checks"]) == {"prose", "code"}
+    assert tl(capsys, "report", *where)[0] == 0  # the page names no base model path
