@@ -355,9 +355,10 @@ KNOWN = {
     "training": {*EQUAL["training"], "decay_fraction", "checkpoint_every", "strategy"},
     "model": {"path", "revision", "dtype", "max_length", "trust_remote_code", "kind", "template"},
 }
-KNOWN["model"] |= {"truncation", "loss_on_prompt"}
+KNOWN["model"] |= {"truncation", "loss_on_prompt", "init", "arch", "tokenizer", "bpe"}
 """Spec fields the settings table has a column for, or that cannot change a CPU run of one
-process; any other (a speed lever added later) is listed under `other`, with its value."""
+process on a pretrained base (the scratch model's fields); any other (a speed lever added
+later) is listed under `other`, with its value."""
 
 
 def trainer_run(job: dict) -> dict:

@@ -63,8 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
     cmd = COMMANDS[args.command]
+    if extra and cmd.overrides and all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides = [*(args.overrides or []), *extra]  # key=value after an option
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_libraries()
     try:
         with interrupt_on_signals():  # Ctrl-C and SIGTERM stop any command, the same way

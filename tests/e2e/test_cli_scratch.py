@@ -104,6 +104,9 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     where = ["--lab", str(lab)]
     code, data = tl(capsys, "data", *where)
     assert code == 0, data
+    by_source = data["by_source"]  # pretrain counts documents per source, not per label
+    assert sum(by_source["train"].values()) == data["splits"]["train"]["n"]
+    assert set(by_source["validation"]) == {"prose", "code"}
     code, seen = tl(capsys, "inspect", *where)
     assert code == 0, seen
     assert seen["summary"]["packing"]["sequence_length"] == 48 and seen["findings"] == []

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tunelab.cli import main
+from tunelab.core.store import Store
 
 
 @pytest.mark.slow
@@ -85,3 +86,51 @@ def assert_handed_over(result: dict, run_id: str, lab) -> None:
         else None
     )
     assert (page or Path(result["report"]["file"])).read_text().count("<section") >= 10
+
+
+# The ablation demo's chain at a toy size (its own spec takes ~10 minutes; the closing numbers
+# of that run are in README and EXPERIMENTS): the same questions, runs and sentences.
+TOY = [
+    "model.arch.hidden_size=64",
+    "model.arch.intermediate_size=128",
+    "model.arch.num_attention_heads=4",
+    "model.arch.num_key_value_heads=4",
+    "model.bpe.vocab_size=512",
+    "task.sequence_length=64",
+    "model.max_length=64",
+    "training.budget.tokens=8192",
+]
+
+
+@pytest.mark.slow
+def test_ablation_demo_settles_one_change_per_question(tmp_path, capsys):
+    lab = tmp_path / "ablation"
+    assert main(["demo", "ablation", "--dir", str(lab), *TOY, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["data"]["rows_read"] == 2225 + 600 and result["check"]["passed"]
+    store = Store(lab)
+    reference = store.read_record(result["reference"])
+    assert reference["base_model"]["config"]["hidden_size"] == 64  # the overrides took
+    answers = {a["change"].split("=")[0]: a for a in result["answers"]}
+    assert list(answers) == [
+        "training.seed",
+        "model.arch.num_key_value_heads",
+        "model.arch.rope.nope_layers",
+        "model.arch.moe.num_experts",
+        "data.mixture.weights.manuals",
+    ]
+    for key, a in answers.items():
+        record = store.read_record(a["run"])
+        assert record["parent"] == reference["id"]
+        assert list(record["diff"]) == [key.split(".")[0].replace("training", "seed")]
+        assert a["low"] <= a["reduction"] <= a["high"]
+        assert a["verdict"] in {"improved", "worse", "no evidence", "guardrail broken"}
+    # GQA saves key/value weights (compute not matched, said); the MoE matches active compute
+    assert set(answers["model.arch.num_key_value_heads"]["compute"]) >= {"total parameters"}
+    assert set(answers["model.arch.moe.num_experts"]["compute"]) == {"total parameters"}
+    assert answers["model.arch.rope.nope_layers"]["compute"] == {}
+    # the mixture variant trained on its own data version, evaluated on the same documents
+    mixed = store.read_record(answers["data.mixture.weights.manuals"]["run"])
+    assert mixed["data_version"] != reference["data_version"]
+    page = Path(result["report"]["file"])
+    assert 'id="curves"' in (page if page.is_absolute() else lab / page).read_text()

@@ -145,3 +145,26 @@ def test_a_bad_device_on_the_command_line_exits_2(make_lab, capsys):
     capsys.readouterr()
     assert main(["check", "--lab", str(lab), "--device", "potato", "--json"]) == 2
     assert "--device 'potato'" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_overrides_may_follow_an_option_after_a_positional(monkeypatch, tmp_path):
+    """`tunelab demo ablation --dir X key=value`: argparse alone would refuse the override."""
+    import tunelab.demo as demo
+
+    seen = {}
+
+    def fake(task, lab, console, quiet=False, overrides=None):
+        seen.update(task=task, lab=lab, overrides=overrides)
+        return {}
+
+    monkeypatch.setattr(demo, "run_demo", fake)
+    args = ["demo", "ablation", "--dir", str(tmp_path), "training.budget.tokens=4096", "--json"]
+    assert main(args) == 0
+    assert seen == {
+        "task": "ablation",
+        "lab": tmp_path,
+        "overrides": {"training.budget.tokens": 4096},
+    }
+    with pytest.raises(SystemExit) as stopped:
+        main(["demo", "ablation", "--dir", str(tmp_path), "--nope"])
+    assert stopped.value.code == 2

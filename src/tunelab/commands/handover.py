@@ -100,12 +100,20 @@ def cmd_runs(args):
     "demo",
     "run the embedded default lab end to end",
     None,
-    arg("task", nargs="?", default="classification"),
+    arg(
+        "task",
+        nargs="?",
+        default="classification",
+        help="classification (default), extraction or ablation",
+    ),
     arg("--dir", type=Path, default=None, help="lab folder (default demo-lab/TASK)"),
     lab=False,
+    overrides=True,
 )
 def cmd_demo(args):
+    from tunelab.core.spec import parse_overrides
     from tunelab.demo import run_demo
     from tunelab.views.style import console
 
-    return run_demo(args.task, args.dir, console(), quiet=args.json)
+    overrides = parse_overrides(args.overrides or [])  # applied to the demo's spec
+    return run_demo(args.task, args.dir, console(), quiet=args.json, overrides=overrides)

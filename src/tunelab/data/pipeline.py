@@ -91,6 +91,8 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         **counts,
         "splits": manifest["counts"],
         "labels": labels,
+        # pretrain reads no labels: its split table counts documents by source instead
+        "by_source": _source_counts(dedup.splits) if text_only else None,
         "cleaning": cleaned.changed,
         "quarantine": {
             "file": _shown(store.data_dir(version) / "quarantine.jsonl", store.lab),
@@ -213,6 +215,14 @@ def _split_counts(splits: Splits, labels: list[str]) -> dict[str, dict[str, Any]
             "labels": {label: per_label.get(label, 0) for label in labels},
         }
     return out
+
+
+def _source_counts(splits: Splits) -> dict[str, dict[str, int]]:
+    """Documents per source name in each split."""
+    return {
+        split: dict(sorted(Counter(ex.source or "" for ex in splits.get(split, [])).items()))
+        for split in SPLITS
+    }
 
 
 def _shown(path: Path, lab: Path) -> str:

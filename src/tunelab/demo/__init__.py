@@ -8,13 +8,21 @@ from rich.console import Console
 
 from tunelab.core.errors import TunelabError
 
-DEMOS = ("classification", "extraction")
+DEMOS = ("classification", "extraction", "ablation")
 
 
-def run_demo(task: str, lab: Path | None, console: Console, quiet: bool = False) -> dict:
+def run_demo(
+    task: str,
+    lab: Path | None,
+    console: Console,
+    quiet: bool = False,
+    overrides: dict | None = None,
+) -> dict:
+    """Build and tell one demo; `overrides` (`key=value`) change its spec before it is written,
+    so the lab's own spec says what ran (e.g. a smaller budget)."""
     if task not in DEMOS:
         raise TunelabError(f"no demo for task {task!r}; known: {list(DEMOS)}")
-    from tunelab.demo import classification, extraction
+    from tunelab.demo import ablation, classification, extraction
 
-    module = {"classification": classification, "extraction": extraction}[task]
-    return module.run(lab or Path("demo-lab") / task, console, quiet)
+    module = {"classification": classification, "extraction": extraction, "ablation": ablation}
+    return module[task].run(lab or Path("demo-lab") / task, console, quiet, overrides or {})

@@ -78,9 +78,11 @@ SPEC = {
 ABLATION = "method.head_init=new"
 
 
-def run(lab: Path, console: Console, quiet: bool = False) -> dict:
+def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None = None) -> dict:
     paths = {"corpus": bbc_news(), "model": minilm()}
-    report = open_demo(lab, "BBC News topics on all-MiniLM-L6-v2", SPEC, paths, console, quiet)
+    report = open_demo(
+        lab, "BBC News topics on all-MiniLM-L6-v2", SPEC, paths, console, quiet, overrides
+    )
     out, handle, progress = report.out, report.lab, report.progress
 
     report.section("The data")

@@ -91,10 +91,10 @@ SPEC = {
 }
 
 
-def run(lab: Path, console: Console, quiet: bool = False) -> dict:
+def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None = None) -> dict:
     paths = {"data": manpages(), "model": smollm2_gguf()}
     title = "manual pages to JSON on SmolLM2-135M-Instruct"
-    report = open_demo(lab, title, SPEC, paths, console, quiet)
+    report = open_demo(lab, title, SPEC, paths, console, quiet, overrides)
     out, handle, progress = report.out, report.lab, report.progress
 
     report.section("The data")

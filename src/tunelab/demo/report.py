@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.rule import Rule
 
 from tunelab.core.lab import Lab, open_lab
-from tunelab.core.spec import SPEC_FILE
+from tunelab.core.spec import SPEC_FILE, apply_overrides
 from tunelab.demo.assets import set_aside
 from tunelab.views import style
 
@@ -64,14 +64,15 @@ def open_demo(
     paths: dict[str, Path],
     console: Console,
     quiet: bool = False,
+    overrides: dict | None = None,
 ) -> DemoReport:
-    """Set an earlier demo lab aside (never delete it), write the spec, open the lab and print
-    the question with its guardrails."""
+    """Set an earlier demo lab aside (never delete it), write the spec with the user's
+    `key=value` overrides applied, open the lab and print the question with its guardrails."""
     out = Console(quiet=True) if quiet else console
     progress = None if quiet else style.console(stderr=True)
     started = time.perf_counter()
     moved = set_aside(lab)
-    write_spec(lab, spec, title, paths)
+    write_spec(lab, apply_overrides(spec, overrides or {}), title, paths)
     handle = open_lab(lab)
     s = handle.spec
     out.print(Rule(f"[bold]tunelab demo: {title}"))

@@ -46,12 +46,14 @@ def data(report: dict, console: Console) -> None:
             f"{conflicts['rows']} rows ({conflicts['policy']}); e.g. "
             f"{', '.join(short_id(i) for i in first['ids'][:3])}: {first['answers']}"
         )
-    table = Table("split", "rows", *report["labels"], title=None, box=None, padding=(0, 2))
+    by_source = report.get("by_source")  # pretrain: documents per source, no labels
+    columns = sorted({s for c in by_source.values() for s in c}) if by_source else report["labels"]
+    table = Table("split", "rows", *columns, title=None, box=None, padding=(0, 2))
     for split, info in report["splits"].items():
         n = info["n"]
+        per = by_source[split] if by_source else info["labels"]
         counts = [
-            f"{c} ({100 * c / n:.0f}%)" if n else "0"
-            for c in (info["labels"].get(label, 0) for label in report["labels"])
+            f"{c} ({100 * c / n:.0f}%)" if n else "0" for c in (per.get(k, 0) for k in columns)
         ]
         table.add_row(split, str(n), *counts)
     console.print(table)

@@ -23,16 +23,26 @@ def _figures(record: dict) -> dict[str, int] | None:
     }
 
 
+def mismatched(before: dict, run: dict, tolerance: float = TOLERANCE) -> dict[str, tuple]:
+    """The figures (`total parameters`, `active parameters`, `FLOPs per token`) in which `run`
+    and `before` differ by more than `tolerance`, each with its two values; empty when they
+    match or either is not a scratch model."""
+    a, b = _figures(before), _figures(run)
+    if a is None or b is None:
+        return {}
+    return {
+        name: (a[name], b[name])
+        for name in a
+        if abs(b[name] - a[name]) > tolerance * max(a[name], b[name])
+    }
+
+
 def compute_differences(before: dict, run: dict, tolerance: float = TOLERANCE) -> list[str]:
     """One warning when `run` and `before` differ in parameters or FLOPs per token by more
     than `tolerance`; none when they match or either is not a scratch model."""
-    a, b = _figures(before), _figures(run)
-    if a is None or b is None:
-        return []
     off = [
-        f"{name} {a[name]:,} -> {b[name]:,} ({(b[name] - a[name]) / a[name]:+.1%})"
-        for name in a
-        if abs(b[name] - a[name]) > tolerance * max(a[name], b[name])
+        f"{name} {x:,} -> {y:,} ({(y - x) / x:+.1%})"
+        for name, (x, y) in mismatched(before, run, tolerance).items()
     ]
     if not off:
         return []
