@@ -280,9 +280,10 @@ def _against_seed(answer: dict, seed: dict) -> str:
 
 def _settled(questions: tuple[Question, ...], answers: list[dict]) -> str:
     """The closing sentence: which questions this scale settles and which it does not."""
-    seed, rest = answers[0], list(zip(questions[1:], answers[1:], strict=True))
-    settled = [q.variant for q, a in rest if any(x for x in _beyond_seed(a, seed))]
-    open_ = [q.variant for q, a in rest if not any(x for x in _beyond_seed(a, seed))]
+    seed, settled, open_ = answers[0], [], []
+    for question, answer in zip(questions[1:], answers[1:], strict=True):
+        overall, sources = _beyond_seed(answer, seed)
+        (settled if overall or sources else open_).append(question.variant)
     said = "Settled at this scale, beyond a seed's reach: " + (", ".join(settled) or "none")
     said += "; not settled by one run each: " + (", ".join(open_) or "none") + ". "
     return said + (

@@ -79,7 +79,7 @@ def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
 def keeps_logits(model: torch.nn.Module) -> bool:
     """The transformers model inside `model` (a PEFT or DDP wrapper is looked through) takes a
     boolean `logits_to_keep` mask: its module slices with `slice_logits_to_keep`."""
-    inner = getattr(model, "module", model)  # DDP
+    inner = _unwrapped(model)
     inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
     return any(  # the class's own module, or its base's (FSDP2 subclasses it)
         getattr(sys.modules.get(cls.__module__), "slice_logits_to_keep", None) is not None
@@ -103,10 +103,14 @@ def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor], **extra):
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
 
 
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The module inside a DDP wrapper (FSDP2 and PEFT models are their own modules)."""
+    return getattr(model, "module", model)
+
+
 def _config(model: torch.nn.Module):
     """The transformers config inside a DDP, FSDP or PEFT wrapper."""
-    inner = getattr(model, "module", model)
-    return getattr(inner, "config", None)
+    return getattr(_unwrapped(model), "config", None)
 
 
 def backward(
