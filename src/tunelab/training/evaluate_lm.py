@@ -31,21 +31,20 @@ def windows(segment: list[int], length: int) -> list[tuple[list[int], list[int]]
 @torch.no_grad()
 def document_nll(
     model: torch.nn.Module,
-    tokenizer,
-    rows: list[dict],
+    segs: list[list[int]],
     sequence_length: int,
     batch_size: int,
     device: torch.device,
     pad_id: int,
 ) -> list[float]:
-    """The summed NLL (nats) of each row's text tokens, in row order."""
+    """The summed NLL (nats) of each segment's text tokens (`[EOS] + tokens`), in order."""
     jobs = [
         (i, inputs, targets)
-        for i, (_, seg) in enumerate(segments(tokenizer, rows))
+        for i, seg in enumerate(segs)
         for inputs, targets in windows(seg, sequence_length)
     ]
     jobs.sort(key=lambda job: -len(job[1]))
-    nll = [0.0] * len(rows)
+    nll = [0.0] * len(segs)
     for start in range(0, len(jobs), batch_size):
         chunk = jobs[start : start + batch_size]
         width = len(chunk[0][1])
@@ -77,8 +76,9 @@ def score_documents(
     """Per-document predictions (`nll`, `bytes`, `tokens`, `source`, and the document's own
     `bits_per_byte`) and the task's metrics."""
     model.eval()
-    nll = document_nll(model, tokenizer, rows, sequence_length, batch_size, device, pad_id)
-    tokens = [len(seg) - 1 for _, seg in segments(tokenizer, rows)]
+    segs = [seg for _, seg in segments(tokenizer, rows)]  # tokenized once
+    nll = document_nll(model, segs, sequence_length, batch_size, device, pad_id)
+    tokens = [len(seg) - 1 for seg in segs]
     predictions = []
     for row, n, t in zip(rows, nll, tokens, strict=True):
         n_bytes = len(row["text"].encode("utf-8"))
