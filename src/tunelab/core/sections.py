@@ -264,6 +264,10 @@ class ModelSpec(_Section):
     """Which end of the input text is cut when the prompt is too long. The target never is."""
     loss_on_prompt: bool = False
     """Also train on the prompt tokens (rarely wanted; `tunelab inspect` warns about it)."""
+    attention: Literal["auto", "sdpa", "eager"] = "auto"
+    """The attention kernel: `sdpa` (torch's scaled_dot_product_attention), `eager` (the
+    model's own matmul and softmax), or `auto` (transformers' choice: sdpa where the model
+    supports it). The same function either way; a speed lever (bench/README.md)."""
 
     @model_validator(mode="after")
     def _init_needs(self) -> ModelSpec:
@@ -355,8 +359,11 @@ class TrainingSpec(_Section):
     max_grad_norm: float | None = Field(1.0, gt=0)
     checkpoint_every: int | None = Field(None, gt=0)
     """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""
-    precision: Literal["fp32", "bf16"] = "fp32"
-    """bf16 uses autocast; weights stay in model.dtype."""
+    precision: Literal["fp32", "bf16", "auto"] = "fp32"
+    """bf16 uses autocast; weights stay in model.dtype. auto: bf16 where the device computes
+    it natively (a CUDA GPU that supports it; a CPU with AMX or AVX512-BF16) and a measured
+    bf16 matmul beats fp32's, else fp32; the run records the choice, its reason and the
+    measurement (`training.precision` of the run record; `tunelab check` shows it)."""
     strategy: Literal["ddp", "fsdp"] = "ddp"
     """How several processes started by `torchrun` share the training; each takes its share of
     every global batch. `ddp`: each holds a full replica, gradients all-reduced once a step.
@@ -365,6 +372,22 @@ class TrainingSpec(_Section):
     activation_checkpointing: bool = False
     """Recompute activations in the backward pass (non-reentrant): less memory, more time,
     the same gradients. `tunelab size` measures its effect."""
+    threads: int | None = Field(None, gt=0)
+    """CPU threads for torch's kernels (`torch.set_num_threads`); None keeps torch's default
+    (one per core). A speed lever, recorded in the environment."""
+    compile: bool = False
+    """Train through `torch.compile(model, dynamic=True)` (the model itself is saved and
+    evaluated uncompiled). Pays a compilation on the first steps; a speed lever."""
+    group_by_length: bool = False
+    """Within each global batch, order the examples by length before cutting microbatches, so
+    each pads less. The same examples per optimizer step and the same summed loss; only the
+    padding and the microbatches' composition (dropout's draws) change. Wins only with
+    accumulation (global_batch > microbatch) and lengths that vary."""
+    packing: bool = False
+    """Causal-LM tasks: each microbatch goes in as one padding-free row, its examples end to
+    end with position ids restarting at each one, so no token attends across an example
+    (transformers builds the block-diagonal mask from the restarts). The same loss as padded
+    rows, without computing the padding."""
 
     @model_validator(mode="after")
     def _divisible(self) -> TrainingSpec:

@@ -159,6 +159,22 @@ class Spec(_Section):
         return self
 
     @model_validator(mode="after")
+    def _packing_has_rows_to_pack(self) -> Spec:
+        """`training.packing` joins a causal LM's examples; a classifier's head reads one
+        example per row, and task pretrain packs its documents already."""
+        if not self.training.packing:
+            return self
+        if self.model_kind != "causal":
+            why = f"this lab's model is an {self.model_kind} classifier, one example per row"
+        elif self.task.type == "pretrain":
+            why = "task pretrain packs its documents already (task.boundaries)"
+        else:
+            return self
+        raise FieldError(
+            "training.packing", f"packing joins causal-LM examples, and {why}; set packing: false"
+        )
+
+    @model_validator(mode="after")
     def _scratch_fits(self) -> Spec:
         """A scratch model, task pretrain and a token budget go together (`core.scratch`)."""
         check_scratch(self)

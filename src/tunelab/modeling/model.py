@@ -142,7 +142,18 @@ def load_tokenizer(
 def _weights_kwargs(spec: ModelSpec, path: Path) -> dict:
     """What every load of pretrained weights passes: safetensors only, the dtype, and
     `trust_remote_code` (warned about)."""
-    return {"use_safetensors": True, "dtype": DTYPES[spec.dtype], **remote_kwargs(spec, path)}
+    return {
+        "use_safetensors": True,
+        "dtype": DTYPES[spec.dtype],
+        **attention_kwargs(spec),
+        **remote_kwargs(spec, path),
+    }
+
+
+def attention_kwargs(spec: ModelSpec) -> dict:
+    """`attn_implementation` when the spec names one (`model.attention`), else transformers'
+    own choice."""
+    return {} if spec.attention == "auto" else {"attn_implementation": spec.attention}
 
 
 def load_encoder(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
@@ -341,7 +352,7 @@ def load_trained(
     if (weights / "adapter_config.json").exists():
         return PeftModel.from_pretrained(load_causal(spec, lab, device), weights).to(device).eval()
     model = AutoModelForCausalLM.from_pretrained(
-        weights, dtype=DTYPES[spec.dtype], use_safetensors=True
+        weights, dtype=DTYPES[spec.dtype], use_safetensors=True, **attention_kwargs(spec)
     )
     return model.to(device).eval()
 
@@ -355,6 +366,6 @@ def load_trained_classifier(
         base = load_classifier(spec, lab, labels, device)
         return PeftModel.from_pretrained(base, weights).to(device).eval()
     model = AutoModelForSequenceClassification.from_pretrained(
-        weights, dtype=DTYPES[spec.dtype], use_safetensors=True
+        weights, dtype=DTYPES[spec.dtype], use_safetensors=True, **attention_kwargs(spec)
     )
     return model.to(device).eval()

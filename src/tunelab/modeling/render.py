@@ -211,6 +211,28 @@ def collate_causal(
     }
 
 
+def collate_causal_packed(batch: list[Rendered], device: torch.device) -> dict[str, torch.Tensor]:
+    """A microbatch as one padding-free row (`training.packing`): the examples end to end,
+    position ids restarting at 0 at each, so transformers masks attention block-diagonally
+    (`training.step.forward`); labels as in `collate_causal`, and each example's first token
+    never a target (what precedes it belongs to another example)."""
+    ids, labels, positions = [], [], []
+    for e in batch:
+        ids.extend(e.input_ids)
+        labels.append(-100)
+        labels.extend(
+            t if m else -100 for t, m in zip(e.input_ids[1:], e.loss_mask[1:], strict=True)
+        )
+        positions.extend(range(len(e.input_ids)))
+    row = torch.tensor([ids], dtype=torch.long)
+    return {
+        "input_ids": row.to(device),
+        "attention_mask": torch.ones_like(row).to(device),  # counts tokens; not given the model
+        "labels": torch.tensor([labels], dtype=torch.long).to(device),
+        "position_ids": torch.tensor([positions], dtype=torch.long).to(device),
+    }
+
+
 def collate_prompts(
     prompts: list[list[int]], pad_id: int, device: torch.device
 ) -> dict[str, torch.Tensor]:

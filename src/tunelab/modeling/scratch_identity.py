@@ -36,7 +36,10 @@ def scratch_model(
     from tunelab.modeling.model import DTYPES
 
     tokenizer, _ = scratch_tokenizer(spec, lab, data_version)
-    return build_scratch(config_for(spec, tokenizer), seed, DTYPES[spec.dtype])
+    model = build_scratch(config_for(spec, tokenizer), seed, DTYPES[spec.dtype])
+    if spec.attention != "auto":
+        model.set_attn_implementation(spec.attention)
+    return model
 
 
 def scratch_identity(

@@ -32,7 +32,9 @@ from tunelab.modeling.checkpoint import (
 )
 from tunelab.modeling.packing import Packed
 from tunelab.training.distributed import World, check_batch
+from tunelab.training.levers import apply_threads, by_length, compiled
 from tunelab.training.memory import peak_mb, start_peak
+from tunelab.training.precision import resolve as resolve_precision
 from tunelab.training.step import (
     LOSS_NORMALISATION,
     Example,
@@ -125,6 +127,14 @@ def train(
     """
     world = world or World()
     check_batch(world, cfg.global_batch, cfg.microbatch)
+    precision, chosen = resolve_precision(cfg.precision, device)  # `run` resolved auto already
+    levers = {
+        "threads": apply_threads(cfg.threads),
+        "compile": cfg.compile,
+        "group_by_length": cfg.group_by_length,
+        "packing": cfg.packing,
+    }
+    stepping = compiled(model, cfg.compile)
     torch.manual_seed(cfg.seed)
     steps = total_steps(cfg, len(examples), sequence_length_of(examples))
     params, optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
@@ -163,20 +173,22 @@ def train(
                 continue
             # the count of the whole global batch (over N ranks, / N where DDP averages them)
             denominator = sum(loss_weight(examples[j]) for j in batch_idx) / world.divisor
-            mine = world.share(batch_idx)
+            mine = by_length(world.share(batch_idx), examples, cfg.group_by_length)
             batches = [
-                make_batch([examples[j] for j in mine[i : i + cfg.microbatch]], pad_id, device)
+                make_batch(
+                    [examples[j] for j in mine[i : i + cfg.microbatch]], pad_id, device, cfg.packing
+                )
                 for i in range(0, len(mine), cfg.microbatch)
             ]
             lr = scheduler.get_last_lr()[0]
             out = train_step(
-                model,
+                stepping,
                 optimizer,
                 params,
                 batches,
                 denominator,
                 device,
-                cfg.precision,
+                precision,
                 cfg.max_grad_norm,
                 scheduler,
             )
@@ -231,6 +243,8 @@ def train(
         "accumulation": cfg.global_batch // (cfg.microbatch * world.size),  # per rank
         "per_rank": world.gather(mine) if world.distributed else None,
         "loss_normalisation": LOSS_NORMALISATION,
+        "precision": chosen,
+        "levers": levers,
         "examples_seen": steps * cfg.global_batch,
         "tokens": tokens_seen,
         "seconds": round(seconds, 2),

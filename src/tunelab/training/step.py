@@ -19,7 +19,13 @@ import torch
 import torch.nn.functional as F
 
 from tunelab.modeling.packing import Packed, collate_packed
-from tunelab.modeling.render import Encoded, Rendered, collate, collate_causal
+from tunelab.modeling.render import (
+    Encoded,
+    Rendered,
+    collate,
+    collate_causal,
+    collate_causal_packed,
+)
 
 LOSS_NORMALISATION = (
     "sum of losses (per example, or per target token for a causal LM) / the same count over "
@@ -40,10 +46,15 @@ def loss_weight(example: Example) -> int:
     return example.loss_tokens if isinstance(example, Rendered | Packed) else 1
 
 
-def make_batch(micro: Sequence[Example], pad_id: int, device: torch.device) -> dict:
+def make_batch(
+    micro: Sequence[Example], pad_id: int, device: torch.device, packing: bool = False
+) -> dict:
+    """A microbatch's tensors; `packing` (causal-LM examples): one padding-free row."""
     if isinstance(micro[0], Packed):
         return collate_packed(list(micro), device)
     if isinstance(micro[0], Rendered):
+        if packing:
+            return collate_causal_packed(list(micro), device)
         return collate_causal(list(micro), pad_id, device)
     return collate(list(micro), pad_id, device)
 
@@ -104,7 +115,9 @@ def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor], **extra):
 
 
 def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
-    """The module inside a DDP wrapper (FSDP2 and PEFT models are their own modules)."""
+    """The module inside a `torch.compile` or DDP wrapper (FSDP2 and PEFT models are their own
+    modules)."""
+    model = getattr(model, "_orig_mod", model)
     return getattr(model, "module", model)
 
 

@@ -215,3 +215,12 @@ def test_origin_of_a_field_for_other_messages(tmp_path):
     overrides = parse_overrides(["method.target_modules=[q_proj, v_proj]"])
     where = origin_of("method.target_modules", path, overrides)
     assert where == "method.target_modules=[q_proj, v_proj] (command line)"
+
+
+def test_packing_is_for_causal_lm_examples_only():
+    """A classifier's head reads one example per row: packing is refused, naming the field."""
+    with pytest.raises(SpecError, match=r"training\.packing.*encoder classifier"):
+        validate_spec({**MINIMAL, "training": {"packing": True}})
+    task = {"type": "extraction", "json_schema": {"type": "object"}, "required": ["name"]}
+    causal = {**MINIMAL, "task": task}
+    assert validate_spec({**causal, "training": {"packing": True}}).training.packing

@@ -112,3 +112,55 @@ def test_a_runs_peak_memory_is_its_own_not_the_process_high(tmp_path):
     out = train(Bag(), examples(), cfg, torch.device("cpu"), pad_id=0)
     assert out["peak_memory_mb"] < high - 400  # an earlier peak in this process is not counted
     assert "since the run's start" in out["peak_memory_source"]
+
+
+def test_grouping_by_length_pads_less_for_the_same_losses(monkeypatch):
+    """`training.group_by_length` orders each global batch longest first before cutting its
+    microbatches: the same examples per step and the same summed loss, less padding."""
+    import tunelab.training.loop as loop
+
+    widths: dict[bool, list[int]] = {False: [], True: []}
+    grouped = False
+
+    def spy(micro, pad_id, device, packing=False):
+        widths[grouped].append(max(len(e.input_ids) for e in micro) * len(micro))
+        return collate(list(micro), pad_id, device)
+
+    monkeypatch.setattr(loop, "make_batch", spy)
+    runs = {}
+    for grouped in (False, True):
+        cfg = TrainingSpec(
+            lr=0.05, global_batch=6, microbatch=3, budget={"steps": 5}, group_by_length=grouped
+        )
+        runs[grouped] = train(Bag(), examples(), cfg, torch.device("cpu"), pad_id=0)
+    assert runs[True]["levers"]["group_by_length"] and not runs[False]["levers"]["group_by_length"]
+    losses = {g: [h["loss"] for h in r["history"]] for g, r in runs.items()}
+    assert losses[True] == pytest.approx(GOLDEN_BAG_LOSSES, rel=1e-4)
+    assert losses[False] == pytest.approx(GOLDEN_BAG_LOSSES, rel=1e-4)
+    assert runs[True]["tokens"] == runs[False]["tokens"]
+    assert sum(widths[True]) < sum(widths[False])  # padded cells computed
+
+
+def test_threads_and_precision_are_applied_and_recorded():
+    before = torch.get_num_threads()
+    try:
+        cfg = TrainingSpec(global_batch=6, microbatch=3, budget={"steps": 1}, threads=1)
+        out = train(Bag(), examples(), cfg, torch.device("cpu"), pad_id=0)
+        assert out["levers"]["threads"] == 1 == torch.get_num_threads()
+        assert out["precision"] == {"asked": "fp32", "used": "fp32"}
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+def test_a_compiled_model_trains_to_the_same_losses():
+    """`training.compile`: steps through torch.compile's wrapper (inductor); the model itself
+    is what trains (shared parameters) and what the caller keeps."""
+    model = Bag()
+    cfg = TrainingSpec(
+        lr=0.05, global_batch=6, microbatch=3, budget={"steps": 5}, max_grad_norm=1.0, compile=True
+    )
+    out = train(model, examples(), cfg, torch.device("cpu"), pad_id=0)
+    assert out["levers"]["compile"]
+    assert [h["loss"] for h in out["history"]] == pytest.approx(GOLDEN_BAG_LOSSES, rel=1e-4)
+    assert not hasattr(model, "_orig_mod")  # the caller's model is not the wrapper

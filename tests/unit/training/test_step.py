@@ -60,3 +60,43 @@ def test_kept_logits_give_the_whole_sequences_loss_and_gradients(tiny_llama, lor
 
 def test_a_model_without_the_mask_keeps_every_logit():
     assert not keeps_logits(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_a_packed_microbatch_gives_the_padded_ones_loss_and_gradients(tiny_llama, attention):
+    """`training.packing`: the examples end to end in one row, positions restarting, so no
+    token sees another example; the same summed loss and gradients as right-padded rows."""
+    spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat", attention=attention)
+    tokenizer = load_tokenizer(spec, tiny_llama)
+    template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
+    rows = [("short", '{"a": 1}'), ("a much longer page " * 5, '{"b": 2}'), ("mid " * 9, "{}")]
+    examples = [
+        render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
+        for i, (t, target) in enumerate(rows)
+    ]
+    torch.manual_seed(0)
+    model = load_causal(spec, tiny_llama, CPU).eval()
+    assert model.config._attn_implementation == attention
+    padded, packed = make_batch(examples, 0, CPU), make_batch(examples, 0, CPU, packing=True)
+    assert packed["input_ids"].shape == (1, sum(len(e.input_ids) for e in examples))
+    assert int(packed["attention_mask"].sum()) == int(padded["attention_mask"].sum())
+    assert int((packed["labels"] != -100).sum()) == int((padded["labels"] != -100).sum())
+
+    def grads(batch):
+        model.zero_grad(set_to_none=True)
+        loss = summed_loss(model, batch)
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    packed_loss, packed_grads = grads(packed)
+    padded_loss, padded_grads = grads(padded)
+    assert float(packed_loss) == pytest.approx(float(padded_loss), rel=1e-5)
+    for name, g in padded_grads.items():
+        torch.testing.assert_close(packed_grads[name], g, rtol=1e-4, atol=1e-5, msg=name)
+
+    # the mask is what keeps examples apart: without restarts the loss differs
+    leaky = dict(packed)
+    del leaky["position_ids"]
+    with torch.no_grad():
+        leaked = float(summed_loss(model, leaky))
+    assert leaked != pytest.approx(float(padded_loss), rel=1e-4), (leaked, float(padded_loss))

@@ -34,6 +34,7 @@ from tunelab.core.store import atomic_write_json, read_json
 from tunelab.modeling.model import DTYPES, load_tokenizer, load_trained, save_trained
 from tunelab.modeling.render import Renderer, make_renderer
 from tunelab.training.evaluate import evaluate_rows
+from tunelab.training.precision import measure as measure_precision
 from tunelab.training.step import autocast, loss_weight, make_batch, summed_loss
 
 RELOAD_TIMEOUT_S = 900
@@ -102,10 +103,17 @@ def check_backend(spec: Spec, device: torch.device, probe: dict) -> dict:
     if probe["mps_available"] and device.type == "cpu":
         warnings.append("an Apple GPU (MPS) is present, but tunelab trains on the CPU")
     wanted = f"model.dtype {spec.model.dtype}, precision {spec.training.precision}"
+    measured = probe.get("precision")
+    if measured and "fp32_gflops" in measured:
+        wanted += (
+            f"; matmul fp32 {measured['fp32_gflops']:,.0f} GFLOP/s, bf16 "
+            f"{measured['bf16_gflops']:,.0f}: precision auto would choose {measured['choice']} "
+            f"({measured['reason']})"
+        )
     detail = "; ".join(problems) or f"{probe['device']} runs {wanted}"
     if warnings:
         detail += " (warnings: " + "; ".join(warnings) + ")"
-    return item("backend", not problems, detail, device=probe["device"])
+    return item("backend", not problems, detail, device=probe["device"], precision=measured)
 
 
 def probe_backend(device: torch.device) -> dict:
@@ -139,6 +147,10 @@ def probe_backend(device: torch.device) -> dict:
     except Exception:  # an older torch without these probes
         probe["bf16_native"] = None
     probe["mps_available"] = bool(torch.backends.mps.is_available())
+    try:  # what `training.precision: auto` would choose here, and why
+        probe["precision"] = measure_precision(device)
+    except Exception as err:
+        probe["precision"] = {"error": f"{type(err).__name__}: {err}"}
     return probe
 
 

@@ -13,6 +13,9 @@ Groups (dotted spec keys; lists are compared whole):
 - `optimizer`: `training.optimizer`, `.lr`, `.weight_decay`, `.max_grad_norm`
 - `schedule`: `training.schedule`, `.warmup_steps`; `batch`: `training.global_batch`,
   `.microbatch`; `precision`: `training.precision`, `model.dtype`
+- `speed`: the levers that change how fast the same training runs (`training.threads`,
+  `.compile`, `.group_by_length`, `.packing`, `model.attention`); counted, since each can move
+  the numbers by float order or by dropout's draws
 - `evaluation`: `evaluation.*` (the shared protocol: loudly flagged, see `diff_warnings`)
 - `seed`: `training.seed`; `budget`: `training.budget.*`
 - `runtime`: `rental.*`, `training.checkpoint_every`: recorded, but not counted as a change,
@@ -40,6 +43,7 @@ GROUPS = (
     "schedule",
     "batch",
     "precision",
+    "speed",
     "evaluation",
     "seed",
     "budget",
@@ -65,6 +69,11 @@ _EXACT = {
     "training.checkpoint_every": "runtime",
     "training.activation_checkpointing": "runtime",
     "training.strategy": "runtime",
+    "training.threads": "speed",
+    "training.compile": "speed",
+    "training.group_by_length": "speed",
+    "training.packing": "speed",
+    "model.attention": "speed",
     "data_version": "data",
 }
 _PREFIX = {

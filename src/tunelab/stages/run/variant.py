@@ -47,6 +47,7 @@ from tunelab.training.distributed import (
 )
 from tunelab.training.evaluate import evaluate_rows, protocol
 from tunelab.training.loop import sequence_length_of, total_steps, train
+from tunelab.training.precision import resolve as resolve_precision
 from tunelab.training.sharding import full_trainable, load_trainable
 
 
@@ -289,6 +290,9 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
     cfg = lab.spec.training
     with joined(world, lab.device) as world, graceful_stop(console) as stop:
         run_dir = world.broadcast(run_dir)  # rank 0 opened the run; its shards go there too
+        # precision auto: rank 0 measures and every rank trains in its choice
+        precision, chosen = world.broadcast(resolve_precision(cfg.precision, lab.device))
+        cfg = cfg.model_copy(update={"precision": precision})
         trained, fsdp = world.wrap(model, lab.device, cfg.precision)
         training = train(
             trained,
@@ -303,6 +307,7 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
             sampler,
             world,
         )
+        training["precision"] = chosen
         training["processes"] = world.record(lab.device, cfg.microbatch, cfg.global_batch, fsdp)
         gathered = full_trainable(trained) if world.sharded else None
         del trained  # DDP's reducer goes before its process group (else its exit can hang)

@@ -39,6 +39,7 @@ from tunelab.stages.size.advice import advice, largest_microbatch
 from tunelab.stages.size.processes import measure_processes, processes_record, run_rank_probes
 from tunelab.stages.size.ranks import fsdp_units, per_rank_split
 from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
+from tunelab.training.precision import resolve as resolve_precision
 from tunelab.training.step import LOSS_NORMALISATION, loss_weight
 
 MIB = 2**20
@@ -185,6 +186,7 @@ def run_size(
                 f"--nproc {nproc} needs a GPU per process; this machine has "
                 f"{torch.cuda.device_count()}"
             )
+    precision, precision_choice = resolve_precision(spec.training.precision, lab.device)
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
@@ -210,7 +212,7 @@ def run_size(
         "dtype": spec.model.dtype,
         "trust_remote_code": spec.model.trust_remote_code,
         "method": spec.method.model_dump(),
-        "precision": spec.training.precision,
+        "precision": precision,
         "lr": spec.training.lr,
         "weight_decay": spec.training.weight_decay,
         "max_grad_norm": spec.training.max_grad_norm,
@@ -229,9 +231,7 @@ def run_size(
         return run_probe(args, scratch=store.root / SCRATCH)
 
     def estimate_mb(b: int, acc: int = 1, ckpt: bool = False, overhead: float = 0.0) -> dict:
-        e = est.estimate(
-            shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, spec.training.precision
-        )
+        e = est.estimate(shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, precision)
         return e | {"peak_mb": _mb(e["peak_bytes"])}
 
     common = {
@@ -240,7 +240,8 @@ def run_size(
         "device": device,
         "model": {"path": str(model_dir), "dtype": spec.model.dtype, "kind": spec.model_kind},
         "method": spec.method.type,
-        "precision": spec.training.precision,
+        "precision": precision,
+        "precision_choice": precision_choice,
         "seq_len": {
             "value": seq,
             "source": "given" if seq_len else f"p95 of {len(lengths)} rendered train examples",
@@ -309,7 +310,7 @@ def run_size(
     check = probe(
         base | {"mode": "grad_check", "examples": grad_examples(train_set, mb, k), "steps": 0}
     )
-    low = spec.training.precision == "bf16" or spec.model.dtype != "float32"
+    low = precision == "bf16" or spec.model.dtype != "float32"
     tol = GRAD_TOLERANCE["bf16" if low else "fp32"]
     check |= {
         "tolerance": tol,

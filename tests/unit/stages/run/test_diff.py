@@ -99,6 +99,9 @@ def test_lists_are_compared_whole():
 def test_groups_follow_the_spec():
     assert group_of("model.dtype") == "precision"
     assert group_of("training.precision") == "precision"
+    for lever in ("threads", "compile", "group_by_length", "packing"):
+        assert group_of(f"training.{lever}") == "speed"
+    assert group_of("model.attention") == "speed"
     assert group_of("model.max_length") == "model"
     assert group_of("training.microbatch") == "batch"
     assert group_of("training.warmup_steps") == "schedule"

@@ -1,0 +1,94 @@
+"""`training.precision: auto`: bf16 autocast where the device computes bf16 natively and a
+measured bf16 matmul beats fp32's, else fp32, with the reason and the measurement.
+
+Native bf16: a CUDA device that `torch.cuda.is_bf16_supported()`; a CPU whose flags list
+`amx_bf16` or `avx512_bf16`. On a CPU without them bf16 is emulated and slower (2.8x slower
+training measured on one such machine, bench/README.md), so auto never picks it there, whatever
+a short matmul says. Where the flags are present the matmul decides: bf16 must be at least
+`MIN_SPEEDUP` times fp32's throughput.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+MIN_SPEEDUP = 1.2
+"""bf16's matmul throughput over fp32's that auto asks for before it leaves fp32."""
+SIDE = 1024
+"""The square matmul measured (large enough for the fast kernels, about 0.1 s on 2 cores)."""
+NATIVE_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is not there to read)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def native_bf16(device: torch.device, flags: set[str] | None = None) -> tuple[bool, str]:
+    """Whether `device` computes bf16 natively, and what says so."""
+    if device.type == "cuda":
+        ok = torch.cuda.is_bf16_supported()
+        return ok, f"{torch.cuda.get_device_name(device)} {'supports' if ok else 'lacks'} bf16"
+    if device.type != "cpu":
+        return False, f"{device.type}: not measured by tunelab"
+    have = sorted(set(NATIVE_FLAGS) & (cpu_flags() if flags is None else flags))
+    if have:
+        return True, "the CPU has " + " and ".join(have)
+    return False, "the CPU has neither amx_bf16 nor avx512_bf16 (bf16 would be emulated)"
+
+
+def matmul_gflops(device: torch.device, dtype: torch.dtype, side: int = SIDE) -> float:
+    """Throughput of a `side`-square matmul in `dtype` (best of 5, after a warm-up)."""
+    a = torch.randn(side, side, device=device).to(dtype)
+    b = torch.randn(side, side, device=device).to(dtype)
+    best = float("inf")
+    for _ in range(6):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * side**3 / best / 1e9
+
+
+def measure(device: torch.device, flags: set[str] | None = None) -> dict:
+    """What auto would choose on `device`: native bf16 or not, both matmuls, the choice, why."""
+    native, evidence = native_bf16(device, flags)
+    fp32 = matmul_gflops(device, torch.float32)
+    bf16 = matmul_gflops(device, torch.bfloat16)
+    speedup = bf16 / fp32
+    if not native:
+        choice, reason = "fp32", evidence
+    elif speedup < MIN_SPEEDUP:
+        choice = "fp32"
+        reason = f"{evidence}, but its bf16 matmul is only {speedup:.2f}x fp32's"
+    else:
+        choice, reason = "bf16", f"{evidence} and its bf16 matmul is {speedup:.2f}x fp32's"
+    return {
+        "native_bf16": native,
+        "fp32_gflops": round(fp32, 1),
+        "bf16_gflops": round(bf16, 1),
+        "bf16_speedup": round(speedup, 2),
+        "choice": choice,
+        "reason": reason,
+    }
+
+
+def resolve(asked: str, device: torch.device) -> tuple[str, dict]:
+    """The precision a run trains in, and what the record keeps of the choice."""
+    if asked != "auto":
+        return asked, {"asked": asked, "used": asked}
+    found = measure(device)
+    return found["choice"], {"asked": "auto", "used": found["choice"], **found}

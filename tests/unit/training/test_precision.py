@@ -1,0 +1,43 @@
+"""`training.precision: auto`: bf16 only on native units and a measured win, with the reason."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tunelab.training import precision
+
+CPU = torch.device("cpu")
+
+
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags : fpu sse2 avx512f avx512_bf16\n")
+    assert precision.cpu_flags(info) >= {"avx512_bf16", "sse2"}
+    assert precision.native_bf16(CPU, {"avx512_bf16"}) == (True, "the CPU has avx512_bf16")
+    native, why = precision.native_bf16(CPU, {"avx2"})
+    assert not native and "emulated" in why
+    assert precision.cpu_flags(tmp_path / "absent") == set()
+
+
+@pytest.mark.parametrize(
+    ("flags", "bf16", "choice", "words"),
+    [
+        ({"amx_bf16"}, 300.0, "bf16", "2.00x fp32's"),
+        ({"amx_bf16"}, 165.0, "fp32", "only 1.10x"),
+        (set(), 900.0, "fp32", "emulated"),  # never on emulated bf16, whatever a matmul says
+    ],
+)
+def test_auto_chooses_bf16_only_where_native_and_faster(monkeypatch, flags, bf16, choice, words):
+    speeds = {torch.float32: 150.0, torch.bfloat16: bf16}
+    monkeypatch.setattr(precision, "matmul_gflops", lambda device, dtype: speeds[dtype])
+    found = precision.measure(CPU, flags)
+    assert found["choice"] == choice and words in found["reason"]
+    assert found["fp32_gflops"] == 150.0
+
+
+def test_an_explicit_precision_is_kept_and_auto_is_resolved_on_this_machine():
+    assert precision.resolve("fp32", CPU) == ("fp32", {"asked": "fp32", "used": "fp32"})
+    used, record = precision.resolve("auto", CPU)
+    assert used in ("fp32", "bf16") and record["asked"] == "auto" and record["used"] == used
+    assert record["fp32_gflops"] > 0 and record["bf16_gflops"] > 0 and record["reason"]
