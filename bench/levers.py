@@ -16,7 +16,9 @@ that one field changed (`key=value` over the lab's spec, as `tunelab ablate` app
 lever's ratio is its tokens/s over the mean of the two reference runs'; > 1 means faster.
 
     .venv/bin/python bench/levers.py                       # both workloads, ~25 min on 2 cores
-    .venv/bin/python bench/levers.py --workloads classify --train 400
+    .venv/bin/python bench/levers.py --workloads classify --base method.head_init=probe \
+        --levers training.group_by_length=true training.precision=auto
+    .venv/bin/python bench/levers.py --eval-order          # evaluation: length against split order
 """
 
 from __future__ import annotations
@@ -82,11 +84,12 @@ def worker(job: dict) -> dict:
     """One training of the lab with the job's overrides (this process is fresh)."""
     from tunelab.core.lab import open_lab
     from tunelab.core.spec import parse_value
+    from tunelab.modeling.head_init import init_from_probe
     from tunelab.stages.run.variant import build_model, prepare
     from tunelab.training.evaluate import evaluate_rows
     from tunelab.training.loop import train
 
-    overrides = dict(job["base"])
+    overrides = {k: parse_value(v) if isinstance(v, str) else v for k, v in job["base"].items()}
     for pair in job["overrides"]:
         key, value = pair.split("=", 1)
         overrides[key] = parse_value(value)
@@ -94,6 +97,9 @@ def worker(job: dict) -> dict:
     version = lab.store.current_data()
     renderer, train_set, _, _ = prepare(lab, version, "bench")
     model, _ = build_model(lab, renderer.labels, version)
+    if lab.spec.method.head_init == "probe":  # LP-FT, as `run_variant` starts it
+        batch, pad = lab.spec.evaluation.batch_size, renderer.pad_id
+        init_from_probe(model, train_set, renderer.labels, batch, pad, lab.device)
     training = train(model, train_set, lab.spec.training, lab.device, renderer.pad_id)
     out = {k: training[k] for k in ("steps", "tokens", "seconds", "tokens_per_s", "final_loss")}
     out |= {"peak_mb": training["peak_memory_mb"], "levers": training["levers"]}
@@ -105,6 +111,35 @@ def worker(job: dict) -> dict:
         device = lab.device
         _, metrics = evaluate_rows(model, renderer, rows, e.batch_size, e.max_new_tokens, device)
         out["macro_f1"] = metrics["macro_f1"]
+    return out
+
+
+def eval_order(job: dict) -> dict:
+    """Evaluation in length order (what `evaluate_rows` does) against split order, alternated
+    twice on the lab's untrained model: seconds each, and whether the predictions agree."""
+    import time
+
+    import tunelab.training.evaluate as evaluate
+    from tunelab.core.lab import open_lab
+    from tunelab.stages.run.variant import build_model, prepare
+
+    lab = open_lab(Path(job["lab"]), {}, device="cpu")
+    version = lab.store.current_data()
+    renderer, _, _, _ = prepare(lab, version, "bench")
+    model, _ = build_model(lab, renderer.labels, version)
+    rows = lab.store.read_split(version, "validation")
+    e, by_length = lab.spec.evaluation, evaluate._length_order
+    out: dict = {"length": [], "split": [], "rows": len(rows), "batch": e.batch_size}
+    answers = {}
+    for order in ("length", "split", "length", "split"):
+        evaluate._length_order = by_length if order == "length" else lambda n: list(range(len(n)))
+        start = time.perf_counter()
+        predictions, _ = evaluate.evaluate_rows(
+            model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device
+        )
+        out[order].append(round(time.perf_counter() - start, 2))
+        answers[order] = [p["predicted"] for p in predictions]
+    out["same_predictions"] = answers["length"] == answers["split"]
     return out
 
 
@@ -122,7 +157,9 @@ def bench(args) -> list[dict]:
     for workload in args.workloads:
         lab = build(workload, args.root, args.train)
         base = CLASSIFY if workload == "classify" else {"training.budget.steps": args.extract_steps}
-        plan = [[], *([lever] for lever in LEVERS[workload]), []]
+        base = base | dict(pair.split("=", 1) for pair in args.base)
+        levers = args.levers or LEVERS[workload]
+        plan = [[], *([lever] for lever in levers), []]
         for i, overrides in enumerate(plan):
             job = {
                 "lab": str(lab),
@@ -162,17 +199,27 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["_worker"]:
-        print(json.dumps(worker(json.loads(argv[1]))))
+        job = json.loads(argv[1])
+        print(json.dumps(eval_order(job) if job.get("eval_order") else worker(job)))
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="classify,extract")
     p.add_argument("--train", type=int, default=400, help="classify: train rows (400)")
     p.add_argument("--extract-steps", type=int, default=6, help="extract: steps per run (6)")
+    p.add_argument("--base", nargs="*", default=[], help="key=value over every run's spec")
+    p.add_argument("--levers", nargs="*", help="key=value levers (default: the workload's)")
     p.add_argument("--root", type=Path, help="where the labs go (kept; default a temp dir)")
     p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument(
+        "--eval-order", action="store_true", help="time evaluation in length and split order"
+    )
     args = p.parse_args(argv)
     args.workloads = args.workloads.split(",")
     args.root = (args.root or Path(tempfile.mkdtemp(prefix="levers-"))).resolve()
+    if args.eval_order:
+        lab = build("classify", args.root, args.train)
+        print(json.dumps(run({"lab": str(lab), "eval_order": True, "overrides": []})))
+        return
     rows = bench(args)
     print(table(rows))
     if args.json:

@@ -108,6 +108,9 @@ def run(record: dict, console: Console) -> None:
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
+    chosen = t.get("precision") or {}
+    if chosen.get("asked") == "auto":
+        console.print(f"  precision auto: trained in {chosen['used']} ({chosen['reason']})")
     processes = t.get("processes") or {}
     if processes.get("world_size", 1) > 1:
         ranks = ", ".join(

@@ -39,7 +39,7 @@ from tunelab.training.step import autocast, loss_weight, make_batch, summed_loss
 
 RELOAD_TIMEOUT_S = 900
 OUTPUTS, TENSORS = "outputs.json", "tensors.safetensors"
-MAX_NEW_TOKENS = 32
+MAX_NEW_TOKENS = 16
 """Generation limit of the check's evaluation pass (the spec's, if lower): wiring, not quality."""
 
 
@@ -175,15 +175,20 @@ def reference_outputs(
     protocol: dict,
     spec: Spec,
     device: torch.device,
+    forward: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[dict, dict[str, torch.Tensor]]:
-    """What the in-process model and the reloaded one must agree on (see the module doc)."""
+    """What the in-process model and the reloaded one must agree on (see the module doc).
+    `forward`: the summed loss and logits of this very pass, when the caller has just made it
+    on the same model (the check's loss after training)."""
     examples, _ = renderer.training(train_rows)
     micro = examples[: spec.training.microbatch]
     batch = make_batch(micro, renderer.pad_id, device)
     denominator = sum(loss_weight(e) for e in micro)
     model.eval()
-    with autocast(device, spec.training.precision):
-        summed, logits = loss_and_logits(model, batch)
+    if forward is None:
+        with autocast(device, spec.training.precision):
+            forward = loss_and_logits(model, batch)
+    summed, logits = forward
     loss = float(summed / denominator)
     logits = logits.float()
     labels = batch["labels"]
@@ -237,6 +242,7 @@ def evaluation_step(ctx: dict) -> dict:
         ctx["protocol"],
         lab.spec,
         lab.device,
+        ctx.pop("trained_forward", None),
     )
     n, total = len(ctx["reference"][0]["predictions"]), len(ctx["val_rows"])
     detail = f"{n} of {total} validation rows predicted (quality is not judged here)"

@@ -17,9 +17,9 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from tunelab.core.spec import Budget, FullMethod
-from tunelab.stages.check.reload import item
+from tunelab.stages.check.reload import item, loss_and_logits
 from tunelab.training.loop import train
-from tunelab.training.step import Example, autocast, loss_weight, make_batch, summed_loss
+from tunelab.training.step import Example, autocast, loss_weight, make_batch
 
 UPDATE_STEPS = 2
 """Two because LoRA's B starts at zero, so A gets no gradient at step 1."""
@@ -58,7 +58,7 @@ def training_step(ctx: dict) -> list[dict]:
     before = eval_loss(ctx, micro)
     with watch_updates(model) as (grads, snapshots):
         record = train(model, batch, cfg, lab.device, ctx["renderer"].pad_id)
-    after = eval_loss(ctx, micro)
+    after = eval_loss(ctx, micro, keep=True)  # its forward is also the evaluation's first
     losses = [h["loss"] for h in record["history"]]
     loop = (
         f"{record['steps']} steps of {record['global_batch']} examples = {record['microbatch']} "
@@ -134,13 +134,19 @@ def loss_item(before: float, after: float, losses: list[float], micro: int, batc
     return item("loss", finite and after < before, detail, before=before, after=after)
 
 
-def eval_loss(ctx: dict, micro: list[Example]) -> float:
-    """The normalised loss of one microbatch in eval mode (no dropout)."""
+def eval_loss(ctx: dict, micro: list[Example], keep: bool = False) -> float:
+    """The normalised loss of one microbatch in eval mode (no dropout). With `keep`, the summed
+    loss and logits of that forward pass are left in `ctx["trained_forward"]`: the same pass
+    the evaluation step's reference makes next on the same microbatch of the same model, so it
+    is made once (`reload.reference_outputs`)."""
     lab, model = ctx["lab"], ctx["model"]
     batch = make_batch(micro, ctx["renderer"].pad_id, lab.device)
     model.eval()
     with torch.no_grad(), autocast(lab.device, lab.spec.training.precision):
-        return float(summed_loss(model, batch) / sum(loss_weight(e) for e in micro))
+        summed, logits = loss_and_logits(model, batch)
+    if keep:
+        ctx["trained_forward"] = (summed, logits)
+    return float(summed / sum(loss_weight(e) for e in micro))
 
 
 def digests(model: torch.nn.Module) -> dict[str, str]:

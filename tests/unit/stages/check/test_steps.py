@@ -94,6 +94,10 @@ def test_clean_classification_lab_passes_and_reloads_in_a_fresh_process(make_lab
     late = items["update"]["changed_at_step_2"]
     assert late and all(".lora_A." in n for n in late)
     assert items["loss"]["after"] < items["loss"]["before"]
+    measured = items["backend"]["precision"]  # what precision auto would choose, and why
+    assert measured["choice"] in ("fp32", "bf16") and measured["fp32_gflops"] > 0
+    assert f"auto would choose {measured['choice']}" in items["backend"]["detail"]
+    assert result["slice"] == {"train": 16, "validation": 8}
 
     reload = items["reload"]
     (cmd,) = [c for c in spy_subprocess if "tunelab.stages.check.reload" in c]
