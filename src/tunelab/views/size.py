@@ -68,9 +68,16 @@ def size(result: dict, console: Console) -> None:
     )
     big = result["largest_microbatch"]
     measured = f", measured {big['measured_mb']:,.0f} MiB" if big.get("measured_mb") else ""
+    cal = result.get("calibration")
+    scaled = (
+        f"; the step's estimate × {cal['factor']:.2f}, the allocator's share measured at "
+        f"microbatch {cal['microbatch']}"
+        if cal
+        else ""
+    )
     console.print(
         f"largest microbatch: [bold]{big['value']}[/] within {big['budget_mb']:,.0f} MiB "
-        f"({big['budget']}; {big['method']}{measured})"
+        f"({big['budget']}; {big['method']}{measured}{scaled})"
     )
     _advice(result, console)
 

@@ -227,3 +227,20 @@ def estimate(
         "peak_bytes": peak,
         "approximate": sh.approximate or precision == "bf16",
     }
+
+
+def calibrated(at: dict, measured_bytes: float, target: dict) -> dict:
+    """`target`'s estimate with the allocator's share read off one measured step (`at`, the
+    estimate of the configuration that was measured, with `measured_bytes` its peak).
+
+    What a CPU allocator holds beyond the live tensors grows with the step's own memory (the
+    holes between activations and short-lived buffers in glibc's heap: bench/README.md), not
+    with the weights, the optimizer state or the framework. So the step's part of the estimate
+    is scaled by what the measurement showed of it: fixed + step(target) × (measured − fixed) /
+    step(at), where fixed is the same for both (the same model and method)."""
+    fixed = sum(at["components"][k] for k in ("framework", "weights", "optimizer_state"))
+    step_at = at["peak_bytes"] - fixed
+    factor = (measured_bytes - fixed) / step_at if step_at > 0 else 1.0
+    factor = max(factor, 1.0)  # the tensors are counted exactly: never below them
+    peak = fixed + (target["peak_bytes"] - fixed) * factor
+    return {"peak_bytes": peak, "factor": round(factor, 3)}

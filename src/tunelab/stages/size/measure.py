@@ -319,7 +319,16 @@ def run_size(
         "normalisation": LOSS_NORMALISATION,
     }
 
-    largest = largest_microbatch(base, estimate_mb, overhead, memory_limit_mb, device, say, probe)
+    fitted, calibration = estimate_mb, None
+    if device == "cpu":  # the allocator's share, read off the measured step (estimate.calibrated)
+        at, measured = main, plain["measured_peak_mb"] * MIB
+        calibration = {"microbatch": mb, "factor": est.calibrated(at, measured, at)["factor"]}
+
+        def fitted(b: int, acc: int = 1, ckpt: bool = False, overhead: float = 0.0) -> dict:
+            e = estimate_mb(b, acc, ckpt, overhead)
+            return e | {"peak_mb": _mb(est.calibrated(at, measured, e)["peak_bytes"])}
+
+    largest = largest_microbatch(base, fitted, overhead, memory_limit_mb, device, say, probe)
     processes = 1  # `run` trains in one process; the advice says only what it can do
     speed = largest.get("tokens_per_s") or plain["tokens_per_s"]
     result = common | {
@@ -336,6 +345,7 @@ def run_size(
         "error_pct": plain["error_pct"],
         "variants": [{k2: v for k2, v in x.items() if k2 != "probe"} for x in variants],
         "gradient_check": check,
+        "calibration": calibration,
         "largest_microbatch": largest,
         "advice": advice(spec.training.global_batch, largest["value"], processes, speed, seq),
     }
@@ -375,6 +385,7 @@ def _allocator(device: str) -> str:
     if device == "cuda":
         return "torch CUDA caching allocator (peak allocated)"
     return (
-        "glibc defaults, as in runs (its heap holds 10-35% more than the live tensors on CPU, "
-        "which the estimate does not model: bench/README.md)"
+        "glibc defaults, as in runs (its heap holds 10-35% more than the live tensors on CPU; "
+        "the largest-microbatch search scales the estimate by what the measured step showed: "
+        "bench/README.md)"
     )

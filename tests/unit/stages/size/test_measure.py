@@ -286,6 +286,10 @@ def test_size_through_the_cli_on_the_bert_lab(make_lab, capsys):
     big = r["largest_microbatch"]
     assert big["budget"] == "--memory-limit" and big["value"] >= 1
     assert big["method"] == "estimate, confirmed by measuring" and big["measured_mb"] <= 1500
+    # the search's estimate is scaled by the allocator's share the measured step showed
+    cal = r["calibration"]
+    assert cal["microbatch"] == lab.spec.training.microbatch and cal["factor"] >= 1.0
+    assert big["estimated_mb"] >= r["estimate"]["peak_mb"] or big["value"] < cal["microbatch"]
 
 
 @pytest.mark.slow
