@@ -14,32 +14,35 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from tunelab.core.data_sections import (
+    CleaningRule,
+    DataSpec,
+    DedupSpec,
+    Fields,
+    Mixture,
+    MixtureStage,
+    Source,
+    SplitSpec,
+)
 from tunelab.core.errors import TunelabError
+from tunelab.core.origin import origin_of, problems
 from tunelab.core.scratch import check_scratch
 from tunelab.core.sections import (
     Budget,
     ClassificationTask,
-    CleaningRule,
     Compass,
-    DataSpec,
-    DedupSpec,
     EvaluationSpec,
     ExtractionTask,
     FieldError,
-    Fields,
     FormatTask,
     FullMethod,
     Guardrail,
     Hypothesis,
     LoraMethod,
     MethodSpec,
-    Mixture,
-    MixtureStage,
     ModelSpec,
     PretrainTask,
     RentalSpec,
-    Source,
-    SplitSpec,
     TaskSpec,
     TrainingSpec,
     _Section,
@@ -297,107 +300,7 @@ def validate_spec(
     try:
         return Spec.model_validate(raw)
     except ValidationError as err:
-        raise SpecError(_problems(err, path, text, overrides or {})) from None
-
-
-def _problems(err: ValidationError, path: Path | str, text: str, overrides: dict[str, Any]) -> str:
-    """One line per problem: where it comes from, the dotted field, what is wrong."""
-    count = err.error_count()
-    source = f"{path} with the command-line overrides" if overrides else f"{path}"
-    lines = [f"{source}: the spec is not valid ({count} problem{'s' if count > 1 else ''}):"]
-    root = yaml.compose(text) if text else None
-    for e in err.errors():
-        loc, scope = _error_loc(e)
-        field = ".".join(loc) or "(top level)"
-        where = _origin(loc, root, overrides, scope)
-        msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"  - {where + ', ' if where else ''}field `{field}`: {msg}")
-    return "\n".join(lines)
-
-
-def _error_loc(error: dict) -> tuple[list[str], list[str]]:
-    """The path of the field a pydantic error is about (union tags left out, a bad `type` tag
-    pointed at `type`) and the scope of the check: for a cross-field check (FieldError), the
-    section whose fields it reads; else the field itself."""
-    loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
-    cause = error.get("ctx", {}).get("error")
-    if isinstance(cause, FieldError):
-        return loc + cause.field.split("."), loc
-    if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        return [*loc, "type"], loc
-    return loc, loc
-
-
-def _is_union_tag(part: Any) -> bool:
-    return part in {"lora", "full", "classification", "extraction", "format", "pretrain"}
-
-
-def _origin(
-    loc: list[str],
-    root: Any,
-    overrides: dict[str, Any],
-    scope: list[str] | None = None,
-    exact: bool = False,
-) -> str:
-    """Where the value at `loc` comes from: `key=value (command line)` when an override set
-    it (or a section above it), else its line in the file (with `exact`, only a line of `loc`
-    itself; else the deepest key of it there is), with the overrides inside `scope` (the
-    section a cross-field check reads; default `loc`) that share the blame."""
-    above = [k for k in overrides if loc[: len(k.split("."))] == k.split(".")]
-    if above:
-        key = max(above, key=len)
-        return f"{key}={_show(overrides[key])} (command line)"
-    scope = loc if scope is None else scope
-    inside = [
-        f"{k}={_show(v)}" for k, v in overrides.items() if k.split(".")[: len(scope)] == scope
-    ]
-    line = _line_of(root, loc, exact=exact or bool(inside))  # a section only overrides wrote
-    where = f"line {line}" if line else ""
-    if inside:
-        where += (", " if where else "") + f"with {', '.join(inside)} (command line)"
-    return where
-
-
-def origin_of(field: str, path: Path, overrides: dict[str, Any] | None = None) -> str:
-    """Where a spec field's value comes from, for a message about it: `tunelab.yaml line 12`,
-    `method.r=4 (command line)`, or `the default` when neither sets it."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    try:
-        root = yaml.compose(text) if text else None
-    except yaml.YAMLError:
-        root = None
-    where = _origin(field.split("."), root, overrides or {}, exact=True)
-    if where.startswith("line "):
-        return f"{path.name} {where}"
-    return where or "the default"
-
-
-def _show(value: Any) -> str:
-    """An override's value as the user could have typed it."""
-    if isinstance(value, str):
-        return value
-    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
-    return text.removesuffix("...").strip()
-
-
-def _line_of(node: Any, loc: list[str], exact: bool = False) -> int | None:
-    """The 1-based YAML line of the deepest existing key on the path `loc` (with `exact`:
-    of `loc` itself, None when the file does not have it)."""
-    line = None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if k.value == part), None)
-            if match is None:
-                return None if exact else line
-            key = next(k for k, v in node.value if v is match)
-            line, node = key.start_mark.line + 1, match
-        elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
-            node = node.value[int(part)]
-            line = node.start_mark.line + 1
-        else:
-            return None if exact else line
-    return line
+        raise SpecError(problems(err, path, text, overrides or {})) from None
 
 
 def dump_spec(spec: Spec) -> str:

@@ -1,7 +1,7 @@
 """`training.precision: auto`: bf16 autocast where the device computes bf16 natively and a
 measured bf16 matmul beats fp32's, else fp32, with the reason and the measurement.
 
-Native bf16: a CUDA device that `torch.cuda.is_bf16_supported()`; a CPU whose flags list
+Native bf16: a CUDA device that supports it without emulation; a CPU whose flags list
 `amx_bf16` or `avx512_bf16`. On a CPU without them bf16 is emulated and slower (2.8x slower
 training measured on one such machine, bench/README.md), so auto never picks it there, whatever
 a short matmul says. Where the flags are present the matmul decides: bf16 must be at least
@@ -37,7 +37,7 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
 def native_bf16(device: torch.device, flags: set[str] | None = None) -> tuple[bool, str]:
     """Whether `device` computes bf16 natively, and what says so."""
     if device.type == "cuda":
-        ok = torch.cuda.is_bf16_supported()
+        ok = torch.cuda.is_bf16_supported(including_emulation=False)
         return ok, f"{torch.cuda.get_device_name(device)} {'supports' if ok else 'lacks'} bf16"
     if device.type != "cpu":
         return False, f"{device.type}: not measured by tunelab"

@@ -138,19 +138,13 @@ def probe_backend(device: torch.device) -> dict:
     for name, dtype in DTYPES.items():
         probe[name] = run(lambda dtype=dtype: x.to(device, dtype) @ x.to(device, dtype))
     probe["bf16_autocast"] = run(bf16_autocast)
-    try:
-        native = {
-            "cuda": lambda: torch.cuda.is_bf16_supported(including_emulation=False),
-            "cpu": torch.ops.mkldnn._is_mkldnn_bf16_supported,
-        }
-        probe["bf16_native"] = bool(native[device.type]()) if device.type in native else None
-    except Exception:  # an older torch without these probes
-        probe["bf16_native"] = None
     probe["mps_available"] = bool(torch.backends.mps.is_available())
-    try:  # what `training.precision: auto` would choose here, and why
+    try:  # whether bf16 is native, and what `training.precision: auto` would choose, and why
         probe["precision"] = measure_precision(device)
+        probe["bf16_native"] = probe["precision"]["native_bf16"]
     except Exception as err:
         probe["precision"] = {"error": f"{type(err).__name__}: {err}"}
+        probe["bf16_native"] = None
     return probe
 
 
