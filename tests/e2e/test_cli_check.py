@@ -32,7 +32,7 @@ def test_check_fails_then_passes_and_run_knows(make_lab, capsys):
 
     code, good = tl(capsys, "check", "--lab", lab, "--rows", "12")
     assert code == 0 and good["passed"] and good["failed"] == []
-    assert good["slice"] == {"train": 12, "validation": 6}
+    assert good["slice"] == {"train": 12, "validation": 3}
     assert [i["name"] for i in good["items"] if i["passed"]][-1] == "reload"
     assert good["trainable"]["trainable_params"] > 0 and good["env"]["packages"]["torch"]
 

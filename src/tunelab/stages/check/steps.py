@@ -1,6 +1,6 @@
 """`tunelab check`: the preflight. Its purpose is wiring, not quality.
 
-On a slice of the current data version (16 train and 8 validation rows by default) it runs
+On a slice of the current data version (16 train and 4 validation rows by default) it runs
 the run's own code (`model.trainable_model`, `render.make_renderer`,
 `train.train`, `evaluate.evaluate_rows`, `model.save_trained` / `load_trained`) and ends with a
 pass/fail checklist saved as `.tunelab/checks/<data version>-<spec hash>.json`. The items:
@@ -64,13 +64,14 @@ SLICE_ROWS = 16
 
 
 def validation_rows(rows: int) -> int:
-    """The validation slice: half the train slice. Its rows are generated twice (the evaluation
-    and the reload), the check's costliest rows; 8 still make a batch of several lengths."""
-    return max(1, rows // 2)
+    """The validation slice: a quarter of the train slice. Its rows are generated twice (the
+    evaluation and the reload), the check's costliest rows after the training steps; 4 still
+    make a batch of several lengths, so left padding is exercised."""
+    return max(1, rows // 4)
 
 
 def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) -> dict:
-    """Run the preflight on `rows` train rows and half as many validation rows; save and
+    """Run the preflight on `rows` train rows and a quarter as many validation rows; save and
     return the checklist."""
     start = time.perf_counter()
     spec, store = lab.spec, lab.store

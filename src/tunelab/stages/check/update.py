@@ -82,7 +82,8 @@ def update_item(model: torch.nn.Module, method, grads: dict, snapshots: list[dic
     every other tensor is bit-identical."""
     first_change, no_grad, stuck, moved = {}, [], [], []
     for name, p in model.named_parameters():
-        steps = [k for k in range(1, len(snapshots)) if snapshots[k][name] != snapshots[0][name]]
+        start = snapshots[0][name]
+        steps = [k for k in range(1, len(snapshots)) if snapshots[k].get(name, start) != start]
         if not intended_trainable(name, method):
             moved += [name] if steps else []
         elif not grads.get(name):
@@ -149,11 +150,14 @@ def eval_loss(ctx: dict, micro: list[Example], keep: bool = False) -> float:
     return float(summed / sum(loss_weight(e) for e in micro))
 
 
-def digests(model: torch.nn.Module) -> dict[str, str]:
-    """Every parameter's bytes, hashed on the host: exact, and light on memory (sha256 of the
-    buffer itself, no copy on a CPU: a fraction of a second for 135M float32 weights)."""
+def digests(model: torch.nn.Module, only: set[str] | None = None) -> dict[str, str]:
+    """Every parameter's bytes (those named in `only`, if given), hashed on the host: exact,
+    and light on memory (sha256 of the buffer itself, no copy on a CPU: a fraction of a second
+    for 135M float32 weights)."""
     out = {}
     for name, p in model.named_parameters():
+        if only is not None and name not in only:
+            continue
         raw = p.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy()
         out[name] = hashlib.sha256(raw).hexdigest()
     return out
@@ -161,12 +165,15 @@ def digests(model: torch.nn.Module) -> dict[str, str]:
 
 @contextmanager
 def watch_updates(model: torch.nn.Module):
-    """While the block runs, record which parameters receive a non-zero gradient and a digest
-    of every parameter after each optimizer step. The check's only hooks: a per-parameter
+    """While the block runs, record which parameters receive a non-zero gradient and digests
+    after each optimizer step: of the tensors that require a gradient at every step (which step
+    first moved them), of the others once more when the block ends (a frozen tensor is compared
+    before and after, not hashed at every step). The check's only hooks: a per-parameter
     gradient hook, and torch's global optimizer-step hook (the optimizer is made inside
     `train`, which has no hooks of its own), both removed when the block ends."""
     grads: dict[str, bool] = {}
     snapshots = [digests(model)]
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
 
     def observe(name):
         def hook(p):
@@ -179,9 +186,14 @@ def watch_updates(model: torch.nn.Module):
         for n, p in model.named_parameters()
         if p.requires_grad
     ]
-    handles.append(register_optimizer_step_post_hook(lambda *_: snapshots.append(digests(model))))
+    handles.append(
+        register_optimizer_step_post_hook(lambda *_: snapshots.append(digests(model, trainable)))
+    )
     try:
         yield grads, snapshots
     finally:
         for h in handles:
             h.remove()
+    frozen = set(snapshots[0]) - trainable
+    if len(snapshots) > 1 and frozen:
+        snapshots[-1] |= digests(model, frozen)

@@ -97,7 +97,7 @@ def test_clean_classification_lab_passes_and_reloads_in_a_fresh_process(make_lab
     measured = items["backend"]["precision"]  # what precision auto would choose, and why
     assert measured["choice"] in ("fp32", "bf16") and measured["fp32_gflops"] > 0
     assert f"auto would choose {measured['choice']}" in items["backend"]["detail"]
-    assert result["slice"] == {"train": 16, "validation": 8}
+    assert result["slice"] == {"train": 16, "validation": 4}
 
     reload = items["reload"]
     (cmd,) = [c for c in spy_subprocess if "tunelab.stages.check.reload" in c]
