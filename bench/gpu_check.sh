@@ -1,31 +1,37 @@
 #!/usr/bin/env bash
 # bench/gpu_check.sh: tunelab on a CUDA machine, one command: check, size, and short runs of a
-# ~1B Llama-style model (random weights, built from its config) on 1 GPU, then on all GPUs with
-# ddp and with fsdp, LoRA and full fine-tuning, bf16 autocast, printed as ONE markdown table.
+# ~1B Llama-style model (random weights, built from its config) on 1 GPU at microbatch 2 and at
+# the largest microbatch `tunelab size` finds, then on all GPUs with ddp and with fsdp, LoRA and
+# full fine-tuning, bf16 autocast, printed as ONE markdown table.
 #
 #   bash bench/gpu_check.sh            # the ~1B model (hidden 2048, 16 layers, 32 heads, 8 kv
 #                                      # heads, intermediate 8192, vocabulary 32000), 2048 tokens
 #   bash bench/gpu_check.sh --quick    # a small model (hidden 256, 4 layers), 512 tokens, 6 steps
+#   bash bench/gpu_check.sh --cpu      # the same commands on this CPU: a smoke test of the script
 #   bash bench/gpu_check.sh --help
 #
 # Expected output format (the last lines it prints; every value in <angle brackets> is a
 # PLACEHOLDER for what the run measures, not a number anyone measured):
 #
-#   | config | processes | strategy | method | tokens/s total | tokens/s per rank | MFU | peak memory per rank (GiB, rank 0) | estimate (GiB, from size) |
-#   |---|---|---|---|---|---|---|---|---|
-#   | 1b | 1 | — | lora | <tok/s> | <tok/s> | <MFU %> | <GiB> | <GiB> |
-#   | 1b | <N GPUs> | ddp | lora | <tok/s> | <tok/s / N> | <MFU %> | <GiB> | <GiB> |
-#   | 1b | <N GPUs> | fsdp | full | <tok/s> | <tok/s / N> | <MFU %> | <GiB> | <GiB> (unsharded) |
-#   | 1b | <N GPUs> | fsdp | lora | <not available, refused or failed>: <its error> | | | | |
+#   | config | processes | strategy | method | microbatch | tokens/s total | tokens/s per rank | MFU | peak memory per rank (GiB, rank 0) | estimate (GiB, from size) |
+#   |---|---|---|---|---|---|---|---|---|---|
+#   | 1b | 1 | — | lora | 2 | <tok/s> | <tok/s> | <MFU %> | <GiB> | <GiB> |
+#   | 1b | 1 | — | lora | <B> (largest) | <tok/s> | <tok/s> | <MFU %> | <GiB> | <GiB> |
+#   | 1b | <N GPUs> | ddp | lora | 2 | <tok/s> | <tok/s / N> | <MFU %> | <GiB> | <GiB> |
+#   | 1b | <N GPUs> | fsdp | full | 2 | <tok/s> | <tok/s / N> | <MFU %> | <GiB> | <GiB> (unsharded) |
+#   | 1b | <N GPUs> | fsdp | lora | <not available, refused or failed>: <its error> | | | | | |
 #
 #   - GPU: <N> × <name>, <memory> MiB; peak dense bf16 <TFLOP/s> TFLOP/s (datasheet)
 #   - check lora: <passed | FAILED> (failed items: <names | none>)
 #   - size lora: estimate <GiB> GiB, measured <GiB> GiB (1 process, microbatch <B>, <L> tokens); ...
 #   - MFU counts 6·N FLOPs per token for full fine-tuning and ≈4·N for LoRA ...
 #
-# Rows: 1 GPU (strategy —) for lora and full; with several GPUs also N GPUs × {ddp, fsdp}
-# (`torchrun --standalone --nproc_per_node N`); one GPU skips those rows and says so. The same
-# global batch everywhere: microbatch 2, 2 microbatches per rank on N GPUs (2·N on one).
+# Rows: 1 GPU (strategy —) for lora and full, at microbatch 2 and at the largest microbatch
+# `tunelab size` finds (it tries microbatches until CUDA runs out of memory, one microbatch per
+# optimizer step, and gives its estimate at the microbatch found; that run does the same); with
+# several GPUs also N GPUs × {ddp, fsdp} (`torchrun --standalone --nproc_per_node N`); one GPU
+# skips those rows and says so. The microbatch-2 rows share one global batch: 2 microbatches
+# per rank on N GPUs (2·N on one).
 # MFU = FLOPs per token × tokens/s per rank / the GPU's peak dense bf16 FLOP/s: 6·N per token
 # for full fine-tuning, ≈4·N for LoRA (frozen weights get no weight gradient), N without the
 # input embedding; attention's own FLOPs left out (bench/gpu_table.py says how much they add).
@@ -36,15 +42,19 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bash bench/gpu_check.sh [--quick] [--steps N] [--seq-len L] [--results DIR] [--keep DIR]
+usage: bash bench/gpu_check.sh [--quick] [--cpu] [--steps N] [--seq-len L] [--results DIR]
+                               [--keep DIR]
 
 tunelab on this machine's CUDA GPUs: builds a Llama-style model from its config (random
 weights) and two generative labs (LoRA, full; bf16 autocast) with synthetic documents, runs
-`tunelab check`, `tunelab size` and a short `tunelab run` on 1 GPU, then on all GPUs with
-ddp and with fsdp (torchrun), and prints one markdown table: tokens/s (total, per rank), MFU,
-rank 0's peak memory, and size's estimate.
+`tunelab check`, `tunelab size` and short `tunelab run`s on 1 GPU (microbatch 2, and the
+largest microbatch size finds), then on all GPUs with ddp and with fsdp (torchrun), and prints
+one markdown table: tokens/s (total, per rank), MFU, rank 0's peak memory, size's estimate.
 
   --quick        a small model (hidden 256, 4 layers, vocabulary 32000), 512 tokens, 6 steps
+  --cpu          the same commands on this machine's CPU with .venv's torch: a smoke test of
+                 the script (implies --quick, 3 steps; the largest microbatch is sought under
+                 a 4096 MiB --memory-limit; MFU unknown)
   --steps N      optimizer steps per run (default 20; 6 with --quick)
   --seq-len L    tokens per example (default 2048; 512 with --quick)
   --results DIR  where the commands' JSON and logs go (default bench/.cache/gpu-check-TIME)
@@ -62,10 +72,11 @@ Exits 2 with "no CUDA GPU: this check needs one" where nvidia-smi or CUDA is mis
 EOF
 }
 
-QUICK=0 STEPS="" SEQ="" RESULTS="" KEEP=""
+QUICK=0 CPU=0 STEPS="" SEQ="" RESULTS="" KEEP=""
 while (($#)); do
     case "$1" in
     --quick) QUICK=1 ;;
+    --cpu) CPU=1 QUICK=1 ;;
     --steps) STEPS="${2:?--steps needs a number}"; shift ;;
     --seq-len) SEQ="${2:?--seq-len needs a number}"; shift ;;
     --results) RESULTS="${2:?--results needs a folder}"; shift ;;
@@ -84,20 +95,27 @@ no_gpu() {
 }
 
 # --- the GPUs -----------------------------------------------------------------------------------
-command -v nvidia-smi >/dev/null 2>&1 || no_gpu "nvidia-smi not found"
-GPUS=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null) ||
-    no_gpu "nvidia-smi failed"
-[ -n "$GPUS" ] || no_gpu "nvidia-smi lists no GPU"
-NGPU=$(printf '%s\n' "$GPUS" | grep -c .)
-echo "GPUs: $NGPU"
-nvidia-smi --query-gpu=name,memory.total --format=csv
+if ((CPU)); then
+    DEVICE=cpu NGPU=1 LIMIT=(--memory-limit 4096)
+    GPUS="CPU ($(nproc) cores), $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo) MiB"
+    echo "--cpu: the commands run on this CPU (a smoke test of the script, not a benchmark)"
+else
+    DEVICE=cuda LIMIT=()
+    command -v nvidia-smi >/dev/null 2>&1 || no_gpu "nvidia-smi not found"
+    GPUS=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null) ||
+        no_gpu "nvidia-smi failed"
+    [ -n "$GPUS" ] || no_gpu "nvidia-smi lists no GPU"
+    NGPU=$(printf '%s\n' "$GPUS" | grep -c .)
+    echo "GPUs: $NGPU"
+    nvidia-smi --query-gpu=name,memory.total --format=csv
+fi
 
 # --- the Python environment ---------------------------------------------------------------------
-usable() { # a python whose torch sees CUDA and which imports tunelab and its dependencies
-    [ -x "$1" ] && "$1" -c '
-import sys, torch
+usable() { # a python which imports tunelab and its dependencies, and whose torch sees CUDA
+    [ -x "$1" ] && CPU="$CPU" "$1" -c '
+import os, sys, torch
 import datasketch, jsonschema, peft, pydantic, transformers, yaml, tunelab.cli
-sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
+sys.exit(0 if os.environ["CPU"] == "1" or torch.cuda.is_available() else 1)' >/dev/null 2>&1
 }
 
 PY=""
@@ -105,6 +123,10 @@ FALLBACK="${TMPDIR:-/tmp}/tunelab-venv-cuda"
 for v in ${VENV:+"$VENV"} .venv "$FALLBACK"; do
     if usable "$v/bin/python"; then PY="$v/bin/python"; break; fi
 done
+if [ -z "$PY" ] && ((CPU)); then
+    echo "gpu_check.sh --cpu: no .venv that imports tunelab; run make first" >&2
+    exit 1
+fi
 if [ -z "$PY" ]; then
     NEW="${VENV:-.venv}"
     [ -e "$NEW" ] && NEW="$FALLBACK" # never rebuild someone's existing venv
@@ -137,7 +159,9 @@ fi
 echo "python: $PY ($("$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'))"
 
 # --- the model, the labs, the runs --------------------------------------------------------------
-if ((QUICK)); then
+if ((CPU)); then
+    CONFIG=quick SEQ="${SEQ:-512}" STEPS="${STEPS:-3}"
+elif ((QUICK)); then
     CONFIG=quick SEQ="${SEQ:-512}" STEPS="${STEPS:-6}"
 else
     CONFIG=1b SEQ="${SEQ:-2048}" STEPS="${STEPS:-20}"
@@ -171,6 +195,14 @@ step() { # step NAME COMMAND...: stdout to NAME.json, stderr to NAME.log; a fail
     return 0
 }
 
+largest() { # the largest microbatch in a `tunelab size --json` output, else 0
+    "$PY" -c 'import json, sys
+try:
+    print(int(json.load(open(sys.argv[1]))["largest_microbatch"]["value"] or 0))
+except Exception:
+    print(0)' "$1"
+}
+
 TUNELAB=("$PY" -m tunelab.cli)
 TORCHRUN=("$PY" -m torch.distributed.run --standalone --nproc_per_node "$NGPU")
 for METHOD in lora full; do
@@ -181,11 +213,19 @@ for METHOD in lora full; do
         echo "gpu_check.sh: tunelab data failed: $(tail -n 3 "$RESULTS/data-$METHOD.json")" >&2
         exit 1
     fi
-    step "check-$METHOD" "${TUNELAB[@]}" check --lab "$LAB" --device cuda --json
-    step "size-$METHOD" "${TUNELAB[@]}" size --lab "$LAB" --device cuda --json \
-        --seq-len "$SEQ" --microbatch "$MB"
-    step "run-1-single-$METHOD" "${TUNELAB[@]}" run --lab "$LAB" --device cuda --json \
+    step "check-$METHOD" "${TUNELAB[@]}" check --lab "$LAB" --device "$DEVICE" --json
+    step "size-$METHOD" "${TUNELAB[@]}" size --lab "$LAB" --device "$DEVICE" --json \
+        --seq-len "$SEQ" --microbatch "$MB" "${LIMIT[@]}"
+    step "run-1-single-$METHOD" "${TUNELAB[@]}" run --lab "$LAB" --device "$DEVICE" --json \
         --name "gpu1-$METHOD"
+    BIG=$(largest "$RESULTS/size-$METHOD.json")
+    if ((BIG > MB)); then # a run at the largest microbatch size found (one per step, as tried)
+        step "run-1-largest-$METHOD" "${TUNELAB[@]}" run --lab "$LAB" --device "$DEVICE" \
+            --json --name "gpu1-largest-$METHOD" "training.microbatch=$BIG" \
+            "training.global_batch=$BIG"
+    else
+        echo "  the largest microbatch size found is ${BIG:-unknown}: no run beyond microbatch $MB"
+    fi
     if ((NGPU > 1)); then
         for STRATEGY in ddp fsdp; do
             step "run-$NGPU-$STRATEGY-$METHOD" "${TORCHRUN[@]}" -m tunelab.cli run --lab "$LAB" \

@@ -13,9 +13,10 @@ DIR/model.json (the config and the parameter count).
 
 `table` reads what gpu_check.sh left in the results folder: gpus.csv (`nvidia-smi
 --query-gpu=name,memory.total --format=csv,noheader`), model.json, size-METHOD.json,
-check-METHOD.json and run-NPROC-STRATEGY-METHOD.json (each a command's `--json` output; a
-command that failed leaves its error there, and its stderr in the .log beside it), and prints
-one markdown table, a row per run:
+check-METHOD.json and run-NPROC-STRATEGY-METHOD.json (each a command's
+`--json` output; a command that failed leaves its error there, and its stderr in the .log beside
+it; STRATEGY is `single` or `largest` for one process: microbatch 2, or the largest microbatch
+`size` found), and prints one markdown table, a row per run:
 
 - tokens/s: non-pad tokens over the steps after the warm-up (the first step, and the second
   too when there are more than 4), summed over the ranks; per rank = total / processes.
@@ -29,8 +30,9 @@ one markdown table, a row per run:
 - peak memory: rank 0's `torch.cuda.max_memory_allocated` during training (the run record's
   `training.peak_memory_mb`; the other ranks are not recorded).
 - estimate: `tunelab size`'s estimate of one process's peak at the same sequence length and
-  microbatch. It models one process: for ddp a replica (plus DDP's gradient buckets), for
-  fsdp the unsharded figure, marked so.
+  microbatch (size's `estimate` at microbatch 2; at the largest microbatch, the estimate size
+  gives with it: `largest_microbatch.estimated_mb`). It models one process: for
+  ddp a replica (plus DDP's gradient buckets), for fsdp the unsharded figure, marked so.
 """
 
 from __future__ import annotations
@@ -212,6 +214,13 @@ def rows_of(results: Path) -> tuple[list[dict], list[str]]:
         + (f"{peak:g} TFLOP/s (datasheet)" if peak else "unknown (not in PEAK_TFLOPS)")
     ]
     sizes = {m: read_json(results / f"size-{m}.json") for m in METHODS}
+    estimates = {}  # (method, microbatch) -> MiB
+    for method, s in sizes.items():
+        if s and "estimate" in s:
+            estimates[(method, s["microbatch"])] = s["estimate"]["peak_mb"]
+            big = s.get("largest_microbatch") or {}
+            if big.get("estimated_mb"):
+                estimates[(method, big["value"])] = big["estimated_mb"]
     for method in METHODS:
         check_path = results / f"check-{method}.json"
         check = read_json(check_path)
@@ -243,6 +252,7 @@ def rows_of(results: Path) -> tuple[list[dict], list[str]]:
             "processes": int(nproc),
             "method": method,
             "strategy": strategy if int(nproc) > 1 else "—",
+            "largest": strategy == "largest",
         }
         record = read_json(path)
         if record is None or "training" not in record:
@@ -254,17 +264,17 @@ def rows_of(results: Path) -> tuple[list[dict], list[str]]:
         per_rank = total / int(nproc)
         fpt, how = flops_per_token(record, model)
         mfu = fpt * per_rank / (peak * 1e12) if peak else None
-        s = sizes.get(method)
-        estimate = s["estimate"]["peak_mb"] / GIB if s and "estimate" in s else None
+        estimate = estimates.get((method, t["microbatch"]))
         rows.append(
             row
             | {
+                "microbatch": t["microbatch"],
                 "tokens_per_s": total,
                 "tokens_per_s_per_rank": per_rank,
                 "mfu": mfu,
                 "flops": how,
                 "peak_gib_rank0": t["peak_memory_mb"] / GIB,
-                "estimate_gib": estimate,
+                "estimate_gib": None if estimate is None else estimate / GIB,
                 "estimate_unsharded": strategy == "fsdp" and int(nproc) > 1,
                 "steps": t["steps"],
                 "tokens": t["tokens"],
@@ -293,29 +303,32 @@ def _count(n: float) -> str:
 
 def _run_order(path: Path) -> tuple:
     _, nproc, strategy, method = path.stem.split("-", 3)
-    return (list(METHODS).index(method) if method in METHODS else 9, int(nproc), strategy)
+    rank = list(METHODS).index(method) if method in METHODS else 9
+    return (rank, int(nproc), strategy != "single", strategy)
 
 
 HEADER = (
-    "| config | processes | strategy | method | tokens/s total | tokens/s per rank | MFU "
-    "| peak memory per rank (GiB, rank 0) | estimate (GiB, from size) |"
+    "| config | processes | strategy | method | microbatch | tokens/s total | tokens/s per rank "
+    "| MFU | peak memory per rank (GiB, rank 0) | estimate (GiB, from size) |"
 )
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = [HEADER, "|" + "---|" * 9]
+    lines = [HEADER, "|" + "---|" * 10]
     for r in rows:
         head = f"| {r['config']} | {r['processes']} | {r['strategy']} | {r['method']} "
         if "error" in r:
             why = r["error"]  # one line already (why_not)
-            lines.append(head + f"| {r['status']}: {why} | | | | |")
+            mb = "largest" if r["largest"] else ""
+            lines.append(head + f"| {mb} | {r['status']}: {why} | | | | |")
             continue
         mfu = "unknown" if r["mfu"] is None else _percent(r["mfu"])
         est = "—" if r["estimate_gib"] is None else f"{r['estimate_gib']:.1f}"
         if r["estimate_unsharded"] and r["estimate_gib"] is not None:
             est += " (unsharded)"
+        mb = f"{r['microbatch']}" + (" (largest)" if r["largest"] else "")
         lines.append(
-            head + f"| {r['tokens_per_s']:,.0f} | {r['tokens_per_s_per_rank']:,.0f} | {mfu} "
+            head + f"| {mb} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s_per_rank']:,.0f} | {mfu} "
             f"| {r['peak_gib_rank0']:.1f} | {est} |"
         )
     return "\n".join(lines)

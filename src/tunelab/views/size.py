@@ -14,7 +14,13 @@ def size(result: dict, console: Console) -> None:
     console.print(
         f"[bold]size[/] {result['method']} on {result['device']}, {result['precision']}, "
         f"microbatch {result['microbatch']} × {seq['value']} tokens ({seq['source']}; "
-        f"p50 {seq['p50']}, max {seq['max']}); allocator: {result['allocator']}"
+        f"p50 {seq['p50']}, max {seq['max']})"
+        + (
+            f", of which {t['value']} target tokens (p50 {t['p50']}, max {t['max']})"
+            if (t := result.get("target_tokens"))
+            else ""
+        )
+        + f"; allocator: {result['allocator']}"
     )
     if "processes" in result:
         _processes(result, console)
@@ -68,6 +74,8 @@ def size(result: dict, console: Console) -> None:
     )
     big = result["largest_microbatch"]
     measured = f", measured {big['measured_mb']:,.0f} MiB" if big.get("measured_mb") else ""
+    if big.get("estimated_mb") and not big.get("measured_mb"):
+        measured = f", estimated {big['estimated_mb']:,.0f} MiB"
     cal = result.get("calibration")
     scaled = (
         f"; the step's estimate × {cal['factor']:.2f}, the allocator's share measured at "

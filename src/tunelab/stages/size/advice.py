@@ -55,17 +55,20 @@ def advice(global_batch: int, largest: int, processes: int, tokens_per_s: float,
 
 
 def largest_microbatch(base, estimate_mb, overhead, limit_mb, device, say, probe) -> dict:
-    """GPU: try and catch OOM in one probe. CPU: the estimate against the budget, then a
-    measurement at that microbatch (stepping down while the measurement exceeds it). `probe`
-    runs one configuration in a fresh process (`sizing.run_probe`)."""
+    """GPU: try and catch OOM in one probe (with the estimate at the microbatch found, to set
+    beside a run's measured peak). CPU: the estimate against the budget, then a measurement at
+    that microbatch (stepping down while the measurement exceeds it). `probe` runs one
+    configuration in a fresh process (`sizing.run_probe`)."""
     if device == "cuda":
         say("largest microbatch: trying until CUDA runs out of memory")
         r = probe(base | {"mode": "max_microbatch", "steps": 0})
+        value = r["max_microbatch"]
         return {
-            "value": r["max_microbatch"],
+            "value": value,
             "budget_mb": round(r["device_free_mb"], 1),
             "budget": "free device memory",
             "method": "tried, out-of-memory caught",
+            "estimated_mb": estimate_mb(value, 1, False, overhead)["peak_mb"] if value else None,
             "tried": r["tried"],
         }
     budget = limit_mb or _available_mb()

@@ -136,15 +136,21 @@ def activation_bytes(
     }
 
 
-def loss_bytes(sh: Shape, b: int, s: int) -> dict[str, int]:
+def target_tokens(s: int, targets: int | None = None) -> int:
+    """Target tokens per sequence of `s`: `targets` (what the lab's examples hold, from `size`),
+    else the size probe's default, the second half."""
+    return s - s // 2 if targets is None else max(1, min(int(targets), s))
+
+
+def loss_bytes(sh: Shape, b: int, s: int, targets: int | None = None) -> dict[str, int]:
     """The logits and the loss. A causal LM projects only its target positions onto the
-    vocabulary (`training/step.py`, `summed_loss`), and the size probe's sequences hold
-    s - s // 2 targets each (their second half): those logits (model dtype), their float32
-    copy unless the model is float32, and log-softmax (saved); in backward, log-softmax's
-    output, its gradient and the gradient of its input."""
+    vocabulary (`training/step.py`, `summed_loss`): `target_tokens` per sequence (the size
+    probe's sequences end with that many). Those logits (model dtype), their float32 copy
+    unless the model is float32, and log-softmax (saved); in backward, log-softmax's output,
+    its gradient and the gradient of its input."""
     if sh.kind != "causal":
         return {"forward": 3 * b * sh.num_labels * 4, "backward": 3 * b * sh.num_labels * 4}
-    kept = b * (s - s // 2)
+    kept = b * target_tokens(s, targets)
     logits = kept * sh.vocab * sh.dtype_bytes
     upcast = kept * sh.vocab * 4
     copy = upcast if sh.dtype_bytes != 4 else 0
@@ -184,12 +190,14 @@ def estimate(
     overhead_bytes: int = 0,
     device: str = "cpu",
     precision: str = "fp32",
+    targets: int | None = None,
 ) -> dict:
-    """The breakdown (bytes) and the peak, walking the phases of one optimizer step. bf16
+    """The breakdown (bytes) and the peak, walking the phases of one optimizer step, for
+    sequences of `s` tokens ending with `targets` target tokens (`target_tokens`). bf16
     autocast over float32 weights is not modelled (activations counted in the model's dtype):
     the result is then marked approximate."""
     acts = activation_bytes(sh, tr, b, s, checkpointing, device)
-    loss = loss_bytes(sh, b, s)
+    loss = loss_bytes(sh, b, s, targets)
     grads, opt = tr.trainable_bytes, 2 * tr.trainable_bytes
     buffers = backward_buffers(sh, tr, b, s, device)
     layer = sum(layer_saved(sh, tr, b, s, True, device).values())

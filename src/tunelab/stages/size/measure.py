@@ -17,14 +17,12 @@ processes under torchrun instead, beside a per-rank estimate (`tunelab.stages.si
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from tunelab.core.digest import sha256_json
@@ -36,6 +34,7 @@ from tunelab.modeling.model import apply_method, load_tokenizer, resolve_path
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size.advice import advice, largest_microbatch
+from tunelab.stages.size.lengths import measured_lengths
 from tunelab.stages.size.processes import measure_processes, processes_record, run_rank_probes
 from tunelab.stages.size.ranks import fsdp_units, per_rank_split
 from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
@@ -119,13 +118,6 @@ def run_probe(
     return result
 
 
-def representative_length(lengths: list[int], percentile: float = 95) -> int:
-    """The p95 of the rendered token lengths (at least 2: a causal loss needs a next token)."""
-    if not lengths:
-        raise TunelabError("no rendered training examples: nothing to size")
-    return max(2, math.ceil(float(np.percentile(np.array(lengths), percentile))))
-
-
 def spec_hash(spec) -> str:
     return sha256_json(spec.to_dict())[:12]
 
@@ -191,8 +183,9 @@ def run_size(
     labels = store.data_manifest(version)["labels"]
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
     train_set, _ = renderer.training(store.read_split(version, "train"))
-    lengths = [len(e.input_ids) for e in train_set]
-    seq = seq_len or min(representative_length(lengths), spec.model.max_length)
+    measured = measured_lengths(train_set, seq_len, spec.model.max_length)
+    seq = measured["seq_len"]["value"]
+    targets = (measured["target_tokens"] or {}).get("value")
     k = min(4, max(2, spec.training.accumulation))  # 2 shows the effect; time grows with k
     model_dir = resolve_path(spec.model, lab.path)
     meta = meta_model(
@@ -219,6 +212,7 @@ def run_size(
         "seed": spec.training.seed,
         "device": device,
         "seq_len": seq,
+        "targets": targets,
         "microbatch": mb,
         "steps": 2,
     }
@@ -231,7 +225,9 @@ def run_size(
         return run_probe(args, scratch=store.root / SCRATCH)
 
     def estimate_mb(b: int, acc: int = 1, ckpt: bool = False, overhead: float = 0.0) -> dict:
-        e = est.estimate(shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, precision)
+        e = est.estimate(
+            shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, precision, targets
+        )
         return e | {"peak_mb": _mb(e["peak_bytes"])}
 
     common = {
@@ -242,13 +238,7 @@ def run_size(
         "method": spec.method.type,
         "precision": precision,
         "precision_choice": precision_choice,
-        "seq_len": {
-            "value": seq,
-            "source": "given" if seq_len else f"p95 of {len(lengths)} rendered train examples",
-            "p50": int(np.percentile(lengths, 50)),
-            "p95": representative_length(lengths),  # rounded up, as the default length
-            "max": max(lengths),
-        },
+        **measured,  # seq_len, target_tokens
         "microbatch": mb,
         "allocator": _allocator(device),
         "loss_normalisation": LOSS_NORMALISATION,

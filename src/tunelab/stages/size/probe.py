@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tunelab.stages.size.estimate import target_tokens
 from tunelab.training.memory import peak_rss_mb, reset_peak, rss_mb
 
 
@@ -180,7 +181,8 @@ def build_model(args: dict[str, Any], device) -> tuple[Any, dict[str, Any]]:
 
 def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:
     """`n` examples of exactly `seq_len` tokens: the shapes of the measured configuration.
-    A causal example's second half is its target (loss mask 1)."""
+    A causal example ends with `targets` target tokens (loss mask 1; the second half when
+    not given, `estimate.target_tokens`)."""
     import torch
 
     from tunelab.modeling.render import Encoded, Rendered
@@ -191,7 +193,7 @@ def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:
     if args["kind"] == "encoder":
         labels = args.get("num_labels", 2)
         return [Encoded(str(j), ids[j], j % labels, False) for j in range(n)]
-    p = s // 2
+    p = s - target_tokens(s, args.get("targets"))
     return [Rendered(str(j), ids[j], [0] * p + [1] * (s - p), p, 0, None, "", "") for j in range(n)]
 
 

@@ -130,6 +130,7 @@ def measure_processes(
             int(overhead * MIB),
             device,
             base["precision"],
+            base.get("targets"),
         )
 
     e = estimate(mb, acc)

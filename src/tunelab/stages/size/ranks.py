@@ -114,12 +114,16 @@ def rank_estimate(
     overhead_bytes: int = 0,
     device: str = "cpu",
     precision: str = "fp32",
+    targets: int | None = None,
 ) -> dict:
-    """One rank's terms (bytes) and its peak under `strategy` over `nproc` processes."""
+    """One rank's terms (bytes) and its peak under `strategy` over `nproc` processes
+    (`targets`: target tokens per sequence, `estimate.target_tokens`)."""
     if strategy not in STRATEGIES:
         raise TunelabError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if strategy == "ddp":
-        e = est.estimate(sh, tr, b, s, False, accumulation, overhead_bytes, device, precision)
+        e = est.estimate(
+            sh, tr, b, s, False, accumulation, overhead_bytes, device, precision, targets
+        )
         terms = e["components"] | {"ddp_buckets": tr.trainable_bytes}
         peak = e["peak_bytes"] + tr.trainable_bytes  # the buckets live through every phase
         return _result(strategy, nproc, e, terms, peak, e["approximate"])
@@ -133,7 +137,9 @@ def rank_estimate(
         head_bytes=tr.head_bytes // nproc,
         embedding_bytes=tr.embedding_bytes // nproc,
     )
-    e = est.estimate(sh, shard, b, s, False, accumulation, overhead_bytes, device, precision)
+    e = est.estimate(
+        sh, shard, b, s, False, accumulation, overhead_bytes, device, precision, targets
+    )
     c = e["components"]
     gathered = 2 * units.largest_block_bytes
     unsharded = tr.trainable_bytes if accumulation > 1 else 0

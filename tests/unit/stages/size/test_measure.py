@@ -17,10 +17,12 @@ from tunelab.cli import main
 from tunelab.core.lab import open_lab
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.modeling.model import apply_method, enable_checkpointing, load_causal, load_classifier
+from tunelab.modeling.render import Encoded, Rendered
 from tunelab.stages.size import advice as sizing_advice
 from tunelab.stages.size import estimate as est
+from tunelab.stages.size import lengths
 from tunelab.stages.size import measure as sizing
-from tunelab.stages.size.probe import read_args
+from tunelab.stages.size.probe import read_args, synthetic_examples
 from tunelab.stages.size.shape import Shape, Trainables, describe
 from tunelab.views import size as show_preflight
 
@@ -85,6 +87,18 @@ def test_causal_logits_are_kept_on_the_targets_and_upcast():
     assert two["forward"] == 2 * 5 * 100 * 4 + 2 * 5 * 100 * 4  # logits, log-softmax
     half = est.loss_bytes(shape(vocab=100, dtype_bytes=2), b=1, s=10)
     assert half["forward"] == 5 * 100 * 2 + 2 * (5 * 100 * 4)  # bf16 logits, fp32 upcast
+
+
+def test_the_probe_and_the_estimate_take_the_labs_target_tokens():
+    sh = shape(vocab=100)
+    short = est.loss_bytes(sh, b=2, s=10, targets=2)  # a long prompt, a short answer
+    assert short["forward"] == 2 * (2 * 2 * 100 * 4)
+    assert est.loss_bytes(sh, b=2, s=10, targets=50) == est.loss_bytes(sh, b=2, s=10, targets=10)
+    args = {"seq_len": 10, "kind": "causal", "targets": 3}
+    examples = synthetic_examples(args, vocab=100, n=2)
+    assert [e.loss_mask for e in examples] == [[0] * 7 + [1] * 3] * 2
+    default = synthetic_examples(args | {"targets": None}, vocab=100, n=1)
+    assert default[0].loss_mask == [0] * 5 + [1] * 5  # the second half, as loss_bytes counts
 
 
 def test_checkpointing_keeps_one_tensor_per_layer_and_accumulation_keeps_gradients():
@@ -225,6 +239,22 @@ def test_largest_microbatch_is_confirmed_by_measuring_and_stepped_down():
     assert out["method"] == "estimate, confirmed by measuring"
 
 
+def test_on_cuda_the_largest_microbatch_is_tried_and_given_its_estimate():
+    asked = []
+
+    def fake_probe(args):
+        asked.append(args)
+        return {"max_microbatch": 12, "device_free_mb": 80_000.0, "tried": {8: True, 16: False}}
+
+    estimate = lambda b, *a: {"peak_mb": 1000 + 500.0 * b}  # noqa: E731
+    out = sizing_advice.largest_microbatch(
+        {"microbatch": 2}, estimate, 0.0, None, "cuda", lambda text: None, fake_probe
+    )
+    assert [a["mode"] for a in asked] == ["max_microbatch"]
+    assert out["value"] == 12 and out["estimated_mb"] == 7000.0
+    assert out["method"] == "tried, out-of-memory caught" and out["budget_mb"] == 80_000.0
+
+
 def test_advice_reaches_the_global_batch():
     a = sizing_advice.advice(16, largest=6, processes=1, tokens_per_s=100.0, seq=10)
     assert (a["microbatch"], a["accumulation"]) == (4, 4)
@@ -235,9 +265,22 @@ def test_advice_reaches_the_global_batch():
 
 
 def test_representative_length_is_the_95th_percentile():
-    assert sizing.representative_length(list(range(1, 101))) == 96
+    assert lengths.representative_length(list(range(1, 101))) == 96
     with pytest.raises(ValueError):
-        sizing.representative_length([])
+        lengths.representative_length([])
+
+
+def test_the_target_tokens_are_what_the_examples_hold_at_most_the_length():
+    prompts = [
+        Rendered(str(i), [1] * (40 + i), [0] * 40 + [1] * i, 40, 0, None, "", "")
+        for i in range(1, 21)
+    ]
+    m = lengths.measured_lengths(prompts, None, 512)
+    assert m["seq_len"]["value"] == 60 and m["target_tokens"]["value"] == 20  # p95, rounded up
+    assert m["target_tokens"]["p50"] == 10 and m["target_tokens"]["max"] == 20
+    assert lengths.measured_lengths(prompts, 12, 512)["target_tokens"]["value"] == 12
+    encoded = [Encoded("a", [1, 2, 3], 0, False)]
+    assert lengths.measured_lengths(encoded, None, 512)["target_tokens"] is None
 
 
 def _built(lab_dir: Path):
