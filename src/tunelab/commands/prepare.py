@@ -74,7 +74,7 @@ def cmd_baseline(args):
     "check",
     "preflight on a slice: wiring, updates, reload, backend",
     "check:check",
-    arg("--rows", type=int, default=16, help="train rows in the slice; validation: half (16)"),
+    arg("--rows", type=int, default=16, help="train rows in the slice; validation: a quarter (16)"),
     overrides=True,
     device=True,
 )

@@ -73,8 +73,10 @@ def size(result: dict, console: Console) -> None:
         f"Normalisation: {g['normalisation']}"
     )
     big = result["largest_microbatch"]
-    measured = f", measured {big['measured_mb']:,.0f} MiB" if big.get("measured_mb") else ""
-    if big.get("estimated_mb") and not big.get("measured_mb"):
+    measured = ""
+    if big.get("measured_mb"):
+        measured = f", measured {big['measured_mb']:,.0f} MiB"
+    elif big.get("estimated_mb"):
         measured = f", estimated {big['estimated_mb']:,.0f} MiB"
     cal = result.get("calibration")
     scaled = (

@@ -183,9 +183,9 @@ def run_size(
     labels = store.data_manifest(version)["labels"]
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
     train_set, _ = renderer.training(store.read_split(version, "train"))
-    measured = measured_lengths(train_set, seq_len, spec.model.max_length)
-    seq = measured["seq_len"]["value"]
-    targets = (measured["target_tokens"] or {}).get("value")
+    lengths = measured_lengths(train_set, seq_len, spec.model.max_length)
+    seq = lengths["seq_len"]["value"]
+    targets = (lengths["target_tokens"] or {}).get("value")
     k = min(4, max(2, spec.training.accumulation))  # 2 shows the effect; time grows with k
     model_dir = resolve_path(spec.model, lab.path)
     meta = meta_model(
@@ -238,7 +238,7 @@ def run_size(
         "method": spec.method.type,
         "precision": precision,
         "precision_choice": precision_choice,
-        **measured,  # seq_len, target_tokens
+        **lengths,  # seq_len, target_tokens
         "microbatch": mb,
         "allocator": _allocator(device),
         "loss_normalisation": LOSS_NORMALISATION,
