@@ -99,7 +99,9 @@ def expected_verdict(row: dict, min_effect: float) -> str:
     if "broken" in statuses:
         return "guardrail broken"
     if b["delta"] >= min_effect and b["low"] > 0 and "unresolved" not in statuses:
-        return "improved"
+        return "improved" if b["basis"] == "seeds and examples" else "improved on one seed"
+    if b["basis"] == "seeds and examples" and (b["example"]["low"] > 0 or b["example"]["high"] < 0):
+        return "within seed noise"
     return "no evidence"
 
 

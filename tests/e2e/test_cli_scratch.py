@@ -12,6 +12,7 @@ import yaml
 
 from tunelab.cli import main
 from tunelab.core.store import Store
+from tunelab.stages.compare.rules import VERDICTS
 
 WORDS = [
     "the",
@@ -140,7 +141,7 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert comparison["primary_metric"] == "bits_per_byte" and comparison["groups"] == "per_source"
     rows = {r["id"]: r for r in comparison["runs"]}
     mqa = rows[ablation["runs"][1]["id"]]
-    assert mqa["verdict"] in {"improved", "worse", "no evidence", "guardrail broken"}
+    assert mqa["verdict"] in VERDICTS
     boot = mqa["vs_reference"]["bootstrap"]
     assert boot["low"] <= boot["delta"] <= boot["high"]
     assert any("more than 5% apart" in w for w in mqa["warnings"])  # MQA: fewer parameters

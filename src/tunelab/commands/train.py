@@ -13,6 +13,13 @@ from tunelab.commands.opening import (
 )
 from tunelab.commands.table import arg, command
 
+SEEDS = arg(
+    "--seeds",
+    type=int,
+    metavar="N",
+    help="train N seeds of each variant as one replicate group (default: training.replicates)",
+)
+
 
 @command(
     "run",
@@ -26,6 +33,7 @@ from tunelab.commands.table import arg, command
         metavar="REASON",
         help="train despite blocking inspect findings; the reason is recorded",
     ),
+    SEEDS,
     overrides=True,
     device=True,
     processes=True,
@@ -36,11 +44,15 @@ def cmd_run(args):
 
         check_run_name(args.name)
     lab = opened(args, needs_plan, needs_targets, needs_usable)
+    seeds = args.seeds or lab.spec.training.replicates
+    run_args = dict(allow_warnings=args.allow_warnings, parent=args.parent, reason=args.reason)
+    if seeds > 1:
+        from tunelab.stages.run.replicates import run_replicates
+
+        return run_replicates(lab, seeds, args.name, progress(args), **run_args)
     from tunelab.stages.run.variant import run_variant
 
-    return run_variant(
-        lab, args.name, progress(args), args.allow_warnings, args.parent, args.reason
-    )
+    return run_variant(lab, args.name, progress(args), **run_args)
 
 
 @command(
@@ -49,12 +61,29 @@ def cmd_run(args):
     "runs:ablation",
     arg("assignment", metavar="KEY=V1,V2,...", help="e.g. training.lr=1e-4,5e-4 or method.r=4,16"),
     arg("--parent", help="common parent (default: newest baseline)"),
+    SEEDS,
     device=True,
 )
 def cmd_ablate(args):
     from tunelab.stages.run.ablate import run_ablation
 
-    return run_ablation(args.lab, args.assignment, args.parent, progress(args), args.device)
+    return run_ablation(
+        args.lab, args.assignment, args.parent, progress(args), args.device, args.seeds
+    )
+
+
+@command(
+    "noise",
+    "measure a run's noise floor: its seed-to-seed spread",
+    "runs:noise",
+    arg("run", nargs="?", help="a completed variant (default: the newest)"),
+    arg("--seeds", type=int, default=3, help="seeds in all, the run's own included (default 3)"),
+    device=True,
+)
+def cmd_noise(args):
+    from tunelab.stages.noise import measure_noise
+
+    return measure_noise(args.lab, args.run, args.seeds, progress(args), args.device)
 
 
 @command(

@@ -178,4 +178,6 @@ def summary(record: dict, run_dir: Path) -> dict:
         "metric": metric,
         "value": metrics.get(metric),
         "created": record["created"],
+        "seed": (record.get("spec", {}).get("training") or {}).get("seed"),
+        "group": (record.get("replicate") or {}).get("group"),
     }

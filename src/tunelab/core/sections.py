@@ -211,6 +211,12 @@ class TrainingSpec(_Section):
     """Examples per forward/backward; accumulation = global_batch / microbatch."""
     budget: Budget = Budget(epochs=1)
     seed: int = 0
+    """Draws the new weights (a head, LoRA's A matrices, a scratch model), the data order and
+    dropout's masks; two runs that differ only here are two draws of one arm."""
+    replicates: int = Field(1, ge=1, le=64)
+    """How many seeds `tunelab run` and `tunelab ablate` train of each variant (`--seeds N`
+    says the same on the command line): this seed first, then seeds derived from it
+    (`tunelab.core.replicates`). Two or more give each variant a seed-aware interval."""
     max_grad_norm: float | None = Field(1.0, gt=0)
     checkpoint_every: int | None = Field(None, gt=0)
     """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""

@@ -306,12 +306,35 @@ class Store:
         return [read_json(p) for p in paths if p.stat().st_size > 0]
 
     def judgement(self, run_id: str) -> tuple[dict, dict] | None:
-        """The newest comparison that judged `run_id`, and the run's row in it."""
+        """The newest comparison that judged `run_id`, and the run's row in it: a seed of an
+        arm is judged with its arm, in the row of the arm's first run (`arm`)."""
         for record in reversed(self.comparisons()):
-            for row in record.get("runs", []):
-                if row["id"] == run_id and "verdict" in row:
-                    return record, row
+            rows = {row["id"]: row for row in record.get("runs", [])}
+            row = rows.get(run_id)
+            if row is not None and "verdict" not in row:
+                row = rows.get(row.get("arm"))
+            if row is not None and "verdict" in row:
+                return record, row
         return None
+
+    # --- replicate groups and noise records ------------------------------------------------
+
+    def records_in(self, folder: str, prefix: str) -> list[dict]:
+        """Every record `folder/PREFIXnnn.json`, oldest first (a reserved id not yet written is
+        skipped)."""
+        where = self.root / folder
+        if not where.exists():
+            return []
+        paths = sorted(where.glob(f"{prefix}*.json"), key=lambda p: int(p.stem[len(prefix) :]))
+        return [read_json(p) for p in paths if p.stat().st_size > 0]
+
+    def groups(self) -> list[dict]:
+        """Every replicate group (`groups/gNNN.json`: a `--seeds N` run or a noise floor)."""
+        return self.records_in("groups", "g")
+
+    def noise_records(self) -> list[dict]:
+        """Every measured noise floor (`noise/nNNN.json`, `tunelab noise`)."""
+        return self.records_in("noise", "n")
 
     def run_dir(self, run_id: str) -> Path:
         """The folder of an existing run; an id that is not a run's (`..`, a path) is none."""

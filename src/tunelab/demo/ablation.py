@@ -1,15 +1,17 @@
-"""The ablation demo: a small decoder trained from scratch on two real text sources, and four
-questions asked one change at a time, read against a fifth (the seed), before a large run.
+"""The ablation demo: a small decoder trained from scratch on two real text sources, its noise
+floor measured over seeds, and four questions asked one change at a time against it, before a
+large run.
 
 The sources ship offline: BBC News articles (`news`) and Debian manual pages (`manuals`), two
 sources of one mixture. A byte-level BPE is trained on the train split, a ~4.5M-parameter
 Llama-style decoder is built from its config, and a reference run (all heads, RoPE in every
-layer, a dense MLP, the manuals upsampled to half the sequences) is set against five variants,
-each changing one key from it: first its seed alone (the noise of training itself, which the
-paired interval over documents does not see), then grouped key/value heads, layers without
-positions, a mixture of experts at matched active parameters, and the mixture weight of the
-small source. Every run sees the same token budget and validation documents; `compare` pairs
-them per document in bits per byte with intervals, and the report draws their loss curves.
+layer, a dense MLP, the manuals upsampled to half the sequences) is trained over three seeds
+(`tunelab noise`: the noise of training itself, which an interval over documents does not see),
+then set against four variants, each changing one key from it: grouped key/value heads, layers
+without positions, a mixture of experts at matched active parameters, and the mixture weight of
+the small source. Every run sees the same token budget and validation documents; `compare`
+pairs them per document in bits per byte, with intervals over the documents and over the
+reference's seeds together, and the report draws their loss curves.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from tunelab.demo.assets import bbc_news, manpages
 from tunelab.demo.report import open_demo
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
-from tunelab.stages.compare.compute import mismatched
+from tunelab.stages.compare.compute import TOLERANCE, mismatched
 from tunelab.stages.compare.verdicts import compare
+from tunelab.stages.noise import measure_noise
 from tunelab.stages.run.ablate import run_ablation
 from tunelab.stages.run.variant import run_variant
 from tunelab.views import check as check_view
@@ -34,10 +37,12 @@ from tunelab.views import data as data_view
 from tunelab.views import runs as runs_view
 
 # About 4.5M parameters (a 4,096-token BPE, 4 layers of width 256), sequences of 256 tokens and
-# a budget of 262k tokens per run (64 steps of 16 sequences) keep each run to about a minute and
-# a half on two CPU cores, the whole demo to about 9 minutes. The manuals (~90k tokens) are
-# upsampled to half the sequences by their weight of 1 against the news (~1.2M tokens): the
-# mixture question asks what that costs.
+# a budget of 197k tokens per run (48 steps of 16 sequences) keep each run to about a minute on
+# two CPU cores; seven runs (the reference's three seeds, four variants) make the demo. The
+# budget was 262k (64 steps) when the demo trained six runs: a quarter fewer steps pays for the
+# noise floor's extra seeds and leaves every run a little less trained. The manuals (~90k
+# tokens) are upsampled to half the sequences by their weight of 1 against the news (~1.2M
+# tokens): the mixture question asks what that costs.
 SPEC = {
     "compass": {
         "kind": "research",
@@ -81,7 +86,7 @@ SPEC = {
         "warmup_steps": 4,
         "global_batch": 16,
         "microbatch": 8,
-        "budget": {"tokens": 262_144},
+        "budget": {"tokens": 196_608},
         "seed": 0,
         "max_grad_norm": 1.0,
     },
@@ -98,14 +103,10 @@ class Question:
     variant: str
 
 
+NOISE_SEEDS = 3
+"""Seeds of the reference, its own included, that measure the noise floor."""
+
 QUESTIONS = (
-    Question(
-        "Noise: how far apart are two runs of the reference that differ only in their seed "
-        "(weights drawn and batches ordered anew)?",
-        "training.seed=1",
-        "seed 0",
-        "seed 1",
-    ),
     Question(
         "Attention: every head its own keys and values (MHA), or 4 query heads per key/value "
         "head (GQA)?",
@@ -156,6 +157,13 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     reference = run_variant(handle, "reference", progress)
     runs_view.run(reference, out)
 
+    report.section(
+        f"The noise floor: the reference over {NOISE_SEEDS} seeds (weights drawn and batches "
+        "ordered anew), nothing else changed"
+    )
+    floor = measure_noise(handle.path, reference["id"], NOISE_SEEDS, progress)
+    runs_view.noise(floor, out)
+
     ablations = []
     for question in QUESTIONS:
         report.section(f"{question.title}  ({question.assignment})")
@@ -163,11 +171,12 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         runs_view.ablation(ablation, out)
         ablations.append(ablation)
 
-    report.section("The verdicts, each variant against the reference")
+    report.section("The verdicts, each variant against the reference's seeds")
     result = compare(handle, against=reference["id"])
     compare_view.compare(result, out)
 
     report.section("What the evidence settles at this scale")
+    seed_control = _seed_control(result, out)
     answers = _story(result, ablations, handle.store, out)
 
     report.section("The lab report")
@@ -180,6 +189,8 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         "data": data,
         "check": check,
         "reference": reference["id"],
+        "noise": floor,
+        "seed_control": seed_control,
         "ablations": ablations,
         "compare": result,
         "answers": answers,
@@ -188,9 +199,35 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     }
 
 
+def _seed_control(result: dict, out: Console) -> list[dict]:
+    """Each further seed of the reference against its first: what a new seed alone moves."""
+    said = []
+    for row in result["runs"]:
+        if row.get("arm") != result["reference"]:
+            continue
+        vs = row["vs_first"]
+        boot = vs["bootstrap"]
+        delta, low, high = (1000 * boot[k] for k in ("delta", "low", "high"))
+        excludes = boot["low"] > 0 or boot["high"] < 0
+        out.print(
+            f"• Seed control: {row['id']} (seed {_seed(row, result)}) against the reference: "
+            f"{delta:+.1f} mbit/byte (95% CI over documents {low:+.1f} to {high:+.1f}), "
+            + ("an interval that excludes zero" if excludes else "an interval across zero")
+            + f"; only the seed differs, so the verdict is {vs['verdict']}."
+        )
+        said.append({"run": row["id"], "delta": boot["delta"], "verdict": vs["verdict"]})
+    return said
+
+
+def _seed(row: dict, result: dict) -> int | None:
+    ref = next(r for r in result["runs"] if r["id"] == result["reference"])
+    return next(s["seed"] for s in ref.get("seeds", []) if s["run"] == row["id"])
+
+
 def _story(result: dict, ablations: list[dict], store, out: Console) -> list[dict]:
-    """One sentence per question: the paired reduction in bits per byte with its interval, what
-    it does and does not settle, and whether the two runs spent the same compute."""
+    """One sentence per question: the paired reduction in bits per byte, its interval over
+    the documents and over the reference's seeds too, what that settles, and whether the two
+    runs spent the same compute."""
     rows = {r["id"]: r for r in result["runs"]}
     reference = store.read_record(result["reference"])
     answers: list[dict] = []
@@ -207,8 +244,11 @@ def _story(result: dict, ablations: list[dict], store, out: Console) -> list[dic
             "reduction": boot["delta"],
             "low": boot["low"],
             "high": boot["high"],
+            "basis": boot["basis"],
+            "example": boot["example"],
+            "seed_sd": (boot.get("seeds") or {}).get("seed_sd"),
             "per_source": {
-                source: check["delta"]
+                source: check
                 for rail in row.get("guardrails", [])
                 for source, check in rail["checks"].items()
                 if rail["scope"] == "every_source"
@@ -218,106 +258,84 @@ def _story(result: dict, ablations: list[dict], store, out: Console) -> list[dic
                 for name, pair in mismatched(reference, store.read_record(variant["id"])).items()
             },
         }
-        if answers:  # the first question is the seed: the others are read against it
-            said = _sentence(question, answer, result["min_effect"])
-            said += " " + _against_seed(answer, answers[0])
-        else:
-            said = _seed_sentence(answer)
         answers.append(answer)
-        out.print(f"• {question.title}\n  {said}")
+        out.print(f"• {question.title}\n  {_sentence(question, answer, result['min_effect'])}")
     out.print(_settled(QUESTIONS, answers))
     return answers
 
 
-def _seed_sentence(seed: dict) -> str:
-    delta, low, high = (1000 * seed[k] for k in ("reduction", "low", "high"))
-    return (
-        f"Seed 1 against seed 0: {delta:+.1f} mbit/byte (95% CI {low:+.1f} to {high:+.1f}). The "
-        "interval resamples documents, not training runs, so it does not hold the noise of "
-        f"training itself; this {abs(delta):.1f} mbit/byte is the yardstick for the answers below."
-    )
-
-
-def _beyond_seed(answer: dict, seed: dict) -> tuple[bool, list[tuple[str, float, float]]]:
-    """Did the change move bits per byte more than twice what a new seed alone moved, overall,
-    and on which sources (each with the change's and the seed's delta there)?"""
-    overall = abs(answer["reduction"]) > 2 * abs(seed["reduction"])
-    sources = [
-        (source, d, seed["per_source"][source])
-        for source, d in answer["per_source"].items()
-        if source in seed["per_source"] and abs(d) > 2 * abs(seed["per_source"][source])
-    ]
-    return overall, sources
-
-
-def _against_seed(answer: dict, seed: dict) -> str:
-    """The change against the seed's yardstick: the paired interval resamples documents, not
-    training runs, so a difference within the seed's reach is not the change's."""
-    floor = 1000 * abs(seed["reduction"])
-    overall, sources = _beyond_seed(answer, seed)
-    if overall:
-        return (
-            f"That is more than twice the {floor:.1f} mbit/byte a new seed alone moved the "
-            "reference."
-        )
-    said = (
-        f"A new seed alone moved the reference by {floor:.1f} mbit/byte, so one run each "
-        "cannot tell this change from the luck of the draw overall"
-    )
-    if not sources:
-        return said + ": repeat both over seeds before deciding."
-    return (
-        said
-        + "; but "
-        + ", ".join(
-            f"on {source} it moved {1000 * d:+.1f} mbit/byte against the seed's "
-            f"{1000 * f:+.1f} there"
-            for source, d, f in sources
-        )
-        + ", beyond the luck of the draw."
-    )
-
-
-def _settled(questions: tuple[Question, ...], answers: list[dict]) -> str:
-    """The closing sentence: which questions this scale settles and which it does not."""
-    seed, settled, open_ = answers[0], [], []
-    for question, answer in zip(questions[1:], answers[1:], strict=True):
-        overall, sources = _beyond_seed(answer, seed)
-        (settled if overall or sources else open_).append(question.variant)
-    said = "Settled at this scale, beyond a seed's reach: " + (", ".join(settled) or "none")
-    said += "; not settled by one run each: " + (", ".join(open_) or "none") + ". "
-    return said + (
-        "Small runs rank choices for a model of this size, data and budget: a choice that a "
-        "large run will rely on should be seen again over seeds and at a second scale (a wider "
-        "model, more tokens) before it is trusted."
-    )
+SETTLED = ("improved", "worse", "guardrail broken")
+"""Verdicts that settle a question once the seeds' noise is counted."""
 
 
 def _sentence(question: Question, answer: dict, min_effect: float | None) -> str:
     delta, low, high = (1000 * answer[k] for k in ("reduction", "low", "high"))
-    said = f"{delta:+.1f} mbit/byte (95% CI {low:+.1f} to {high:+.1f}) for {question.variant}: "
+    ex = {k: 1000 * answer["example"][k] for k in ("low", "high")}
+    said = (
+        f"{delta:+.1f} mbit/byte for {question.variant}; over the documents alone "
+        f"{ex['low']:+.1f} to {ex['high']:+.1f}"
+    )
+    if answer["basis"] == "seeds and examples":
+        said += (
+            f", with the reference's seed noise (sd {1000 * answer['seed_sd']:.1f} mbit/byte) "
+            f"{low:+.1f} to {high:+.1f}: "
+        )
+    else:
+        said += " (no seed noise known): "
     smallest = 1000 * (min_effect or 0)
     better, worse = (question.variant, question.reference)
     if high < 0:
         better, worse = worse, better
     if low > 0 or high < 0:
-        said += f"{better} did better than {worse} beyond the noise"
+        said += f"{better} did better than {worse} beyond the seeds' reach"
         if abs(delta) < smallest:
             said += f", by less than the {smallest:g} mbit/byte that would count"
+    elif ex["low"] > 0 or ex["high"] < 0:
+        said += "the documents tell the two apart, but a new seed alone moves the reference as far"
     else:
         said += "the two cannot be told apart on these validation documents at this budget"
     said += f"; verdict {answer['verdict']}."
-    compute = answer["compute"]
+    sources = _sources_beyond_seeds(answer)
+    if sources:
+        said += " On " + ", ".join(sources) + "."
+    return said + " " + _compute_sentence(answer["compute"])
+
+
+def _sources_beyond_seeds(answer: dict) -> list[str]:
+    """The sources whose own seed-aware interval excludes zero, each with its reduction."""
+    return [
+        f"{source} alone it moved {1000 * c['delta']:+.1f} mbit/byte "
+        f"({1000 * c['low']:+.1f} to {1000 * c['high']:+.1f}), beyond the seeds' reach"
+        for source, c in answer["per_source"].items()
+        if answer["basis"] == "seeds and examples" and (c["low"] > 0 or c["high"] < 0)
+    ]
+
+
+def _compute_sentence(compute: dict) -> str:
     if not compute:
-        return said + " Parameters and FLOPs per token are matched (within 5%)."
+        return f"Parameters and FLOPs per token are matched (within {TOLERANCE:.0%})."
     if set(compute) == {"total parameters"}:
         before, after = compute["total parameters"]
         return (
-            said + f" Active parameters and FLOPs per token are matched; the experts hold "
+            f"Active parameters and FLOPs per token are matched; the experts hold "
             f"{after / before:.2f}x the parameters in all, as a mixture of experts does."
         )
     named = ", ".join(f"{k} {a:,} -> {b:,}" for k, (a, b) in compute.items())
     return (
-        said + f" Compute is not matched ({named}): the difference mixes the change with the "
-        "model's size."
+        f"Compute is not matched ({named}): the difference mixes the change with the model's size."
+    )
+
+
+def _settled(questions: tuple[Question, ...], answers: list[dict]) -> str:
+    """The closing sentence: which questions this scale settles over the seeds' noise."""
+    settled, open_ = [], []
+    for question, answer in zip(questions, answers, strict=True):
+        beyond = answer["verdict"] in SETTLED or _sources_beyond_seeds(answer)
+        (settled if beyond else open_).append(question.variant)
+    said = "Settled at this scale, beyond the seeds' reach: " + (", ".join(settled) or "none")
+    said += "; within it: " + (", ".join(open_) or "none") + ". "
+    return said + (
+        "The variants ran one seed each, judged against the reference's measured spread; a "
+        "choice that a large run will rely on should be seen again over its own seeds and at a "
+        "second scale (a wider model, more tokens) before it is trusted."
     )

@@ -42,7 +42,7 @@ def invalidated(record: dict, console: Console) -> None:
 
 
 def runs(rows: list[dict], console: Console) -> None:
-    table = Table("run", "kind", "status", "data", "primary metric", "created (UTC)")
+    table = Table("run", "kind", "status", "data", "seed", "primary metric", "created (UTC)")
     table.columns[0].no_wrap = True
     for r in rows:
         created = r["created"][:16].replace("T", " ")
@@ -51,10 +51,67 @@ def runs(rows: list[dict], console: Console) -> None:
             r["kind"],
             r["status"],
             r["data_version"][:8],
+            "" if r["kind"] == "baseline" else str(r.get("seed", "")),
             f"{r['metric'].replace('_', ' ')} {metric_value(r['metric'], r['value'])}",
             created,
         )
     console.print(table if rows else "no runs yet: start with `tunelab baseline`.")
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("group"):
+            groups.setdefault(r["group"], []).append(r)
+    for group, members in groups.items():
+        states = ", ".join(
+            f"{sum(m['status'] == s for m in members)} {s}"
+            for s in dict.fromkeys(m["status"] for m in members)
+        )
+        console.print(f"replicate group {group}: {len(members)} seeds ({states})")
+
+
+def replicates(result: dict, console: Console) -> None:
+    """A replicate group: each seed's run, then each metric's mean and spread over them."""
+    for record in result["runs"]:
+        run(record, console)
+    failed = [m for m in result["members"] if m.get("status") == "failed"]
+    for m in failed:
+        console.print(f"[red]seed {m['seed']} failed[/] ({m['run'] or 'no run'}): {m['error']}")
+    parts = [
+        f"{k.replace('_', ' ')} {metric_value(k, v['mean'])}"
+        + (f" ± {metric_value(k, v['sd'])}" if v["sd"] is not None else "")
+        for k, v in result["summary"].items()
+    ]
+    console.print(
+        f"[bold]{result['id']}[/]: {result['finished']} of {len(result['seeds'])} seeds "
+        f"completed; mean ± sd over them: " + ", ".join(parts)
+    )
+
+
+def noise(result: dict, console: Console) -> None:
+    """A measured noise floor: the spread of every metric over the seeds."""
+    table = Table("metric", "scope", "mean", "sd", "range", title=f"noise floor {result['id']}")
+    for scope, metrics in result["spread"].items():
+        rows = metrics.items() if scope == "overall" else _per_group(metrics)
+        for name, s in rows:
+            table.add_row(
+                name,
+                scope,
+                *(metric_value(name.split(" ")[0], s[k]) for k in ("mean", "sd", "range")),
+            )
+    console.print(
+        f"{result['of']} over {len(result['runs'])} seeds ({', '.join(map(str, result['seeds']))}; "
+        f"{result['trained']} trained now, group {result['group']}): {', '.join(result['runs'])}"
+    )
+    console.print(table)
+    console.print(
+        f"written to {result['file']}; `tunelab compare` counts it for every arm of the family "
+        "(same data version, base model, method, budget and evaluation)"
+    )
+
+
+def _per_group(metrics: dict):
+    for group, values in metrics.items():
+        for name, s in values.items():
+            yield f"{name} {group}", s
 
 
 def metric_line(m: dict) -> str:
@@ -90,6 +147,9 @@ def changed_keys(changes: list[dict]) -> list[str]:
 
 
 def run(record: dict, console: Console) -> None:
+    if "members" in record:  # `--seeds N`: a replicate group
+        replicates(record, console)
+        return
     t, m = record["training"], record["metrics"]
     if record.get("parent"):
         diff = record.get("diff") or {}

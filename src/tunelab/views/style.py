@@ -6,6 +6,8 @@ from rich.console import Console
 
 VERDICT_STYLE = {
     "improved": "bold green",
+    "improved on one seed": "green",
+    "within seed noise": "yellow",
     "no evidence": "yellow",
     "guardrail broken": "bold red",
     "worse": "bold red",

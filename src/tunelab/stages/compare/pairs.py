@@ -1,15 +1,22 @@
-"""Two runs' per-example results on the same validation examples, ready to resample together.
+"""Two arms' per-example results on the same validation examples, ready to resample together.
 
-Per-example values: classification resamples (gold, predicted) label indices and recomputes
-the metric (macro-F1 is not a sum over examples); generative tasks use each example's value
-of the metric (`per_example`), whose mean is the metric; pretrain resamples documents and
-recomputes each ratio (summed NLL over summed bytes or tokens, `tasks.pretrain.ratio_rows`),
-negated because less is better, so that for every task a positive difference is a gain.
+An arm is one run or the seeds of one (runs that differ only in `training.seed`); its metric is
+the mean over its seeds. Per-example values: classification resamples (gold, predicted) label
+indices and recomputes the metric (macro-F1 is not a sum over examples); generative tasks use
+each example's value of the metric (`per_example`), whose mean is the metric; pretrain
+resamples documents and recomputes each ratio (summed NLL over summed bytes or tokens,
+`tasks.pretrain.ratio_rows`), negated because less is better, so that for every task a
+positive difference is a gain.
+
+Every interval is the example-level paired bootstrap (`stats.arm_bootstrap`) and, when the
+seeds' variance is known (an arm with two or more seeds, or the `noise` runs of the family),
+the seed-aware interval beside it (`two_level.py`); `rules.combine` says which is judged.
+Flips, McNemar and the concentration check pair the arms' first seeds (`right`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -18,49 +25,84 @@ from tunelab.core.errors import TunelabError
 from tunelab.stages.compare.stats import (
     MetricFn,
     accuracy_rows,
+    arm_bootstrap,
     class_metric_rows,
     macro_f1_rows,
-    paired_bootstrap,
+)
+from tunelab.stages.compare.two_level import (
+    arm_weight,
+    combine,
+    pooled,
+    sample_variance,
+    seed_aware,
 )
 from tunelab.tasks import pretrain
 
 
 @dataclass(frozen=True)
 class Pair:
-    """Two runs' per-example results on the same ids, in the form the bootstrap resamples.
+    """Two arms' per-example results on the same ids, in the form the bootstrap resamples.
 
-    Classification: `gold`, `a`, `b` are label indices. Generative: `values(pred_of, metric)`
-    gives per-example values; `a` and `b` hold the reference's and the run's predictions."""
+    Classification: `gold` holds label indices and each seed of `a` and `b` an array of
+    predicted indices. Generative: each seed of `a` (the reference's arm) and `b` (the run's)
+    is a list of prediction dicts, `per_example` gives their values. `noise` holds further arms
+    (`tunelab noise` records of the family) whose seeds' variance is pooled in, by source."""
 
     ids: list[str]
     labels: list[str]
     classification: bool
     gold: np.ndarray | None
-    a: np.ndarray | list[dict]
-    b: np.ndarray | list[dict]
+    a: list
+    b: list
     documents: bool = False
-    """Pretrain: `a` and `b` are scored documents (`nll`, `bytes`, `tokens`, `source`)."""
+    """Pretrain: each seed is a list of scored documents (`nll`, `bytes`, `tokens`, `source`)."""
+    names: tuple[str, str] = ("reference", "run")
+    trained: tuple[bool, bool] = (True, True)
+    """Whether each arm trains (draws seeds); a baseline's arm carries no seed noise."""
+    noise: tuple[tuple[str, list], ...] = field(default=())
 
     def interval(self, metric: str, group: str | None = None) -> dict:
-        """Paired bootstrap of metric(run) - metric(reference), overall or for one group."""
+        """metric(run's arm) - metric(reference's arm), overall or for one group: the
+        example-level interval, the seed-aware one when the seeds' variance is known, and
+        which of them is judged (`rules.combine`)."""
         if self.classification:
-            return paired_bootstrap(self._class_metric(metric, group), self.gold, self.a, self.b)
-        if self.documents:
-            return self._document_interval(metric, group)
-        a = np.array([per_example(p, metric, group) for p in self.a])
-        b = np.array([per_example(p, metric, group) for p in self.b])
-        return paired_bootstrap(mean_rows, np.zeros(len(a)), a, b)
+            fn, gold, prepare = self._class_metric(metric, group), self.gold, np.asarray
+        elif self.documents:
+            fn, gold, prepare = self._documents(metric, group)
+        else:
+            fn, gold = mean_rows, np.zeros(len(self.ids))
 
-    def _document_interval(self, metric: str, source: str | None) -> dict:
-        """The ratio metric's paired bootstrap over documents (of one source when given)."""
-        keep = [i for i, p in enumerate(self.a) if source is None or p["source"] == source]
+            def prepare(seed):
+                return np.array([per_example(p, metric, group) for p in seed])
+
+        a, b = [prepare(s) for s in self.a], [prepare(s) for s in self.b]
+        example = arm_bootstrap(fn, gold, a, b)
+        parts = [
+            sample_variance(example["values_a"], _arm_label(self.names[0], len(a))),
+            sample_variance(example["values_b"], _arm_label(self.names[1], len(b))),
+        ]
+        for source, seeds in self.noise:
+            values = [float(fn(gold[None], prepare(s)[None])[0]) for s in seeds]
+            parts.append(sample_variance(values, source))
+        variance = pooled(parts)
+        weights = (arm_weight(len(a), self.trained[0]), arm_weight(len(b), self.trained[1]))
+        seeds = seed_aware(example, weights, variance) if variance else None
+        return combine(example, seeds)
+
+    def _documents(self, metric: str, source: str | None):
+        """The ratio metric over documents (of one source when given): the function, its
+        weights (bytes or tokens) and how a seed's scored documents become NLLs."""
+        first = self.a[0]
+        keep = [i for i, p in enumerate(first) if source is None or p["source"] == source]
         if not keep:
             raise TunelabError(f"no validation document of source {source!r} to compare on")
         key = pretrain.weight_key(metric)
-        weights = np.array([self.a[i][key] for i in keep], dtype=float)
-        nll_a = np.array([self.a[i]["nll"] for i in keep])
-        nll_b = np.array([self.b[i]["nll"] for i in keep])
-        return paired_bootstrap(partial(pretrain.ratio_rows, metric), weights, nll_a, nll_b)
+        weights = np.array([first[i][key] for i in keep], dtype=float)
+
+        def nll(seed):
+            return np.array([seed[i]["nll"] for i in keep])
+
+        return partial(pretrain.ratio_rows, metric), weights, nll
 
     def _class_metric(self, metric: str, group: str | None) -> MetricFn:
         if group is not None:
@@ -68,6 +110,10 @@ class Pair:
         if metric == "accuracy":
             return accuracy_rows
         return partial(macro_f1_rows, n_labels=len(self.labels))
+
+
+def _arm_label(name: str, seeds: int) -> str:
+    return f"{name} ({seeds} seeds)"
 
 
 def mean_rows(_: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -89,34 +135,67 @@ def per_example(pred: dict, metric: str, field: str | None = None) -> float:
 
 
 def make_pair(ref_preds: dict, preds: dict, labels: list[str], names: tuple[str, str]) -> Pair:
-    """The pair of `names` (reference id, run id) from their predictions by example id."""
-    if set(ref_preds) != set(preds):
-        raise TunelabError(
-            f"{names[1]} and {names[0]} were scored on different examples; "
-            "they cannot be compared pairwise."
-        )
-    ids = sorted(ref_preds)
-    if "nll" in ref_preds[ids[0]]:  # scored documents (task pretrain)
-        a, b = [ref_preds[i] for i in ids], [preds[i] for i in ids]
-        return Pair(ids, labels, False, None, a, b, documents=True)
-    if "gold" in ref_preds[ids[0]]:
+    """The pair of two single runs (`names`: reference id, run id) from their predictions."""
+    return make_arms([ref_preds], [preds], labels, names)
+
+
+def make_arms(
+    ref_arm: list[dict],
+    arm: list[dict],
+    labels: list[str],
+    names: tuple[str, str],
+    trained: tuple[bool, bool] = (True, True),
+    noise: tuple[tuple[str, list[dict]], ...] = (),
+) -> Pair:
+    """The pair of two arms, each a list of its seeds' predictions by example id (the first
+    seed first), and the noise arms of their family; every run must be scored on the same
+    examples."""
+    ids = sorted(ref_arm[0])
+    for name, seeds in ((names[0], ref_arm), (names[1], arm), *noise):
+        for preds in seeds:
+            if set(preds) != set(ids):
+                raise TunelabError(
+                    f"{name} and {names[0]} were scored on different examples; "
+                    "they cannot be compared pairwise."
+                )
+    first = ref_arm[0][ids[0]]
+    gold = None
+    if "gold" in first:  # a classifier: label indices
         index = {label: i for i, label in enumerate(labels)}
-        gold = np.array([index[ref_preds[i]["gold"]] for i in ids])
-        a = np.array([index[ref_preds[i]["predicted"]] for i in ids])
-        b = np.array([index[preds[i]["predicted"]] for i in ids])
-        return Pair(ids, labels, True, gold, a, b)
-    return Pair(ids, labels, False, None, [ref_preds[i] for i in ids], [preds[i] for i in ids])
+        gold = np.array([index[ref_arm[0][i]["gold"]] for i in ids])
+
+        def seed(preds: dict):
+            return np.array([index[preds[i]["predicted"]] for i in ids])
+
+    else:  # prediction dicts, or scored documents (task pretrain)
+
+        def seed(preds: dict):
+            return [preds[i] for i in ids]
+
+    return Pair(
+        ids,
+        labels,
+        classification=gold is not None,
+        gold=gold,
+        a=[seed(p) for p in ref_arm],
+        b=[seed(p) for p in arm],
+        documents="nll" in first,
+        names=names,
+        trained=trained,
+        noise=tuple((name, [seed(p) for p in seeds]) for name, seeds in noise),
+    )
 
 
 def right(pair: Pair, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-example values of (reference, run) for flips and McNemar: correctness for a
-    classifier, the metric's per-example value otherwise."""
+    """Per-example values of the arms' first seeds (reference, run) for flips and McNemar:
+    correctness for a classifier, the metric's per-example value otherwise."""
+    first_a, first_b = pair.a[0], pair.b[0]
     if pair.classification:
-        return (pair.a == pair.gold).astype(float), (pair.b == pair.gold).astype(float)
+        return (first_a == pair.gold).astype(float), (first_b == pair.gold).astype(float)
     if pair.documents:  # each document's own metric, negated: larger is better
-        a = np.array([pretrain.document_value(p, metric) for p in pair.a])
-        b = np.array([pretrain.document_value(p, metric) for p in pair.b])
+        a = np.array([pretrain.document_value(p, metric) for p in first_a])
+        b = np.array([pretrain.document_value(p, metric) for p in first_b])
         return a, b
-    a = np.array([per_example(p, metric) for p in pair.a])
-    b = np.array([per_example(p, metric) for p in pair.b])
+    a = np.array([per_example(p, metric) for p in first_a])
+    b = np.array([per_example(p, metric) for p in first_b])
     return a, b

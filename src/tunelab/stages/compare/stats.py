@@ -49,19 +49,45 @@ def paired_bootstrap(
     level: float = 0.95,
 ) -> dict:
     """Interval of metric(b) - metric(a), resampling the same examples for both systems."""
+    return arm_bootstrap(metric, gold, [pred_a], [pred_b], resamples, seed, level)
+
+
+def arm_bootstrap(
+    metric: MetricFn,
+    gold: np.ndarray,
+    arm_a: list[np.ndarray],
+    arm_b: list[np.ndarray],
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
+    """Interval of mean metric(b's seeds) - mean metric(a's seeds), resampling the shared
+    examples for every run at once: the seeds are held fixed, so this interval counts the
+    examples' noise only. Also returns each run's metric on all the examples (`values_a`,
+    `values_b`: the seed-level points) and the resampled difference's standard deviation
+    (`sd`), which the seed-aware interval (`two_level.py`) adds to the seeds' variance."""
     rng = np.random.default_rng(seed)
     n = len(gold)
     idx = rng.integers(0, n, size=(resamples, n))
-    diffs = metric(gold[idx], pred_b[idx]) - metric(gold[idx], pred_a[idx])
+    resampled = gold[idx]
+
+    def arm_mean(arm: list[np.ndarray]) -> np.ndarray:
+        return np.mean([metric(resampled, pred[idx]) for pred in arm], axis=0)
+
+    diffs = arm_mean(arm_b) - arm_mean(arm_a)
+    values_a = [float(metric(gold[None], pred[None])[0]) for pred in arm_a]
+    values_b = [float(metric(gold[None], pred[None])[0]) for pred in arm_b]
     tail = (1 - level) / 2
-    point = float(metric(gold[None], pred_b[None])[0] - metric(gold[None], pred_a[None])[0])
     return {
-        "delta": point,
+        "delta": float(np.mean(values_b) - np.mean(values_a)),
         "low": float(np.quantile(diffs, tail)),
         "high": float(np.quantile(diffs, 1 - tail)),
         "level": level,
         "resamples": resamples,
         "seed": seed,
+        "sd": float(diffs.std(ddof=1)),
+        "values_a": values_a,
+        "values_b": values_b,
     }
 
 

@@ -31,21 +31,20 @@ import numpy as np
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
+from tunelab.core.replicates import seed_of
 from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, atomic_write_json, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.compute import compute_differences
-from tunelab.stages.compare.guardrails import BROKEN, GUARDRAIL_RULE, UNRESOLVED, describe, judge
-from tunelab.stages.compare.pairs import Pair, make_pair, right
+from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
+from tunelab.stages.compare.pairs import Pair, make_arms, right
 from tunelab.stages.compare.platform import env_differences, process_differences
+from tunelab.stages.compare.rules import VERDICT_RULE, concentration_note, verdict
+from tunelab.stages.compare.seeds import Arms
 from tunelab.stages.compare.stats import RESAMPLES, concentration, flips, mcnemar_exact
+from tunelab.stages.compare.two_level import SEED_RULE
 from tunelab.tasks import get_task
 
-VERDICT_RULE = (
-    "worse: interval below zero; guardrail broken: a guardrail's interval past its limit; "
-    "improved: minimum effect met, interval above zero, no guardrail unresolved (or accepted "
-    "with a reason); otherwise no evidence"
-)
 FROZEN = ("hypothesis", "guardrails")
 
 
@@ -82,6 +81,7 @@ def compare(
             '--reason "why" to compare anyway (recorded), or re-run the variants under them.'
         )
     by_id = {r["id"]: r for r in runs}
+    arms = Arms(store, runs, reference, same_eval)
     cache: dict[str, dict] = {}
 
     def preds_of(run_id: str) -> dict[str, dict]:
@@ -89,17 +89,29 @@ def compare(
             cache[run_id] = _predictions(store, run_id)
         return cache[run_id]
 
-    def paired(before: dict, run: dict) -> dict:
-        pair = make_pair(
-            preds_of(before["id"]), preds_of(run["id"]), labels, (before["id"], run["id"])
+    def paired(before: list[dict], arm: list[dict], seed_only: str | None = None) -> dict:
+        noise = () if seed_only else arms.noise_for(before, arm, preds_of)
+        pair = make_arms(
+            [preds_of(r["id"]) for r in before],
+            [preds_of(r["id"]) for r in arm],
+            labels,
+            (before[0]["id"], arm[0]["id"]),
+            (before[0]["kind"] != "baseline", arm[0]["kind"] != "baseline"),
+            noise,
         )
         versus = _versus(pair, primary)
-        versus["guardrails"] = [judge(g, pair, groups_of(before, task)) for g in guardrails]
-        versus["verdict"], versus["reasons"] = _verdict(versus, hypothesis, accept_unresolved)
-        versus["warnings"] = _warnings(before, run, versus)
+        versus["guardrails"] = [judge(g, pair, groups_of(before[0], task)) for g in guardrails]
+        versus["verdict"], versus["reasons"] = verdict(
+            versus, hypothesis, accept_unresolved, seed_only
+        )
+        versus["warnings"] = _warnings(before[0], arm[0], versus)
+        if noise:
+            versus["noise"] = [name for name, _ in noise]
         return versus
 
-    judged = {r["id"] for r in variants}
+    def arm_paired(before: dict, run: dict) -> dict:
+        return paired(arms.of(before["id"]), arms.of(run["id"]))
+
     rows = []
     for run in runs:
         row = _row(run, task)
@@ -108,13 +120,23 @@ def compare(
                 f"on data version {run['data_version']}, whose validation split is identical "
                 f"to {version}'s (sha256 {same_eval.digest[:12]}): paired as on one version"
             )
-        if run["id"] in judged:
-            vs = paired(reference, run)
+        arm = arms.of(run["id"])
+        if len(arm) > 1:
+            row["seeds"] = _seeds(arm, primary)
+        lead = arm[0]["id"]
+        if run["id"] in arms.repeats:  # its seed is in an arm already: judged alone
+            row["repeat_of"] = arms.repeats[run["id"]]
+        if run["id"] != lead:  # another seed of an arm: judged with it, set beside its first
+            row["arm"] = lead
+            vs = paired([arm[0]], [run], seed_only=lead)
+            row["vs_first"] = {"run": lead, **vs}
+        elif run["kind"] == "variant" and lead != arms.reference_lead:
+            vs = paired(arms.of(reference["id"]), arm)
             row["vs_reference"] = {k: vs.pop(k) for k in _VERSUS_KEYS if k in vs}
             row["against"] = reference["id"]
-            row.update(vs)  # guardrails, verdict, reasons, warnings
+            row.update(vs)  # guardrails, verdict, reasons, warnings, noise
             row["parent"], row["reason"] = run.get("parent"), run.get("reason")
-            _add_parent(row, run, by_id, store, version, paired)
+            _add_parent(row, run, by_id, store, version, arm_paired)
         rows.append(row)
     result = {
         "data_version": version,
@@ -134,6 +156,9 @@ def compare(
         "verdict_rule": VERDICT_RULE,
         "guardrail_rule": GUARDRAIL_RULE,
         "bootstrap": {"resamples": RESAMPLES, "seed": 0, "level": 0.95},
+        "seed_rule": SEED_RULE,
+        "arms": {lead: [r["id"] for r in members] for lead, members in arms.by_lead.items()},
+        "noise": arms.used_noise,
         "differing": differing,
         "reason": reason.strip() if reason and reason.strip() else None,
         "accepted_unresolved": accept_unresolved,
@@ -211,6 +236,11 @@ def _row(run: dict, task) -> dict:
     return row
 
 
+def _seeds(arm: list[dict], metric: str) -> list[dict]:
+    """An arm's seeds: each run, its seed and its value of the metric."""
+    return [{"run": r["id"], "seed": seed_of(r), metric: r["metrics"].get(metric)} for r in arm]
+
+
 def _predictions(store, run_id: str) -> dict[str, dict]:
     return {p["id"]: p for p in read_jsonl(store.run_dir(run_id) / "predictions.jsonl")}
 
@@ -273,7 +303,7 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
     out = []
     c = versus["concentration"]
     if c["concentrated"]:
-        out.append(_concentration_note(c, versus["flips"]))
+        out.append(concentration_note(c, versus["flips"]))
     env = env_differences(before.get("env"), run.get("env")) + process_differences(before, run)
     if env:
         out.append(
@@ -290,63 +320,6 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + ", ".join(f"{k} {pa.get(k)} -> {pb.get(k)}" for k in keys)
         )
     return out
-
-
-def _concentration_note(c: dict, f: dict) -> str:
-    return (
-        f"the gain comes from a handful of examples: without the {c['k']} most improved of "
-        f"{c['n']} it is {c['delta_without_top_k']:+.4f} per example "
-        f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}, net {f['net']} "
-        f"<= {c['k']})"
-    )
-
-
-def _verdict(
-    versus: dict, hypothesis: Hypothesis | None, accept_unresolved: str | None
-) -> tuple[str | None, list[str]]:
-    """See VERDICT_RULE. A concentrated gain is added to the reasons, never a verdict."""
-    c = versus["concentration"]
-    extra = [_concentration_note(c, versus["flips"])] if c["concentrated"] else []
-    if hypothesis is None:
-        return None, [
-            "the reference was recorded without a hypothesis: metrics only, no verdict "
-            "(state `hypothesis` in the spec and re-run the baseline and variants)"
-        ]
-    boot = versus["bootstrap"]
-    reasons = [
-        f"{hypothesis.metric} {boot['delta']:+.4f} "
-        f"(95% CI {boot['low']:+.4f} to {boot['high']:+.4f}), "
-        f"minimum effect {hypothesis.min_effect}"
-    ]
-    rails = versus["guardrails"]
-    broken = [describe(g) for g in rails if g["status"] == BROKEN]
-    unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
-    if boot["high"] < 0:
-        return "worse", [*reasons, "the whole interval is below zero", *broken, *extra]
-    if broken:
-        return "guardrail broken", [*broken, *reasons, *extra]
-    if boot["delta"] >= hypothesis.min_effect and boot["low"] > 0:
-        if not unresolved:
-            return "improved", reasons + extra
-        if accept_unresolved:
-            return "improved", [
-                *reasons,
-                *unresolved,
-                f"unresolved guardrails accepted: {accept_unresolved}",
-                *extra,
-            ]
-        return "no evidence", [
-            *reasons,
-            *unresolved,
-            "an unresolved guardrail blocks `improved`: add validation examples, or accept it "
-            'with `tunelab compare --accept-unresolved "why"` (recorded)',
-            *extra,
-        ]
-    if boot["low"] <= 0:
-        reasons.append("the interval includes zero")
-    if boot["delta"] < hypothesis.min_effect:
-        reasons.append("the gain is below the minimum effect")
-    return "no evidence", [*reasons, *unresolved, *extra]
 
 
 def write_comparison(store, result: dict, rules: dict, inputs: list[dict]) -> dict:

@@ -36,6 +36,8 @@ PALETTE = (
 
 TONES = {
     "improved": "good",
+    "improved on one seed": "info",
+    "within seed noise": "warn",
     "holds": "good",
     "completed": "good",
     "no evidence": "warn",

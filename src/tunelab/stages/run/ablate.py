@@ -21,6 +21,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import open_lab, open_records_lab
 from tunelab.core.spec import parse_value
 from tunelab.data import build_data
+from tunelab.stages.run.replicates import run_replicates
 from tunelab.stages.run.variant import run_variant
 from tunelab.tasks import get_task
 
@@ -62,6 +63,7 @@ def run_ablation(
     parent: str | None = None,
     console: Console | None = None,
     device: str | None = None,
+    seeds: int | None = None,
 ) -> dict:
     key, values = parse_assignment(assignment)
     data_key = key.startswith("data.")
@@ -78,8 +80,13 @@ def run_ablation(
                 version = build_data(lab.spec, lab.path, lab.store)["version"]
                 if console:
                     console.print(f"{key}={value}: data version {version}")
-            record = run_variant(lab, run_name(key, value), console, parent=parent)
-            rows.append(_row(lab, value, record))
+            n = seeds or lab.spec.training.replicates
+            if n > 1:
+                group = run_replicates(lab, n, run_name(key, value), console, parent=parent)
+                rows.append(_row(lab, value, group["runs"][0], group))
+            else:
+                record = run_variant(lab, run_name(key, value), console, parent=parent)
+                rows.append(_row(lab, value, record))
     finally:
         store.set_current_data(current)  # the spec's own data stays current
     return {"key": key, "values": values, "runs": rows, "data_version": current}
@@ -90,10 +97,12 @@ def _pinned(lab_path: Path, current: str) -> dict:
     return {} if open_records_lab(lab_path).spec.data.eval_from else {"data.eval_from": current}
 
 
-def _row(lab, value, record: dict) -> dict:
+def _row(lab, value, record: dict, group: dict | None = None) -> dict:
+    """One value's row: its run (or its replicate group's first run, the mean over the seeds
+    as the score, and the group)."""
     spec = lab.spec
     metric = spec.hypothesis.metric if spec.hypothesis else get_task(spec.task.type).default_metric
-    return {
+    row = {
         "value": value,
         "id": record["id"],
         "data_version": record["data_version"],
@@ -102,3 +111,11 @@ def _row(lab, value, record: dict) -> dict:
         "score": record["metrics"][metric],
         "seconds": record["training"]["seconds"],
     }
+    if group is not None:
+        row["group"] = group["id"]
+        row["seeds"] = [
+            {"run": r["id"], "seed": r["spec"]["training"]["seed"]} for r in group["runs"]
+        ]
+        row["score"] = group["summary"][metric]["mean"]
+        row["seconds"] = sum(r["training"]["seconds"] for r in group["runs"])
+    return row

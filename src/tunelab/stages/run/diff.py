@@ -5,24 +5,7 @@ stored in run records, `Spec.to_dict()`) key by key and sorts every change into 
 group, so the one-change rule can be checked: changing more than one group at a time is
 refused unless the user records why (`--reason`).
 
-Groups (dotted spec keys; lists are compared whole):
-
-- `task`: `task.*`; `plan`: `hypothesis.*`, `guardrails`, `compass.*`
-- `data`: `data.*`, and the data version itself (key `data_version`)
-- `model`: `model.*` except `model.dtype`; `method`: `method.*`
-- `optimizer`: `training.optimizer`, `.lr`, `.weight_decay`, `.max_grad_norm`
-- `schedule`: `training.schedule`, `.warmup_steps`; `batch`: `training.global_batch`,
-  `.microbatch`; `precision`: `training.precision`, `model.dtype`
-- `speed`: the levers that change how fast the same training runs (`training.threads`,
-  `.compile`, `.group_by_length`, `.packing`, `model.attention`); counted, since each can move
-  the numbers by float order or by dropout's draws
-- `evaluation`: `evaluation.*` (the shared protocol: loudly flagged, see `diff_warnings`)
-- `seed`: `training.seed`; `budget`: `training.budget.*`
-- `runtime`: `rental.*`, `training.checkpoint_every`: recorded, but not counted as a change,
-  since they do not change what is trained or measured.
-
-A key no rule names falls into the group of its top-level section (a new `training.*` field
-lands in `training`) and counts: an unknown change is treated as a change.
+The groups, and which keys fall in each, are `tunelab.core.param_groups`'s.
 """
 
 from __future__ import annotations
@@ -30,64 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.param_groups import UNCOUNTED, diff_specs, order
 from tunelab.core.store import Store, StoreError
 from tunelab.data.same_eval import SameEval
 
-GROUPS = (
-    "task",
-    "plan",
-    "data",
-    "model",
-    "method",
-    "optimizer",
-    "schedule",
-    "batch",
-    "precision",
-    "speed",
-    "evaluation",
-    "seed",
-    "budget",
-    "runtime",
-)
-"""Parameter groups in display order (unknown sections are shown after these)."""
-
-UNCOUNTED = frozenset({"runtime"})
-"""Groups that are recorded in the diff but do not count against the one-change rule."""
-
-_EXACT = {
-    "model.dtype": "precision",
-    "training.precision": "precision",
-    "training.optimizer": "optimizer",
-    "training.lr": "optimizer",
-    "training.weight_decay": "optimizer",
-    "training.max_grad_norm": "optimizer",
-    "training.schedule": "schedule",
-    "training.warmup_steps": "schedule",
-    "training.global_batch": "batch",
-    "training.microbatch": "batch",
-    "training.seed": "seed",
-    "training.checkpoint_every": "runtime",
-    "training.activation_checkpointing": "runtime",
-    "training.strategy": "runtime",
-    "training.threads": "speed",
-    "training.compile": "speed",
-    "training.group_by_length": "speed",
-    "training.packing": "speed",
-    "model.attention": "speed",
-    "data_version": "data",
-}
-_PREFIX = {
-    "training.budget": "budget",
-    "task": "task",
-    "hypothesis": "plan",
-    "guardrails": "plan",
-    "compass": "plan",
-    "data": "data",
-    "model": "model",
-    "method": "method",
-    "evaluation": "evaluation",
-    "rental": "runtime",
-}
 PROTOCOL_KEYS = ("model.max_length", "model.template", "model.kind")
 """Keys outside `evaluation.*` that are part of the shared evaluation protocol too."""
 
@@ -100,61 +29,6 @@ class ParentError(TunelabError):
     """The named parent cannot be one: unknown, or not a completed run."""
 
 
-def group_of(key: str) -> str:
-    """The parameter group of a dotted spec key (see the module docstring)."""
-    if key in _EXACT:
-        return _EXACT[key]
-    parts = key.split(".")
-    for n in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:n])
-        if prefix in _PREFIX:
-            return _PREFIX[prefix]
-    return parts[0]
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted leaves of nested dicts; lists (and scalars) are leaves, compared whole."""
-    if isinstance(value, dict) and (value or not prefix):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: value}
-
-
-def _normalise(spec: dict) -> dict:
-    """The spec with today's defaults filled in, so a field added to tunelab after the parent
-    ran does not read as a change; a spec that no longer validates is compared as stored."""
-    from tunelab.core.spec import SpecError, validate_spec
-
-    try:
-        return validate_spec(spec).to_dict()
-    except (SpecError, ValueError):
-        return spec
-
-
-def _order(group: str) -> tuple[int, str]:
-    return (GROUPS.index(group) if group in GROUPS else len(GROUPS), group)
-
-
-def diff_specs(parent: dict, child: dict) -> dict[str, list[dict]]:
-    """Changes from `parent` to `child` (resolved spec dicts), grouped by parameter group.
-
-    Each change is `{"key": "training.lr", "parent": 0.001, "child": 0.0005}`; a key missing
-    on one side reads as None there. Only groups with changes appear, in `GROUPS` order;
-    nothing changed gives `{}`.
-    """
-    a, b = _flatten(_normalise(parent)), _flatten(_normalise(child))
-    grouped: dict[str, list[dict]] = {}
-    for key in sorted(set(a) | set(b)):
-        before, after = a.get(key), b.get(key)
-        if before != after:  # 1 and 1.0 from YAML are the same setting
-            grouped.setdefault(group_of(key), []).append(
-                {"key": key, "parent": before, "child": after}
-            )
-    return {g: grouped[g] for g in sorted(grouped, key=_order)}
-
-
 def diff_runs(parent_record: dict, child_spec: dict, child_data_version: str) -> dict:
     """The diff of a new run against its parent's record: spec changes and the data version
     (a new data version is a change of the `data` group)."""
@@ -163,7 +37,7 @@ def diff_runs(parent_record: dict, child_spec: dict, child_data_version: str) ->
     if before != child_data_version:
         change = {"key": "data_version", "parent": before, "child": child_data_version}
         diff.setdefault("data", []).insert(0, change)
-        diff = {g: diff[g] for g in sorted(diff, key=_order)}
+        diff = {g: diff[g] for g in sorted(diff, key=order)}
     return diff
 
 

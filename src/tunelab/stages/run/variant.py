@@ -108,14 +108,22 @@ def run_variant(
     allow_warnings: str | None = None,
     parent: str | None = None,
     reason: str | None = None,
+    version: str | None = None,
+    replicate: dict | None = None,
 ) -> dict:
+    """Train one variant on data `version` (default: the current one). A replicate (`replicate`:
+    its group, index, seed and the group's `base_seed`) is diffed against its parent as the
+    group's first seed would be: its seed is the group's draw, not a change."""
     spec, store = lab.spec, lab.store
     spec.require_plan()
     name = check_run_name(name or spec.method.type)  # refused before anything loads
     lab, world = _on_world(lab)
-    version = store.current_data()
+    version = version or store.current_data()
     parent_record = resolve_parent(store, version, parent)
-    diff = diff_runs(parent_record, spec.to_dict(), version) if parent_record else None
+    as_diffed = spec.to_dict()
+    if replicate is not None:
+        as_diffed["training"]["seed"] = replicate["base_seed"]
+    diff = diff_runs(parent_record, as_diffed, version) if parent_record else None
     if diff is not None:
         check_one_change(diff, reason, parent_record["id"])
     renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
@@ -157,6 +165,7 @@ def run_variant(
         else [],
         reason=reason.strip() if reason and reason.strip() else None,
         preflight=preflight,
+        **({"replicate": replicate} if replicate else {}),
     )
     if renderer.pack_length is not None:
         record["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)

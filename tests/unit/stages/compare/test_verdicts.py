@@ -105,7 +105,7 @@ def test_a_class_drop_the_size_of_noise_is_unresolved_not_broken(tmp_path):
     assert any("blocks `improved`" in r for r in variant["reasons"])
     # ...unless the user accepts it, with a reason that is recorded
     accepted = compare(lab, accept_unresolved="class c is rare in production")
-    assert accepted["runs"][-1]["verdict"] == "improved"
+    assert accepted["runs"][-1]["verdict"] == "improved on one seed"
     assert accepted["rules"]["accepted_unresolved"] == "class c is rare in production"
 
 
@@ -130,7 +130,7 @@ def test_editing_the_spec_after_the_runs_changes_no_verdict(tmp_path):
     )
     after = compare(edited)  # today's spec asks for a 90-point gain: the records do not
     assert [r.get("verdict") for r in after["runs"]] == [r.get("verdict") for r in before["runs"]]
-    assert after["runs"][-1]["verdict"] == "improved" and after["min_effect"] == 0.02
+    assert after["runs"][-1]["verdict"] == "improved on one seed" and after["min_effect"] == 0.02
     assert after["rules"]["guardrails"] == [
         {"metric": "f1", "scope": "every_class", "max_drop": 0.05}
     ]
@@ -174,7 +174,7 @@ def test_every_compare_writes_a_record_and_an_event(tmp_path):
     assert saved["rules"]["hypothesis"]["min_effect"] == 0.02
     events = [e for e in lab.store.events() if e["event"] == "compare"]
     assert [e["comparison"] for e in events] == ["c001", "c002"]
-    assert events[0]["verdicts"] == {lora: "improved"}
+    assert events[0]["verdicts"] == {lora: "improved on one seed"}
 
 
 def test_without_a_recorded_hypothesis_there_are_metrics_but_no_verdict(tmp_path):
@@ -195,7 +195,7 @@ def test_clear_gain_with_guardrails_held_is_improved(tmp_path):
     result = compare(lab)
     assert result["reference"] == "r002-probe"  # the strongest baseline
     variant = result["runs"][-1]
-    assert variant["verdict"] == "improved"
+    assert variant["verdict"] == "improved on one seed"
     assert variant["vs_reference"]["bootstrap"]["low"] > 0
     assert variant["vs_reference"]["mcnemar"]["broken"] == 0
 
@@ -258,7 +258,7 @@ def test_a_spread_gain_is_not_concentrated_and_stays_improved(tmp_path):
     add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
     variant = compare(lab)["runs"][-1]
     assert not variant["vs_reference"]["concentration"]["concentrated"]
-    assert variant["verdict"] == "improved"
+    assert variant["verdict"] == "improved on one seed"
     assert not any("handful" in w for w in variant["warnings"] + variant["reasons"])
 
 
@@ -316,7 +316,9 @@ def test_a_variant_is_also_set_beside_its_parent(tmp_path):
     assert vs["run"] == first and vs["diff"] == diff and vs["reason"] == "lower lr"
     assert vs["bootstrap"]["delta"] == pytest.approx(0.1)
     assert vs["flips"]["fixed"]["count"] == 9 and vs["flips"]["broken"]["count"] == 0
-    assert vs["verdict"] in {"improved", "no evidence"} and vs["guardrails"][0]["passed"]
+    assert (
+        vs["verdict"] in {"improved on one seed", "no evidence"} and vs["guardrails"][0]["passed"]
+    )
     assert rows[second]["reason"] == "lower lr" and rows[second]["parent"] == first
     assert rows[second]["vs_reference"]["bootstrap"]["delta"] == pytest.approx(0.3)
     assert "vs_parent" not in rows[orphan] and rows[orphan]["parent"] is None

@@ -2,6 +2,7 @@ import copy
 
 import pytest
 
+from tunelab.core.param_groups import diff_specs, group_of
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store
 from tunelab.stages.run.diff import (
@@ -9,10 +10,8 @@ from tunelab.stages.run.diff import (
     ParentError,
     check_one_change,
     diff_runs,
-    diff_specs,
     diff_warnings,
     format_diff,
-    group_of,
     resolve_parent,
 )
 

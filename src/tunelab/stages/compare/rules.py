@@ -1,0 +1,140 @@
+"""The verdict words and the rule that picks one, recorded with every comparison.
+
+An interval is judged on the seeds and the examples when the seeds' variance is known (an arm
+with two or more seeds, or a noise record of the family: `two_level.py`), else on the examples
+alone, and the verdict says which:
+
+- **worse**: the judged interval is below zero;
+- **guardrail broken**: a guardrail's judged interval is past its limit (`guardrails.py`);
+- **improved**: the minimum effect is met, the seed-aware interval is above zero, and no
+  guardrail is unresolved (or the user accepted the unresolved ones with a recorded reason);
+- **improved on one seed**: the same, judged on the examples alone: a new seed could have
+  produced it; `final` opens the test split for it only with a reason;
+- **within seed noise**: the example-level interval excludes zero but the seed-aware one does
+  not; and always for two runs that differ only in `training.seed` (they measure the noise);
+- **no evidence**: anything else.
+"""
+
+from __future__ import annotations
+
+from tunelab.core.spec import Hypothesis
+from tunelab.stages.compare.guardrails import BROKEN, UNRESOLVED, describe
+from tunelab.stages.compare.two_level import SEEDS
+
+IMPROVED, ONE_SEED, SEED_NOISE = "improved", "improved on one seed", "within seed noise"
+WORSE, BROKEN_VERDICT, NO_EVIDENCE = "worse", "guardrail broken", "no evidence"
+VERDICTS = (IMPROVED, ONE_SEED, SEED_NOISE, NO_EVIDENCE, WORSE, BROKEN_VERDICT)
+
+VERDICT_RULE = (
+    "worse: judged interval below zero; guardrail broken: a guardrail's judged interval past its "
+    "limit; improved: minimum effect met, seed-aware interval above zero, no guardrail "
+    "unresolved (or accepted with a reason); improved on one seed: the same on the example-level "
+    "interval alone (no replicates, no noise record); within seed noise: the example-level "
+    "interval excludes zero but the seed-aware one does not, or the two runs differ only in "
+    "training.seed; otherwise no evidence"
+)
+
+
+def excludes_zero(interval: dict) -> bool:
+    return interval["low"] > 0 or interval["high"] < 0
+
+
+def judged_verdict(interval: dict, min_effect: float) -> str:
+    """The verdict of one combined interval (`combine`) with no guardrail in the way."""
+    if interval["high"] < 0:
+        return WORSE
+    if interval["delta"] >= min_effect and interval["low"] > 0:
+        return IMPROVED if interval["basis"] == SEEDS else ONE_SEED
+    if interval["basis"] == SEEDS and excludes_zero(interval["example"]):
+        return SEED_NOISE
+    return NO_EVIDENCE
+
+
+def interval_text(metric: str, boot: dict) -> str:
+    """`macro_f1 +0.0210 (95% CI +0.0040 to +0.0380, seeds and examples)`."""
+    return (
+        f"{metric} {boot['delta']:+.4f} (95% CI {boot['low']:+.4f} to {boot['high']:+.4f}, "
+        f"{boot['basis']})"
+    )
+
+
+def verdict(
+    versus: dict,
+    hypothesis: Hypothesis | None,
+    accept_unresolved: str | None,
+    seed_only: str | None = None,
+) -> tuple[str | None, list[str]]:
+    """See VERDICT_RULE; `seed_only` names the run this one differs from only in its seed. A
+    concentrated gain is added to the reasons, never a verdict."""
+    c = versus["concentration"]
+    extra = [concentration_note(c, versus["flips"])] if c["concentrated"] else []
+    if hypothesis is None:
+        return None, [
+            "the reference was recorded without a hypothesis: metrics only, no verdict "
+            "(state `hypothesis` in the spec and re-run the baseline and variants)"
+        ]
+    boot = versus["bootstrap"]
+    reasons = [f"{interval_text(hypothesis.metric, boot)}, minimum effect {hypothesis.min_effect}"]
+    if boot["basis"] == SEEDS:
+        ex = boot["example"]
+        reasons.append(
+            f"over the examples alone {ex['delta']:+.4f} ({ex['low']:+.4f} to {ex['high']:+.4f})"
+        )
+    if seed_only:
+        return SEED_NOISE, [
+            f"only training.seed differs from {seed_only}: the difference measures the noise "
+            "of training, not a cause",
+            *reasons,
+        ]
+    rails = versus["guardrails"]
+    broken = [describe(g) for g in rails if g["status"] == BROKEN]
+    unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
+    word = judged_verdict(boot, hypothesis.min_effect)
+    if word == WORSE:
+        return WORSE, [*reasons, "the whole interval is below zero", *broken, *extra]
+    if broken:
+        return BROKEN_VERDICT, [*broken, *reasons, *extra]
+    if word in (IMPROVED, ONE_SEED):
+        if word == ONE_SEED:
+            reasons.append(
+                "one seed per arm and no noise record: a new seed alone could move it this far "
+                "(`tunelab noise` measures the floor, `--seeds N` replicates the runs)"
+            )
+        if not unresolved:
+            return word, reasons + extra
+        if accept_unresolved:
+            return word, [
+                *reasons,
+                *unresolved,
+                f"unresolved guardrails accepted: {accept_unresolved}",
+                *extra,
+            ]
+        return NO_EVIDENCE, [
+            *reasons,
+            *unresolved,
+            "an unresolved guardrail blocks `improved`: add validation examples, or accept it "
+            'with `tunelab compare --accept-unresolved "why"` (recorded)',
+            *extra,
+        ]
+    if word == SEED_NOISE:
+        return SEED_NOISE, [
+            *reasons,
+            "the examples alone exclude zero, the seeds' noise does not: a new seed could "
+            "have produced this difference",
+            *unresolved,
+            *extra,
+        ]
+    if boot["low"] <= 0:
+        reasons.append("the interval includes zero")
+    if boot["delta"] < hypothesis.min_effect:
+        reasons.append("the gain is below the minimum effect")
+    return NO_EVIDENCE, [*reasons, *unresolved, *extra]
+
+
+def concentration_note(c: dict, f: dict) -> str:
+    return (
+        f"the gain comes from a handful of examples: without the {c['k']} most improved of "
+        f"{c['n']} it is {c['delta_without_top_k']:+.4f} per example "
+        f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}, net {f['net']} "
+        f"<= {c['k']})"
+    )

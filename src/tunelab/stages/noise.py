@@ -1,0 +1,133 @@
+"""`tunelab noise [RUN] --seeds N`: the noise floor of a run, measured once.
+
+Trains the seeds of `core.replicates.replicate_seeds(RUN's seed, N)` that RUN's arm does not
+have yet, each under RUN's own recorded spec, data version, parent and reason (RUN itself is
+the first seed), as one replicate group; then writes `.tunelab/noise/nNNN.json`: the runs, their
+seeds, the family the floor applies to (`core.replicates.family`), and the seed-to-seed spread
+of every overall metric and of every per-group metric (per class, per field, per source).
+`compare` pools the spread of a family's noise records into the seed-aware interval of every
+arm of that family (`stages/compare/seeds.py`). RUN defaults to the newest completed variant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from tunelab.core.env import pick_device
+from tunelab.core.errors import TunelabError
+from tunelab.core.lab import Lab
+from tunelab.core.replicates import FAMILY_KEYS, arms, family, replicate_seeds, seed_of
+from tunelab.core.spec import validate_spec
+from tunelab.core.store import Store, StoreError, atomic_write_json, now
+from tunelab.stages.run.replicates import open_group, train_seeds
+from tunelab.tasks import get_task
+
+FAMILY_RULE = (
+    "applies to the arms with the same data version, evaluation protocol and "
+    + ", ".join(FAMILY_KEYS)
+    + ": what the seed draws over and what is measured; a one-change variant within the family "
+    "is taken to share the spread (the pooled t's equal-variance assumption)"
+)
+
+
+def measure_noise(
+    lab_path: Path,
+    run_id: str | None = None,
+    seeds: int = 3,
+    console: Console | None = None,
+    device: str | None = None,
+) -> dict:
+    if seeds < 2:
+        raise TunelabError(f"--seeds {seeds}: a spread needs at least 2 seeds (3 or more advised)")
+    store = Store(lab_path)
+    record = _chosen(store, run_id)
+    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
+    completed = [r for r in store.runs() if r["status"] == "completed" and r["kind"] == "variant"]
+    grouped, _ = arms(completed)
+    arm = next((ms for ms in grouped.values() if record["id"] in {m["id"] for m in ms}), [record])
+    have = {seed_of(m): m["id"] for m in arm}
+    wanted = replicate_seeds(seed_of(record), seeds)
+    group, path = open_group(
+        store, "noise", record["name"], seed_of(record), wanted, of=record["id"]
+    )
+    runs = train_seeds(
+        lab,
+        group,
+        path,
+        record["name"],
+        console,
+        have,
+        allow_warnings=record.get("warnings_allowed"),
+        parent=record.get("parent"),
+        reason=record.get("reason"),
+        version=record["data_version"],
+    )
+    if len(runs) < 2:
+        raise TunelabError(
+            f"only {len(runs)} of the {seeds} seeds of {record['id']} completed: no spread to "
+            f"record; see group {group['id']} and `tunelab runs`"
+        )
+    noise_id, out = store.reserve("noise", "n")
+    result = {
+        "id": noise_id,
+        "created": now(),
+        "file": str(out.relative_to(store.lab)),
+        "of": record["id"],
+        "group": group["id"],
+        "runs": [r["id"] for r in runs],
+        "seeds": [seed_of(r) for r in runs],
+        "family": family(record),
+        "family_rule": FAMILY_RULE,
+        "spread": spread(runs, record["task"]),
+        "trained": sum(m["trained"] for m in group["members"]),
+        "seconds": sum(r["training"]["seconds"] for r in runs if r["id"] not in have.values()),
+    }
+    atomic_write_json(out, result)
+    store.log_event("noise", noise=noise_id, of=record["id"], runs=result["runs"])
+    return result
+
+
+def _chosen(store: Store, run_id: str | None) -> dict:
+    if run_id is None:
+        variants = [
+            r for r in store.runs() if r["kind"] == "variant" and r["status"] == "completed"
+        ]
+        if not variants:
+            raise StoreError("no completed variant to measure the noise of: `tunelab run` first")
+        return variants[-1]
+    record = store.read_record(run_id)
+    if record["kind"] != "variant" or record["status"] != "completed":
+        raise TunelabError(
+            f"{run_id} is a {record['status']} {record['kind']}: the noise floor is measured "
+            "on a completed variant (a baseline draws no seed)"
+        )
+    return record
+
+
+def _stats(values: list[float]) -> dict:
+    return {
+        "values": values,
+        "mean": float(np.mean(values)),
+        "sd": float(np.std(values, ddof=1)),
+        "range": float(max(values) - min(values)),
+    }
+
+
+def spread(runs: list[dict], task_name: str) -> dict:
+    """Seed-to-seed spread of every overall metric and every per-group metric."""
+    task = get_task(task_name)
+    metrics = [r["metrics"] for r in runs]
+    out = {"overall": {m: _stats([x[m] for x in metrics]) for m in sorted(task.overall_metrics)}}
+    if task.group_key and task.group_key in metrics[0]:
+        out[task.group_key] = {
+            name: {
+                m: _stats([x[task.group_key][name][m] for x in metrics])
+                for m, v in values.items()
+                if m != "support" and isinstance(v, int | float)
+            }
+            for name, values in metrics[0][task.group_key].items()
+        }
+    return out

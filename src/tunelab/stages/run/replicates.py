@@ -1,0 +1,141 @@
+"""Replicate groups: one variant trained over several seeds (`tunelab run --seeds N`).
+
+The seeds are `core.replicates.replicate_seeds(training.seed, N)`: the spec's own seed first,
+then derived ones. Each replicate is an ordinary run (its own record, weights, predictions;
+resumable, invalidatable) whose record says `replicate: {group, index, seed, base_seed}` and
+whose diff against the parent is the group's (its seed is the group's draw, not a change). The
+group's record (`.tunelab/groups/gNNN.json`) lists the planned seeds and each replicate's run as
+it opens; a replicate that fails stays in it, and the others still train. Statuses are read
+from the runs themselves, so a resumed replicate needs nothing rewritten here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rich.console import Console
+
+from tunelab.core.errors import Interrupted
+from tunelab.core.lab import Lab
+from tunelab.core.replicates import replicate_seeds
+from tunelab.core.store import Store, atomic_write_json, now
+from tunelab.stages.run.variant import run_variant
+
+
+def with_seed(lab: Lab, seed: int) -> Lab:
+    """The lab with its spec's `training.seed` set to `seed`."""
+    training = lab.spec.training.model_copy(update={"seed": seed})
+    return dataclasses.replace(lab, spec=lab.spec.model_copy(update={"training": training}))
+
+
+def open_group(store: Store, kind: str, name: str, base_seed: int, seeds: list[int], **extra):
+    """A new replicate group's record (`kind`: replicates or noise), written at once."""
+    group_id, path = store.reserve("groups", "g")
+    group = {
+        "id": group_id,
+        "kind": kind,
+        "name": name,
+        "created": now(),
+        "base_seed": base_seed,
+        "seeds": seeds,
+        "members": [],
+        **extra,
+    }
+    atomic_write_json(path, group)
+    store.log_event("group_started", group=group_id, kind=kind, seeds=len(seeds))
+    return group, path
+
+
+def train_seeds(
+    lab: Lab,
+    group: dict,
+    path,
+    name: str,
+    console: Console | None,
+    have: dict[int, str] | None = None,
+    **run_args,
+) -> list[dict]:
+    """Train the group's seeds not in `have` (seed -> an existing run), in order, recording
+    each member as it ends; returns the completed members' records. A failed replicate is kept
+    in the group and the next one trains; an interrupted one stops the group."""
+    store, have, completed = lab.store, have or {}, []
+    for index, seed in enumerate(group["seeds"]):
+        if seed in have:
+            member = {"index": index, "seed": seed, "run": have[seed], "trained": False}
+            group["members"].append(member)
+            completed.append(store.read_record(have[seed]))
+            continue
+        replicate = {"group": group["id"], "index": index, "seed": seed}
+        replicate["base_seed"] = group["base_seed"]
+        if console:
+            console.print(
+                f"[bold]{group['id']}[/] seed {index + 1} of {len(group['seeds'])}: {seed}"
+            )
+        member = {"index": index, "seed": seed, "run": None, "trained": True}
+        group["members"].append(member)
+        try:
+            record = run_variant(
+                with_seed(lab, seed),
+                name if index == 0 else f"{name}-s{index}",
+                console,
+                replicate=replicate,
+                **run_args,
+            )
+            member["run"], member["status"] = record["id"], record["status"]
+            completed.append(record)
+        except Interrupted:
+            member["run"], member["status"] = _opened(store, replicate), "interrupted"
+            raise
+        except Exception as err:
+            member["run"], member["status"] = _opened(store, replicate), "failed"
+            member["error"] = f"{type(err).__name__}: {err}"
+            if member["run"] is None:  # refused before any run existed: every seed would be
+                raise
+            if console:
+                console.print(f"[red]seed {seed} failed[/]: {member['error']}")
+        finally:
+            group["finished"] = len(completed)
+            atomic_write_json(path, group)
+    store.log_event("group_ended", group=group["id"], finished=len(completed))
+    return completed
+
+
+def run_replicates(
+    lab: Lab, seeds: int, name: str | None = None, console: Console | None = None, **run_args
+) -> dict:
+    """`tunelab run --seeds N`: N replicates of the spec's variant; returns the group with its
+    completed runs and the mean and spread of each overall metric."""
+    name = name or lab.spec.method.type
+    base = lab.spec.training.seed
+    group, path = open_group(lab.store, "replicates", name, base, replicate_seeds(base, seeds))
+    runs = train_seeds(lab, group, path, name, console, **run_args)
+    return {**group, "runs": runs, "summary": summary(runs)}
+
+
+def summary(runs: list[dict]) -> dict:
+    """Each overall metric's mean, standard deviation (n - 1) and range over the runs."""
+    import numpy as np
+
+    out = {}
+    if not runs:
+        return out
+    for key, value in runs[0]["metrics"].items():
+        if key == "n" or not isinstance(value, int | float):
+            continue
+        values = [r["metrics"][key] for r in runs]
+        out[key] = {
+            "mean": float(np.mean(values)),
+            "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
+            "min": float(min(values)),
+            "max": float(max(values)),
+        }
+    return out
+
+
+def _opened(store: Store, replicate: dict) -> str | None:
+    """The run a replicate opened before it stopped, if it got that far."""
+    for record in reversed(store.runs()):
+        r = record.get("replicate") or {}
+        if r.get("group") == replicate["group"] and r.get("index") == replicate["index"]:
+            return record["id"]
+    return None

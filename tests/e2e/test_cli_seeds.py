@@ -1,0 +1,72 @@
+"""Seeds as replicates through the CLI on the tiny lab: `run --seeds`, `noise`, and compare's
+seed-aware intervals and verdict words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tunelab.cli import main
+from tunelab.core.replicates import replicate_seeds
+from tunelab.core.store import Store
+from tunelab.stages.compare.rules import VERDICTS
+
+
+def tl(capsys, *args: str) -> tuple[int, dict | list]:
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_replicates_a_noise_floor_and_a_seed_aware_comparison(make_lab, capsys):
+    lab = str(make_lab())
+    where = ["--lab", lab]
+    assert tl(capsys, "data", *where)[0] == 0
+    assert tl(capsys, "baseline", *where)[0] == 0
+
+    code, group = tl(capsys, "run", *where, "--name", "lora", "--seeds", "2")
+    assert code == 0, group
+    first, second = group["runs"]
+    assert group["seeds"] == replicate_seeds(0, 2) and group["finished"] == 2
+    assert [r["spec"]["training"]["seed"] for r in group["runs"]] == group["seeds"]
+    assert [r["replicate"]["index"] for r in group["runs"]] == [0, 1]
+    assert first["diff"] == second["diff"]  # a replicate's seed is the group's draw, no change
+    assert first["training"]["final_loss"] != second["training"]["final_loss"]  # another draw
+    assert Path(lab, ".tunelab/groups", f"{group['id']}.json").exists()
+
+    code, single = tl(capsys, "run", *where, "--name", "lr", "training.lr=1e-3")
+    assert code == 0, single
+    code, floor = tl(capsys, "noise", *where, single["id"], "--seeds", "2")
+    assert code == 0, floor
+    assert floor["runs"][0] == single["id"] and floor["trained"] == 1
+    assert floor["family"]["spec"]["method.type"] == "lora"
+    assert set(floor["spread"]["overall"]) >= {"accuracy", "macro_f1"}
+    assert set(floor["spread"]["per_class"]) == {"business", "sport", "tech"}
+
+    code, result = tl(capsys, "compare", *where)
+    assert code == 0, result
+    rows = {r["id"]: r for r in result["runs"]}
+    arm = rows[first["id"]]
+    assert [s["run"] for s in arm["seeds"]] == [first["id"], second["id"]]
+    boot = arm["vs_reference"]["bootstrap"]
+    assert boot["basis"] == "seeds and examples" and boot["seeds"]["sources"]
+    assert boot["example"]["low"] >= boot["low"] - 1e-9  # the seeds only widen it
+    assert arm["verdict"] in VERDICTS and arm["verdict"] != "improved on one seed"
+    # the second seed is judged with its arm, and set beside the first as seed noise
+    assert "verdict" not in rows[second["id"]] and rows[second["id"]]["arm"] == first["id"]
+    assert rows[second["id"]]["vs_first"]["verdict"] == "within seed noise"
+    # the lr arm's second seed came from `noise`; its interval counts both seeds too
+    assert rows[single["id"]]["vs_reference"]["bootstrap"]["basis"] == "seeds and examples"
+    assert result["rules"]["seed_rule"].startswith("seed-aware interval")
+    assert result["rules"]["arms"][first["id"]] == [first["id"], second["id"]]
+
+    code, runs = tl(capsys, "runs", *where)
+    assert code == 0 and {r["group"] for r in runs} >= {group["id"], floor["group"]}
+    # a seed of an arm is judged with its arm: final reads the arm's verdict for it
+    judged = Store(Path(lab)).judgement(second["id"])
+    assert judged is not None and judged[1]["id"] == first["id"]
+
+
+def test_seeds_below_one_are_refused(make_lab, capsys):
+    lab = str(make_lab())
+    code, err = tl(capsys, "noise", "--lab", lab, "--seeds", "1")
+    assert code == 2 and "at least 2 seeds" in err["error"]

@@ -1,0 +1,87 @@
+"""Arms of seeds in compare: seeds pooled into a seed-aware interval, the verdict words that
+say which noise was counted, and a noise record that widens a single seed's interval."""
+
+from __future__ import annotations
+
+import copy
+
+from test_verdicts import add_run, make_lab, predictions
+
+from tunelab.core.replicates import family
+from tunelab.core.store import atomic_write_json
+from tunelab.stages.compare.verdicts import compare
+
+RAILS = [{"metric": "accuracy", "scope": "overall", "max_drop": 0.5}]
+
+
+def seeded(lab, seed: int, **training) -> dict:
+    spec = copy.deepcopy(lab.spec.to_dict())
+    spec["training"].update(seed=seed, **training)
+    return spec
+
+
+def test_seeds_far_apart_make_a_gain_on_the_examples_within_seed_noise(tmp_path):
+    lab = make_lab(tmp_path, RAILS)
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    first = add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
+    for seed, rate in ((1, 0.65), (2, 0.8)):
+        add_run(
+            lab, "lora", "variant", predictions(dict.fromkeys("abc", rate)), spec=seeded(lab, seed)
+        )
+    result = compare(lab)
+    row = next(r for r in result["runs"] if r["id"] == first)
+    boot = row["vs_reference"]["bootstrap"]
+    assert boot["basis"] == "seeds and examples" and boot["seeds"]["seed_df"] == 2
+    assert boot["example"]["low"] > 0 and boot["low"] < 0  # the seeds' spread swallows it
+    assert row["verdict"] == "within seed noise"
+    assert [s["seed"] for s in row["seeds"]] == [0, 1, 2]
+    others = [r for r in result["runs"] if r.get("arm") == first]
+    assert [r["vs_first"]["verdict"] for r in others] == ["within seed noise"] * 2
+    assert "only training.seed differs" in others[0]["vs_first"]["reasons"][0]
+
+
+def test_close_seeds_let_a_clear_gain_read_improved(tmp_path):
+    lab = make_lab(tmp_path, RAILS)
+    add_run(lab, "probe", "baseline", predictions({"a": 0.5, "b": 0.5, "c": 0.5}, n=60))
+    first = add_run(lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.9), n=60))
+    add_run(
+        lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.88), n=60), spec=seeded(lab, 7)
+    )
+    add_run(
+        lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.92), n=60), spec=seeded(lab, 8)
+    )
+    row = next(r for r in compare(lab)["runs"] if r["id"] == first)
+    assert row["verdict"] == "improved"
+
+
+def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
+    lab = make_lab(tmp_path, RAILS)
+    add_run(lab, "probe", "baseline", predictions(dict.fromkeys("abc", 0.6)))
+    single = add_run(lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.8)))
+    before = next(r for r in compare(lab)["runs"] if r["id"] == single)
+    assert before["vs_reference"]["bootstrap"]["basis"] == "examples"
+    assert before["verdict"] == "improved on one seed"
+    # another learning rate over two seeds far apart: same family, so its spread applies
+    noisy = [
+        add_run(
+            lab,
+            "lr",
+            "variant",
+            predictions(dict.fromkeys("abc", rate)),
+            spec=seeded(lab, s, lr=1e-3),
+        )
+        for s, rate in ((5, 0.95), (6, 0.55))
+    ]
+    record = lab.store.read_record(noisy[0])
+    assert family(record) == family(lab.store.read_record(single))
+    atomic_write_json(
+        lab.store.root / "noise" / "n001.json",
+        {"id": "n001", "runs": noisy, "family": family(record)},
+    )
+    result = compare(lab)
+    after = next(r for r in result["runs"] if r["id"] == single)
+    boot = after["vs_reference"]["bootstrap"]
+    assert boot["basis"] == "seeds and examples" and boot["seeds"]["sources"] == ["noise n001"]
+    assert boot["high"] - boot["low"] > 2 * (boot["example"]["high"] - boot["example"]["low"])
+    assert after["verdict"] == "within seed noise" and after["noise"] == ["noise n001"]
+    assert result["rules"]["noise"] == ["n001"]

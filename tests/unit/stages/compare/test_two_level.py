@@ -1,0 +1,97 @@
+"""The seed-aware interval checked by simulation: synthetic experiments with a known truth.
+
+Each experiment draws two arms of `seeds` runs on the same `n` validation examples. A run's
+per-example value is  effect·[arm b] + u_run + e_example + ε_run,example : u is the seed's
+draw (between-seed sd `SEED_SD`), e an example's difficulty shared by every run (what pairing
+removes), ε the run-by-example noise. The true difference of the arms is `effect`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tunelab.stages.compare.pairs import mean_rows
+from tunelab.stages.compare.rules import judged_verdict
+from tunelab.stages.compare.stats import arm_bootstrap
+from tunelab.stages.compare.two_level import (
+    SeedVariance,
+    arm_weight,
+    combine,
+    pooled,
+    sample_variance,
+    seed_aware,
+)
+
+N, SEED_SD, EXAMPLE_SD, NOISE_SD = 200, 0.08, 0.2, 0.3
+EXPERIMENTS, RESAMPLES = 500, 400
+
+
+def draw(rng, seeds: int, effect: float) -> tuple[list, list]:
+    difficulty = rng.normal(0, EXAMPLE_SD, N)
+
+    def arm(shift: float) -> list[np.ndarray]:
+        return [
+            shift + rng.normal(0, SEED_SD) + difficulty + rng.normal(0, NOISE_SD, N)
+            for _ in range(seeds)
+        ]
+
+    return arm(0.0), arm(effect)
+
+
+def intervals(a: list, b: list, seed: int) -> tuple[dict, dict]:
+    """(example-level interval of the first seeds, the seed-aware interval of the arms)."""
+    gold = np.zeros(N)
+    one = arm_bootstrap(mean_rows, gold, a[:1], b[:1], RESAMPLES, seed)
+    both = arm_bootstrap(mean_rows, gold, a, b, RESAMPLES, seed)
+    variance = pooled(
+        [sample_variance(both["values_a"], "a"), sample_variance(both["values_b"], "b")]
+    )
+    weights = (arm_weight(len(a), True), arm_weight(len(b), True))
+    return one, combine(both, seed_aware(both, weights, variance))
+
+
+@pytest.mark.parametrize("seeds", [3, 5])
+def test_the_seed_aware_interval_covers_the_truth_95_percent_of_the_time(seeds):
+    rng, effect = np.random.default_rng(seeds), 0.05
+    covered_example = covered_seeds = 0
+    for k in range(EXPERIMENTS):
+        one, two = intervals(*draw(rng, seeds, effect), seed=k)
+        covered_example += one["low"] <= effect <= one["high"]
+        covered_seeds += two["low"] <= effect <= two["high"]
+    print(f"{seeds} seeds: seed-aware {covered_seeds}, examples only {covered_example} of 500")
+    assert abs(covered_seeds / EXPERIMENTS - 0.95) <= 0.03, covered_seeds
+    # the interval over examples alone does not see the seeds: it covers far less often
+    assert covered_example / EXPERIMENTS < 0.6, covered_example
+
+
+def test_with_no_effect_the_seed_aware_verdict_rarely_says_improved():
+    rng, improved, one_seed = np.random.default_rng(7), 0, 0
+    for k in range(EXPERIMENTS):
+        one, two = intervals(*draw(rng, 3, 0.0), seed=k)
+        improved += judged_verdict(two, min_effect=0.0) == "improved"
+        one_seed += one["low"] > 0
+    assert improved / EXPERIMENTS <= 0.05, improved
+    assert one_seed / EXPERIMENTS > 0.2, one_seed  # examples alone call many seeds a gain
+
+
+def test_pooling_weights_each_variance_by_its_degrees_of_freedom():
+    p = pooled([SeedVariance(1.0, 2, ("a",)), SeedVariance(4.0, 4, ("b",)), None])
+    assert p == SeedVariance(3.0, 6, ("a", "b"))
+    assert pooled([None]) is None
+    assert sample_variance([0.5], "one seed") is None
+
+
+def test_a_baseline_arm_carries_no_seed_noise_and_df_falls_with_few_seeds():
+    example = {"delta": 0.1, "sd": 0.01}
+    variance = SeedVariance(0.0004, 2, ("noise n001",))
+    against_baseline = seed_aware(example, (arm_weight(1, False), arm_weight(1, True)), variance)
+    two_trained = seed_aware(example, (arm_weight(1, True), arm_weight(1, True)), variance)
+    assert (
+        against_baseline["high"] - against_baseline["low"]
+        < two_trained["high"] - two_trained["low"]
+    )
+    # the example term adds degrees of freedom beyond the seeds' own 2 (Welch-Satterthwaite)
+    assert 2 < two_trained["df"] < 10
+    no_seed_noise = seed_aware(example, (0.5, 0.5), SeedVariance(0.0, 4, ("x",)))
+    assert no_seed_noise["df"] is None and no_seed_noise["t"] == pytest.approx(1.96, abs=1e-3)
