@@ -332,7 +332,9 @@ def _settled(questions: tuple[Question, ...], answers: list[dict]) -> str:
     for question, answer in zip(questions, answers, strict=True):
         beyond = answer["verdict"] in SETTLED or _sources_beyond_seeds(answer)
         (settled if beyond else open_).append(question.variant)
-    said = "Settled at this scale, beyond the seeds' reach: " + (", ".join(settled) or "none")
+    said = "Settled at this scale, beyond the seeds' reach overall or on a source: " + (
+        ", ".join(settled) or "none"
+    )
     said += "; within it: " + (", ".join(open_) or "none") + ". "
     return said + (
         "The variants ran one seed each, judged against the reference's measured spread; a "

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, minilm
-from tunelab.demo.report import handover, open_demo
+from tunelab.demo.report import handover, open_demo, seed_note
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
@@ -189,9 +189,23 @@ def _story(result: dict, baselines: dict, out: Console, ablation_runs: set[str])
             f"{ablated['vs_parent']['run']}: {100 * boot['delta']:+.1f} points of macro-F1 "
             f"(95% CI {100 * boot['low']:+.1f} to {100 * boot['high']:+.1f}); {said}."
         )
-    if not any(r["verdict"] == "improved" for r in variants):
-        out.print(
+    out.print(seed_note(result))
+    out.print(_conclusion(result, variants))
+
+
+def _conclusion(result: dict, variants: list[dict]) -> str:
+    """The answer to the question, from the verdicts against the reference."""
+    reference = result["reference"]
+    for word, how in (("improved", "beyond the seeds' noise"), ("improved on one seed", "")):
+        won = [r["id"] for r in variants if r["verdict"] == word]
+        if won:
+            return f"{', '.join(won)} beat {reference} {how or 'on one seed each'}" + (
+                ": whether a new seed would too is not measured here." if not how else "."
+            )
+    if reference.endswith("-probe"):
+        return (
             "A linear probe on frozen MiniLM embeddings (mean-pooled, as the model was trained "
             "to be used) is already strong on this easy topic task, and these short fine-tuning "
             "runs do not beat it: the honest answer to the question is no, not at this budget."
         )
+    return f"No variant beats {reference}: the answer is no, not at this budget."

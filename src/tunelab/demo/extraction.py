@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tunelab.data import build_data
 from tunelab.demo.assets import manpages, smollm2_gguf
-from tunelab.demo.report import handover, open_demo
+from tunelab.demo.report import handover, open_demo, seed_note
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
@@ -123,6 +123,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     result = compare(handle)
     before_after(baselines["runs"][0], lora, out)
     compare_view.compare(result, out)
+    out.print(seed_note(result))
 
     report.section("The handover: export, verify, a rental plan, the lab report")
     handed = handover(report, lora["id"])

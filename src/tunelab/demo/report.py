@@ -120,3 +120,26 @@ def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:
         f"the lab report {page['file']}"
     )
     return {"export": bundle, "verify": verified, "plan": plan, "report": page}
+
+
+def seed_note(result: dict) -> str:
+    """How the comparison's verdicts treated the noise of training, read from its intervals."""
+    judged = [r for r in result["runs"] if r.get("vs_reference")]
+    counted = [r["id"] for r in judged if r["vs_reference"]["bootstrap"]["basis"] != "examples"]
+    if not judged:
+        return "No variant was judged."
+    if len(counted) == len(judged):
+        sources = sorted(
+            {s for r in judged for s in r["vs_reference"]["bootstrap"]["seeds"]["sources"]}
+        )
+        return (
+            "Seed noise: every interval above counts the seeds' spread as well as the "
+            f"examples' (from {', '.join(sources)})."
+        )
+    single = [r["id"] for r in judged if r["id"] not in counted]
+    return (
+        f"Seed noise: {', '.join(single)} ran one seed each and the lab has no noise record for "
+        "them, so their intervals resample validation examples only and no verdict can be "
+        "stronger than 'improved on one seed'; `tunelab noise RUN --seeds 3` measures the "
+        f"floor ({2 * len(single)} more runs for all of them, fewer for one family)."
+    )

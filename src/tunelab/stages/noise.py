@@ -126,7 +126,7 @@ def spread(runs: list[dict], task_name: str) -> dict:
             name: {
                 m: _stats([x[task.group_key][name][m] for x in metrics])
                 for m, v in values.items()
-                if m != "support" and isinstance(v, int | float)
+                if m not in ("n", "support") and isinstance(v, int | float)
             }
             for name, values in metrics[0][task.group_key].items()
         }

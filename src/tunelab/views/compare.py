@@ -28,6 +28,7 @@ def compare(result: dict, console: Console) -> None:
     table = Table(
         "run",
         *[m.replace("_", " ") for m in metrics],
+        "seeds",
         f"Δ {primary} (95% CI)",
         "McNemar p",
         "guards",
@@ -37,17 +38,31 @@ def compare(result: dict, console: Console) -> None:
     )
     for r in result["runs"]:
         values = [metric_value(m, r[m]) for m in metrics]
+        seeds = str(len(r["seeds"])) if r.get("seeds") else "-" if r["kind"] == "baseline" else "1"
+        if r.get("arm"):  # another seed of an arm, beside the arm's first
+            vf = r["vs_first"]
+            table.add_row(
+                r["id"],
+                *values,
+                f"of {r['arm']}",
+                delta_value(primary, vf["bootstrap"]) + " vs first",
+                "",
+                "",
+                verdict_text(vf["verdict"]),
+            )
+            continue
         vs = r.get("vs_reference")
         if vs is None:
             role = "reference" if r["id"] == result["reference"] else r["kind"]
-            table.add_row(r["id"], *values, role, "", "", "")
+            table.add_row(r["id"], *values, seeds, role, "", "", "")
             continue
         b = vs["bootstrap"]
         mcnemar = vs.get("mcnemar")
         table.add_row(
             r["id"],
             *values,
-            delta_value(primary, b),
+            seeds,
+            delta_value(primary, b) + (" seeds" if b.get("basis") == "seeds and examples" else ""),
             f"{mcnemar['p_value']:.3f}" if mcnemar else "-",
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
@@ -58,6 +73,8 @@ def compare(result: dict, console: Console) -> None:
     for r in result["runs"]:
         if "vs_reference" in r:
             _variant_notes(r, result["primary_metric"], console)
+    if result.get("rules", {}).get("noise"):
+        console.print(f"noise records counted: {', '.join(result['rules']['noise'])}")
 
 
 FLIP_IDS = 3
@@ -102,7 +119,24 @@ def guardrail_line(g: dict) -> str:
     )
     if c.get("needed_n"):
         text += f"; ~{c['needed_n']} validation examples would resolve it"
+    elif c.get("needs"):
+        text += f"; {c['needs']} would resolve it"
     return text
+
+
+def noise_line(b: dict, metric: str) -> str:
+    """Which noise the judged interval counts: `over the examples alone +2.1 (+0.4, +3.8);
+    with the seeds' noise (sd 1.2, 2 degrees of freedom, from r002 (3 seeds)) -1.9 (...)`."""
+    ex = {**b["example"], "delta": b["delta"]}
+    text = f"over the examples alone {delta_value(metric, ex)}"
+    seeds = b.get("seeds")
+    if not seeds:
+        return text + "; seed noise not counted (one seed per arm, no noise record)"
+    scale = 1 if metric in PLAIN else 100
+    return (
+        text + f"; with the seeds' noise (sd {scale * seeds['seed_sd']:.4g}, {seeds['seed_df']} "
+        f"degrees of freedom, from {', '.join(seeds['sources'])}) {delta_value(metric, b)}"
+    )
 
 
 def _variant_notes(r: dict, primary: str, console: Console) -> None:
@@ -110,6 +144,7 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
     the parent view, warnings."""
     console.print(f"[bold]{r['id']}[/]" + (f" — reason: {r['reason']}" if r.get("reason") else ""))
     console.print(f"  vs {r.get('against', 'reference')}: {_flips_line(r['vs_reference'])}")
+    console.print(f"  {noise_line(r['vs_reference']['bootstrap'], primary)}")
     if r.get("data_note"):
         console.print(f"  {r['data_note']}")
     for g in r["guardrails"]:
@@ -118,7 +153,7 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
     if r.get("verdict") != "improved":
         for reason in r.get("reasons", []):
             # the guardrails are shown above, a concentrated gain among the warnings
-            if "handful" not in reason and not reason.startswith(shown or ("\0",)):
+            if "handful" not in reason and not reason.startswith((*shown, "over the examples")):
                 console.print(f"  {reason}")
     vp = r.get("vs_parent")
     if vp:

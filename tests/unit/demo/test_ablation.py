@@ -107,5 +107,5 @@ def test_a_source_that_moved_beyond_the_seeds_is_named():
 def test_the_closing_sentence_splits_settled_from_open_questions():
     answers = [answer(0.2, 0.1, 0.3, "improved"), *[answer(0.01, -0.01, 0.03)] * 3]
     said = _settled(QUESTIONS, answers)
-    assert "beyond the seeds' reach: GQA;" in said
+    assert "beyond the seeds' reach overall or on a source: GQA;" in said
     assert "within it: NoPE in layers 1 and 3, MoE, manuals by size." in said

@@ -28,12 +28,25 @@ PHASES = ["initial checks", "experiments", "evaluation", "recovery buffer", "exp
 CPU = {"type": "cpu", "name": "x86_64", "count": 1}
 
 
-def make_lab(tmp_path: Path, test_rows: int = 200, rental: dict | None = None) -> Store:
+def make_lab(
+    tmp_path: Path,
+    test_rows: int = 200,
+    rental: dict | None = None,
+    noise: bool = True,
+    seeds: int = 1,
+) -> Store:
+    """A lab with one data version; `noise`: it has a noise floor already (so the plan
+    reserves no runs for one); `seeds`: training.replicates."""
     raw = {
         "guardrails": [{"metric": "accuracy", "scope": "overall", "max_drop": 0.05}],
         "data": {"sources": [{"type": "jsonl", "path": "d"}]},
         "model": {"path": "m"},
-        "training": {"global_batch": 16, "microbatch": 16, "budget": {"steps": 100}},
+        "training": {
+            "global_batch": 16,
+            "microbatch": 16,
+            "budget": {"steps": 100},
+            "replicates": seeds,
+        },
         **({"rental": rental} if rental else {}),
     }
     validate_spec(raw)
@@ -43,6 +56,8 @@ def make_lab(tmp_path: Path, test_rows: int = 200, rental: dict | None = None) -
     counts = {"train": {"n": 1600}, "validation": {"n": 100}, "test": {"n": test_rows}}
     atomic_write_json(store.data_dir("v1") / "manifest.json", {"labels": ["a"], "counts": counts})
     store.set_current_data("v1")
+    if noise:
+        atomic_write_json(store.root / "noise" / "n001.json", {"id": "n001", "runs": []})
     return store
 
 
@@ -316,3 +331,15 @@ def test_the_view_shows_the_phases_stop_and_cost(tmp_path):
     assert "variants: 140 fit, 1 h (3,600 s) each, 100 steps" in text
     assert "cost: 168 h × 2.5 per hour = 420.00" in text
     assert "saved to .tunelab/plans/p001.json" in text
+
+
+def test_replicates_and_a_noise_floor_take_their_runs_from_the_experiments(tmp_path):
+    plain = run_plan(open_records_lab(reference(tmp_path / "plain")), days=3)
+    floor = run_plan(open_records_lab(reference(tmp_path / "floor", noise=False)), days=3)
+    seeded = run_plan(open_records_lab(reference(tmp_path / "seeded", seeds=3)), days=3)
+    runs = plain["variants"]["fit"]
+    assert floor["variants"]["noise_runs"] == 2 and floor["variants"]["fit"] == runs - 2
+    assert "`tunelab noise` first (2 more seeds" in floor["phases"][1]["what"]
+    assert seeded["variants"]["noise_runs"] == 0  # replicates give every arm its own seeds
+    assert seeded["variants"]["fit"] == runs // 3 and seeded["variants"]["seeds"] == 3
+    assert "variant(s) × 3 seeds" in seeded["phases"][1]["what"]

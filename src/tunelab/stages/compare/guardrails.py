@@ -6,7 +6,9 @@ an interval (low, high) for metric(variant) - metric(reference) on the same exam
 - *holds* when low > -max_drop: even the pessimistic end of the interval is within the limit;
 - *broken* when high < -max_drop: even the optimistic end drops more than allowed;
 - *unresolved* otherwise: these examples cannot tell. `needed_n` says how many validation
-  examples would resolve it at the observed variance (the interval narrows as 1/sqrt(n)).
+  examples would resolve it at the observed variance (the interval narrows as 1/sqrt(n)); on a
+  seed-aware interval (`two_level.py`) more examples do not shrink the seeds' part, and
+  `needs: more seeds` says so instead.
 
 A per-class (or per-field) guardrail bootstraps that class's own metric; it is broken when
 any class is broken, unresolved when none is broken but one is unresolved, else it holds.
@@ -62,7 +64,11 @@ def judge(g: Guardrail, pair: Pair, groups: list[str] | None) -> dict:
             "status": status,
             "margin": round(boot["low"] + g.max_drop, 4),
         }
-        if status == UNRESOLVED:
+        if boot.get("basis") == "seeds and examples":
+            check["basis"] = boot["basis"]
+        if status == UNRESOLVED and "basis" in check:  # the seeds' part does not shrink with n
+            check["needs"] = "more seeds"
+        elif status == UNRESOLVED:
             check["needed_n"] = needed_n(boot, g.max_drop, len(pair.ids))
         checks[name or "overall"] = check
     statuses = {c["status"] for c in checks.values()}
@@ -91,6 +97,8 @@ def describe(g: dict) -> str:
         text = f"{name} {c['delta']:+.3f} ({c['low']:+.3f} to {c['high']:+.3f})"
         if c.get("needed_n"):
             text += f", ~{c['needed_n']} examples would resolve it"
+        elif c.get("needs"):
+            text += f", {c['needs']} would resolve it (the seeds' noise does not shrink with n)"
         parts.append(text)
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
     return (

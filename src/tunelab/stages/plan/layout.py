@@ -42,9 +42,13 @@ def quarters_up(seconds: float) -> int:
     return max(0, math.ceil(round(seconds / QUARTER_S, 9)))
 
 
-def layout(days: int, fig: dict, counts: dict[str, int]) -> dict:
+def layout(
+    days: int, fig: dict, counts: dict[str, int], seeds: int = 1, noise_runs: int = 0
+) -> dict:
     """`hours_total`, `phases` (each with its hours, start and end hour, what is done, what the
-    figure is based on), `variants`, `warnings` and the buffer `rule`."""
+    figure is based on), `variants`, `warnings` and the buffer `rule`. Each variant trains
+    `seeds` runs (`training.replicates`), and `noise_runs` runs measure the noise floor first
+    (`tunelab noise`, when the lab has none and the variants run one seed each)."""
     s, src = fig["seconds"], fig["sources"]
     total = days * 24 * 3600 // QUARTER_S
     rule_s = max(BUFFER_SHARE * total * QUARTER_S, s["variant_s"] + s["reload_s"])
@@ -62,7 +66,8 @@ def layout(days: int, fig: dict, counts: dict[str, int]) -> dict:
         )
     q["recovery buffer"] = min(quarters_up(rule_s), total - fixed)
     q["experiments"] = total - fixed - q["recovery buffer"]
-    fit = math.floor(q["experiments"] * QUARTER_S / s["variant_s"] + 1e-9)
+    runs_fit = math.floor(q["experiments"] * QUARTER_S / s["variant_s"] + 1e-9)
+    fit = max(0, runs_fit - noise_runs) // seeds
     phases, start = [], 0
     for name in PHASES:
         phases.append(
@@ -71,13 +76,14 @@ def layout(days: int, fig: dict, counts: dict[str, int]) -> dict:
                 "hours": q[name] / 4,
                 "start_hour": start / 4,
                 "end_hour": (start + q[name]) / 4,
-                "what": _what(name, fit, counts),
+                "what": _what(name, fit, counts, seeds, noise_runs),
                 "based_on": _based_on(name, s, src, rule_s),
             }
         )
         start += q[name]
     experiments = phases[1]
     variants = _variants(fit, fig, experiments)
+    variants.update(seeds=seeds, noise_runs=noise_runs, runs=fit * seeds + noise_runs)
     return {
         "hours_total": total / 4,
         "phases": phases,
@@ -114,12 +120,18 @@ def _variants(fit: int, fig: dict, experiments: dict) -> dict:
     }
 
 
-def _what(name: str, fit: int, counts: dict[str, int]) -> str:
+def _what(name: str, fit: int, counts: dict[str, int], seeds: int, noise_runs: int) -> str:
+    noise = (
+        f"`tunelab noise` first ({noise_runs} more seeds of the first variant), then "
+        if noise_runs
+        else ""
+    )
+    each = f" × {seeds} seeds" if seeds > 1 else ""
     return {
         "initial checks": "set up the rented machine, then `tunelab check` and `tunelab size` "
         "there: a new platform means the checks are redone",
-        "experiments": f"up to {fit} variant(s) of the current budget, one change each, then "
-        "`tunelab compare`",
+        "experiments": f"{noise}up to {fit} variant(s){each} of the current budget, one change "
+        "each, then `tunelab compare`",
         "evaluation": f"`tunelab final RUN`: the chosen run, once, on the sealed test split "
         f"({counts.get('test', 0)} rows)",
         "recovery buffer": "room for a crash or a lost process: `tunelab resume` reloads the "

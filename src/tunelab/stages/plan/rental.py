@@ -33,6 +33,10 @@ PLANS = "plans"
 DAYS = (3, 7, 30)
 
 
+NOISE_SEEDS = 3
+"""Seeds of the noise floor a plan reserves room for, the measured run's own included."""
+
+
 def run_plan(
     lab: Lab,
     days: int | None = None,
@@ -61,7 +65,9 @@ def run_plan(
     check = latest_check(store, measured["type"])
     size = latest_size(store, measured["type"])
     fig = figures(run, check, finished_exports(store), counts, lab.spec.training, tokens_per_second)
-    plan = layout(days, fig, counts)
+    seeds = lab.spec.training.replicates
+    noise_runs = 0 if seeds > 1 or store.noise_records() else NOISE_SEEDS - 1
+    plan = layout(days, fig, counts, seeds, noise_runs)
     plan_id, path = new_plan(store)
     record = {
         "id": plan_id,

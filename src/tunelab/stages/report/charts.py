@@ -116,21 +116,33 @@ def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> 
         return _svg(fig, "curves")
 
 
-def forest(rows: list[dict], xlabel: str, marks: list[tuple[float, str]], name: str) -> str:
+def forest(
+    rows: list[dict],
+    xlabel: str,
+    marks: list[tuple[float, str]],
+    name: str,
+    band: tuple[float, float, str] | None = None,
+) -> str:
     """Intervals as a forest plot: one row per `{label, delta, low, high, word}` (in points),
     coloured by the row's verdict or status `word`, its numbers on the right, with dashed
     vertical `marks` (x, label) beside the solid line at zero. Rows of one `group` share a
     band. When a few rows lie far out, the axis keeps to the others and those rows run off
-    its edge with an arrow (their numbers still say where they are)."""
+    its edge with an arrow (their numbers still say where they are). A row's `points` (its
+    seeds) are drawn as hollow dots and its `example` interval (low, high) as a thin bar below;
+    `band` (low, high, label) shades the noise floor around zero."""
     n = len(rows)
     with _style():
         fig = Figure(figsize=(WIDTH, 1.3 + 0.34 * n), layout="constrained")
         ax = fig.subplots()
         ys = list(range(n))[::-1]
         _bands(ax, ys, [r.get("group") for r in rows])
-        lo, hi = _focus(rows, [x for x, _ in marks])
+        lo, hi = _focus(rows, [x for x, _ in marks] + (list(band[:2]) if band else []))
+        if band:
+            ax.axvspan(band[0], band[1], color=TONE_COLOURS["warn"], alpha=0.12, linewidth=0)
+            ax.text(band[1], -0.55, band[2], ha="right", va="bottom", color=INK, fontsize=8)
         for y, row in zip(ys, rows, strict=True):
             _interval(ax, y, row, lo, hi)
+            _seeds(ax, y, row, lo, hi)
         ax.axvline(0, color=INK, linewidth=1)
         top = blended_transform_factory(ax.transData, ax.transAxes)
         for x, label in marks:
@@ -178,6 +190,18 @@ def _interval(ax, y: float, row: dict, lo: float, hi: float) -> None:
         ax.plot([hi], [y], marker=">", color=colour, markersize=7, clip_on=False)
     if lo <= row["delta"] <= hi:
         ax.plot([row["delta"]], [y], marker="o", color=colour, markersize=6)
+
+
+def _seeds(ax, y: float, row: dict, lo: float, hi: float) -> None:
+    """A row's seeds as hollow dots, and its interval over the examples alone as a thin bar."""
+    colour = TONE_COLOURS[tone(row["word"])]
+    if row.get("example"):
+        left, right = max(row["example"][0], lo), min(row["example"][1], hi)
+        if left <= right:
+            ax.plot([left, right], [y - 0.22, y - 0.22], color=colour, linewidth=1, alpha=0.7)
+    points = [x for x in row.get("points", []) if lo <= x <= hi]
+    if points:
+        ax.plot(points, [y + 0.2] * len(points), "o", mfc="none", mec=colour, markersize=5)
 
 
 def _bands(ax, ys: list[int], groups: list[str | None]) -> None:

@@ -139,7 +139,10 @@ def comparison(record: dict) -> dict:
     if record.get("min_effect"):
         marks = [(100 * record["min_effect"], f"minimum effect +{100 * record['min_effect']:g}")]
     level = 100 * ((record.get("rules") or {}).get("bootstrap") or {}).get("level", 0.95)
-    xlabel = f"Δ {primary} against {reference}, points ({level:g}% paired bootstrap interval)"
+    xlabel = (
+        f"Δ {primary} against {reference}, points ({level:g}% interval: over seeds and "
+        "examples where seeds are known, the thin bar over the examples alone; dots: seeds)"
+    )
     return {
         "id": record.get("id"),
         "created": record.get("created"),
@@ -149,7 +152,9 @@ def comparison(record: dict) -> dict:
         "metrics": record.get("metrics") or [],
         "rules": record.get("rules") or {},
         "runs": record["runs"],
-        "forest": Markup(charts.forest(forest, xlabel, marks, "forest")) if forest else None,
+        "forest": Markup(charts.forest(forest, xlabel, marks, "forest", noise_band(variants)))
+        if forest
+        else None,
         "guardrails": _guardrail_figures(variants, level),
     }
 
@@ -174,13 +179,33 @@ def _guardrail_figures(variants: list[dict], level: float) -> list[dict]:
 
 
 def _interval(label: str, ci: dict, word: str | None) -> dict:
-    return {
+    """A forest row in points; an arm's seeds as points (each seed's value against the
+    reference arm's mean) and the interval over the examples alone beside the judged one."""
+    row = {
         "label": label,
         "delta": 100 * ci["delta"],
         "low": 100 * ci["low"],
         "high": 100 * ci["high"],
         "word": word,
     }
+    if "values_b" in ci:
+        mean_a = sum(ci["values_a"]) / len(ci["values_a"])
+        if len(ci["values_b"]) > 1:
+            row["points"] = [100 * (v - mean_a) for v in ci["values_b"]]
+        if ci.get("seeds"):
+            row["example"] = (100 * ci["example"]["low"], 100 * ci["example"]["high"])
+    return row
+
+
+def noise_band(variants: list[dict]) -> tuple[float, float, str] | None:
+    """The noise floor as a band around zero, in points: ±1.96 × the seeds' sd × √2, how far
+    a new seed alone moves a one-seed difference (95%); from the first seed-aware interval."""
+    for r in variants:
+        seeds = r["vs_reference"]["bootstrap"].get("seeds")
+        if seeds:
+            half = 100 * 1.96 * seeds["seed_sd"] * 2**0.5
+            return -half, half, f"seed noise ±{half:.2g} (sd {100 * seeds['seed_sd']:.2g})"
+    return None
 
 
 def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict]) -> dict | None:

@@ -1,0 +1,37 @@
+"""What the classification and extraction demos say about seed noise and their answer follows
+the comparison they read: change the result, and the sentence changes."""
+
+from __future__ import annotations
+
+from tunelab.demo.classification import _conclusion
+from tunelab.demo.report import seed_note
+
+
+def row(run_id: str, verdict: str, basis: str = "examples") -> dict:
+    seeds = {"sources": ["r003-lora (3 seeds)"]} if basis != "examples" else None
+    return {
+        "id": run_id,
+        "kind": "variant",
+        "verdict": verdict,
+        "vs_reference": {"bootstrap": {"basis": basis, "seeds": seeds}},
+    }
+
+
+def test_one_seed_each_is_said_with_what_would_measure_it():
+    said = seed_note({"runs": [row("r003-lora", "improved on one seed"), row("r004-h", "worse")]})
+    assert "r003-lora, r004-h ran one seed each" in said and "4 more runs" in said
+
+
+def test_counted_seeds_name_where_their_spread_came_from():
+    said = seed_note({"runs": [row("r003-lora", "improved", "seeds and examples")]})
+    assert "counts the seeds' spread" in said and "r003-lora (3 seeds)" in said
+
+
+def test_the_conclusion_reads_the_verdicts():
+    probe = {"reference": "r002-probe"}
+    assert "do not beat it" in _conclusion(probe, [row("r003-lora", "no evidence")])
+    one = _conclusion(probe, [row("r003-lora", "improved on one seed")])
+    assert one.startswith("r003-lora beat r002-probe on one seed each") and "not measured" in one
+    beyond = _conclusion({"reference": "r001-majority"}, [row("r003-lora", "improved")])
+    assert beyond == "r003-lora beat r001-majority beyond the seeds' noise."
+    assert "No variant beats r001-majority" in _conclusion({"reference": "r001-majority"}, [])
