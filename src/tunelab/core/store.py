@@ -8,6 +8,8 @@ Layout::
       data/<version>/               manifest.json, report.json, quarantine.jsonl,
                                     train.jsonl, validation.jsonl, test.jsonl (sealed)
       runs/<id>/record.json         one folder per run, never deleted
+      groups/gNNN.json              replicate groups (`--seeds N`, `tunelab noise`)
+      noise/nNNN.json               measured noise floors (`tunelab noise`)
 
 Every write is whole or absent, whatever moment a kill lands: files go through
 `atomic_write_text` (a temporary file, fsync, rename, fsync of the folder), folders through

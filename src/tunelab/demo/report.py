@@ -140,6 +140,7 @@ def seed_note(result: dict) -> str:
     return (
         f"Seed noise: {', '.join(single)} ran one seed each and the lab has no noise record for "
         "them, so their intervals resample validation examples only and no verdict can be "
-        "stronger than 'improved on one seed'; `tunelab noise RUN --seeds 3` measures the "
-        f"floor ({2 * len(single)} more runs for all of them, fewer for one family)."
+        f"stronger than 'improved on one seed'; `tunelab noise {single[0]} --seeds 3` measures "
+        "the floor in 2 more runs, and its record counts for every variant of its family "
+        "(same data, base model, method type, budget and evaluation)."
     )

@@ -41,11 +41,12 @@ def compare(result: dict, console: Console) -> None:
         seeds = str(len(r["seeds"])) if r.get("seeds") else "-" if r["kind"] == "baseline" else "1"
         if r.get("arm"):  # another seed of an arm, beside the arm's first
             vf = r["vs_first"]
+            position = [s["run"] for s in r["seeds"]].index(r["id"]) + 1
             table.add_row(
                 r["id"],
                 *values,
-                f"of {r['arm']}",
-                delta_value(primary, vf["bootstrap"]) + " vs first",
+                f"{position} of {len(r['seeds'])}",
+                delta_value(primary, vf["bootstrap"]),
                 "",
                 "",
                 verdict_text(vf["verdict"]),
@@ -62,12 +63,18 @@ def compare(result: dict, console: Console) -> None:
             r["id"],
             *values,
             seeds,
-            delta_value(primary, b) + (" seeds" if b.get("basis") == "seeds and examples" else ""),
+            delta_value(primary, b),
             f"{mcnemar['p_value']:.3f}" if mcnemar else "-",
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
         )
     console.print(table)
+    if any(r.get("arm") for r in result["runs"]):
+        console.print(
+            "[dim]a row 'k of n' is another seed of an arm, against the arm's first seed: only "
+            "the seed differs, so it measures the noise of training; the arm is judged in its "
+            "first run's row, over all its seeds[/]"
+        )
     if result["groups"]:
         _per_group(result, console)
     for r in result["runs"]:

@@ -139,10 +139,7 @@ def comparison(record: dict) -> dict:
     if record.get("min_effect"):
         marks = [(100 * record["min_effect"], f"minimum effect +{100 * record['min_effect']:g}")]
     level = 100 * ((record.get("rules") or {}).get("bootstrap") or {}).get("level", 0.95)
-    xlabel = (
-        f"Δ {primary} against {reference}, points ({level:g}% interval: over seeds and "
-        "examples where seeds are known, the thin bar over the examples alone; dots: seeds)"
-    )
+    xlabel = f"Δ {primary} against {reference}, points ({level:g}% interval)"
     return {
         "id": record.get("id"),
         "created": record.get("created"),
