@@ -27,11 +27,12 @@ class Arms:
         self._lead = {m["id"]: lead for lead, ms in self.by_lead.items() for m in ms}
         self.reference_lead = self._lead.get(reference["id"], reference["id"])
         self._by_id = {r["id"]: r for r in runs}
-        self._noise = [
-            n
-            for n in store.noise_records()
-            if all(r in self._by_id for r in n["runs"]) and same_eval(n["family"]["data_version"])
-        ]
+        self._noise = []
+        for record in store.noise_records():  # its completed runs on these examples
+            runs = [r for r in record.get("runs", []) if r in self._by_id]
+            version = (record.get("family") or {}).get("data_version")
+            if len(runs) >= 2 and version and same_eval(version):
+                self._noise.append({**record, "runs": runs})
         self.used_noise: list[str] = []
 
     def of(self, run_id: str) -> list[dict]:

@@ -1,0 +1,84 @@
+"""Replicate groups: the seeds each replicate trains, and a failed seed kept in the group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tunelab.core.errors import Interrupted
+from tunelab.core.lab import Lab
+from tunelab.core.replicates import replicate_seeds
+from tunelab.core.spec import validate_spec
+from tunelab.core.store import Store, read_json
+from tunelab.stages.run import replicates
+
+SPEC = {
+    "hypothesis": {"behaviour": "b", "metric": "accuracy", "min_effect": 0.02},
+    "guardrails": [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}],
+    "data": {"sources": [{"type": "jsonl", "path": "d"}]},
+    "model": {"path": "m"},
+    "training": {"seed": 7},
+}
+
+
+def fake_lab(tmp_path: Path) -> Lab:
+    return Lab(tmp_path, validate_spec(SPEC), Store(tmp_path), torch.device("cpu"))
+
+
+def fake_run(fail_at: set[int], interrupt_at: set[int] = frozenset()):
+    """A stand-in for run_variant: opens a run for the replicate, then completes, fails or is
+    interrupted as told by its index."""
+
+    def run(lab, name, console, replicate=None, **_):
+        run_id, _ = lab.store.new_run(name)
+        record = {
+            "id": run_id,
+            "kind": "variant",
+            "status": "running",
+            "replicate": replicate,
+            "spec": lab.spec.to_dict(),
+            "metrics": {"n": 3, "accuracy": 0.5 + replicate["index"] / 10},
+            "training": {"seconds": 1.0},
+        }
+        lab.store.write_record(run_id, record)
+        if replicate["index"] in interrupt_at:
+            raise Interrupted("SIGINT", "stopped")
+        if replicate["index"] in fail_at:
+            raise RuntimeError("the GPU caught fire")
+        return {**record, "status": "completed"}
+
+    return run
+
+
+def test_each_replicate_trains_its_own_seed_and_a_failure_stays_in_the_group(tmp_path, monkeypatch):
+    monkeypatch.setattr(replicates, "run_variant", fake_run(fail_at={1}))
+    group = replicates.run_replicates(fake_lab(tmp_path), 3, "lora")
+    assert group["seeds"] == replicate_seeds(7, 3) and group["seeds"][0] == 7
+    assert [m["status"] for m in group["members"]] == ["completed", "failed", "completed"]
+    assert "the GPU caught fire" in group["members"][1]["error"]
+    assert group["members"][1]["run"] == "r002-lora-s1"  # the failed run is named, kept
+    assert group["finished"] == 2 and [r["id"] for r in group["runs"]] == [
+        "r001-lora",
+        "r003-lora-s2",
+    ]
+    assert group["summary"]["accuracy"]["mean"] == pytest.approx(0.6)
+    stored = read_json(tmp_path / ".tunelab" / "groups" / f"{group['id']}.json")
+    assert stored["members"] == group["members"]
+
+
+def test_an_interrupted_replicate_stops_the_group_and_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(replicates, "run_variant", fake_run(set(), interrupt_at={1}))
+    with pytest.raises(Interrupted):
+        replicates.run_replicates(fake_lab(tmp_path), 3, "lora")
+    (path,) = (tmp_path / ".tunelab" / "groups").glob("g*.json")
+    stored = read_json(path)
+    assert [m["status"] for m in stored["members"]] == ["completed", "interrupted"]
+    assert stored["finished"] == 1
+
+
+def test_derived_seeds_are_stable_distinct_and_start_with_the_spec_seed():
+    seeds = replicate_seeds(0, 5)
+    assert seeds[0] == 0 and len(set(seeds)) == 5 and seeds == replicate_seeds(0, 5)
+    assert replicate_seeds(1, 2)[1] not in seeds  # another base seed draws other seeds
