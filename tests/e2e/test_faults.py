@@ -32,6 +32,7 @@ from safetensors import safe_open
 
 from tunelab.cli import main
 from tunelab.core import ledger
+from tunelab.core.chain import verify
 from tunelab.core.store import RUN_STATES, Store, read_jsonl
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
 from tunelab.stages.export.verify import check_files
@@ -296,8 +297,9 @@ def test_final_killed_at_random_moments_keeps_the_access_log_whole(trained, caps
     code = main(["final", "--lab", str(lab), run, "--reason", "ctrl-c", "--json"])
     message = json.loads(capsys.readouterr().out.splitlines()[-1])["error"]
     assert code == 130 and "no result was written" in message and "--reason" in message
-    assert Store(lab).events()[-1] | {"time": None} == {
+    assert Store(lab).events()[-1] | {"time": None, "prev": None} == {
         "time": None,
+        "prev": None,
         "event": "final_interrupted",
         "n": Store(lab).events()[-2]["n"],
         "run": run,
@@ -308,6 +310,7 @@ def test_final_killed_at_random_moments_keeps_the_access_log_whole(trained, caps
     assert len(final_accesses(Store(lab))) == last["n"]
     assert last["n"] > 3, "no kill landed after an opening was logged"  # first, ctrl-c, last
     assert_whole(lab)
+    assert verify(Store(lab).log_path)["problems"] == []  # the kills left the chain whole
 
 
 def test_export_killed_at_random_moments_never_leaves_a_bundle_that_looks_whole(

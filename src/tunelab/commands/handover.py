@@ -117,3 +117,16 @@ def cmd_demo(args):
 
     overrides = parse_overrides(args.overrides or [])  # applied to the demo's spec
     return run_demo(args.task, args.dir, console(), quiet=args.json, overrides=overrides)
+
+
+@command(
+    "fsck",
+    "check a whole lab's integrity: the log's chain, data, comparisons, runs, bundles",
+    "fsck:fsck",
+    arg("--repair", action="store_true", help="mark the log's breaks as forgiven (needs --reason)"),
+    arg("--reason", help="why the log's breaks are forgiven; recorded in the log"),
+)
+def cmd_fsck(args):
+    from tunelab.stages.fsck import fsck
+
+    return fsck(args.lab, args.repair, args.reason)

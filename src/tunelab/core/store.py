@@ -20,17 +20,19 @@ reader looks at it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.chain import last_line, linked, verify
 from tunelab.core.errors import TunelabError
 from tunelab.core.stopping import held
 
@@ -148,18 +150,22 @@ def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def append_line(path: Path, line: str) -> None:
-    """Append one line to a log, whole: a single write, fsynced with its folder.
+def append_line(path: Path, line: str | Callable[[bytes | None], str]) -> None:
+    """Append one line to a log, whole: a single write, fsynced with its folder, under an
+    exclusive lock on the file, so that concurrent writers append one after another. `line`
+    may be a function of the log's last line (`core.chain.linked`: the hash chain).
 
     Ctrl-C or SIGTERM waits until the line is written. A write cut short (a full disk, a
     file-size limit) is taken back, so the next line does not land on a half one; and a line
     left without its newline (by a kill of an older version) gets one before the next."""
-    data = (line + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     with held():
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
             size = os.fstat(fd).st_size
+            text = line(last_line(fd, size)) if callable(line) else line
+            data = (text + "\n").encode("utf-8")
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data
             try:
@@ -201,10 +207,28 @@ class Store:
 
     # --- events --------------------------------------------------------------------------
 
+    @property
+    def log_path(self) -> Path:
+        return self.root / "events.jsonl"
+
     def log_event(self, event: str, **fields: Any) -> None:
-        """Append one event to `events.jsonl`, whole and durable (see `append_line`)."""
-        line = json.dumps({"time": now(), "event": event, **fields}, ensure_ascii=False)
-        append_line(self.root / "events.jsonl", line)
+        """Append one event to `events.jsonl`, whole, durable and linked to the line before it
+        (`core.chain`; see `append_line`)."""
+        append_line(self.log_path, linked({"time": now(), "event": event, **fields}))
+
+    def require_intact_log(self, command: str) -> dict:
+        """The chain's state; a StoreError naming every broken line when the log was changed,
+        for the commands that judge from the lab (`compare`, `final`, `export`)."""
+        state = verify(self.log_path)
+        if state["problems"]:
+            lines = "; ".join(f"line {p['line']} {p['problem']}" for p in state["problems"][:5])
+            raise StoreError(
+                f"{self.log_path}: the event log was changed after it was written ({lines}). "
+                f"`tunelab {command}` does not judge from a lab whose past was edited. "
+                "`tunelab fsck` lists every problem; restore the log from a backup, or mark the "
+                'break with `tunelab fsck --repair --reason "why"` (recorded in the log).'
+            )
+        return state
 
     def events(self, strict: bool = False) -> list[dict]:
         """The event log. A damaged line (a write cut short by a kill) is skipped, unless

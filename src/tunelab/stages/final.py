@@ -194,6 +194,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     from tunelab.core.env import fingerprint
 
     store = lab.store
+    chain = store.require_intact_log("final")
     record = store.read_record(run_id)
     _check_run(store, record)
     earlier = final_accesses(store)
@@ -242,6 +243,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         "protocol": protocol(spec),
         "env": fingerprint(lab.device),
         "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],
+        "lab_log": {"lines": chain["lines"], "head": chain["head"]},
     }
     atomic_write_json(store.lab / Path(result["file"]), result)
     return result

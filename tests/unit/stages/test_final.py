@@ -17,6 +17,7 @@ from tunelab.core.store import SealedError, Store, StoreError
 from tunelab.modeling.model import load_encoder, load_tokenizer
 from tunelab.modeling.probe import features, load_head
 from tunelab.stages.final import FinalError, SealBrokenError, final_accesses, run_final
+from tunelab.stages.fsck import fsck
 
 # --- a process-wide watch on reads of any `test.jsonl` ----------------------------------------
 # An audit hook sees every open (builtins.open, io.open, Path.read_*, os.open) whatever the
@@ -229,9 +230,12 @@ def test_a_damaged_event_log_stops_final_naming_the_line(lab_with_baselines):
     lines = log.read_text().splitlines()
     lines[1] = lines[1][: len(lines[1]) // 2]  # an earlier line cut in half
     log.write_text("\n".join(lines) + "\n")
-    with pytest.raises(StoreError, match=rf"{log}:2: the event log is damaged"):
+    with pytest.raises(StoreError, match=r"line 2 not a JSON line \(damaged or edited\)"):
         run_final(lab, "r001-majority", "a second look")
     assert len(lab.store.events()) == len(lines) - 1  # other readers still skip the line
+    fsck(lab.path, repair=True, reason="the cut line is known")  # the chain forgives it...
+    with pytest.raises(StoreError, match=rf"{log}:2: the event log is damaged"):
+        run_final(lab, "r001-majority", "a second look")  # ...the access log does not
 
 
 def test_a_final_result_missing_from_the_log_is_refused(lab_with_baselines):
@@ -240,5 +244,7 @@ def test_a_final_result_missing_from_the_log_is_refused(lab_with_baselines):
     log = lab.store.root / "events.jsonl"
     kept = [line for line in log.read_text().splitlines() if '"final"' not in line]
     log.write_text("\n".join(kept) + "\n")  # the opening erased from the log
+    # the last line deleted: no later line links to it, so the chain cannot see it; the finals
+    # record anchors it
     with pytest.raises(SealBrokenError, match=rf"{first['file']} records an opening"):
         run_final(lab, "r001-majority", None)

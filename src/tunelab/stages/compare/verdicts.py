@@ -57,6 +57,7 @@ def compare(
 ) -> dict:
     refuse_frozen_overrides(overrides or {})
     store = lab.store
+    store.require_intact_log("compare")
     version = store.current_data()
     labels = store.data_manifest(version)["labels"]
     same_eval = SameEval(store, version)  # other versions whose validation is this one

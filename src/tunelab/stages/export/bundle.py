@@ -25,6 +25,7 @@ import shutil
 import time
 from pathlib import Path
 
+from tunelab.core.chain import verify
 from tunelab.core.digest import sha256_file
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
@@ -67,6 +68,7 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     """
     start = time.perf_counter()
     store = lab.store
+    store.require_intact_log("export")
     record = store.read_record(run_id)
     _check_exportable(record)
     spec = validate_spec(record["spec"])
@@ -97,6 +99,13 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     }
     _record(store, result)
     return result
+
+
+def _log_anchor(store) -> dict:
+    """The lab's event log as this bundle saw it: its lines and the hash of the last one (the
+    chain's head), so a later rewrite of the lab's past can be told from the bundle."""
+    state = verify(store.log_path)
+    return {"lines": state["lines"], "head": state["head"], "unchained": state["unchained"]}
 
 
 def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str]) -> list[str]:
@@ -147,6 +156,7 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
         "format": "tunelab-bundle/1",
         "run": run_id,
         "created": now(),
+        "lab_log": _log_anchor(store),
         "method": spec.method.type,
         "kind": spec.model_kind,
         "task": spec.task.type,

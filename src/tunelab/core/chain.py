@@ -1,0 +1,108 @@
+"""The event log as a hash chain: each line carries the sha256 of the line before it.
+
+`append` links a new event to the log's last line (`prev`) while holding an exclusive lock on
+the file, so commands that log at the same moment are chained in one order and never interleave
+a line. `verify` walks the log: a line whose `prev` is not the hash of the line before it means
+a line before it was edited, deleted or reordered, and is named by its number. A log written
+before the chain (lines without `prev`) is read as it is, and the chain starts at its first new
+event, which links to the last old line; the report says how many lines came before.
+
+An edit can only be taken back into the chain by `tunelab fsck --repair --reason R`, which
+appends a `chain_break` event that names the lines it forgives and why. (A chain alone does not
+stop someone who rewrites the whole file: its `head`, the hash of the last line, is what other
+records can hold to anchor it.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+GENESIS = "0" * 64
+"""The `prev` of the first line of a log that starts with the chain."""
+
+BREAK = "chain_break"
+
+
+def line_hash(line: bytes) -> str:
+    return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
+
+
+def last_line(fd: int, size: int) -> bytes | None:
+    """The last non-empty line of the open file (without its newline), or None if empty."""
+    if size == 0:
+        return None
+    chunk = 1 << 16
+    start = size
+    data = b""
+    while start > 0:
+        start = max(0, start - chunk)
+        data = os.pread(fd, size - start, start)
+        body = data.rstrip(b"\n")
+        cut = body.rfind(b"\n")
+        if cut >= 0 or start == 0:
+            return body[cut + 1 :] if body else None
+    return None
+
+
+def linked(event: dict) -> Callable[[bytes | None], str]:
+    """The line of `event`, linked to whatever line is last in the log when it is written."""
+
+    def line(previous: bytes | None) -> str:
+        return json.dumps(
+            {**event, "prev": GENESIS if previous is None else line_hash(previous)},
+            ensure_ascii=False,
+        )
+
+    return line
+
+
+def verify(path: Path) -> dict:
+    """The chain's state: `lines`, `unchained` (old lines before the chain began), `problems`
+    (each `{line, problem}`), `breaks` (each `{line, reason, forgives}`) and `head` (the hash of
+    the last line, None for an empty log)."""
+    if not path.exists():
+        return {"lines": 0, "unchained": 0, "problems": [], "breaks": [], "head": None}
+    raw = [line for line in path.read_bytes().split(b"\n") if line.strip()]
+    problems, breaks, forgiven = [], [], set()
+    unchained, started = 0, False
+    for number, line in enumerate(raw, 1):
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            problems.append({"line": number, "problem": "not a JSON line (damaged or edited)"})
+            started = started or number > 1
+            continue
+        if "prev" not in event:
+            if started:
+                problems.append(
+                    {"line": number, "problem": "has no link to the line before it (inserted?)"}
+                )
+            else:
+                unchained += 1
+            continue
+        started = True
+        expected = line_hash(raw[number - 2]) if number > 1 else GENESIS
+        if event["prev"] != expected:
+            problems.append(
+                {
+                    "line": number,
+                    "problem": f"does not follow line {number - 1}: a line at or before it was "
+                    "edited, deleted or reordered",
+                }
+            )
+        if event.get("event") == BREAK:
+            breaks.append(
+                {"line": number, "reason": event.get("reason"), "forgives": event.get("forgives")}
+            )
+            forgiven.update(event.get("forgives") or [])
+    return {
+        "lines": len(raw),
+        "unchained": unchained,
+        "problems": [p for p in problems if p["line"] not in forgiven],
+        "breaks": breaks,
+        "head": line_hash(raw[-1]) if raw else None,
+    }

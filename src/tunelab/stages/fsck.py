@@ -1,0 +1,213 @@
+"""`tunelab fsck`: check a whole lab's integrity, reading only the lab.
+
+What it checks, each problem named with its path and what to do:
+
+- **the event log's chain** (`core.chain`): every line follows the one before it;
+- **every data version** against its manifest: each file's sha256, the sealed test split's
+  included (a tampered seal is a changed `test.jsonl`);
+- **every comparison** against the runs it judged: each input's `predictions.jsonl` still has
+  the sha256 the comparison recorded;
+- **every run folder**: a folder without `record.json` (an orphan), a completed run whose
+  weights or predictions are missing;
+- **every bundle** under `bundles/` against its `SHA256SUMS`, and the log's head the bundle
+  recorded at export (`lab_log`) still in the log: a log rewritten whole, chain and all, is
+  told from the bundle;
+- **leftovers**: hidden temporary folders or files (`.*.tmp`) that a killed command left.
+
+Run weights carry no recorded hash yet, so their bytes are not checked (said in the result's
+`not_checked`). `--repair --reason R` marks the log's current breaks as forgiven by appending a
+`chain_break` event with the reason; it repairs nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunelab.core.chain import BREAK, line_hash, verify
+from tunelab.core.digest import sha256_file
+from tunelab.core.errors import TunelabError
+from tunelab.core.store import Store, read_json
+
+NOT_CHECKED = ["the bytes of run weights and checkpoints (no hash of them is recorded yet)"]
+
+
+def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dict:
+    store = Store(lab_path)
+    if not store.root.exists():
+        raise TunelabError(f"{lab_path} has no store ({store.root}): not a tunelab lab")
+    log = verify(store.log_path)
+    if repair:
+        log = _repair(store, log, reason)
+    problems = [
+        {
+            "check": "log",
+            "path": f"{_rel(store, store.log_path)}:{p['line']}",
+            "problem": p["problem"],
+            "fix": "restore the log from a backup, or `tunelab fsck --repair --reason R`",
+        }
+        for p in log["problems"]
+    ]
+    checked = {"log_lines": log["lines"]}
+    for name, check in CHECKS.items():
+        found, count = check(store)
+        problems += found
+        checked[name] = count
+    return {
+        "lab": str(store.lab),
+        "passed": not problems,
+        "problems": problems,
+        "checked": checked,
+        "log": log,
+        "not_checked": NOT_CHECKED,
+    }
+
+
+def _repair(store: Store, log: dict, reason: str | None) -> dict:
+    if not (reason and reason.strip()):
+        raise TunelabError('fsck --repair needs --reason "why": the break is recorded with it')
+    if not log["problems"]:
+        return log
+    store.log_event(BREAK, reason=reason.strip(), forgives=[p["line"] for p in log["problems"]])
+    return verify(store.log_path)
+
+
+def _rel(store: Store, path: Path) -> str:
+    return str(path.relative_to(store.lab))
+
+
+def _hashed(store: Store, check: str, path: Path, digest: str, changed: str, fix: str) -> list:
+    """A file that must still have `digest`: no problem, or one that says missing or changed."""
+    if not path.is_file():
+        return [_problem(store, check, path, "missing", fix)]
+    if sha256_file(path) != digest:
+        return [_problem(store, check, path, changed, fix)]
+    return []
+
+
+def _data(store: Store) -> tuple[list[dict], int]:
+    out, n = [], 0
+    fix = "restore it, or build a new version with `tunelab data`"
+    for manifest_path in sorted((store.root / "data").glob("*/manifest.json")):
+        manifest, folder = read_json(manifest_path), manifest_path.parent
+        for name, digest in (manifest.get("files") or {}).items():
+            n += 1
+            what = "the sealed test split was changed" if name == "test.jsonl" else "changed"
+            changed = f"{what} since the version was written (sha256 {digest[:12]} expected)"
+            out += _hashed(store, "data", folder / name, digest, changed, fix)
+    return out, n
+
+
+def _comparisons(store: Store) -> tuple[list[dict], int]:
+    out, n = [], 0
+    fix = "restore the run's predictions, or invalidate the run"
+    for record in store.comparisons():
+        for item in record.get("inputs", []):
+            n += 1
+            path = store.runs_dir / item["run"] / "predictions.jsonl"
+            changed = f"changed since comparison {record['id']} judged it"
+            out += _hashed(store, "comparison", path, item["predictions_sha256"], changed, fix)
+    return out, n
+
+
+def _runs(store: Store) -> tuple[list[dict], int]:
+    out, n = [], 0
+    if not store.runs_dir.exists():
+        return out, n
+    for folder in sorted(p for p in store.runs_dir.iterdir() if p.is_dir()):
+        if folder.name.startswith("."):
+            continue
+        n += 1
+        if not (folder / "record.json").exists():
+            out.append(
+                _problem(
+                    store,
+                    "runs",
+                    folder,
+                    "a run folder without record.json (an "
+                    "orphan: its command died before writing it)",
+                    "move it out of the store once nothing needs it",
+                )
+            )
+            continue
+        record = read_json(folder / "record.json")
+        if record.get("status") != "completed":
+            continue
+        wanted = [folder / "predictions.jsonl"]
+        weights = record.get("weights") or {}
+        wanted += [folder / weights["dir"] / f for f in weights.get("files", [])]
+        for path in wanted:
+            if not path.exists():
+                out.append(
+                    _problem(
+                        store,
+                        "runs",
+                        path,
+                        "missing from a completed run",
+                        "restore it, or `tunelab invalidate` the run",
+                    )
+                )
+    return out, n
+
+
+def _bundles(store: Store) -> tuple[list[dict], int]:
+    out, n, again = [], 0, "export the run again"
+    for sums in sorted((store.lab / "bundles").glob("*/SHA256SUMS")):
+        n += 1
+        for line in sums.read_text(encoding="utf-8").splitlines():
+            digest, _, name = line.partition("  ")
+            path = sums.parent / name
+            if ".." in Path(name).parts or Path(name).is_absolute():
+                out.append(_problem(store, "bundle", sums, f"lists {name!r}, outside it", again))
+            elif path.is_symlink():
+                out.append(_problem(store, "bundle", path, "a link, not a plain file", again))
+            else:
+                out += _hashed(store, "bundle", path, digest, "changed since the export", again)
+        out += _anchored(store, sums.parent / "tunelab.json")
+    return out, n
+
+
+def _anchored(store: Store, info_path: Path) -> list[dict]:
+    """A bundle holds the log's head as it exported: that line must still be in the log."""
+    anchor = read_json(info_path).get("lab_log") if info_path.is_file() else None
+    if not anchor or not anchor.get("head"):
+        return []
+    raw = [line for line in store.log_path.read_bytes().split(b"\n") if line.strip()]
+    at = anchor["lines"]
+    if at <= len(raw) and line_hash(raw[at - 1]) == anchor["head"]:
+        return []
+    problem = (
+        f"holds the log's head at line {at} ({anchor['head'][:12]}), which the lab's log no "
+        "longer has: its past was rewritten after the export"
+    )
+    return [_problem(store, "bundle", info_path, problem, "restore the log from a backup")]
+
+
+def _leftovers(store: Store) -> tuple[list[dict], int]:
+    out = []
+    for root in (store.root, store.lab / "bundles"):
+        if root.exists():
+            for path in sorted(root.rglob(".*.tmp")):
+                out.append(
+                    _problem(
+                        store,
+                        "leftover",
+                        path,
+                        "a temporary left by a killed command",
+                        "delete it (nothing reads it)",
+                    )
+                )
+    return out, len(out)
+
+
+def _problem(store: Store, check: str, path: Path, problem: str, fix: str) -> dict:
+    return {"check": check, "path": _rel(store, path), "problem": problem, "fix": fix}
+
+
+CHECKS = {
+    "data_files": _data,
+    "comparison_inputs": _comparisons,
+    "run_folders": _runs,
+    "bundles": _bundles,
+    "leftovers": _leftovers,
+}
+"""Each check: the lab's store -> (its problems, how many things it looked at)."""

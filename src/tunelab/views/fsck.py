@@ -1,0 +1,32 @@
+"""The human view of `tunelab fsck`: what was checked, each problem with its path and fix."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+
+def fsck(result: dict, console: Console) -> None:
+    log, checked = result["log"], result["checked"]
+    counts = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in checked.items())
+    console.print(f"fsck {escape(result['lab'])}: checked {counts}")
+    if log["unchained"]:
+        console.print(
+            f"  the log's first {log['unchained']} lines were written before the hash chain: "
+            "read as they are"
+        )
+    for b in log["breaks"]:
+        console.print(
+            f"  log line {b['line']}: a marked break, forgiving {b['forgives']}: {b['reason']}"
+        )
+    for p in result["problems"]:
+        console.print(
+            f"  [bold red]{p['check']}[/] {escape(p['path'])}: {escape(p['problem'])}; "
+            f"{escape(p['fix'])}"
+        )
+    for item in result["not_checked"]:
+        console.print(f"  [dim]not checked: {item}[/]")
+    if result["passed"]:
+        console.print(f"[bold green]clean[/] (log head {log['head'] and log['head'][:12]})")
+    else:
+        console.print(f"[bold red]{len(result['problems'])} problem(s)[/]")

@@ -1,0 +1,82 @@
+"""`tunelab fsck` through the CLI: clean on a fresh lab, then each planted fault found and named,
+and `--repair` as the only way past an edited log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tunelab.cli import main
+
+
+def tl(capsys, *args: str) -> tuple[int, dict]:
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_fsck_is_clean_then_finds_every_planted_fault(make_lab, capsys):
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    code, clean = tl(capsys, "fsck", *where)
+    assert code == 0 and clean["passed"] and clean["problems"] == []
+    assert clean["checked"]["data_files"] >= 6 and clean["checked"]["comparison_inputs"] == 2
+
+    store = lab / ".tunelab"
+    (version,) = [p for p in (store / "data").iterdir() if p.is_dir()]
+    with (version / "test.jsonl").open("a") as f:  # a tampered seal
+        f.write('{"id": "planted", "text": "x", "label": "sport"}\n')
+    run = next(p for p in (store / "runs").iterdir() if p.name.endswith("-lora"))
+    with (run / "predictions.jsonl").open("a") as f:
+        f.write("\n")
+    (run / "weights" / "adapter_model.safetensors").unlink()
+    (store / "runs" / "r099-ghost").mkdir()
+    (store / "comparisons" / ".c009.json.tmp").write_text("{}")
+    log = (store / "events.jsonl").read_text().splitlines()
+    log[-2] = log[-2].replace('"event"', '"planted": true, "event"', 1)
+    (store / "events.jsonl").write_text("\n".join(log) + "\n")
+
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and not found["passed"]
+    by_check = {}
+    for p in found["problems"]:
+        by_check.setdefault(p["check"], []).append(p)
+    assert "sealed test split was changed" in by_check["data"][0]["problem"]
+    assert by_check["comparison"][0]["path"].endswith("-lora/predictions.jsonl")
+    runs = {p["path"] for p in by_check["runs"]}
+    assert any(p.endswith("adapter_model.safetensors") for p in runs)
+    assert ".tunelab/runs/r099-ghost" in runs
+    assert by_check["leftover"][0]["path"] == ".tunelab/comparisons/.c009.json.tmp"
+    (line,) = by_check["log"]
+    assert line["path"] == f".tunelab/events.jsonl:{len(log)}"
+
+    code, refused = tl(capsys, "compare", *where, "--reason", "trust me")
+    assert code == 2 and "event log was changed" in refused["error"]  # --reason cannot pass it
+    code, err = tl(capsys, "fsck", *where, "--repair")
+    assert code == 2 and "--reason" in err["error"]
+    code, repaired = tl(capsys, "fsck", *where, "--repair", "--reason", "restored by hand")
+    assert "log" not in {p["check"] for p in repaired["problems"]}
+    assert repaired["log"]["breaks"][0]["reason"] == "restored by hand"
+    assert Path(lab, ".tunelab/events.jsonl").read_text().count("chain_break") == 1
+
+
+def test_a_log_rewritten_whole_is_told_from_the_bundle(make_lab, capsys):
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    code, bundle = tl(capsys, "export", "r003-lora", *where)
+    assert code == 0, bundle
+    info = json.loads((Path(bundle["bundle"]) / "tunelab.json").read_text())
+    assert info["lab_log"]["head"] and info["lab_log"]["lines"] > 3
+    assert tl(capsys, "fsck", *where)[1]["passed"]
+    # a whole new log, a consistent chain of its own: only the bundle's anchor can tell
+    from tunelab.core.store import Store
+
+    store = Store(lab)
+    store.log_path.unlink()
+    store.log_event("data")
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and [p["check"] for p in found["problems"]] == ["bundle"]
+    assert "its past was rewritten" in found["problems"][0]["problem"]

@@ -1,0 +1,99 @@
+"""The event log as a hash chain: edits, deletions, reorderings and insertions are named by
+line; a log from before the chain is read as it is; concurrent writers stay in one chain."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from tunelab.core.chain import GENESIS, verify
+from tunelab.core.store import Store, StoreError
+
+
+def logged(tmp_path: Path, n: int = 5) -> Store:
+    store = Store(tmp_path)
+    for i in range(n):
+        store.log_event("step", i=i)
+    return store
+
+
+def lines(store: Store) -> list[str]:
+    return store.log_path.read_text().splitlines()
+
+
+def rewrite(store: Store, new: list[str]) -> None:
+    store.log_path.write_text("\n".join(new) + "\n")
+
+
+def test_a_fresh_log_is_one_chain_from_genesis(tmp_path):
+    store = logged(tmp_path)
+    state = verify(store.log_path)
+    assert state["problems"] == [] and state["lines"] == 5 and state["unchained"] == 0
+    assert json.loads(lines(store)[0])["prev"] == GENESIS
+    assert store.require_intact_log("compare")["head"] == state["head"]
+
+
+def test_an_edited_line_is_named_by_the_line_after_it(tmp_path):
+    store = logged(tmp_path)
+    old = lines(store)
+    old[1] = old[1].replace('"i": 1', '"i": 9')
+    rewrite(store, old)
+    (problem,) = verify(store.log_path)["problems"]
+    assert problem["line"] == 3 and "does not follow line 2" in problem["problem"]
+    with pytest.raises(StoreError, match="line 3 does not follow line 2"):
+        store.require_intact_log("compare")
+
+
+def test_a_deleted_and_a_reordered_line_are_detected(tmp_path):
+    store = logged(tmp_path)
+    old = lines(store)
+    rewrite(store, old[:2] + old[3:])
+    assert [p["line"] for p in verify(store.log_path)["problems"]] == [3]
+    rewrite(store, [old[0], old[2], old[1], *old[3:]])
+    assert [p["line"] for p in verify(store.log_path)["problems"]] == [2, 3, 4]
+
+
+def test_an_inserted_line_without_a_link_is_detected(tmp_path):
+    store = logged(tmp_path, 3)
+    old = lines(store)
+    rewrite(store, [old[0], '{"event": "final", "run": "r009"}', *old[1:]])
+    problems = verify(store.log_path)["problems"]
+    assert {p["line"] for p in problems} == {2, 3}
+    assert "no link" in problems[0]["problem"]
+
+
+def test_a_log_from_before_the_chain_is_read_and_the_chain_starts_after_it(tmp_path):
+    store = Store(tmp_path)
+    store.log_path.parent.mkdir(parents=True)
+    store.log_path.write_text('{"event": "data"}\n{"event": "run_started"}\n')
+    store.log_event("compare")
+    state = verify(store.log_path)
+    assert state["unchained"] == 2 and state["problems"] == []
+
+
+def test_a_marked_break_forgives_the_lines_it_names_and_no_others(tmp_path):
+    store = logged(tmp_path)
+    old = lines(store)
+    old[1] = old[1].replace('"i": 1', '"i": 9')
+    rewrite(store, old)
+    store.log_event("chain_break", reason="restored by hand", forgives=[3])
+    assert verify(store.log_path)["problems"] == []
+    store.log_event("step", i=6)
+    assert verify(store.log_path)["problems"] == []
+
+
+def _append(args) -> None:
+    lab, worker = args
+    store = Store(Path(lab))
+    for i in range(20):
+        store.log_event("step", worker=worker, i=i)
+
+
+def test_writers_in_several_processes_keep_one_whole_chain(tmp_path):
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(_append, [(str(tmp_path), w) for w in range(4)])
+    state = verify(Store(tmp_path).log_path)
+    assert state["lines"] == 80 and state["problems"] == []
