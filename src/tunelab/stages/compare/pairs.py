@@ -134,11 +134,6 @@ def per_example(pred: dict, metric: str, field: str | None = None) -> float:
     return float(score[metric])
 
 
-def make_pair(ref_preds: dict, preds: dict, labels: list[str], names: tuple[str, str]) -> Pair:
-    """The pair of two single runs (`names`: reference id, run id) from their predictions."""
-    return make_arms([ref_preds], [preds], labels, names)
-
-
 def make_arms(
     ref_arm: list[dict],
     arm: list[dict],

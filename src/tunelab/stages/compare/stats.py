@@ -39,19 +39,6 @@ def macro_f1_rows(gold: np.ndarray, pred: np.ndarray, n_labels: int) -> np.ndarr
     return np.mean([class_metric_rows(gold, pred, k, "f1") for k in range(n_labels)], axis=0)
 
 
-def paired_bootstrap(
-    metric: MetricFn,
-    gold: np.ndarray,
-    pred_a: np.ndarray,
-    pred_b: np.ndarray,
-    resamples: int = RESAMPLES,
-    seed: int = 0,
-    level: float = 0.95,
-) -> dict:
-    """Interval of metric(b) - metric(a), resampling the same examples for both systems."""
-    return arm_bootstrap(metric, gold, [pred_a], [pred_b], resamples, seed, level)
-
-
 def arm_bootstrap(
     metric: MetricFn,
     gold: np.ndarray,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tunelab.stages.compare.pairs import make_pair, right
+from tunelab.stages.compare.pairs import make_arms, right
 from tunelab.tasks import get_task
 
 
@@ -23,7 +23,7 @@ def test_the_paired_interval_is_a_reduction_of_the_ratio():
     sources = ["x", "y"] * 10
     ref = docs([14.0 + (i % 3) for i in range(20)], sources)
     run = docs([13.0 + (i % 3) for i in range(20)], sources)  # 1 nat less on every document
-    pair = make_pair(ref, run, [], ("ref", "run"))
+    pair = make_arms([ref], [run], [], ("ref", "run"))
     boot = pair.interval("bits_per_byte")
     reduction = 20 / (math.log(2) * 20 * 20)  # 20 nats over 400 bytes
     assert boot["delta"] == pytest.approx(reduction) and boot["low"] > 0
@@ -34,6 +34,6 @@ def test_the_paired_interval_is_a_reduction_of_the_ratio():
 
 
 def test_unknown_source_in_a_guardrail_is_named():
-    pair = make_pair(docs([1.0], ["x"]), docs([1.0], ["x"]), [], ("a", "b"))
+    pair = make_arms([docs([1.0], ["x"])], [docs([1.0], ["x"])], [], ("a", "b"))
     with pytest.raises(Exception, match="source 'code'"):
         pair.interval("bits_per_byte", "code")

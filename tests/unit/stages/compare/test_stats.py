@@ -5,12 +5,12 @@ from sklearn.metrics import f1_score
 
 from tunelab.stages.compare.stats import (
     accuracy_rows,
+    arm_bootstrap,
     concentration,
     concentration_k,
     flips,
     macro_f1_rows,
     mcnemar_exact,
-    paired_bootstrap,
 )
 
 
@@ -38,8 +38,8 @@ def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
     a[:20] = 1 - a[:20]  # 80% accurate
     b = gold.copy()
     b[:5] = 1 - b[:5]  # 95% accurate
-    one = paired_bootstrap(accuracy_rows, gold, a, b, resamples=500, seed=3)
-    two = paired_bootstrap(accuracy_rows, gold, a, b, resamples=500, seed=3)
+    one = arm_bootstrap(accuracy_rows, gold, [a], [b], resamples=500, seed=3)
+    two = arm_bootstrap(accuracy_rows, gold, [a], [b], resamples=500, seed=3)
     assert one == two
     assert one["delta"] == pytest.approx(0.15)
     assert 0 < one["low"] < 0.15 < one["high"]
@@ -50,7 +50,7 @@ def test_paired_bootstrap_interval_agrees_with_scipy():
     gold = rng.integers(0, 3, 300)
     a = np.where(rng.random(300) < 0.80, gold, (gold + 1) % 3)
     b = np.where(rng.random(300) < 0.88, gold, (gold + 1) % 3)
-    ours = paired_bootstrap(accuracy_rows, gold, a, b, resamples=20_000, seed=1)
+    ours = arm_bootstrap(accuracy_rows, gold, [a], [b], resamples=20_000, seed=1)
 
     def gain(x, y, axis=-1):
         return y.mean(axis=axis) - x.mean(axis=axis)
