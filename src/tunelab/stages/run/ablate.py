@@ -19,6 +19,7 @@ from rich.console import Console
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import open_lab, open_records_lab
+from tunelab.core.replicates import seed_of
 from tunelab.core.spec import parse_value
 from tunelab.data import build_data
 from tunelab.stages.run.replicates import run_replicates
@@ -113,9 +114,7 @@ def _row(lab, value, record: dict, group: dict | None = None) -> dict:
     }
     if group is not None:
         row["group"] = group["id"]
-        row["seeds"] = [
-            {"run": r["id"], "seed": r["spec"]["training"]["seed"]} for r in group["runs"]
-        ]
+        row["seeds"] = [{"run": r["id"], "seed": seed_of(r)} for r in group["runs"]]
         row["score"] = group["summary"][metric]["mean"]
         row["seconds"] = sum(r["training"]["seconds"] for r in group["runs"])
     return row
