@@ -40,3 +40,11 @@ def test_check_fails_then_passes_and_run_knows(make_lab, capsys):
     code, second = tl(capsys, "run", "--lab", lab, "--name", "checked", "training.lr=1e-3")
     assert code == 0 and second["preflight"]["passed"] is True
     assert second["preflight"]["warning"] is None and second["preflight"]["file"] == good["file"]
+
+    # a switch that changes which code runs is not: the run names it against the last check
+    code, third = tl(
+        capsys, "run", "--lab", lab, "--name", "grouped", "training.group_by_length=true"
+    )
+    assert code == 0 and third["preflight"]["passed"] is None
+    warning = third["preflight"]["warning"]
+    assert good["file"] in warning and "training.group_by_length false, now true" in warning

@@ -3,7 +3,9 @@ names what is wrong."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -17,7 +19,9 @@ import tunelab
 from tunelab.cli import main
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import validate_spec
+from tunelab.modeling.gguf import MARKER
 from tunelab.modeling.render import make_renderer
+from tunelab.stages.export.load import cache_root
 from tunelab.training.evaluate import evaluate_rows
 
 
@@ -126,7 +130,37 @@ def test_a_same_shaped_base_with_other_weights_is_refused(exported, tiny_bert, t
     assert str(other) in result["items"][1]["detail"]
 
 
-def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys):
+def test_the_next_export_removes_what_killed_exports_left_in_bundles(exported, capsys):
+    lab, _ = exported
+    bundles = lab / "bundles"
+    killed = bundles / ".r003-lora.k1ll3d00.tmp"  # the hidden folder atomic_dir leaves
+    killed.mkdir()
+    (killed / "adapter_model.safetensors").write_bytes(b"half a file")
+    running = bundles / ".r003-lora.runn1ng0.tmp"  # an export in another process, writing
+    running.mkdir()
+    planted = [killed, running, bundles / ".keep", lab / ".r003-lora.0uts1de0.tmp"]
+    for folder in planted[2:]:  # hidden but not of the pattern; of the pattern, not in bundles/
+        folder.mkdir()
+    held = os.open(running, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        code, result = tl(
+            capsys, "export", "r003-lora", "--lab", str(lab), "--out", str(bundles / "again")
+        )
+    finally:
+        os.close(held)
+    assert code == 0, result
+    assert result["leftovers_removed"] == [killed.name]
+    assert [p.exists() for p in planted] == [False, True, True, True]
+    record = json.loads((lab / result["file"]).read_text())
+    assert record["leftovers_removed"] == [killed.name]  # the lab's record says so too
+    assert not [p for p in bundles.iterdir() if p.name.startswith(".again.")]
+    for folder in planted[1:]:
+        folder.rmdir()
+    shutil.rmtree(bundles / "again")
+
+
+def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys, monkeypatch):
     """The extraction demo's path: a causal LoRA on a GGUF base, bound to the GGUF's hash."""
     import yaml
     from make_tiny_gguf import write_tiny_gguf
@@ -155,6 +189,19 @@ def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys)
     assert code == 0 and result["passed"], result["items"]
     # a generative bundle keeps one whole evaluation batch, the run's first (shortest prompts)
     assert "4 of 4 validation predictions reproduced; exact" in result["items"][-1]["detail"]
+
+    # load_bundle dequantizes the GGUF into a named cache: the lab's store, else the user's
+    assert cache_root(Path(bundle["bundle"])) == lab / ".tunelab" / "cache"
+    outside = Path(shutil.copytree(bundle["bundle"], tmp_path / "elsewhere" / "bundle"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root(outside) == tmp_path / "xdg" / "tunelab"
+    model, _, _ = tunelab.load_bundle(outside)
+    assert type(model).__name__ == "PeftModelForCausalLM"
+    copy = tmp_path / "xdg" / "tunelab" / "gguf" / tunelab_sha_file(gguf)
+    assert (copy / MARKER).is_file() and (copy / "model.safetensors").is_file()
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_root(outside) == tmp_path / "home" / ".cache" / "tunelab"
 
 
 def tunelab_sha_file(path: Path) -> str:

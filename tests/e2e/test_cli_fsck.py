@@ -22,6 +22,7 @@ def test_fsck_is_clean_then_finds_every_planted_fault(make_lab, capsys):
     code, clean = tl(capsys, "fsck", *where)
     assert code == 0 and clean["passed"] and clean["problems"] == []
     assert clean["checked"]["data_files"] >= 6 and clean["checked"]["comparison_inputs"] == 2
+    assert clean["checked"]["records"] == 4 and clean["not_checked"] == []  # 3 runs, 1 comparison
 
     store = lab / ".tunelab"
     (version,) = [p for p in (store / "data").iterdir() if p.is_dir()]
@@ -30,7 +31,14 @@ def test_fsck_is_clean_then_finds_every_planted_fault(make_lab, capsys):
     run = next(p for p in (store / "runs").iterdir() if p.name.endswith("-lora"))
     with (run / "predictions.jsonl").open("a") as f:
         f.write("\n")
-    (run / "weights" / "adapter_model.safetensors").unlink()
+    weights = run / "weights" / "adapter_model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 1  # one byte of the trained weights
+    weights.write_bytes(bytes(raw))
+    (run / "weights" / "adapter_config.json").unlink()
+    comparison = store / "comparisons" / "c001.json"
+    edited = json.loads(comparison.read_text()) | {"reference": run.name}
+    comparison.write_text(json.dumps(edited))
     (store / "runs" / "r099-ghost").mkdir()
     (store / "comparisons" / ".c009.json.tmp").write_text("{}")
     log = (store / "events.jsonl").read_text().splitlines()
@@ -44,19 +52,23 @@ def test_fsck_is_clean_then_finds_every_planted_fault(make_lab, capsys):
         by_check.setdefault(p["check"], []).append(p)
     assert "sealed test split was changed" in by_check["data"][0]["problem"]
     assert by_check["comparison"][0]["path"].endswith("-lora/predictions.jsonl")
-    runs = {p["path"] for p in by_check["runs"]}
-    assert any(p.endswith("adapter_model.safetensors") for p in runs)
+    runs = {p["path"]: p["problem"] for p in by_check["runs"]}
+    run_path = f".tunelab/runs/{run.name}/weights"
+    assert "changed since the run wrote it" in runs[f"{run_path}/adapter_model.safetensors"]
+    assert runs[f"{run_path}/adapter_config.json"] == "missing"
     assert ".tunelab/runs/r099-ghost" in runs
+    (record,) = by_check["records"]
+    assert record["path"] == ".tunelab/comparisons/c001.json"
     assert by_check["leftover"][0]["path"] == ".tunelab/comparisons/.c009.json.tmp"
     (line,) = by_check["log"]
     assert line["path"] == f".tunelab/events.jsonl:{len(log)}"
 
     code, refused = tl(capsys, "compare", *where, "--reason", "trust me")
-    assert code == 2 and "event log was changed" in refused["error"]  # --reason cannot pass it
+    assert code == 2 and "the event log changed" in refused["error"]  # --reason cannot pass it
     code, err = tl(capsys, "fsck", *where, "--repair")
     assert code == 2 and "--reason" in err["error"]
     code, repaired = tl(capsys, "fsck", *where, "--repair", "--reason", "restored by hand")
-    assert "log" not in {p["check"] for p in repaired["problems"]}
+    assert not {"log", "records"} & {p["check"] for p in repaired["problems"]}
     assert repaired["log"]["breaks"][0]["reason"] == "restored by hand"
     assert Path(lab, ".tunelab/events.jsonl").read_text().count("chain_break") == 1
 

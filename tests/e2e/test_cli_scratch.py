@@ -1,18 +1,22 @@
 """A scratch ablation through the CLI: init a pretrain spec, data, inspect, baseline, a run, an
-ablation of one architecture key against that run, and the comparison with its compute
-warning."""
+ablation of one architecture key against that run, the comparison with its compute warning,
+and the handover of a scratch model (its base, config and tokenizer, in the bundle)."""
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
+import tunelab
 from tunelab.cli import main
 from tunelab.core.store import Store
 from tunelab.stages.compare.rules import VERDICTS
+from tunelab.stages.export.load import WrongBaseError
 
 WORDS = [
     "the",
@@ -148,3 +152,23 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert mqa["guardrails"][0]["scope"] == "every_source"
     assert set(mqa["guardrails"][0]["checks"]) == {"prose", "code"}
     assert tl(capsys, "report", *where)[0] == 0  # the page names no base model path
+
+    # the handover: a scratch model's base is its config and tokenizer, carried in the bundle
+    code, exported = tl(capsys, "export", mqa["id"], *where)
+    assert code == 0, exported
+    bundle = Path(exported["bundle"])
+    info = json.loads((bundle / "tunelab.json").read_text())
+    assert info["base_model"]["init"] == "scratch" and info["base_model"]["path"] is None
+    tokenizer_files = sorted(p.name for p in (bundle / "base" / "tokenizer").iterdir())
+    assert tokenizer_files == sorted(info["base_model"]["tokenizer"]["files"])
+    assert "bits_per_byte reduced by" in (bundle / "README.md").read_text()
+    code, verified = tl(capsys, "verify", str(bundle))
+    assert code == 0 and verified["passed"], verified["items"]
+    assert verified["base"] == str(bundle / "base") and "exact" in verified["items"][-1]["detail"]
+    model, tokenizer, _ = tunelab.load_bundle(bundle)
+    assert type(model).__name__ == "LlamaForCausalLM" and tokenizer.eos_token == "<|endoftext|>"
+    other = Path(shutil.copytree(bundle / "base", tmp_path / "other-base"))
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps(config | {"rms_norm_eps": 1e-5}))
+    with pytest.raises(WrongBaseError, match=r"trained from scratch.*\(config\.json differs\)"):
+        tunelab.load_bundle(bundle, base=other)

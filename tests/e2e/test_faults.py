@@ -332,6 +332,8 @@ def test_export_killed_at_random_moments_never_leaves_a_bundle_that_looks_whole(
     assert code == 130 and "no bundle was written" in message
     assert not (lab / "bundles" / "c").exists()
     assert [p for p in (lab / "bundles").iterdir() if p.name.startswith(".c.")] == []
+    # what the killed exports left is gone too: each export removes the leftovers it finds
+    assert [p.name for p in (lab / "bundles").iterdir() if p.name.startswith(".")] == []
     assert_whole(lab)
 
 

@@ -18,6 +18,22 @@ def opened(args: argparse.Namespace, *checks: Callable):
     return open_lab(args.lab, overrides, getattr(args, "device", None), checks)
 
 
+def reopened(args: argparse.Namespace, *checks: Callable):
+    """The lab of an existing run `args.run` under the run's own spec and data version, for
+    `resume`; `checks` refuse it before any model loads, as they do a new run."""
+    from tunelab.core.lab import Lab
+    from tunelab.core.spec import validate_spec
+    from tunelab.core.store import Store
+
+    store = Store(args.lab)
+    record = store.read_record(args.run)
+    spec = validate_spec(record["spec"])
+    lab = Lab(store.lab, spec, store, None, data=record["data_version"])  # type: ignore[arg-type]
+    for check in checks:
+        check(lab)
+    return lab
+
+
 def opened_records(args: argparse.Namespace):
     """The command's lab without a device, for the commands that only read records."""
     from tunelab.core.lab import open_records_lab
@@ -32,10 +48,10 @@ def needs_plan(lab) -> None:
 
 
 def needs_usable(lab) -> None:
-    """The current data version can be trained and evaluated on (read from its manifest)."""
+    """The lab's data version can be trained and evaluated on (read from its manifest)."""
     from tunelab.data.usable import require_usable
 
-    require_usable(lab.store, lab.store.current_data(), lab.spec)
+    require_usable(lab.store, lab.data_version, lab.spec)
 
 
 def needs_targets(lab) -> None:

@@ -10,6 +10,7 @@ from tunelab.commands.opening import (
     opened,
     opened_records,
     progress,
+    reopened,
 )
 from tunelab.commands.table import arg, command
 
@@ -65,6 +66,7 @@ def cmd_run(args):
     device=True,
 )
 def cmd_ablate(args):
+    opened(args, needs_plan, needs_targets, needs_usable)  # the parent spec, before any model
     from tunelab.stages.run.ablate import run_ablation
 
     return run_ablation(
@@ -115,6 +117,7 @@ def cmd_compare(args):
     processes=True,
 )
 def cmd_resume(args):
+    reopened(args, needs_targets, needs_usable)  # refused before any model loads, as `run` is
     from tunelab.stages.run.variant import resume_run
 
     return resume_run(args.lab, args.run, progress(args), args.device)

@@ -23,6 +23,17 @@ class Lab:
     device: torch.device
     overrides: dict[str, Any] = field(default_factory=dict)
     """This command's `key=value` spec overrides, so a message can say a value came from one."""
+    data: str | None = None
+    """The data version this command works on: one it was given (an ablation's own version, a
+    resumed run's), or else the store's CURRENT, read once when first asked (`data_version`)
+    and kept, so a `tunelab data` or an ablation that runs meanwhile cannot change it."""
+
+    @property
+    def data_version(self) -> str:
+        """The data version this command works on (see `data`); a StoreError before any data."""
+        if self.data is None:
+            self.data = self.store.current_data()
+        return self.data
 
     def where(self, dotted: str) -> str:
         """Where a spec field's value comes from, for a message about it: `tunelab.yaml line

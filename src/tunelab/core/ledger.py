@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TrainingInterrupted, TunelabError, stop_cause
+from tunelab.core.layout import HEARTBEAT
 from tunelab.core.stopping import held
 from tunelab.core.store import now
 
@@ -41,8 +42,7 @@ def open_run(lab: Lab, name: str, kind: str, data_version: str, **fields) -> tup
         "process": {"pid": os.getpid(), "host": socket.gethostname()},
         **fields,
     }
-    lab.store.write_record(run_id, record)
-    lab.store.log_event("run_started", run=run_id, kind=kind)
+    lab.store.write_record(run_id, record, "run_started", kind=kind)
     return record, run_dir
 
 
@@ -51,8 +51,7 @@ def reopen_run(lab: Lab, record: dict) -> None:
     record["status"] = "running"
     record["process"] = {"pid": os.getpid(), "host": socket.gethostname()}
     record.pop("error", None)
-    lab.store.write_record(record["id"], record)
-    lab.store.log_event("run_resumed", run=record["id"])
+    lab.store.write_record(record["id"], record, "run_resumed")
 
 
 def invalidate(store, run_id: str, why: str) -> dict:
@@ -62,8 +61,7 @@ def invalidate(store, run_id: str, why: str) -> dict:
     record = store.read_record(run_id)
     record["invalidated"] = {"why": why, "time": now(), "previous_status": record["status"]}
     record["status"] = "invalid"
-    store.write_record(run_id, record)
-    store.log_event("run_invalid", run=run_id, why=why)
+    store.write_record(run_id, record, "run_invalid", why=why)
     return record
 
 
@@ -78,7 +76,7 @@ def effective_status(record: dict, run_dir: Path) -> str:
     proc = record.get("process", {})
     if proc.get("host") == socket.gethostname() and not _alive(proc.get("pid")):
         return "lost"
-    beat = run_dir / "heartbeat.json"
+    beat = run_dir / HEARTBEAT
     last = json.loads(beat.read_text())["time"] if beat.exists() else record["updated"]
     age = datetime.now(timezone.utc) - datetime.fromisoformat(last)
     return "lost" if age.total_seconds() > STALE_SECONDS else "running"
@@ -104,8 +102,7 @@ def close_run(lab: Lab, record: dict, status: str, error: BaseException | None =
     if error is not None:
         record["error"] = "".join(traceback.format_exception(error))
     with held():
-        lab.store.write_record(record["id"], record)
-        lab.store.log_event("run_" + status, run=record["id"])
+        lab.store.write_record(record["id"], record, "run_" + status)
 
 
 @contextmanager

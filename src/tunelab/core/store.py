@@ -1,21 +1,10 @@
-"""The lab's store (`.tunelab/`): paths, atomic writes, run records, the append-only event log.
+"""The lab's store (`.tunelab/`): its names and format (`core.layout`), durable writes
+(`core.files`), records saved with their hash in the event log, runs and numbered records.
 
-Layout::
-
-    .tunelab/
-      events.jsonl                  append-only log of what every command did
-      data/CURRENT                  id of the newest data version
-      data/<version>/               manifest.json, report.json, quarantine.jsonl,
-                                    train.jsonl, validation.jsonl, test.jsonl (sealed)
-      runs/<id>/record.json         one folder per run, never deleted
-      groups/gNNN.json              replicate groups (`--seeds N`, `tunelab noise`)
-      noise/nNNN.json               measured noise floors (`tunelab noise`)
-
-Every write is whole or absent, whatever moment a kill lands: files go through
-`atomic_write_text` (a temporary file, fsync, rename, fsync of the folder), folders through
-`atomic_dir`, and the event log through `append_line` (one fsynced append, a line cut short by a
-full disk taken back). A name left behind by a kill starts with `.` and ends in `.tmp`; no
-reader looks at it.
+A record is saved with `Store.save` (or `write_record` for a run): the file is written and the
+event that says so, carrying the file's sha256, is appended under the log's lock, so a reader
+that holds the lock sees both or neither. `Store.audit` then tells a record edited afterwards,
+by name; `require_intact_log` refuses to judge from a lab whose log or records were changed.
 """
 
 from __future__ import annotations
@@ -24,19 +13,27 @@ import fcntl
 import json
 import os
 import re
-import shutil
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.chain import last_line, linked, verify
+from tunelab.core import layout
+from tunelab.core.chain import linked, verify
+from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
-from tunelab.core.stopping import held
+from tunelab.core.files import (  # noqa: F401  (the store's writers, imported from here too)
+    append_line,
+    atomic_dir,
+    atomic_write_json,
+    atomic_write_text,
+    read_json,
+    read_jsonl,
+    write_jsonl,
+)
+from tunelab.core.layout import STORE_DIR, STORE_FORMAT, number_of
 
-STORE_DIR = ".tunelab"
 SPLITS = ("train", "validation", "test")
 RUN_STATES = ("running", "completed", "interrupted", "failed", "invalid")
 
@@ -51,6 +48,10 @@ class SealedError(StoreError):
 
 class RunNameError(StoreError):
     """A run name that cannot be part of a folder name safely."""
+
+
+class NewerFormatError(StoreError):
+    """The lab was written by a newer tunelab, in a store format this one cannot read."""
 
 
 RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
@@ -73,168 +74,154 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file, fsync, rename, fsync the folder: a kill leaves the old or
-    the new file, never part of one."""
+@contextmanager
+def locked(path: Path, shared: bool = False) -> Iterator[None]:
+    """Hold a lock on `path` (created if missing): exclusive, or `shared` among readers."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it 0600; a record is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.filename is None:  # name the file in the message
-            raise OSError(err.errno, err.strerror, str(path)) from err
-        raise
-    _fsync(path.parent)
-
-
-def _fsync(path: Path) -> None:
-    """Make a file's content, or a folder's entries (a rename, a new file), durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 
 
-@contextmanager
-def atomic_dir(path: Path, replace: bool = False) -> Iterator[Path]:
-    """A folder written whole or not at all.
-
-    Yields a hidden temporary folder beside `path` to write into. When the block ends, its
-    files are fsynced and it is renamed to `path`, which must be absent or empty; with
-    `replace`, an existing `path` is swapped out and removed. An error or Ctrl-C removes the
-    temporary folder and leaves `path` as it was; so does a kill, short of the hidden folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
-        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it 0700
-        yield tmp
-        for file in (f for f in tmp.rglob("*") if f.is_file()):
-            _fsync(file)
-        _swap_in(tmp, path, replace)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
-    """Rename `tmp` to `path`; with `replace`, the folder already there is moved aside first
-    (and put back if the rename fails), then removed."""
-    old = None
-    if replace and path.exists():
-        old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-        os.replace(path, old)  # onto an empty folder
-    try:
-        os.rename(tmp, path)
-    except BaseException:
-        if old is not None:
-            os.replace(old, path)
-        raise
-    _fsync(path.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def append_line(path: Path, line: str | Callable[[bytes | None], str]) -> None:
-    """Append one line to a log, whole: a single write, fsynced with its folder, under an
-    exclusive lock on the file, so that concurrent writers append one after another. `line`
-    may be a function of the log's last line (`core.chain.linked`: the hash chain).
-
-    Ctrl-C or SIGTERM waits until the line is written. A write cut short (a full disk, a
-    file-size limit) is taken back, so the next line does not land on a half one; and a line
-    left without its newline (by a kill of an older version) gets one before the next."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with held():
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
-            size = os.fstat(fd).st_size
-            text = line(last_line(fd, size)) if callable(line) else line
-            data = (text + "\n").encode("utf-8")
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            except OSError as err:
-                os.ftruncate(fd, size)
-                raise OSError(err.errno, err.strerror, str(path)) from err
-        finally:
-            os.close(fd)
-        _fsync(path.parent)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 class Store:
-    """The `.tunelab/` folder of one lab. Every path a command writes comes from here."""
+    """The `.tunelab/` folder of one lab. Every path a command writes comes from here.
+
+    Opening a lab written in a newer store format is refused (NewerFormatError, naming both
+    formats) before anything is read or written."""
 
     def __init__(self, lab: Path):
         self.lab = Path(lab).resolve()
         self.root = self.lab / STORE_DIR
+        self.format = layout.read_format(self.root)
+        if self.format["format"] > STORE_FORMAT:
+            raise NewerFormatError(
+                f"{self.root / layout.FORMAT}: this lab is in store format "
+                f"{self.format['format']}, written by a newer tunelab "
+                f"({self.format.get('tunelab', 'unknown version')}); this tunelab reads formats "
+                f"up to {STORE_FORMAT}. Open it with that tunelab or a newer one; nothing was "
+                "written."
+            )
 
-    # --- events --------------------------------------------------------------------------
+    def _claim(self) -> None:
+        """Record the store format before the first event of this tunelab: a format-1 lab
+        becomes format 2 from its next line on (`since_line`), its older lines read as they
+        are."""
+        if self.format["format"] == STORE_FORMAT:
+            return
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            tunelab = version("tunelab")
+        except PackageNotFoundError:
+            tunelab = None
+        lines = verify(self.log_path)["lines"]
+        self.format = {"format": STORE_FORMAT, "tunelab": tunelab, "created": now()}
+        if lines:
+            self.format |= {"upgraded_from": 1, "since_line": lines + 1}
+        atomic_write_json(self.root / layout.FORMAT, self.format)
+
+    def path(self, *parts: str) -> Path:
+        """A path inside the store, from `core.layout`'s names."""
+        return self.root.joinpath(*parts)
+
+    # --- events and records --------------------------------------------------------------
 
     @property
     def log_path(self) -> Path:
-        return self.root / "events.jsonl"
+        return self.root / layout.EVENTS
 
     def log_event(self, event: str, **fields: Any) -> None:
         """Append one event to `events.jsonl`, whole, durable and linked to the line before it
         (`core.chain`; see `append_line`)."""
+        self._claim()
         append_line(self.log_path, linked({"time": now(), "event": event, **fields}))
 
+    def save(self, path: Path, record: dict, event: str, **fields: Any) -> None:
+        """Write `record` to `path` (checked against its declared shape, `core.records`) and
+        log `event` with the file's sha256, both under the log's lock: a record edited
+        afterwards no longer matches its last event (`audit`)."""
+        from tunelab.core.records import check_record
+
+        record["store_format"] = STORE_FORMAT  # the shape it was written and checked in
+        check_record(path.relative_to(self.root), record)
+        self._claim()
+        shown = str(path.relative_to(self.lab))
+
+        def line(previous: bytes | None) -> str:
+            atomic_write_json(path, record)
+            entry = {"time": now(), "event": event, **fields, "record": shown}
+            return linked(entry | {"record_sha256": sha256_file(path)})(previous)
+
+        append_line(self.log_path, line)
+
+    def load(self, path: Path) -> dict:
+        """A record read back and checked against its declared shape (`core.records`); one
+        written before the store had a format (no `store_format`) is read as it is."""
+        from tunelab.core.records import check_record
+
+        record = read_json(path)
+        if isinstance(record, dict) and record.get("store_format", 1) >= 2:
+            check_record(path.relative_to(self.root), record)
+        return record
+
+    def audit(self) -> dict:
+        """The log's chain (`core.chain.verify`) and `records`: each record whose file no
+        longer has the sha256 its last event gave it, or is gone (`{record, line, problem}`);
+        read under the log's lock, so a record being saved is seen whole with its event."""
+        with locked(self.log_path, shared=True) if self.log_path.exists() else _nothing():
+            state = verify(self.log_path)
+            last: dict[str, tuple[int, str]] = {}
+            for number, event in self._numbered_events():
+                if event.get("record_sha256"):
+                    last[event["record"]] = (number, event["record_sha256"])
+                for shown, digest in (event.get("accepted") or {}).items():  # fsck --repair
+                    last[shown] = (number, digest)
+            last = {shown: at for shown, at in last.items() if at[1]}
+            problems = []
+            for shown, (number, digest) in sorted(last.items()):
+                path = self.lab / shown
+                if not path.is_file():
+                    problems.append({"record": shown, "line": number, "problem": "missing"})
+                elif sha256_file(path) != digest:
+                    problem = f"changed after line {number} of the log wrote it"
+                    problems.append({"record": shown, "line": number, "problem": problem})
+        return state | {"records": problems, "records_hashed": len(last)}
+
     def require_intact_log(self, command: str) -> dict:
-        """The chain's state; a StoreError naming every broken line when the log was changed,
+        """The chain's state; a StoreError naming every broken line and every edited record,
         for the commands that judge from the lab (`compare`, `final`, `export`)."""
-        state = verify(self.log_path)
-        if state["problems"]:
-            lines = "; ".join(f"line {p['line']} {p['problem']}" for p in state["problems"][:5])
+        state = self.audit()
+        found = [f"line {p['line']} {p['problem']}" for p in state["problems"]]
+        found += [f"{p['record']} {p['problem']}" for p in state["records"]]
+        if found:
+            what = "the event log" if state["problems"] else "records the log hashed"
             raise StoreError(
-                f"{self.log_path}: the event log was changed after it was written ({lines}). "
-                f"`tunelab {command}` does not judge from a lab whose past was edited. "
-                "`tunelab fsck` lists every problem; restore the log from a backup, or mark the "
-                'break with `tunelab fsck --repair --reason "why"` (recorded in the log).'
+                f"{self.log_path}: {what} changed after it was written "
+                f"({'; '.join(found[:5])}). `tunelab {command}` does not judge from a lab whose "
+                "past was edited. `tunelab fsck` lists every problem; restore from a backup, "
+                'or mark the break with `tunelab fsck --repair --reason "why"` (recorded in '
+                "the log)."
             )
         return state
+
+    def _numbered_events(self) -> Iterator[tuple[int, dict]]:
+        """Each readable event with its line number in the log."""
+        if self.log_path.exists():
+            raw = [line for line in self.log_path.read_bytes().split(b"\n") if line.strip()]
+            for number, line in enumerate(raw, 1):  # numbered as `core.chain.verify` does
+                try:
+                    yield number, json.loads(line)
+                except ValueError:
+                    continue
 
     def events(self, strict: bool = False) -> list[dict]:
         """The event log. A damaged line (a write cut short by a kill) is skipped, unless
         `strict`: then it is an error that names the line, for readers such as the test-set
         access log that must not miss an entry."""
-        path = self.root / "events.jsonl"
+        path = self.log_path
         if not path.exists():
             return []
         out = []
@@ -253,19 +240,20 @@ class Store:
     # --- data versions -------------------------------------------------------------------
 
     def data_dir(self, version: str) -> Path:
-        return self.root / "data" / version
+        return self.root / layout.DATA / version
 
     def set_current_data(self, version: str) -> None:
-        atomic_write_text(self.root / "data" / "CURRENT", version + "\n")
+        atomic_write_text(self.root / layout.DATA / layout.CURRENT, version + "\n")
 
     def current_data(self) -> str:
-        path = self.root / "data" / "CURRENT"
+        """The store's CURRENT data version: read by a command once (`Lab.data_version`)."""
+        path = self.root / layout.DATA / layout.CURRENT
         if not path.exists():
             raise StoreError(f"{self.lab}: no data version yet. Run `tunelab data` first.")
         return path.read_text().strip()
 
     def data_manifest(self, version: str) -> dict:
-        path = self.data_dir(version) / "manifest.json"
+        path = self.data_dir(version) / layout.MANIFEST
         if not path.exists():
             raise StoreError(f"{path}: data version {version} is missing its manifest.")
         return read_json(path)
@@ -280,56 +268,50 @@ class Store:
             raise StoreError(f"unknown split {split!r}; known: {list(SPLITS)}")
         return read_jsonl(self.data_dir(version) / f"{split}.jsonl")
 
-    # --- runs ----------------------------------------------------------------------------
+    # --- numbered records ----------------------------------------------------------------
 
-    @property
-    def runs_dir(self) -> Path:
-        return self.root / "runs"
-
-    def new_run(self, name: str) -> tuple[str, Path]:
-        """Reserve the next run id (`r003-lora`) and its folder; ids are never reused. The
-        name is checked first (`check_run_name`)."""
-        check_run_name(name)
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        n = len([p for p in self.runs_dir.iterdir() if p.is_dir()]) + 1
-        while True:
-            run_id = f"r{n:03d}-{name}"
-            try:
-                (self.runs_dir / run_id).mkdir()
-                return run_id, self.runs_dir / run_id
-            except FileExistsError:
-                n += 1
-
-    # --- comparisons -----------------------------------------------------------------------
-
-    @property
-    def comparisons_dir(self) -> Path:
-        return self.root / "comparisons"
-
-    def reserve(self, folder: str, prefix: str) -> tuple[str, Path]:
-        """Reserve the next record id in `folder` (`c004`, `p002`) by creating its file
-        exclusively: ids are never reused, even by two processes at once."""
+    def reserve(
+        self, folder: str, prefix: str = "", suffix: str = "", width: int = 3, is_dir=False
+    ) -> tuple[str, Path]:
+        """Reserve the next numbered record of `folder` (`c004.json`, `3-r004-lora.json`, or
+        a folder `r005-lora` with `is_dir`): under the folder's lock, one past the highest
+        number taken, created exclusively. Ids are never reused, even by commands that
+        reserve at the same moment."""
         where = self.root / folder
-        where.mkdir(parents=True, exist_ok=True)
-        n = len(list(where.glob(f"{prefix}*.json"))) + 1
-        while True:
-            path = where / f"{prefix}{n:03d}.json"
-            try:
+        with locked(where / layout.LOCK):
+            taken = [number_of(p) for p in where.iterdir() if not p.name.startswith(".")]
+            n = max(taken, default=0) + 1
+            name = f"{prefix}{n:0{width}d}{suffix}"
+            path = where / (name if is_dir else f"{name}.json")
+            if is_dir:
+                path.mkdir()
+            else:
                 path.open("x").close()
-                return path.stem, path
-            except FileExistsError:
-                n += 1
+        return name, path
 
-    def new_comparison(self) -> tuple[str, Path]:
-        """Reserve the next comparison id (`c004`) and its record's path."""
-        return self.reserve("comparisons", "c")
+    def numbered(self, folder: str) -> list[Path]:
+        """The written records of `folder`, in the order of their numbers (a reserved record
+        not yet written is left out)."""
+        where = self.root / folder
+        if not where.is_dir():
+            return []
+        paths = [p for p in where.glob("*.json") if not p.name.startswith(".") and p.stat().st_size]
+        return sorted(paths, key=lambda p: (number_of(p), p.name))
+
+    def records(self, folder: str) -> list[dict]:
+        """Every written record of `folder`, oldest first."""
+        return [self.load(p) for p in self.numbered(folder)]
 
     def comparisons(self) -> list[dict]:
-        """Every comparison record, oldest first (a reserved id not yet written is skipped)."""
-        if not self.comparisons_dir.exists():
-            return []
-        paths = sorted(self.comparisons_dir.glob("c*.json"))
-        return [read_json(p) for p in paths if p.stat().st_size > 0]
+        return self.records(layout.COMPARISONS)
+
+    def groups(self) -> list[dict]:
+        """Every replicate group (`groups/gNNN.json`: a `--seeds N` run or a noise floor)."""
+        return self.records(layout.GROUPS)
+
+    def noise_records(self) -> list[dict]:
+        """Every measured noise floor (`noise/nNNN.json`, `tunelab noise`)."""
+        return self.records(layout.NOISE)
 
     def judgement(self, run_id: str) -> tuple[dict, dict] | None:
         """The newest comparison that judged `run_id`, and the run's row in it: a seed of an
@@ -343,48 +325,50 @@ class Store:
                 return record, row
         return None
 
-    # --- replicate groups and noise records ------------------------------------------------
+    # --- runs ----------------------------------------------------------------------------
 
-    def records_in(self, folder: str, prefix: str) -> list[dict]:
-        """Every record `folder/PREFIXnnn.json`, oldest first (a reserved id not yet written is
-        skipped)."""
-        where = self.root / folder
-        if not where.exists():
-            return []
-        paths = sorted(where.glob(f"{prefix}*.json"), key=lambda p: int(p.stem[len(prefix) :]))
-        return [read_json(p) for p in paths if p.stat().st_size > 0]
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / layout.RUNS
 
-    def groups(self) -> list[dict]:
-        """Every replicate group (`groups/gNNN.json`: a `--seeds N` run or a noise floor)."""
-        return self.records_in("groups", "g")
-
-    def noise_records(self) -> list[dict]:
-        """Every measured noise floor (`noise/nNNN.json`, `tunelab noise`)."""
-        return self.records_in("noise", "n")
+    def new_run(self, name: str) -> tuple[str, Path]:
+        """Reserve the next run id (`r003-lora`) and its folder (`reserve`). The name is
+        checked first (`check_run_name`)."""
+        check_run_name(name)
+        return self.reserve(layout.RUNS, "r", f"-{name}", is_dir=True)
 
     def run_dir(self, run_id: str) -> Path:
         """The folder of an existing run; an id that is not a run's (`..`, a path) is none."""
         path = self.runs_dir / run_id
         valid = RUN_NAME.fullmatch(run_id) and ".." not in run_id
-        if not valid or not (path / "record.json").exists():
+        if not valid or not (path / layout.RECORD).exists():
             known = ", ".join(r["id"] for r in self.runs()) or "none yet"
             raise StoreError(f"no run {run_id!r} in {self.lab}; known runs: {known}")
         return path
 
-    def write_record(self, run_id: str, record: dict) -> None:
+    def write_record(
+        self, run_id: str, record: dict, event: str = "run_record", **fields: Any
+    ) -> None:
+        """Save the run's record and log `event` for it (`save`)."""
         record["updated"] = now()
-        atomic_write_json(self.runs_dir / run_id / "record.json", record)
+        self.save(self.runs_dir / run_id / layout.RECORD, record, event, run=run_id, **fields)
 
     def read_record(self, run_id: str) -> dict:
-        return read_json(self.run_dir(run_id) / "record.json")
+        return self.load(self.run_dir(run_id) / layout.RECORD)
 
     def runs(self) -> list[dict]:
         """Every run record, oldest first: a scan of the run folders."""
         if not self.runs_dir.exists():
             return []
         out = []
-        for path in sorted(self.runs_dir.iterdir()):
-            record = path / "record.json"
+        folders = (p for p in self.runs_dir.iterdir() if p.is_dir() and p.name[0] != ".")
+        for path in sorted(folders, key=lambda p: (number_of(p), p.name)):
+            record = path / layout.RECORD
             if record.exists():
-                out.append(read_json(record))
+                out.append(self.load(record))
         return out
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

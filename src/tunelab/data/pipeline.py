@@ -37,9 +37,10 @@ MAX_PAIRS = 25
 duplicates.jsonl holds all of them."""
 
 
-def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
-    """Build (or find) the data version the spec describes, make it current, return its
-    report. The test split is written and hashed; the report holds only its counts."""
+def build_data(spec: Spec, lab: Path, store: Store, current: bool = True) -> dict[str, Any]:
+    """Build (or find) the data version the spec describes, make it current (unless not
+    `current`: an ablation's version, handed to its runs instead), return its report. The test
+    split is written and hashed; the report holds only its counts."""
     lab = Path(lab)
     data = spec.data
     for i, rule in enumerate(data.cleaning):
@@ -119,7 +120,7 @@ def build_data(spec: Spec, lab: Path, store: Store) -> dict[str, Any]:
         write_version(store, version, dedup.splits, quarantine, report, manifest, dedup.pairs)
     if data.eval_from:
         check_pinned(store, version, data.eval_from)
-    publish(store, version, new, counts)
+    publish(store, version, new, counts, current)
     return report
 
 

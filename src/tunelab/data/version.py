@@ -138,7 +138,11 @@ def write_version(
     return full
 
 
-def publish(store: Store, version: str, new: bool, counts: dict[str, Any]) -> None:
-    """Make `version` the current data and log it; older versions stay where they are."""
-    store.set_current_data(version)
-    store.log_event("data", version=version, new=new, **counts)
+def publish(
+    store: Store, version: str, new: bool, counts: dict[str, Any], current: bool = True
+) -> None:
+    """Log `version` and, if `current`, make it the current data; older versions stay where
+    they are."""
+    if current:
+        store.set_current_data(version)
+    store.log_event("data", version=version, new=new, current=current, **counts)

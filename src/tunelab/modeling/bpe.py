@@ -93,23 +93,38 @@ def named_tokenizer(path: str, lab: Path) -> tuple[PreTrainedTokenizerBase, Path
     return tokenizer, folder
 
 
+def tokenizer_files(folder: Path) -> list[Path]:
+    """The files of a tokenizer folder that its identity covers (all but `settings.json`, the
+    record of how a BPE was trained)."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name != "settings.json")
+
+
+def files_sha256(files: dict[str, str]) -> str:
+    """The sha256 of a tokenizer's files together, from each file's sha256 by its name."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def scratch_tokenizer_folder(
+    model_spec, lab: Path, data_version: str | None = None
+) -> tuple[PreTrainedTokenizerBase, Path, dict]:
+    """A scratch model's tokenizer, the folder it is read from, and where it comes from (with
+    its settings when trained here, on `data_version`'s train split)."""
+    if model_spec.tokenizer is not None:
+        tokenizer, folder = named_tokenizer(model_spec.tokenizer, lab)
+        return tokenizer, folder, {"source": "path", "path": str(folder)}
+    tokenizer, folder, settings = trained_tokenizer(model_spec.bpe, lab, data_version)
+    return tokenizer, folder, {"source": "bpe", "settings": settings}
+
+
 def scratch_tokenizer(
     model_spec, lab: Path, data_version: str | None = None
 ) -> tuple[PreTrainedTokenizerBase, dict]:
     """A scratch model's tokenizer and its identity: where it comes from, its settings (when
     trained here, on `data_version`'s train split) and the sha256 of its files."""
-    if model_spec.tokenizer is not None:
-        tokenizer, folder = named_tokenizer(model_spec.tokenizer, lab)
-        found = {"source": "path", "path": str(folder)}
-    else:
-        tokenizer, folder, settings = trained_tokenizer(model_spec.bpe, lab, data_version)
-        found = {"source": "bpe", "settings": settings}
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "settings.json")
+    tokenizer, folder, found = scratch_tokenizer_folder(model_spec, lab, data_version)
     found |= {
         "vocab_size": len(tokenizer),
-        "files": {p.name: sha256_file(p) for p in files},
+        "files": {p.name: sha256_file(p) for p in tokenizer_files(folder)},
     }
-    found["sha256"] = hashlib.sha256(
-        json.dumps(found["files"], sort_keys=True).encode()
-    ).hexdigest()
+    found["sha256"] = files_sha256(found["files"])
     return tokenizer, found

@@ -5,7 +5,9 @@ state (`torch.save`, read back with `weights_only=True`: tensors and plain conta
 arbitrary pickle), and `state.json` (step, tokens, loss history, scheduler). The data position
 needs no saving: the example order is a pure function of the seed, so the resumed loop skips
 the batches already taken. A new checkpoint is written beside the old one and swapped in by
-rename, so a kill at any moment leaves a complete checkpoint or the previous one.
+rename, so a kill at any moment leaves a complete checkpoint or the previous one; like the
+store's records, every file of it is fsynced before the rename and the folder after it
+(`durable`), so a power loss cannot leave a renamed checkpoint with empty tensor files.
 
 Under several processes (`torchrun`), a checkpoint is written with `torch.distributed.checkpoint`
 (DCP) by every rank: one folder, each rank's shard of the trained tensors and of the optimizer
@@ -27,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.files import _fsync
 from tunelab.core.store import atomic_write_json
 
 if TYPE_CHECKING:
@@ -50,7 +53,8 @@ def save_checkpoint(
     tmp = path.with_name(path.name + ".new")
     if world is not None and world.distributed:
         _save_sharded(tmp, model, optimizer, state | {"scheduler": _scheduler(scheduler)}, world)
-        if world.main:
+        if world.main:  # every rank's shards are written when dcp.save returns
+            durable(tmp)
             _swap(tmp, path)
         _barrier()  # no rank goes on (or reads it) before the swap
         return
@@ -68,6 +72,7 @@ def save_checkpoint(
     torch.save({"optimizer": optimizer.state_dict(), "rng": rng}, buffer)
     (tmp / "optimizer.pt").write_bytes(buffer.getvalue())
     atomic_write_json(tmp / "state.json", state | {"scheduler": _scheduler(scheduler)})
+    durable(tmp)
     _swap(tmp, path)
 
 
@@ -82,13 +87,25 @@ def _rng() -> dict:
     return rng
 
 
+def durable(folder: Path) -> None:
+    """fsync every file under `folder` (tensors, optimizer state, shards) and the folders
+    that hold them, as the store does for a record before its rename."""
+    for file in sorted(f for f in folder.rglob("*") if f.is_file()):
+        _fsync(file)
+    for sub in sorted((d for d in folder.rglob("*") if d.is_dir()), reverse=True):
+        _fsync(sub)
+    _fsync(folder)
+
+
 def _swap(tmp: Path, path: Path) -> None:
-    """`tmp` becomes `path`; a kill at any moment leaves one of them whole."""
+    """`tmp` becomes `path`; a kill at any moment leaves one of them whole. The renames are
+    made durable by an fsync of the parent folder."""
     old = path.with_name(path.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():
         path.rename(old)
     tmp.rename(path)
+    _fsync(path.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -17,14 +17,17 @@ from transformers import (
 
 from tunelab.core.digest import sha256_file, sha256_files
 from tunelab.core.errors import TunelabError
+from tunelab.core.layout import CACHE
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.core.store import STORE_DIR
 from tunelab.modeling.blocks import block_linears
 from tunelab.modeling.safety import (
+    MODULES,
     WEIGHT_SUFFIXES,
     remote_code,
     remote_kwargs,
     require_safetensors,
+    use_modules_cache,
 )
 
 BLOCK_LINEARS = "(every linear layer of the blocks)"
@@ -136,17 +139,26 @@ def load_tokenizer(
 
         return scratch_tokenizer(spec, lab, data_version)[0]
     path = resolve_path(spec, lab)
-    return AutoTokenizer.from_pretrained(path, **remote_kwargs(spec, path))
+    return AutoTokenizer.from_pretrained(path, **_remote_kwargs(spec, path, lab))
 
 
-def _weights_kwargs(spec: ModelSpec, path: Path) -> dict:
+def _remote_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
+    """`trust_remote_code` for a from_pretrained call (`safety.remote_kwargs`: a Hub
+    `auto_map` refused, a warning); when it is true and the lab has a store, transformers'
+    modules cache is pointed into it (`.tunelab/cache/modules`) first."""
+    if spec.trust_remote_code and (lab / STORE_DIR).is_dir():
+        use_modules_cache(lab / STORE_DIR / CACHE / MODULES)
+    return remote_kwargs(spec, path)
+
+
+def _weights_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
     """What every load of pretrained weights passes: safetensors only, the dtype, and
     `trust_remote_code` (warned about)."""
     return {
         "use_safetensors": True,
         "dtype": DTYPES[spec.dtype],
         **attention_kwargs(spec),
-        **remote_kwargs(spec, path),
+        **_remote_kwargs(spec, path, lab),
     }
 
 
@@ -159,7 +171,7 @@ def attention_kwargs(spec: ModelSpec) -> dict:
 def load_encoder(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
     """The bare pretrained encoder (no head), frozen, for the linear-probe baseline."""
     path = resolve_path(spec, lab)
-    model = AutoModel.from_pretrained(path, **_weights_kwargs(spec, path))
+    model = AutoModel.from_pretrained(path, **_weights_kwargs(spec, path, lab))
     return model.to(device).eval().requires_grad_(False)
 
 
@@ -173,7 +185,7 @@ def load_classifier(
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={label: i for i, label in enumerate(labels)},
-        **_weights_kwargs(spec, path),
+        **_weights_kwargs(spec, path, lab),
     )
     return model.to(device)
 
@@ -193,7 +205,7 @@ def load_causal(
 
         return scratch_model(spec, lab, seed, data_version).to(device)
     path = resolve_path(spec, lab)
-    model = AutoModelForCausalLM.from_pretrained(path, **_weights_kwargs(spec, path))
+    model = AutoModelForCausalLM.from_pretrained(path, **_weights_kwargs(spec, path, lab))
     return model.to(device)
 
 

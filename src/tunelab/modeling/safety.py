@@ -8,11 +8,18 @@
   folder's Python files: each load warns (`RemoteCodeWarning`, once per process), and the base
   model's identity records the sha256 of every `.py` file and the config's `auto_map`, so a
   reviewer can see what code ran.
+- **Remote code is local code, copied into the lab.** An `auto_map` entry that names a Hub
+  repository (`"org/repo--module.Class"`, in `config.json` or `tokenizer_config.json`) would
+  make transformers download and run that repository's code: it is refused before anything
+  loads (`check_auto_map`). transformers copies the folder's own Python files into its modules
+  cache before importing them; `use_modules_cache` points that cache into the lab's store
+  (`.tunelab/cache/modules`) instead of the user's home.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from pathlib import Path
 
@@ -101,6 +108,7 @@ def remote_kwargs(spec: ModelSpec, path: Path) -> dict:
     """`trust_remote_code` for a from_pretrained call; when it is true, warn that the model
     folder's code will run (and name the record that keeps its hashes)."""
     if spec.trust_remote_code:
+        check_auto_map(path)
         names = sorted(remote_code(path)["files"]) or ["none in the folder itself"]
         warnings.warn(
             f"model.trust_remote_code is true: transformers will import and run the Python "
@@ -111,3 +119,57 @@ def remote_kwargs(spec: ModelSpec, path: Path) -> dict:
             stacklevel=1,  # one place: Python shows the same warning once per process
         )
     return {"trust_remote_code": spec.trust_remote_code}
+
+
+AUTO_MAP_FILES = ("config.json", "tokenizer_config.json")
+"""The files whose `auto_map` names the classes that `trust_remote_code` imports."""
+
+
+def check_auto_map(path: Path) -> None:
+    """Refuse, before anything loads, an `auto_map` entry that names a Hub repository
+    (`"org/repo--module.Class"`): transformers would fetch and run that repository's code.
+    tunelab runs only the Python files of the model folder itself."""
+    for name in AUTO_MAP_FILES:
+        file = path / name
+        if not file.is_file():
+            continue
+        auto_map = json.loads(file.read_text(encoding="utf-8")).get("auto_map") or {}
+        entries = auto_map.items() if isinstance(auto_map, dict) else [("", auto_map)]
+        for key, value in entries:
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, str) and "--" in ref:
+                    repo, _, local = ref.partition("--")
+                    field = f"auto_map.{key}" if key else "auto_map"
+                    raise ModelFolderError(
+                        f"{file}: {field} is {ref!r}, code from the Hugging Face Hub repository "
+                        f"{repo!r}; tunelab runs only the model folder's own Python files and "
+                        f"never fetches code. Copy that repository's Python files into {path} "
+                        f"and name the class without the repository ({local!r}), or set "
+                        "model.trust_remote_code: false."
+                    )
+
+
+MODULES = "modules"
+"""The folder of a store's cache (`.tunelab/cache/modules`) that holds trusted models' code."""
+
+
+def use_modules_cache(folder: Path) -> Path:
+    """Make transformers copy a trusted model's Python files into `folder` (a lab's
+    `.tunelab/cache/modules`) rather than the user's home cache, and import them from there.
+
+    transformers reads the environment variable `HF_MODULES_CACHE` once, when it is imported,
+    into the module constant `transformers.dynamic_module_utils.HF_MODULES_CACHE`; that
+    constant is what its copying and importing read, so it is the one set here (the
+    environment variable would come too late). When an earlier load in this process has
+    already imported the `transformers_modules` package from another folder, this folder is
+    added to the package's path, so that modules copied here import too."""
+    import transformers.dynamic_module_utils as dynamic
+
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    dynamic.HF_MODULES_CACHE = str(folder)
+    package = sys.modules.get(dynamic.TRANSFORMERS_DYNAMIC_MODULE_NAME)
+    inside = str(folder / dynamic.TRANSFORMERS_DYNAMIC_MODULE_NAME)
+    if package is not None and inside not in list(package.__path__):
+        package.__path__.append(inside)
+    return folder

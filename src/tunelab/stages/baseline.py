@@ -31,6 +31,7 @@ from tunelab.core import ledger
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
+from tunelab.core.layout import PREDICTIONS
 from tunelab.core.store import check_run_name, write_jsonl
 from tunelab.modeling.model import identity, load_causal, load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, save_head
@@ -74,7 +75,7 @@ def run_baseline(lab: Lab, console: Console | None = None, name: str | None = No
     store, spec = lab.store, lab.spec
     if name is not None:
         check_run_name(name)
-    version = store.current_data()
+    version = lab.data_version
     labels = store.data_manifest(version)["labels"]
     base = identity(spec.model, lab.path, _pack_length(spec))
     methods = BASELINES[spec.model_kind]
@@ -158,7 +159,8 @@ def _open(lab: Lab, at: Conditions, method: str, info: dict) -> tuple[dict, Path
 
 def _finish(lab: Lab, record: dict, run_dir: Path, predictions: list[dict], at: Conditions):
     """Write the predictions and score them (unless the measurement scored them itself)."""
-    write_jsonl(run_dir / "predictions.jsonl", predictions)
+    write_jsonl(run_dir / PREDICTIONS, predictions)
+    record["predictions_sha256"] = sha256_file(run_dir / PREDICTIONS)
     record["metrics"] = record.get("metrics") or score(lab.spec.task.type, predictions, at.labels)
 
 

@@ -34,12 +34,11 @@ from pathlib import Path
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
+from tunelab.core.layout import FINALS
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
-from tunelab.core.store import Store, atomic_write_json
+from tunelab.core.store import Store
 from tunelab.training.evaluate import evaluate_rows, protocol, score
-
-FINALS = "finals"
 
 
 class FinalError(TunelabError):
@@ -53,13 +52,12 @@ def final_accesses(store: Store) -> list[dict]:
     names the line; and every result in `finals/` must have its opening in the log."""
     accesses = [e for e in store.events(strict=True) if e.get("event") == "final"]
     logged = {e.get("file") for e in accesses}
-    folder = store.root / FINALS
-    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+    for path in store.numbered(FINALS):
         shown = str(path.relative_to(store.lab))
         if shown not in logged:
             raise SealBrokenError(
                 f"{shown} records an opening of the test split that the event log "
-                f"({store.root / 'events.jsonl'}) does not have: the access log is incomplete. "
+                f"({store.log_path}) does not have: the access log is incomplete. "
                 "Restore the log's `final` line before opening the split again."
             )
     return accesses
@@ -245,5 +243,5 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],
         "lab_log": {"lines": chain["lines"], "head": chain["head"]},
     }
-    atomic_write_json(store.lab / Path(result["file"]), result)
+    store.save(store.lab / result["file"], result, "final_result", n=n, run=run_id)
     return result

@@ -3,39 +3,41 @@
 What it checks, each problem named with its path and what to do:
 
 - **the event log's chain** (`core.chain`): every line follows the one before it;
+- **every record** against the sha256 the event that wrote it holds (`Store.audit`): a record
+  edited, replaced or deleted afterwards is named with the line that wrote it;
 - **every data version** against its manifest: each file's sha256, the sealed test split's
   included (a tampered seal is a changed `test.jsonl`);
 - **every comparison** against the runs it judged: each input's `predictions.jsonl` still has
   the sha256 the comparison recorded;
 - **every run folder**: a folder without `record.json` (an orphan), a completed run whose
-  weights or predictions are missing;
+  weights or predictions are missing or no longer have the sha256 its record holds;
 - **every bundle** under `bundles/` against its `SHA256SUMS`, and the log's head the bundle
   recorded at export (`lab_log`) still in the log: a log rewritten whole, chain and all, is
   told from the bundle;
 - **leftovers**: hidden temporary folders or files (`.*.tmp`) that a killed command left.
 
-Run weights carry no recorded hash yet, so their bytes are not checked (said in the result's
-`not_checked`). `--repair --reason R` marks the log's current breaks as forgiven by appending a
-`chain_break` event with the reason; it repairs nothing else.
+What a lab written before store format 2 did not hash (its records, its runs' weights) is
+listed in the result's `not_checked`. `--repair --reason R` appends a `chain_break` event with
+the reason, which forgives the log's current breaks and accepts each changed record as it now
+is; it repairs nothing else.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tunelab.core.chain import BREAK, line_hash, verify
+from tunelab.core.chain import BREAK, line_hash
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
+from tunelab.core.layout import BUNDLES, DATA, MANIFEST, PREDICTIONS, RECORD
 from tunelab.core.store import Store, read_json
-
-NOT_CHECKED = ["the bytes of run weights and checkpoints (no hash of them is recorded yet)"]
 
 
 def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dict:
     store = Store(lab_path)
     if not store.root.exists():
         raise TunelabError(f"{lab_path} has no store ({store.root}): not a tunelab lab")
-    log = verify(store.log_path)
+    log = store.audit()
     if repair:
         log = _repair(store, log, reason)
     problems = [
@@ -47,9 +49,19 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         }
         for p in log["problems"]
     ]
-    checked = {"log_lines": log["lines"]}
+    problems += [
+        {
+            "check": "records",
+            "path": p["record"],
+            "problem": p["problem"],
+            "fix": "restore it from a backup (the log's line holds its sha256)",
+        }
+        for p in log.pop("records")
+    ]
+    checked = {"log_lines": log["lines"], "records": log.pop("records_hashed")}
+    not_checked: list[str] = []
     for name, check in CHECKS.items():
-        found, count = check(store)
+        found, count = check(store, not_checked)
         problems += found
         checked[name] = count
     return {
@@ -58,17 +70,23 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         "problems": problems,
         "checked": checked,
         "log": log,
-        "not_checked": NOT_CHECKED,
+        "format": store.format["format"],
+        "not_checked": not_checked,
     }
 
 
 def _repair(store: Store, log: dict, reason: str | None) -> dict:
     if not (reason and reason.strip()):
         raise TunelabError('fsck --repair needs --reason "why": the break is recorded with it')
-    if not log["problems"]:
+    if not log["problems"] and not log["records"]:
         return log
-    store.log_event(BREAK, reason=reason.strip(), forgives=[p["line"] for p in log["problems"]])
-    return verify(store.log_path)
+    accepted = {
+        p["record"]: sha256_file(store.lab / p["record"]) if p["problem"] != "missing" else None
+        for p in log["records"]
+    }
+    forgives = [p["line"] for p in log["problems"]]
+    store.log_event(BREAK, reason=reason.strip(), forgives=forgives, accepted=accepted)
+    return store.audit()
 
 
 def _rel(store: Store, path: Path) -> str:
@@ -84,10 +102,10 @@ def _hashed(store: Store, check: str, path: Path, digest: str, changed: str, fix
     return []
 
 
-def _data(store: Store) -> tuple[list[dict], int]:
+def _data(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n = [], 0
     fix = "restore it, or build a new version with `tunelab data`"
-    for manifest_path in sorted((store.root / "data").glob("*/manifest.json")):
+    for manifest_path in sorted(store.path(DATA).glob(f"*/{MANIFEST}")):
         manifest, folder = read_json(manifest_path), manifest_path.parent
         for name, digest in (manifest.get("files") or {}).items():
             n += 1
@@ -97,19 +115,19 @@ def _data(store: Store) -> tuple[list[dict], int]:
     return out, n
 
 
-def _comparisons(store: Store) -> tuple[list[dict], int]:
+def _comparisons(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n = [], 0
     fix = "restore the run's predictions, or invalidate the run"
     for record in store.comparisons():
         for item in record.get("inputs", []):
             n += 1
-            path = store.runs_dir / item["run"] / "predictions.jsonl"
+            path = store.runs_dir / item["run"] / PREDICTIONS
             changed = f"changed since comparison {record['id']} judged it"
             out += _hashed(store, "comparison", path, item["predictions_sha256"], changed, fix)
     return out, n
 
 
-def _runs(store: Store) -> tuple[list[dict], int]:
+def _runs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n = [], 0
     if not store.runs_dir.exists():
         return out, n
@@ -117,7 +135,7 @@ def _runs(store: Store) -> tuple[list[dict], int]:
         if folder.name.startswith("."):
             continue
         n += 1
-        if not (folder / "record.json").exists():
+        if not (folder / RECORD).exists():
             out.append(
                 _problem(
                     store,
@@ -129,29 +147,40 @@ def _runs(store: Store) -> tuple[list[dict], int]:
                 )
             )
             continue
-        record = read_json(folder / "record.json")
+        record = read_json(folder / RECORD)
         if record.get("status") != "completed":
             continue
-        wanted = [folder / "predictions.jsonl"]
-        weights = record.get("weights") or {}
-        wanted += [folder / weights["dir"] / f for f in weights.get("files", [])]
-        for path in wanted:
-            if not path.exists():
-                out.append(
-                    _problem(
-                        store,
-                        "runs",
-                        path,
-                        "missing from a completed run",
-                        "restore it, or `tunelab invalidate` the run",
-                    )
-                )
+        out += _run_files(store, folder, record, not_checked)
     return out, n
 
 
-def _bundles(store: Store) -> tuple[list[dict], int]:
+def _run_files(store: Store, folder: Path, record: dict, not_checked: list[str]) -> list[dict]:
+    """A completed run's predictions and weights: there, and as their record hashed them."""
+    weights = record.get("weights") or {}
+    hashes = weights.get("sha256") or {}
+    wanted = {folder / PREDICTIONS: record.get("predictions_sha256")}
+    wanted |= {folder / weights["dir"] / f: hashes.get(f) for f in weights.get("files", [])}
+    fix = "restore it, or `tunelab invalidate` the run"
+    out, unhashed = [], []
+    for path, digest in wanted.items():
+        if digest:
+            changed = f"changed since the run wrote it (sha256 {digest[:12]} expected)"
+            out += _hashed(store, "runs", path, digest, changed, fix)
+        elif not path.exists():
+            out.append(_problem(store, "runs", path, "missing from a completed run", fix))
+        else:
+            unhashed.append(path.name)
+    if unhashed:
+        not_checked.append(
+            f"{_rel(store, folder)}: the bytes of {', '.join(unhashed)} (its record holds no "
+            "sha256 of them: written before store format 2)"
+        )
+    return out
+
+
+def _bundles(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n, again = [], 0, "export the run again"
-    for sums in sorted((store.lab / "bundles").glob("*/SHA256SUMS")):
+    for sums in sorted((store.lab / BUNDLES).glob("*/SHA256SUMS")):
         n += 1
         for line in sums.read_text(encoding="utf-8").splitlines():
             digest, _, name = line.partition("  ")
@@ -182,9 +211,9 @@ def _anchored(store: Store, info_path: Path) -> list[dict]:
     return [_problem(store, "bundle", info_path, problem, "restore the log from a backup")]
 
 
-def _leftovers(store: Store) -> tuple[list[dict], int]:
+def _leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out = []
-    for root in (store.root, store.lab / "bundles"):
+    for root in (store.root, store.lab / BUNDLES):
         if root.exists():
             for path in sorted(root.rglob(".*.tmp")):
                 out.append(
@@ -210,4 +239,5 @@ CHECKS = {
     "bundles": _bundles,
     "leftovers": _leftovers,
 }
-"""Each check: the lab's store -> (its problems, how many things it looked at)."""
+"""Each check: the lab's store and a list to say what it could not check -> (its problems, how
+many things it looked at)."""

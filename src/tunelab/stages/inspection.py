@@ -47,7 +47,7 @@ def finding(code: str, count: int, example: str | None, message: str) -> dict:
 
 
 def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
-    version = lab.store.current_data()
+    version = lab.data_version
     labels = lab.store.data_manifest(version)["labels"]
     rows = lab.store.read_split(version, split)
     tokenizer = load_tokenizer(lab.spec.model, lab.path)

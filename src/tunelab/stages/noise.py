@@ -19,9 +19,10 @@ from rich.console import Console
 from tunelab.core.env import pick_device
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
+from tunelab.core.layout import NOISE
 from tunelab.core.replicates import FAMILY_KEYS, arms, family, replicate_seeds, seed_of
 from tunelab.core.spec import validate_spec
-from tunelab.core.store import Store, StoreError, atomic_write_json, now
+from tunelab.core.store import Store, StoreError, now
 from tunelab.stages.run.replicates import open_group, train_seeds
 from tunelab.tasks import get_task
 
@@ -45,6 +46,7 @@ def measure_noise(
     store = Store(lab_path)
     record = _chosen(store, run_id)
     lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
+    lab.data = record["data_version"]  # the seeds train on the run's own data
     completed = [r for r in store.runs() if r["status"] == "completed" and r["kind"] == "variant"]
     grouped, _ = arms(completed)
     arm = next((ms for ms in grouped.values() if record["id"] in {m["id"] for m in ms}), [record])
@@ -63,14 +65,13 @@ def measure_noise(
         allow_warnings=record.get("warnings_allowed"),
         parent=record.get("parent"),
         reason=record.get("reason"),
-        version=record["data_version"],
     )
     if len(runs) < 2:
         raise TunelabError(
             f"only {len(runs)} of the {seeds} seeds of {record['id']} completed: no spread to "
             f"record; see group {group['id']} and `tunelab runs`"
         )
-    noise_id, out = store.reserve("noise", "n")
+    noise_id, out = store.reserve(NOISE, "n")
     result = {
         "id": noise_id,
         "created": now(),
@@ -85,8 +86,7 @@ def measure_noise(
         "trained": sum(m["trained"] for m in group["members"]),
         "seconds": sum(r["training"]["seconds"] for r in runs if r["id"] not in have.values()),
     }
-    atomic_write_json(out, result)
-    store.log_event("noise", noise=noise_id, of=record["id"], runs=result["runs"])
+    store.save(out, result, "noise", noise=noise_id, of=record["id"], runs=result["runs"])
     return result
 
 

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tunelab.core.errors import TrainingInterrupted, TunelabError
+from tunelab.core.layout import HEARTBEAT
 from tunelab.core.spec import TrainingSpec
 from tunelab.core.store import atomic_write_json, now
 from tunelab.data.mixture import MixtureSampler
@@ -213,7 +214,7 @@ def train(
                 continue
             if world.main:
                 atomic_write_json(
-                    run_dir / "heartbeat.json",
+                    run_dir / HEARTBEAT,
                     {"step": step + 1, "time": now(), "pid": os.getpid()},
                 )
             every = cfg.checkpoint_every

@@ -29,6 +29,12 @@ def export(result: dict, console: Console) -> None:
             f"  merged/: merged and adapter outputs {mark} on {m['examples']} examples "
             f"(max |Δ logit| {m['max_abs_logit_diff']:.1e}, tolerance {m['tolerance']:.0e})"
         )
+    removed = result.get("leftovers_removed") or []
+    if removed:
+        console.print(
+            f"  removed {len(removed)} temporary folder(s) that killed exports left in "
+            f"bundles/: {escape(', '.join(removed))}"
+        )
     console.print(f"  check it anywhere: `tunelab verify {result['bundle']}`")
 
 

@@ -18,6 +18,9 @@ from tunelab.core.store import (
     check_run_name,
 )
 
+FAKE = {"kind": "variant", "status": "completed", "data_version": "v1", "spec": {}}
+"""What a run record holds at least (`core.records.Run`)."""
+
 
 def test_atomic_write_leaves_no_temporary_files(tmp_path):
     target = tmp_path / "a" / "record.json"
@@ -32,7 +35,7 @@ def test_run_ids_are_sequential_and_never_reused(tmp_path):
     first, _ = store.new_run("lora")
     second, _ = store.new_run("lora")
     assert (first, second) == ("r001-lora", "r002-lora")
-    store.write_record(first, {"id": first, "status": "completed"})
+    store.write_record(first, {**FAKE, "id": first})
     assert [r["id"] for r in store.runs()] == [first]
 
 
@@ -45,7 +48,7 @@ def test_test_split_is_sealed(tmp_path):
 def test_unknown_run_lists_known(tmp_path):
     store = Store(tmp_path)
     run_id, _ = store.new_run("probe")
-    store.write_record(run_id, {"id": run_id})
+    store.write_record(run_id, {**FAKE, "id": run_id})
     with pytest.raises(Exception, match="r001-probe"):
         store.run_dir("r009-nope")
 

@@ -64,3 +64,34 @@ def test_a_one_process_checkpoint_loads_into_fsdp_shards(tiny_llama, tmp_path, o
     for p, q in zip(optimizer.param_groups[0]["params"], params, strict=True):
         moments = (optimizer.state[p]["exp_avg"], again.state[q]["exp_avg"].full_tensor())
         assert torch.equal(*moments)
+
+
+def test_a_checkpoint_is_fsynced_before_and_after_its_rename(tiny_llama, tmp_path, monkeypatch):
+    """Every file (the tensors included) and the folder are fsynced before the swap, the
+    parent folder after it, as the store does for a record."""
+    from tunelab.modeling import checkpoint
+
+    synced: list[tuple[str, bool]] = []
+    real = checkpoint._fsync
+
+    def record(path):
+        synced.append((path.relative_to(tmp_path).as_posix(), (tmp_path / "checkpoint").exists()))
+        real(path)
+
+    monkeypatch.setattr(checkpoint, "_fsync", record)
+    model = lora(tiny_llama)
+    optimizer, scheduler = trained_once(model)
+    save_checkpoint(tmp_path / "checkpoint", model, optimizer, scheduler, {"step": 1})
+    before = {name for name, swapped in synced if not swapped}
+    assert {
+        "checkpoint.new/trainable.safetensors",
+        "checkpoint.new/optimizer.pt",
+        "checkpoint.new/state.json",
+        "checkpoint.new",
+    } <= before
+    assert synced[-1] == (".", True)  # the rename, made durable
+    assert sorted(p.name for p in (tmp_path / "checkpoint").iterdir()) == [
+        "optimizer.pt",
+        "state.json",
+        "trainable.safetensors",
+    ]

@@ -242,7 +242,7 @@ def test_a_final_result_missing_from_the_log_is_refused(lab_with_baselines):
     lab = open_lab(lab_with_baselines[0])
     first = run_final(lab, "r001-majority", FOR_REPORT)
     log = lab.store.root / "events.jsonl"
-    kept = [line for line in log.read_text().splitlines() if '"final"' not in line]
+    kept = [line for line in log.read_text().splitlines() if '"event": "final' not in line]
     log.write_text("\n".join(kept) + "\n")  # the opening erased from the log
     # the last line deleted: no later line links to it, so the chain cannot see it; the finals
     # record anchors it

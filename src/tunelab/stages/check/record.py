@@ -1,7 +1,9 @@
 """The record of `tunelab check`: where a check is kept, the latest one, and what `run` says.
 
-A check is keyed by the data version and a hash of the spec parts that decide which code runs
-(`WIRING`), and is stale on another platform (device type, core package versions).
+A check is keyed by the data version and a hash of the spec's wiring (`wiring`: what decides
+which code runs), and is stale on another platform (device type, core package versions). When
+no check has this key, `run` names what changed since the newest check of the data version,
+from the `wiring` that check recorded.
 """
 
 from __future__ import annotations
@@ -15,32 +17,75 @@ import torch
 from tunelab.core.digest import sha256_json
 from tunelab.core.env import PLATFORM_PACKAGES, device_of
 from tunelab.core.lab import Lab
+from tunelab.core.layout import CHECKS
 from tunelab.core.spec import Spec
 from tunelab.core.store import Store
 
-WIRING = {"task": None, "model": None, "method": None, "training": ("optimizer", "precision")}
-"""What the spec hash covers: what decides which code runs. Left out: compass, hypothesis,
-guardrails, rental, evaluation, data (the data version id is in the key already), and the
-lr, schedule, batch sizes, budget and seed (an lr ablation needs no new check)."""
+KEYED = ("task", "model", "method", "training")
+"""The spec sections in the key, whole but for the training fields below. Left out: compass,
+hypothesis, guardrails, rental, evaluation, and data (the data version id is in the key)."""
+
+QUALITY_ONLY = {
+    "lr": "a coefficient of the same optimizer step (an lr ablation needs no new check)",
+    "weight_decay": "a coefficient of the same AdamW step",
+    "schedule": "the lr's shape over the steps: the check trains at a constant lr anyway",
+    "warmup_steps": "the same: the check trains without warmup anyway",
+    "decay_fraction": "the same (wsd's decay): the check trains at a constant lr anyway",
+    "budget": "how many steps: the check trains two anyway",
+    "seed": "another draw through the same code",
+    "replicates": "how many draws through the same code",
+}
+"""The training fields left out of the key, each with why it cannot change which code runs.
+Every other training field is in it (packing, compile, precision, strategy, threads, the batch
+sizes: the check trains the spec's microbatch and up to two accumulation steps, ...), and so is
+a field added later unless it is listed here: when unsure, leave it out of this list.
+tests/unit/stages/check/test_record.py holds the key and these lists to the section's fields."""
+
+SET_OR_NOT = {
+    "max_grad_norm": "whether gradients are clipped is code; by how much is quality",
+    "checkpoint_every": "whether a run saves checkpoints as it goes is code; how often is not",
+}
+"""Training fields whose value is quality but whose presence switches code on or off: the key
+holds only whether each is set."""
+
+
+def wiring(spec: Spec) -> dict:
+    """What the check's key hashes: the `KEYED` sections (None values included), the training
+    section without its `QUALITY_ONLY` fields and with `SET_OR_NOT` ones as set / not set."""
+    keyed = spec.model_dump(mode="json", include=set(KEYED))
+    training = keyed["training"]
+    for name in QUALITY_ONLY:
+        training.pop(name)
+    for name in SET_OR_NOT:
+        training[name] = "not set" if training[name] is None else "set"
+    return keyed
 
 
 def spec_hash(spec: Spec) -> str:
-    full = spec.to_dict()
-    picked = {
-        k: full.get(k) if keys is None else {x: full[k].get(x) for x in keys}
-        for k, keys in WIRING.items()
-    }
-    return sha256_json(picked)
+    return sha256_json(wiring(spec))
+
+
+def checks_dir(store: Store) -> Path:
+    return store.path(CHECKS)
 
 
 def check_path(store: Store, spec: Spec, data_version: str) -> Path:
-    return store.root / "checks" / f"{data_version}-{spec_hash(spec)[:12]}.json"
+    return checks_dir(store) / f"{data_version}-{spec_hash(spec)[:12]}.json"
 
 
 def latest_check(store: Store, spec: Spec, data_version: str) -> dict | None:
     """The newest check of this spec (as `spec_hash` sees it) on this data version, or None."""
     path = check_path(store, spec, data_version)
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def newest_check_of(store: Store, data_version: str) -> dict | None:
+    """The newest check of any spec on this data version, or None."""
+    folder = checks_dir(store)
+    paths = folder.glob(f"{data_version}-*.json") if folder.is_dir() else []
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    records = [r for r in records if r.get("data_version") == data_version]
+    return max(records, key=lambda r: r.get("created") or "", default=None)
 
 
 def platform_of(device: torch.device) -> dict:
@@ -59,14 +104,7 @@ def check_status(lab: Lab, data_version: str) -> dict:
     it passed on this platform."""
     check = latest_check(lab.store, lab.spec, data_version)
     if check is None:
-        return {
-            "file": None,
-            "passed": None,
-            "warning": (
-                "no `tunelab check` has run for this spec and data version: run it first "
-                "(minutes, on a slice) to catch wiring errors before a long run"
-            ),
-        }
+        return {"file": None, "passed": None, "warning": _unchecked(lab, data_version)}
     status = {"file": check["file"], "passed": check["passed"], "warning": None}
     here = platform_of(lab.device)
     if not check["passed"]:
@@ -78,3 +116,54 @@ def check_status(lab: Lab, data_version: str) -> dict:
             "a new platform means the check is redone"
         )
     return status
+
+
+CHANGES_SHOWN = 4
+
+
+def _unchecked(lab: Lab, data_version: str) -> str:
+    """Why no check covers this run: none on this data version, or the newest one checked
+    other wiring (named field by field when its record keeps what it checked)."""
+    head = "no `tunelab check` has run for this spec and data version"
+    ask = "(minutes, on a slice) to catch wiring errors before a long run"
+    other = newest_check_of(lab.store, data_version)
+    if other is None:
+        return f"{head}: run it first {ask}"
+    changes = wiring_changes(other.get("wiring"), wiring(lab.spec))
+    if not changes:  # a record from before checks kept their wiring
+        what = "another task, model, method or training switch"
+    else:
+        what = "other wiring: " + "; ".join(changes[:CHANGES_SHOWN])
+        more = len(changes) - CHANGES_SHOWN
+        what += f"; and {more} more" if more > 0 else ""
+    return f"{head}: the latest one on it ({other.get('file')}) checked {what}. Run it again {ask}"
+
+
+def wiring_changes(before: dict | None, now: dict) -> list[str]:
+    """`training.packing false, now true` for each field of the wiring that differs; empty
+    when `before` was not recorded."""
+    if not before:
+        return []
+    old, new = _flat(before), _flat(now)
+    return [
+        f"{k} {_shown(old, k)}, now {_shown(new, k)}"
+        for k in sorted(old.keys() | new.keys())
+        if old.get(k, _ABSENT) != new.get(k, _ABSENT)
+    ]
+
+
+_ABSENT = object()
+
+
+def _flat(value: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, inner in value.items():
+        if isinstance(inner, dict) and inner:
+            out |= _flat(inner, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = inner
+    return out
+
+
+def _shown(flat: dict, key: str) -> str:
+    return json.dumps(flat[key]) if key in flat else "absent"

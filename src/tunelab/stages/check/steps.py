@@ -3,7 +3,8 @@
 On a slice of the current data version (16 train and 4 validation rows by default) it runs
 the run's own code (`model.trainable_model`, `render.make_renderer`,
 `train.train`, `evaluate.evaluate_rows`, `model.save_trained` / `load_trained`) and ends with a
-pass/fail checklist saved as `.tunelab/checks/<data version>-<spec hash>.json`. The items:
+pass/fail checklist saved as `.tunelab/checks/<data version>-<spec hash>.json` (the hash of
+the spec's wiring, `record.wiring`, which the record keeps). The items:
 
 - versions: installed packages satisfy tunelab's declared requirements.
 - backend: the device runs float32, and bf16 / fp16 when the spec asks for them (a tiny matmul
@@ -44,10 +45,10 @@ from rich.console import Console
 from tunelab.core.env import fingerprint
 from tunelab.core.lab import Lab
 from tunelab.core.spec import FullMethod
-from tunelab.core.store import atomic_write_json, now
+from tunelab.core.store import now
 from tunelab.modeling import model as model_lib
 from tunelab.modeling.render import make_renderer
-from tunelab.stages.check.record import check_path, platform_of, spec_hash
+from tunelab.stages.check.record import check_path, platform_of, spec_hash, wiring
 from tunelab.stages.check.reload import (
     check_backend,
     check_versions,
@@ -75,7 +76,7 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
     return the checklist."""
     start = time.perf_counter()
     spec, store = lab.spec, lab.store
-    version, key = store.current_data(), spec_hash(spec)
+    version, key = lab.data_version, spec_hash(spec)
     path = check_path(store, spec, version)
     ctx: dict = {
         "lab": lab,
@@ -122,6 +123,7 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
         "items": items,
         "data_version": version,
         "spec_hash": key,
+        "wiring": wiring(spec),  # what the key hashes, so `run` can name a change
         "file": str(path.relative_to(store.lab)),
         "slice": {"train": len(ctx["train_rows"]), "validation": len(ctx["val_rows"])},
         "training": ctx.get("cfg"),
@@ -133,8 +135,9 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
         "timing": step_seconds(items),
         "seconds": round(time.perf_counter() - start, 2),
     }
-    atomic_write_json(path, result)
-    store.log_event(
+    store.save(
+        path,
+        result,
         "check",
         data_version=version,
         spec_hash=key,

@@ -31,9 +31,10 @@ import numpy as np
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
+from tunelab.core.layout import COMPARISONS, PREDICTIONS
 from tunelab.core.replicates import seed_of
 from tunelab.core.spec import Guardrail, Hypothesis
-from tunelab.core.store import StoreError, atomic_write_json, now, read_jsonl
+from tunelab.core.store import StoreError, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.compute import compute_differences
 from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
@@ -58,7 +59,7 @@ def compare(
     refuse_frozen_overrides(overrides or {})
     store = lab.store
     store.require_intact_log("compare")
-    version = store.current_data()
+    version = lab.data_version
     labels = store.data_manifest(version)["labels"]
     same_eval = SameEval(store, version)  # other versions whose validation is this one
     runs = [r for r in store.runs() if r["status"] == "completed" and same_eval(r["data_version"])]
@@ -243,7 +244,7 @@ def _seeds(arm: list[dict], metric: str) -> list[dict]:
 
 
 def _predictions(store, run_id: str) -> dict[str, dict]:
-    return {p["id"]: p for p in read_jsonl(store.run_dir(run_id) / "predictions.jsonl")}
+    return {p["id"]: p for p in read_jsonl(store.run_dir(run_id) / PREDICTIONS)}
 
 
 _VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "flips", "concentration")
@@ -325,7 +326,7 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
 
 def write_comparison(store, result: dict, rules: dict, inputs: list[dict]) -> dict:
     """The comparison as a record in the store, and an event; returns the record."""
-    comparison_id, path = store.new_comparison()
+    comparison_id, path = store.reserve(COMPARISONS, "c")
     record = {
         "id": comparison_id,
         "created": now(),
@@ -333,15 +334,16 @@ def write_comparison(store, result: dict, rules: dict, inputs: list[dict]) -> di
         "inputs": [
             {
                 "run": r["id"],
-                "predictions_sha256": sha256_file(store.run_dir(r["id"]) / "predictions.jsonl"),
+                "predictions_sha256": sha256_file(store.run_dir(r["id"]) / PREDICTIONS),
             }
             for r in inputs
         ],
         "rules": rules,
         **result,
     }
-    atomic_write_json(path, record)
-    store.log_event(
+    store.save(
+        path,
+        record,
         "compare",
         comparison=comparison_id,
         reference=result["reference"],

@@ -6,6 +6,8 @@ A bundle is a folder a team can take away and open with the tools they know:
       (or config.json, model.safetensors             full fine-tuning)
     merged/                                          --merge: LoRA folded into the weights
     tokenizer files, template.json                   what the model was trained with
+    base/                                            a model trained from scratch: its base,
+                                                     config.json and tokenizer/, hashed
     tunelab.json                                     base identity, spec, data manifest,
                                                      environment, comparison, final, test
                                                      access log, observed limitations
@@ -15,7 +17,8 @@ A bundle is a folder a team can take away and open with the tools they know:
 
 The limitations are derived from the records, never written by hand (`limitations.py`).
 Each export is recorded in `.tunelab/exports/` with an event. The bundle folder appears only
-when it is whole.
+when it is whole; the hidden temporary folders that killed exports left in `bundles/` are
+removed by the next export, which names them in its result (`leftovers.py`).
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
+from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import (
-    atomic_dir,
     atomic_write_json,
     atomic_write_text,
     now,
@@ -40,7 +43,9 @@ from tunelab.core.store import (
     write_jsonl,
 )
 from tunelab.stages.export.card import model_card
+from tunelab.stages.export.leftovers import remove_leftovers, writing
 from tunelab.stages.export.limitations import limitations
+from tunelab.stages.export.load import SCRATCH_BASE
 from tunelab.stages.final import final_accesses
 
 WHOLE_SPLIT = {"encoder": 500, "causal": 100}
@@ -53,7 +58,6 @@ SAMPLE = {"encoder": 32, "causal": 16}
 little, see `verify.CONFIDENCE_TOLERANCE`)."""
 BUNDLE_FILE = "tunelab.json"
 SUMS = "SHA256SUMS"
-EXPORTS = "exports"
 
 
 class ExportError(TunelabError):
@@ -65,6 +69,8 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
 
     The bundle is written into a hidden folder beside `out` and renamed into place when it is
     whole (`atomic_dir`): a kill, an error or Ctrl-C never leaves a bundle that looks complete.
+    Such folders left in the lab's `bundles/` by killed exports are removed first and named in
+    the result (`leftovers_removed`).
     """
     start = time.perf_counter()
     store = lab.store
@@ -72,11 +78,12 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     record = store.read_record(run_id)
     _check_exportable(record)
     spec = validate_spec(record["spec"])
-    bundle = Path(out) if out else lab.path / "bundles" / run_id
+    bundle = Path(out) if out else lab.path / BUNDLES / run_id
     if bundle.exists() and any(bundle.iterdir()):
         raise ExportError(f"{bundle} exists and is not empty; give another --out or remove it.")
+    removed = remove_leftovers(lab.path / BUNDLES)
     try:
-        with atomic_dir(bundle) as folder:
+        with writing(bundle) as folder:
             info, base = _write_bundle(folder, lab, record, spec, merge)
             sums = write_sums(folder)
     except KeyboardInterrupt as err:
@@ -94,6 +101,7 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
         "merge_check": info["merge_check"],
         "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
         "limitations": info["limitations"],
+        "leftovers_removed": removed,
         "created": info["created"],
         "seconds": round(time.perf_counter() - start, 2),
     }
@@ -111,7 +119,8 @@ def _log_anchor(store) -> dict:
 def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str]) -> list[str]:
     """Ids of the validation rows `verify` predicts again, in the split's order."""
     ids = [r["id"] for r in rows]
-    if spec.task.generative and len(rows) > spec.evaluation.batch_size:
+    pretrain = spec.task.type == "pretrain"  # documents scored alone: no generation batch
+    if spec.task.generative and not pretrain and len(rows) > spec.evaluation.batch_size:
         from tunelab.modeling.render import make_renderer
         from tunelab.training.evaluate import first_generation_batch
 
@@ -124,27 +133,27 @@ def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str
 def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tuple[dict, dict]:
     """Every file of the bundle but SHA256SUMS; returns `tunelab.json`'s content and the base
     model's identity."""
-    from tunelab.modeling.model import identity, load_tokenizer
+    from tunelab.modeling.model import load_tokenizer
     from tunelab.tasks import load_schema
 
     store, run_id = lab.store, record["id"]
+    version = record["data_version"]
     weights = store.run_dir(run_id) / record["weights"]["dir"]
     for file in sorted(weights.iterdir()):
         if file.name != "README.md":  # PEFT's stub card; ours replaces it
             shutil.copy2(file, bundle / file.name)
-    base = identity(spec.model, lab.path)
+    base = _base(bundle, lab, record, spec)
     _bind_adapter(bundle, base)
-    tokenizer = load_tokenizer(spec.model, lab.path)
+    tokenizer = load_tokenizer(spec.model, lab.path, version)
     tokenizer.save_pretrained(bundle)
     resolved = record["spec"] | {
         "task": record["spec"]["task"] | _inline_schema(spec, load_schema, lab.path)
     }
-    atomic_write_json(bundle / "template.json", _template(spec, lab))
+    atomic_write_json(bundle / "template.json", _template(spec, tokenizer))
 
-    version = record["data_version"]
     manifest = store.data_manifest(version)
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
-    predictions = read_jsonl(store.run_dir(run_id) / "predictions.jsonl")
+    predictions = read_jsonl(store.run_dir(run_id) / PREDICTIONS)
     by_id = {p["id"]: p for p in predictions}
     kept = _verify_sample(spec, lab, list(val_rows.values()), tokenizer, manifest["labels"])
     sample = [{"row": val_rows[i], "prediction": by_id[i]} for i in kept]  # the split's order
@@ -173,7 +182,11 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
         "final": finals[-1] if finals else None,
         "test_access_log": final_accesses(store),
         "limitations": limitations(
-            record, comparison, predictions, val_rows, _truncation(spec, lab, manifest, val_rows)
+            record,
+            comparison,
+            predictions,
+            val_rows,
+            _truncation(spec, lab, manifest, val_rows, tokenizer),
         ),
         "merge_check": None,
     }
@@ -205,6 +218,32 @@ def _check_exportable(record: dict) -> None:
         raise ExportError(f"{record['id']} has no saved weights.")
 
 
+def _base(bundle: Path, lab: Lab, record: dict, spec) -> dict:
+    """The identity of the run's base. A model trained from scratch has no weights to bind to:
+    its base, the config and the tokenizer of the run's data version, is written into `base/`
+    and must hash as the run recorded it."""
+    from tunelab.modeling.model import identity
+    from tunelab.tasks.pretrain import sequence_length
+
+    version = record["data_version"]
+    length = sequence_length(spec) if spec.task.type == "pretrain" else None
+    base = identity(spec.model, lab.path, length, version)
+    if not spec.model.scratch:
+        return base
+    from tunelab.modeling.scratch_identity import write_base
+
+    recorded = record["base_model"]["weights_sha256"]
+    if base["weights_sha256"] != recorded:
+        raise ExportError(
+            f"{record['id']} was trained from scratch on a config and tokenizer hashing to "
+            f"{recorded}, but the lab now gives {base['weights_sha256']} for data version "
+            f"{version} (the tokenizer in .tunelab/cache/tokenizers or model.tokenizer changed):"
+            " restore it, or train the run again."
+        )
+    write_base(spec.model, lab.path, version, base, bundle / SCRATCH_BASE)
+    return base
+
+
 def _bind_adapter(bundle: Path, base: dict) -> None:
     """PEFT's config names the base; tunelab also records its revision there."""
     config = bundle / "adapter_config.json"
@@ -222,20 +261,26 @@ def _inline_schema(spec, load_schema, lab_path: Path) -> dict:
     return {"json_schema": schema} if schema is not None else {}
 
 
-def _template(spec, lab: Lab) -> dict:
-    """The exact prompt the model was trained with: chat template or plain, as text."""
-    from tunelab.modeling.model import load_tokenizer
+def _template(spec, tokenizer) -> dict:
+    """The exact prompt the model was trained with: chat template or plain, as text; for a
+    language model (task pretrain), how its documents were packed."""
     from tunelab.modeling.render import PLACEHOLDER, make_template
+    from tunelab.tasks.pretrain import sequence_length
 
     out = {
         "template": spec.model.template,
         "kind": spec.model_kind,
         "max_length": spec.model.max_length,
     }
-    if spec.model_kind == "causal":
-        template = make_template(
-            load_tokenizer(spec.model, lab.path), spec.model.template, spec.task.instruction
-        )
+    if spec.task.type == "pretrain":
+        out |= {
+            "template": None,
+            "sequence_length": sequence_length(spec),
+            "boundaries": spec.task.boundaries,
+            "document_separator": tokenizer.eos_token,
+        }
+    elif spec.model_kind == "causal":
+        template = make_template(tokenizer, spec.model.template, spec.task.instruction)
         out |= {
             "instruction": spec.task.instruction,
             "prompt": template.text[0] + PLACEHOLDER + template.text[1],
@@ -245,14 +290,15 @@ def _template(spec, lab: Lab) -> dict:
     return out
 
 
-def _truncation(spec, lab: Lab, manifest: dict, rows: dict) -> dict:
-    """Validation inputs cut to fit `model.max_length`, as the trainer renders them."""
-    from tunelab.modeling.model import load_tokenizer
+def _truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict:
+    """Validation inputs cut to fit `model.max_length`, as the trainer renders them (a
+    language model's documents are scored in windows, never cut)."""
     from tunelab.modeling.render import encode_classification, make_renderer
 
-    tokenizer = load_tokenizer(spec.model, lab.path)
     values = list(rows.values())
-    if spec.model_kind == "encoder":
+    if spec.task.type == "pretrain":
+        cut = []
+    elif spec.model_kind == "encoder":
         encoded = encode_classification(
             tokenizer, values, manifest["labels"], spec.model.max_length
         )
@@ -286,10 +332,8 @@ def _comparison_of(store, run_id: str) -> dict | None:
 
 
 def _finals(store) -> list[dict]:
-    folder = store.root / "finals"
-    if not folder.exists():
-        return []
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+    """Every final's result, in the order of their numbers (`2-…` before `10-…`)."""
+    return store.records(FINALS)
 
 
 def _merge(bundle: Path, spec, lab: Lab, info: dict, sample: list[dict]) -> dict:
@@ -305,17 +349,28 @@ def _merge(bundle: Path, spec, lab: Lab, info: dict, sample: list[dict]) -> dict
 
 
 def _record(store, result: dict) -> None:
-    folder = store.root / EXPORTS
-    n = len(list(folder.glob("*.json"))) + 1 if folder.exists() else 1
-    path = folder / f"{n}-{result['run']}.json"
+    _, path = store.reserve(EXPORTS, suffix=f"-{result['run']}", width=0)
     result["file"] = str(path.relative_to(store.lab))
-    atomic_write_json(path, result | {"verified": None})
-    store.log_event("export", run=result["run"], bundle=result["bundle"], file=result["file"])
+    result.setdefault("created", now())
+    store.save(
+        path,
+        result | {"verified": None},
+        "export",
+        run=result["run"],
+        bundle=result["bundle"],
+        file=result["file"],
+    )
 
 
 def record_verification(store, export: dict, verified: dict) -> None:
     """Write `verify`'s outcome into the export's record (the report and the plan read it)."""
     path = store.lab / export["file"]
     summary = {k: verified[k] for k in ("passed", "seconds", "base")}
-    atomic_write_json(path, json.loads(path.read_text(encoding="utf-8")) | {"verified": summary})
-    store.log_event("verify", run=export["run"], bundle=export["bundle"], passed=verified["passed"])
+    store.save(
+        path,
+        store.load(path) | {"verified": summary},
+        "verify",
+        run=export["run"],
+        bundle=export["bundle"],
+        passed=verified["passed"],
+    )

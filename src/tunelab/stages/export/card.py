@@ -6,6 +6,9 @@ from pathlib import Path
 
 import yaml
 
+# a language model's metrics (bits per byte, loss, perplexity) are not rates: shown as numbers
+from tunelab.tasks.pretrain import overall_metrics as PLAIN
+
 
 def model_card(info: dict) -> str:
     return "---\n" + yaml.safe_dump(front_matter(info), sort_keys=False) + "---\n\n" + body(info)
@@ -51,14 +54,27 @@ def front_matter(info: dict) -> dict:
     }
 
 
+def _value(metric: str, x: float) -> str:
+    """A count as it is, a language model's metric as a number, a rate in percent."""
+    if isinstance(x, int):
+        return str(x)
+    return f"{x:.4f}" if metric in PLAIN else f"{100 * x:.1f}"
+
+
 def body(info: dict) -> str:
     spec, lim = info["spec"], info["limitations"]
     hyp = spec.get("hypothesis") or {}
     comp = info.get("comparison")
     lines = [f"# {info['run']}: {info['method']} on {info['base_model']['name']}", ""]
+    bound = (
+        "It was trained from scratch: its base is the config and tokenizer in `base/`, which "
+        "hash to"
+        if info["base_model"].get("init") == "scratch"
+        else "It loads only on the base whose weights hash to"
+    )
     lines += [
         f"Trained by tunelab on data version `{info['data_version']}` for the task "
-        f"`{info['task']}`. It loads only on the base whose weights hash to "
+        f"`{info['task']}`. {bound} "
         f"`{info['base_model']['weights_sha256']}` (`tunelab verify` checks it).",
         "",
         "## Hypothesis",
@@ -71,10 +87,16 @@ def body(info: dict) -> str:
     ]
     if comp:
         b = comp["row"]["vs_reference"]["bootstrap"]
+        if hyp.get("metric") in PLAIN:  # lower is better: compare reports the reduction
+            moved = f"reduced by {b['delta']:+.4f}"
+            interval = f"({b['low']:+.4f}, {b['high']:+.4f})"
+        else:
+            moved = f"{100 * b['delta']:+.1f} points"
+            interval = f"({100 * b['low']:+.1f}, {100 * b['high']:+.1f})"
         lines.append(
             f"**{comp['row']['verdict'] or 'no verdict'}** against `{comp['reference']}` "
-            f"(comparison `{comp['id']}`): {hyp.get('metric')} {100 * b['delta']:+.1f} points, "
-            f"95% paired bootstrap interval ({100 * b['low']:+.1f}, {100 * b['high']:+.1f})."
+            f"(comparison `{comp['id']}`): {hyp.get('metric')} {moved}, "
+            f"95% paired bootstrap interval {interval}."
         )
     else:
         lines.append("No comparison has judged this run.")
@@ -82,8 +104,8 @@ def body(info: dict) -> str:
     test = (info.get("final") or {}).get("metrics", {})
     for k, v in info["validation_metrics"].items():
         if isinstance(v, int | float) and k != "n":
-            shown = f"{100 * test[k]:.1f}" if k in test else "not opened"
-            lines.append(f"| {k} | {100 * v:.1f} | {shown} |")
+            shown = _value(k, test[k]) if k in test else "not opened"
+            lines.append(f"| {k} | {_value(k, v)} | {shown} |")
     accesses = info.get("test_access_log") or []
     lines += ["", f"The sealed test split was opened {len(accesses)} time(s) in this lab."]
     for a in accesses:

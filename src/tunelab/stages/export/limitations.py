@@ -59,7 +59,10 @@ def margins(row: dict) -> list[dict]:
 
 
 def failures(predictions: list[dict], rows: dict, n: int = FAILURES) -> list[dict]:
-    """Up to n wrong answers, one per (gold, predicted) kind first, with their inputs."""
+    """Up to n wrong answers, one per (gold, predicted) kind first, with their inputs. A
+    language model's scored documents (task pretrain) have no right answer: none."""
+    if any("nll" in p for p in predictions):
+        return []
     wrong = [p for p in predictions if not _right(p)]
     seen, picked = set(), []
     for p in wrong:

@@ -3,18 +3,24 @@
 PEFT loads an adapter onto any base of the right shape without a word, so a same-shaped but
 different base (another checkpoint of the same architecture) gives silently wrong outputs.
 This loader hashes the base it is given and refuses one whose weights differ from the base
-recorded in the bundle, naming both.
+recorded in the bundle, naming both. A model trained from scratch (`model.init: scratch`) has
+no pretrained weights: its base is its config and tokenizer, carried in the bundle's `base/`
+folder and checked by their hashes the same way (`modeling.scratch_identity.base_identity`).
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
+import os
 from pathlib import Path
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.layout import CACHE, STORE_DIR
 
 BUNDLE_FILE = "tunelab.json"
+SCRATCH_BASE = "base"
+"""The folder of a scratch model's bundle that holds its base: `config.json` and
+`tokenizer/`."""
 
 
 class WrongBaseError(TunelabError):
@@ -28,13 +34,26 @@ def read_bundle(bundle: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def is_scratch(info: dict) -> bool:
+    """Whether the bundle's model was trained from scratch (its base is in the bundle)."""
+    return info["base_model"].get("init") == "scratch"
+
+
+def default_base(info: dict, bundle: Path) -> Path:
+    """The base to check when none is given: the recorded path, or a scratch bundle's own
+    `base/` folder."""
+    return Path(bundle) / SCRATCH_BASE if is_scratch(info) else Path(info["base_model"]["path"])
+
+
 def check_base(info: dict, base: Path) -> dict:
     """The identity of `base`, checked against the bundle's; WrongBaseError names both."""
+    recorded = info["base_model"]
+    base = Path(base).resolve()
+    if is_scratch(info):
+        return _check_scratch_base(recorded, base)
     from tunelab.core.spec import ModelSpec
     from tunelab.modeling.model import identity
 
-    recorded = info["base_model"]
-    base = Path(base).resolve()
     found = identity(ModelSpec(**(info["spec"]["model"] | {"path": str(base)})), base.parent)
     if found["weights_sha256"] != recorded["weights_sha256"]:
         raise WrongBaseError(
@@ -45,10 +64,60 @@ def check_base(info: dict, base: Path) -> dict:
     return found
 
 
+def _check_scratch_base(recorded: dict, base: Path) -> dict:
+    from tunelab.modeling.scratch_identity import base_identity
+
+    found = base_identity(base)
+    if found["weights_sha256"] != recorded["weights_sha256"]:
+        recorded_parts = {
+            "config.json": recorded.get("config_sha256"),
+            "tokenizer/": (recorded.get("tokenizer") or {}).get("sha256"),
+        }
+        found_parts = {
+            "config.json": found["config_sha256"],
+            "tokenizer/": found["tokenizer_sha256"],
+        }
+        parts = [n for n in recorded_parts if recorded_parts[n] != found_parts[n]]
+        which = " and ".join(parts) + (" differ" if len(parts) > 1 else " differs")
+        raise WrongBaseError(
+            f"the bundle was trained from scratch as {recorded['name']} (config and tokenizer "
+            f"sha256 {recorded['weights_sha256']}), but {base} hashes to "
+            f"{found['weights_sha256']} ({which}). Give the bundle's own {SCRATCH_BASE}/ folder, "
+            "as exported, with --base / base=."
+        )
+    return found | {"name": recorded["name"]}
+
+
+def lab_of(bundle: Path) -> Path | None:
+    """The lab the bundle lies in (a folder above it holds a store), if any."""
+    for folder in Path(bundle).resolve().parents:
+        if (folder / STORE_DIR).is_dir():
+            return folder
+    return None
+
+
+def cache_root(bundle: Path) -> Path:
+    """Where loading a bundle keeps derived files (a GGUF base's dequantized copy, a
+    remote-code base's modules): the lab's store cache (`LAB/.tunelab/cache`) when the bundle
+    lies inside a lab, else the user's cache (`$XDG_CACHE_HOME/tunelab`, by default
+    `~/.cache/tunelab`)."""
+    lab = lab_of(bundle)
+    if lab is not None:
+        return lab / STORE_DIR / CACHE
+    user = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(user) / "tunelab"
+
+
 def load_bundle(bundle, base=None, device: str = "cpu"):
     """(model, tokenizer, info): the bundle's model on `base` (default: the recorded base
-    path), checked first. Classifiers come back with their labels, causal LMs ready to
-    generate; both in eval mode on `device`."""
+    path; for a model trained from scratch, the bundle's `base/`), checked first. Classifiers
+    come back with their labels, causal LMs ready to generate; both in eval mode on `device`.
+
+    A GGUF base is dequantized once into `cache_root(bundle)/gguf`, keyed by the file's
+    sha256: the lab's store (`LAB/.tunelab/cache/gguf`) when the bundle lies inside a lab,
+    else the user's cache (`$XDG_CACHE_HOME/tunelab/gguf`, by default
+    `~/.cache/tunelab/gguf`); a later load of the same file finds it there. A base with
+    `trust_remote_code` has its Python files copied into `cache_root(bundle)/modules`."""
     import torch
     from transformers import AutoTokenizer
 
@@ -57,11 +126,23 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
 
     bundle = Path(bundle)
     info = read_bundle(bundle)
-    base = Path(base or info["base_model"]["path"])
+    base = Path(base or default_base(info, bundle)).resolve()
     check_base(info, base)
-    spec = ModelSpec(**(info["spec"]["model"] | {"path": str(base.resolve())}))
+    cache = cache_root(bundle)
+    if info["spec"]["model"].get("trust_remote_code"):
+        from tunelab.modeling.safety import MODULES, use_modules_cache
+
+        use_modules_cache(cache / MODULES)
+    if is_scratch(info):  # full weights in the bundle: nothing else to load
+        spec = ModelSpec(**info["spec"]["model"])
+    else:
+        if base.suffix == ".gguf":
+            from tunelab.modeling.gguf import materialize
+
+            base = materialize(base, cache / "gguf")[0]
+        spec = ModelSpec(**(info["spec"]["model"] | {"path": str(base)}))
     labels = info["labels"] if info["kind"] == "encoder" else None
-    with tempfile.TemporaryDirectory(prefix="tunelab-bundle-") as lab:  # a GGUF base's copy
-        model = load_trained(spec, Path(lab), bundle, torch.device(device), labels)
+    lab = lab_of(bundle) or bundle  # paths in the spec are absolute; the lab names its cache
+    model = load_trained(spec, lab, bundle, torch.device(device), labels)
     tokenizer = AutoTokenizer.from_pretrained(bundle)
     return model, tokenizer, info

@@ -3,11 +3,14 @@
 The checklist:
 - `files`: every file listed in SHA256SUMS is there with its hash, and no file is unlisted (a
   tampered or missing file is named);
-- `base`: the base model (`--base`, or the recorded path) has the recorded weight hashes;
+- `base`: the base model (`--base`, or the recorded path) has the recorded weight hashes; a
+  model trained from scratch, its config and tokenizer (the bundle's `base/`) their hashes;
 - `load`: the model loads the way a user loads it (`tunelab.load_bundle`);
 - `predictions`: the stored validation sample is predicted again and compared with the run's
   own predictions: exactly on the device type the run was evaluated on in float32; on another
-  device or dtype up to DEVICE_TOLERANCE of the examples may differ (said in the result).
+  device or dtype up to DEVICE_TOLERANCE of the examples may differ (said in the result). A
+  language model's documents (task pretrain) are scored again, their NLL equal within
+  NLL_TOLERANCE.
 
 `verify_bundle` runs `python -m tunelab.stages.export.verify` in a new interpreter, so nothing
 of the exporting process (a model in memory, a patched module) can make a bundle look sound.
@@ -25,7 +28,7 @@ from pathlib import Path
 from tunelab.core.digest import sha256_file
 from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
-from tunelab.stages.export.load import check_base, read_bundle
+from tunelab.stages.export.load import check_base, default_base, read_bundle
 
 SUMS = "SHA256SUMS"
 DEVICE_TOLERANCE = 0.05
@@ -59,7 +62,7 @@ def verify_bundle(bundle: Path, base: Path | None = None, device: str = "cpu") -
 def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     start = time.perf_counter()
     info = read_bundle(bundle)
-    base = Path(base or info["base_model"]["path"])
+    base = Path(base or default_base(info, bundle))
     items = [check_files(bundle)]
     items.append(_guarded("base", lambda: _base(info, base)))
     loaded: dict = {}
@@ -171,10 +174,16 @@ def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
 CONFIDENCE_TOLERANCE = 1e-3
 """A classifier's confidence may move this much with the batch's padding (the run evaluated
 the whole split in length-sorted batches, verify only the sample)."""
+NLL_TOLERANCE = 1e-4
+"""A scored document's NLL may move this much, relative to itself, when the sample's windows
+are batched otherwise than the whole split's were."""
 
 
 def _same(stored: dict, now: dict) -> bool:
-    """The label (and its confidence, within CONFIDENCE_TOLERANCE), or the generated text."""
+    """The label (and its confidence, within CONFIDENCE_TOLERANCE), the generated text, or a
+    scored document's NLL (within NLL_TOLERANCE of it)."""
+    if "nll" in stored:
+        return abs(stored["nll"] - now["nll"]) <= NLL_TOLERANCE * max(1.0, abs(stored["nll"]))
     if "predicted" in stored:
         close = abs(stored.get("confidence", 0) - now.get("confidence", 0)) <= CONFIDENCE_TOLERANCE
         return stored["predicted"] == now["predicted"] and close

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.layout import CHECKS, EXPORTS, SIZING
 from tunelab.core.store import Store, read_json
 
 
@@ -64,18 +65,18 @@ def same_device(target: str, measured: dict) -> bool:
 
 def latest_check(store: Store, device_type: str) -> dict | None:
     """The newest check record measured on `device_type` (`env.device.type`)."""
-    return _newest(_records(store, "checks"), lambda r: _device_type(r) == device_type)
+    return _newest(_records(store, CHECKS), lambda r: _device_type(r) == device_type)
 
 
 def latest_size(store: Store, device_type: str) -> dict | None:
     """The newest size record measured on `device_type` (its `device`)."""
-    return _newest(_records(store, "sizing"), lambda r: r.get("device") == device_type)
+    return _newest(_records(store, SIZING), lambda r: r.get("device") == device_type)
 
 
 def finished_exports(store: Store) -> dict[str, tuple[float, str] | None]:
     """Measured export and verify durations (seconds, source), the newest of each, or None."""
     out: dict[str, tuple[float, str] | None] = {"export": None, "verify": None}
-    for record in reversed(_records(store, "exports")):
+    for record in reversed(_records(store, EXPORTS)):
         if out["export"] is None and _number(record.get("seconds")):
             out["export"] = (float(record["seconds"]), f"{record['file']} seconds")
         verified = record.get("verified")
@@ -112,9 +113,8 @@ def timed_item(check: dict | None, name: str) -> float | None:
 def _records(store: Store, folder: str) -> list[dict]:
     """Every JSON record of a store folder, each with its `file` and `time` (its `created`,
     else the file's modification time: size records carry no date)."""
-    path = store.root / folder
     out = []
-    for file in sorted(path.glob("*.json")) if path.exists() else []:
+    for file in store.numbered(folder):
         try:
             record = read_json(file)
         except (OSError, json.JSONDecodeError):

@@ -16,8 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunelab.core.lab import Lab
+from tunelab.core.layout import PLANS
 from tunelab.core.sections import RentalSpec
-from tunelab.core.store import Store, atomic_write_json, now
+from tunelab.core.store import Store, now
 from tunelab.stages.plan.figures import figures
 from tunelab.stages.plan.layout import layout
 from tunelab.stages.plan.records import (
@@ -29,7 +30,6 @@ from tunelab.stages.plan.records import (
     same_device,
 )
 
-PLANS = "plans"
 DAYS = (3, 7, 30)
 
 
@@ -50,7 +50,7 @@ def run_plan(
     price = rental.price_per_hour if price_per_hour is None else price_per_hour
     target = device or rental.device
     _check_inputs(days, price, tokens_per_second)
-    version = store.current_data()
+    version = lab.data_version
     counts = {split: c["n"] for split, c in store.data_manifest(version)["counts"].items()}
     run = reference_run(store.runs(), target, version, lab.spec.method.type)
     measured = run["env"]["device"]
@@ -86,8 +86,9 @@ def run_plan(
         "based_on": _based_on(run, check, size, version, counts, fig),
         "file": str(path.relative_to(store.lab)),
     }
-    atomic_write_json(path, record)
-    store.log_event(
+    store.save(
+        path,
+        record,
         "plan",
         plan=plan_id,
         file=record["file"],

@@ -18,8 +18,10 @@ from markupsafe import Markup, escape
 
 from tunelab.core.digest import sha256_bytes
 from tunelab.core.lab import Lab
+from tunelab.core.layout import EXPORTS, SIZING
 from tunelab.core.store import atomic_write_text
 from tunelab.stages.report import charts, sections
+from tunelab.stages.report.recorded_spec import recorded_spec
 
 REPORT_FILE = "lab-report.html"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -75,13 +77,15 @@ def render(context: dict[str, Any]) -> str:
 
 
 def gather(lab: Lab) -> dict[str, Any]:
-    """Everything the page shows, read from the spec and the store's records."""
+    """Everything the page shows, read from the store's records; the spec too is one a run
+    recorded (`recorded_spec`), today's `tunelab.yaml` only before any run."""
     store = lab.store
     records = store.runs()
     colours = charts.run_colours([r["id"] for r in records])
     events = [e for e in store.events() if e.get("event") != "report"]
     comparisons = store.comparisons()
-    spec = lab.spec.to_dict()
+    shown = recorded_spec(records, comparisons, lab.spec.to_dict())
+    spec = shown["spec"]
     valid = [r for r in records if r.get("status") != "invalid"]  # kept out of the figures
     return {
         "lab": lab.path.name,
@@ -89,16 +93,17 @@ def gather(lab: Lab) -> dict[str, Any]:
         "sections": SECTIONS,
         "titles": dict(SECTIONS),
         "spec": spec,
+        "spec_note": shown["note"],
         "data": sections.data_version(store),
         **sections.runs(store, records),
         "curves": sections.curves(valid, colours),
         "comparison": sections.comparison(comparisons[-1]) if comparisons else None,
         "groups": sections.groups(valid, colours, spec.get("guardrails") or []),
         "confusions": sections.confusions(valid),
-        "sizing": [sections.sizing(p) for p in sections.record_files(store.root / "sizing")],
+        "sizing": [sections.sizing(p) for p in store.numbered(SIZING)],
         "plan": sections.plan(store),
         "finals": sections.finals(store),
-        "exports": [sections.export(p) for p in sections.record_files(store.root / "exports")],
+        "exports": [sections.export(p) for p in store.numbered(EXPORTS)],
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from tunelab.core.layout import PLANS
 from tunelab.core.ledger import summary
 from tunelab.core.store import RUN_STATES, Store, StoreError, read_json
 from tunelab.stages.report import charts
@@ -306,7 +307,7 @@ def sizing(path: Path) -> dict:
 
 def plan(store: Store) -> dict | None:
     """The newest `tunelab plan` record, its phases on a timeline."""
-    paths = record_files(store.root / "plans")
+    paths = store.numbered(PLANS)
     if not paths:
         return None
     record = read_json(paths[-1])
@@ -364,23 +365,6 @@ def export(path: Path) -> dict:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def record_files(folder: Path) -> list[Path]:
-    """The JSON records in a folder, in the order they were made (`2-…` before `10-…`)."""
-    if not folder.is_dir():
-        return []
-    paths = [p for p in folder.glob("*.json") if p.stat().st_size > 0]
-    return sorted(paths, key=lambda p: (_leading_number(p.stem), p.name))
-
-
-def _leading_number(stem: str) -> int:
-    digits = ""
-    for ch in stem.lstrip("cpr"):
-        if not ch.isdigit():
-            break
-        digits += ch
-    return int(digits) if digits else -1
 
 
 def _read(path: Path) -> Any:

@@ -6,8 +6,9 @@ construction; the summary sets the values side by side on the primary metric.
 A data key (`data.cleaning`, `data.dedup.*`, `data.sources`...) builds a data version per value
 first, each with validation and test pinned to the current version (`data.eval_from`, unless
 the spec pins them already), so every variant is evaluated on the same examples and pairs with
-the same parent; the current data version is set back afterwards. Values are YAML, separated
-by commas outside brackets: `data.cleaning=[],[{rule: whitespace}]`.
+the same parent. The store's current version is never changed: each variant is handed its own
+version (`Lab.data`), so a `tunelab run` started meanwhile trains on the current one. Values
+are YAML, separated by commas outside brackets: `data.cleaning=[],[{rule: whitespace}]`.
 """
 
 from __future__ import annotations
@@ -68,28 +69,25 @@ def run_ablation(
 ) -> dict:
     key, values = parse_assignment(assignment)
     data_key = key.startswith("data.")
-    store = open_records_lab(lab_path).store
-    current = store.current_data()
+    current = open_records_lab(lab_path).data_version  # read once, never changed here
     rows = []
-    try:
-        for value in values:
-            overrides = {key: value}
-            if data_key:
-                overrides |= _pinned(lab_path, current)
-            lab = open_lab(lab_path, overrides, device)
-            if data_key:
-                version = build_data(lab.spec, lab.path, lab.store)["version"]
-                if console:
-                    console.print(f"{key}={value}: data version {version}")
-            n = seeds or lab.spec.training.replicates
-            if n > 1:
-                group = run_replicates(lab, n, run_name(key, value), console, parent=parent)
-                rows.append(_row(lab, value, group["runs"][0], group))
-            else:
-                record = run_variant(lab, run_name(key, value), console, parent=parent)
-                rows.append(_row(lab, value, record))
-    finally:
-        store.set_current_data(current)  # the spec's own data stays current
+    for value in values:
+        overrides = {key: value}
+        if data_key:
+            overrides |= _pinned(lab_path, current)
+        lab = open_lab(lab_path, overrides, device)
+        lab.data = current
+        if data_key:
+            lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
+            if console:
+                console.print(f"{key}={value}: data version {lab.data}")
+        n = seeds or lab.spec.training.replicates
+        if n > 1:
+            group = run_replicates(lab, n, run_name(key, value), console, parent=parent)
+            rows.append(_row(lab, value, group["runs"][0], group))
+        else:
+            record = run_variant(lab, run_name(key, value), console, parent=parent)
+            rows.append(_row(lab, value, record))
     return {"key": key, "values": values, "runs": rows, "data_version": current}
 
 

@@ -17,8 +17,9 @@ from rich.console import Console
 
 from tunelab.core.errors import Interrupted
 from tunelab.core.lab import Lab
+from tunelab.core.layout import GROUPS
 from tunelab.core.replicates import replicate_seeds
-from tunelab.core.store import Store, atomic_write_json, now
+from tunelab.core.store import Store, now
 from tunelab.stages.run.variant import run_variant
 
 
@@ -30,7 +31,7 @@ def with_seed(lab: Lab, seed: int) -> Lab:
 
 def open_group(store: Store, kind: str, name: str, base_seed: int, seeds: list[int], **extra):
     """A new replicate group's record (`kind`: replicates or noise), written at once."""
-    group_id, path = store.reserve("groups", "g")
+    group_id, path = store.reserve(GROUPS, "g")
     group = {
         "id": group_id,
         "kind": kind,
@@ -41,8 +42,7 @@ def open_group(store: Store, kind: str, name: str, base_seed: int, seeds: list[i
         "members": [],
         **extra,
     }
-    atomic_write_json(path, group)
-    store.log_event("group_started", group=group_id, kind=kind, seeds=len(seeds))
+    store.save(path, group, "group_started", group=group_id, kind=kind, seeds=len(seeds))
     return group, path
 
 
@@ -59,6 +59,7 @@ def train_seeds(
     each member as it ends; returns the completed members' records. A failed replicate is kept
     in the group and the next one trains; an interrupted one stops the group."""
     store, have, completed = lab.store, have or {}, []
+    lab.data = lab.data_version  # read once: every seed trains on the same version
     for index, seed in enumerate(group["seeds"]):
         if seed in have:
             member = {"index": index, "seed": seed, "run": have[seed], "trained": False}
@@ -95,7 +96,7 @@ def train_seeds(
                 console.print(f"[red]seed {seed} failed[/]: {member['error']}")
         finally:
             group["finished"] = len(completed)
-            atomic_write_json(path, group)
+            store.save(path, group, "group_member", group=group["id"], seed=seed)
     store.log_event("group_ended", group=group["id"], finished=len(completed))
     return completed
 

@@ -16,9 +16,11 @@ import torch
 from rich.console import Console
 
 from tunelab.core import ledger
+from tunelab.core.digest import sha256_file
 from tunelab.core.env import pick_device
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
+from tunelab.core.layout import PREDICTIONS, WEIGHTS
 from tunelab.core.spec import validate_spec
 from tunelab.core.stopping import graceful_stop
 from tunelab.core.store import Store, atomic_dir, check_run_name, now, write_jsonl
@@ -108,17 +110,16 @@ def run_variant(
     allow_warnings: str | None = None,
     parent: str | None = None,
     reason: str | None = None,
-    version: str | None = None,
     replicate: dict | None = None,
 ) -> dict:
-    """Train one variant on data `version` (default: the current one). A replicate (`replicate`:
+    """Train one variant on the lab's data version (`Lab.data_version`). A replicate (`replicate`:
     its group, index, seed and the group's `base_seed`) is diffed against its parent as the
     group's first seed would be: its seed is the group's draw, not a change."""
     spec, store = lab.spec, lab.store
     spec.require_plan()
     name = check_run_name(name or spec.method.type)  # refused before anything loads
     lab, world = _on_world(lab)
-    version = version or store.current_data()
+    version = lab.data_version
     parent_record = resolve_parent(store, version, parent)
     as_diffed = spec.to_dict()
     if replicate is not None:
@@ -186,6 +187,7 @@ def resume_run(
     run_dir = store.run_dir(run_id)
     _check_resumable(record, run_dir)
     lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
+    lab.data = record["data_version"]
     lab, world = _on_world(lab)
     try:
         renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
@@ -272,10 +274,12 @@ def _train_and_finish(
         predictions, record["metrics"] = evaluate_rows(
             model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
         )
-        write_jsonl(run_dir / "predictions.jsonl", predictions)
-        with atomic_dir(run_dir / "weights", replace=True) as weights:
+        write_jsonl(run_dir / PREDICTIONS, predictions)
+        record["predictions_sha256"] = sha256_file(run_dir / PREDICTIONS)
+        with atomic_dir(run_dir / WEIGHTS, replace=True) as weights:
             files = save_trained(model, weights)
-        record["weights"] = {"dir": "weights", "files": files}
+        hashes = {f: sha256_file(run_dir / WEIGHTS / f) for f in files}  # `tunelab fsck` reads
+        record["weights"] = {"dir": WEIGHTS, "files": files, "sha256": hashes}
     return record
 
 

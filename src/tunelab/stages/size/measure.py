@@ -29,7 +29,8 @@ from tunelab.core.digest import sha256_json
 from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
-from tunelab.core.store import atomic_write_json
+from tunelab.core.layout import SIZING
+from tunelab.core.store import now
 from tunelab.modeling.model import apply_method, load_tokenizer, resolve_path
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
@@ -179,7 +180,7 @@ def run_size(
                 f"{torch.cuda.device_count()}"
             )
     precision, precision_choice = resolve_precision(spec.training.precision, lab.device)
-    version = store.current_data()
+    version = lab.data_version
     labels = store.data_manifest(version)["labels"]
     renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
     train_set, _ = renderer.training(store.read_split(version, "train"))
@@ -234,7 +235,7 @@ def run_size(
         "data_version": version,
         "spec_hash": spec_hash(spec),
         "device": device,
-        "model": {"path": str(model_dir), "dtype": spec.model.dtype, "kind": spec.model_kind},
+        "model": {"path": str(model_dir), "dtype": spec.model.dtype, "model_kind": spec.model_kind},
         "method": spec.method.type,
         "precision": precision,
         "precision_choice": precision_choice,
@@ -347,12 +348,13 @@ def _save(store, result: dict, seq: int, mb: int, estimated_mb: float, largest: 
     strategy × processes with --nproc) and log the event."""
     p = result.get("processes")
     tail = f"-{p['strategy']}{p['nproc']}" if p else ""
-    path = store.root / "sizing" / f"{result['data_version']}-{result['spec_hash']}{tail}.json"
-    atomic_write_json(path, result)
-    result["file"] = str(path)
-    store.log_event(
+    name = f"{result['data_version']}-{result['spec_hash']}{tail}.json"
+    path = store.path(SIZING, name)
+    result |= {"created": now(), "file": str(path.relative_to(store.lab))}
+    store.save(
+        path,
+        result,
         "size",
-        file=str(path.relative_to(store.lab)),
         seq_len=seq,
         microbatch=mb,
         measured_peak_mb=result["measured_peak_mb"],

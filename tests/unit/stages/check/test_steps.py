@@ -11,11 +11,10 @@ import torch
 
 from tunelab.core.lab import open_lab
 from tunelab.core.spec import parse_overrides
-from tunelab.core.store import atomic_write_json
 from tunelab.data import build_data
 from tunelab.modeling import model as model_lib
 from tunelab.stages.check import reload as preflight_reload
-from tunelab.stages.check.record import check_path, check_status, latest_check, spec_hash
+from tunelab.stages.check.record import check_status, latest_check, wiring
 from tunelab.stages.check.reload import check_backend, compare_outputs, loss_and_logits
 from tunelab.stages.check.steps import run_check
 from tunelab.training.step import summed_loss
@@ -118,6 +117,7 @@ def test_clean_classification_lab_passes_and_reloads_in_a_fresh_process(make_lab
     assert parts["load"] + parts["outputs"] <= parts["process"] <= reload["seconds"]
 
     assert latest_check(lab.store, lab.spec, result["data_version"]) == result
+    assert result["wiring"] == wiring(lab.spec)  # what the key hashes, kept to name changes
     assert (lab.path / result["file"]).exists()
     assert lab.store.events()[-1]["event"] == "check"
     assert check_status(lab, result["data_version"])["warning"] is None
@@ -216,28 +216,6 @@ def test_loss_and_logits_takes_one_forward_pass_and_matches_two():
     assert model.calls == 1 and not model._forward_hooks  # one pass, the hook removed
     assert torch.equal(loss, summed_loss(model, batch))
     assert torch.equal(logits, model(batch["input_ids"], batch["attention_mask"]).logits)
-
-
-def test_the_spec_hash_covers_wiring_not_schedule(make_lab):
-    path = make_lab()
-
-    def key(*overrides):
-        return spec_hash(open_lab(path, parse_overrides(list(overrides))).spec)
-
-    same = key()
-    assert key("training.lr=1e-3", "training.seed=3", "training.budget.steps=9") == same
-    assert key("evaluation.batch_size=4", "hypothesis.min_effect=0.5") == same
-    for change in ("method.r=2", "model.dtype=bfloat16", "training.precision=bf16"):
-        assert key(change) != same, change
-
-
-def test_run_status_without_a_check_or_from_another_platform(make_lab):
-    lab = ready(make_lab())
-    version = lab.store.current_data()
-    assert "no `tunelab check`" in check_status(lab, version)["warning"]
-    record = {"passed": True, "items": [], "file": "x", "platform": {"device": "cuda"}}
-    atomic_write_json(check_path(lab.store, lab.spec, version), record)
-    assert "another platform" in check_status(lab, version)["warning"]
 
 
 def test_outputs_compare_exactly_on_cpu_and_within_tolerance_elsewhere():

@@ -367,6 +367,7 @@ def add_version(lab: Lab, version: str, validation: list[dict]) -> None:
     manifest = {"labels": LABELS, "split_sha256": {"validation": digest}}
     atomic_write_json(folder / "manifest.json", manifest)
     lab.store.set_current_data(version)
+    lab.data = version  # as a command opened after it would read it
 
 
 def validation_rows(changed: int = 0, added: int = 0, removed: int = 0) -> list[dict]:

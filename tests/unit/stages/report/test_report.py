@@ -12,7 +12,7 @@ import yaml
 
 from tunelab.core.lab import Lab
 from tunelab.core.ledger import invalidate
-from tunelab.core.spec import SPEC_FILE, validate_spec
+from tunelab.core.spec import SPEC_FILE, load_spec, validate_spec
 from tunelab.core.store import Store, atomic_write_json, write_jsonl
 from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.report.html import REPORT_FILE, SECTIONS, gather, render, write_report
@@ -234,6 +234,28 @@ def test_every_section_has_its_heading_and_real_content(page):
     assert "bundles/tickets-lora" in exports and "not yet" in exports
 
 
+def test_editing_the_spec_after_the_runs_changes_nothing_on_the_page(tmp_path):
+    """The compass section, like the rest, shows what the runs recorded: the reference's
+    hypothesis and guardrails, which the verdicts beside them were judged by."""
+    lab = build_lab(tmp_path / "tickets")
+    before = render(gather(lab))
+    compass = section(before, "compass")
+    assert "As recorded with run <code>r001-probe</code>" in compass
+    assert "the reference of comparison <code>c001</code>" in compass
+    edited = SPEC | {
+        "compass": {"kind": "research", "why": "A sentence written after the runs."},
+        "hypothesis": {"behaviour": "something else", "metric": "macro_f1", "min_effect": 0.1},
+        "guardrails": [{"metric": "accuracy", "scope": "overall", "max_drop": 0.2}],
+        "model": {"path": "another-model"},
+    }
+    (lab.path / SPEC_FILE).write_text(yaml.safe_dump(edited), encoding="utf-8")
+    reopened = Lab(lab.path, load_spec(lab.path / SPEC_FILE), Store(lab.path), None)
+    after = render(gather(reopened))
+    assert section(after, "compass") == compass
+    assert "written after the runs" not in after and "another-model" not in after
+    assert after == before  # the whole page is read from the records
+
+
 def test_text_is_escaped_and_nothing_is_fetched(page):
     assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page)
@@ -243,6 +265,7 @@ def test_text_is_escaped_and_nothing_is_fetched(page):
 def test_an_empty_lab_says_none_yet_in_every_section(tmp_path):
     empty = Lab(tmp_path, validate_spec(SPEC), Store(tmp_path), None)
     page = render(gather(empty))
+    assert "From the current <code>tunelab.yaml</code>" in section(page, "compass")
     for anchor, title in SECTIONS[1:]:
         assert f"<h2>{title}</h2>" in section(page, anchor)
         assert "none yet" in section(page, anchor), anchor

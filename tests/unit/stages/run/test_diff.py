@@ -161,7 +161,7 @@ def test_a_parent_stored_before_a_field_existed_reads_its_default():
 
 def write(store: Store, name: str, kind: str, status: str = "completed", version: str = "v1"):
     run_id, _ = store.new_run(name)
-    record = {"id": run_id, "kind": kind, "status": status, "data_version": version}
+    record = {"id": run_id, "kind": kind, "status": status, "data_version": version, "spec": {}}
     store.write_record(run_id, record)
     return run_id
 

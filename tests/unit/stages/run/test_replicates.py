@@ -24,7 +24,7 @@ SPEC = {
 
 
 def fake_lab(tmp_path: Path) -> Lab:
-    return Lab(tmp_path, validate_spec(SPEC), Store(tmp_path), torch.device("cpu"))
+    return Lab(tmp_path, validate_spec(SPEC), Store(tmp_path), torch.device("cpu"), data="v1")
 
 
 def fake_run(fail_at: set[int], interrupt_at: set[int] = frozenset()):
@@ -37,6 +37,7 @@ def fake_run(fail_at: set[int], interrupt_at: set[int] = frozenset()):
             "id": run_id,
             "kind": "variant",
             "status": "running",
+            "data_version": "v1",
             "replicate": replicate,
             "spec": lab.spec.to_dict(),
             "metrics": {"n": 3, "accuracy": 0.5 + replicate["index"] / 10},

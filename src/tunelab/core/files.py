@@ -1,0 +1,148 @@
+"""Durable files: every write whole or absent, whatever moment a kill lands.
+
+Files go through `atomic_write_text` (a temporary file, fsync, rename, fsync of the folder),
+folders through `atomic_dir`, and logs through `append_line` (one fsynced append under an
+exclusive lock, a line cut short by a full disk taken back). A name left behind by a kill
+starts with `.` and ends in `.tmp`; no reader looks at it. The store (`core.store`) writes
+through these; it alone knows the names.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tunelab.core.chain import last_line
+from tunelab.core.stopping import held
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file, fsync, rename, fsync the folder: a kill leaves the old or
+    the new file, never part of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it 0600; a record is an ordinary file
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:  # name the file in the message
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
+    _fsync(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    """Make a file's content, or a folder's entries (a rename, a new file), durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_dir(path: Path, replace: bool = False) -> Iterator[Path]:
+    """A folder written whole or not at all.
+
+    Yields a hidden temporary folder beside `path` to write into. When the block ends, its
+    files are fsynced and it is renamed to `path`, which must be absent or empty; with
+    `replace`, an existing `path` is swapped out and removed. An error or Ctrl-C removes the
+    temporary folder and leaves `path` as it was; so does a kill, short of the hidden folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it 0700
+        yield tmp
+        for file in (f for f in tmp.rglob("*") if f.is_file()):
+            _fsync(file)
+        _swap_in(tmp, path, replace)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
+    """Rename `tmp` to `path`; with `replace`, the folder already there is moved aside first
+    (and put back if the rename fails), then removed."""
+    old = None
+    if replace and path.exists():
+        old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+        os.replace(path, old)  # onto an empty folder
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        if old is not None:
+            os.replace(old, path)
+        raise
+    _fsync(path.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def append_line(path: Path, line: str | Callable[[bytes | None], str]) -> None:
+    """Append one line to a log, whole: a single write, fsynced with its folder, under an
+    exclusive lock on the file, so that concurrent writers append one after another. `line`
+    may be a function of the log's last line (`core.chain.linked`: the hash chain).
+
+    Ctrl-C or SIGTERM waits until the line is written. A write cut short (a full disk, a
+    file-size limit) is taken back, so the next line does not land on a half one; and a line
+    left without its newline (by a kill of an older version) gets one before the next."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with held():
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
+            size = os.fstat(fd).st_size
+            text = line(last_line(fd, size)) if callable(line) else line
+            data = (text + "\n").encode("utf-8")
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError as err:
+                os.ftruncate(fd, size)
+                raise OSError(err.errno, err.strerror, str(path)) from err
+        finally:
+            os.close(fd)
+        _fsync(path.parent)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))

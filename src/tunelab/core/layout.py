@@ -1,0 +1,95 @@
+"""Every name in a lab's store (`.tunelab/`), and the store's format version.
+
+Layout (format 2)::
+
+    .tunelab/
+      format.json                   the store format this lab is written in (STORE_FORMAT)
+      events.jsonl                  append-only, hash-chained log of what every command did
+      data/CURRENT                  id of the newest data version
+      data/<version>/               manifest.json, report.json, quarantine.jsonl,
+                                    duplicates.jsonl, train/validation/test.jsonl (test sealed)
+      runs/rNNN-<name>/             record.json, predictions.jsonl, weights/, heartbeat.json,
+                                    checkpoint/: one folder per run, never deleted
+      comparisons/cNNN.json         `tunelab compare`
+      groups/gNNN.json              replicate groups (`--seeds N`, `tunelab noise`)
+      noise/nNNN.json               measured noise floors (`tunelab noise`)
+      plans/pNNN.json               rental plans (`tunelab plan`)
+      finals/<n>-<run>.json         openings of the sealed test split (`tunelab final`)
+      exports/<n>-<run>.json        exports and their verification (`tunelab export`, `verify`)
+      checks/<version>-<key>.json   preflights (`tunelab check`)
+      sizing/<version>-<key>.json   memory plans (`tunelab size`), and sizing/scratch/
+      cache/                        derived files (a GGUF's dequantized copy, trained BPEs,
+                                    remote-code modules), rebuilt when missing
+    bundles/<run>/                  beside the store: exported bundles (`tunelab export`)
+
+Numbered records are ordered by their number (`c2` before `c10`, `2-r…` before `10-r…`), and
+every number is reserved the same way (`Store.reserve`): under the folder's lock, one past the
+highest taken, created exclusively.
+
+Format history (a lab records its format in `format.json`; a tunelab refuses a newer one):
+
+1. Labs written before the format was recorded: read as they are. The log's chain starts at
+   their first new event, and their records carry no hash in the log (not checked).
+2. `format.json`; every record's sha256 in the event that wrote it; a completed run's weights
+   and predictions hashed in its record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+STORE_FORMAT = 2
+"""The store format this tunelab writes (see the history above)."""
+
+STORE_DIR = ".tunelab"
+FORMAT = "format.json"
+EVENTS = "events.jsonl"
+DATA = "data"
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+RUNS = "runs"
+RECORD = "record.json"
+PREDICTIONS = "predictions.jsonl"
+WEIGHTS = "weights"
+HEARTBEAT = "heartbeat.json"
+COMPARISONS = "comparisons"
+GROUPS = "groups"
+NOISE = "noise"
+PLANS = "plans"
+FINALS = "finals"
+EXPORTS = "exports"
+CHECKS = "checks"
+SIZING = "sizing"
+CACHE = "cache"
+BUNDLES = "bundles"
+LOCK = ".lock"
+
+_NUMBER = re.compile(r"[a-z]*(\d+)")
+
+
+def number_of(path: Path) -> int:
+    """The number a record's name starts with (`c012` -> 12, `3-r004-lora` -> 3); -1 if none."""
+    found = _NUMBER.match(path.stem)
+    return int(found.group(1)) if found else -1
+
+
+def read_format(root: Path) -> dict:
+    """The store's `format.json`: `{"format": N, ...}`; format 1 for a store written before
+    the format was recorded (or no store yet)."""
+    path = root / FORMAT
+    if not path.is_file():
+        return {"format": 1}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(found.get("format"), int):
+            raise ValueError("no integer 'format'")
+    except (ValueError, AttributeError) as err:
+        from tunelab.core.store import StoreError
+
+        raise StoreError(
+            f"{path}: not a store format record ({err}); restore it from a backup, or write "
+            f'{{"format": {STORE_FORMAT}}} if this lab was written by this tunelab.'
+        ) from None
+    return found

@@ -1,0 +1,156 @@
+"""The check's record: its key (the spec's wiring) and what `run` says about it. No model loads:
+a check record is written by hand where a test needs one."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunelab.core.lab import open_lab
+from tunelab.core.spec import TrainingSpec, parse_overrides
+from tunelab.core.store import atomic_write_json, now
+from tunelab.stages.check.record import (
+    QUALITY_ONLY,
+    SET_OR_NOT,
+    check_path,
+    check_status,
+    platform_of,
+    spec_hash,
+    wiring,
+)
+
+VERSION = "v1"
+
+
+def lab_at(path, *overrides: str):
+    return open_lab(path, parse_overrides(list(overrides)))
+
+
+def write_check(lab, passed: bool = True, keep_wiring: bool = True) -> dict:
+    """A check record as `run_check` writes it, for `lab`'s spec on VERSION."""
+    path = check_path(lab.store, lab.spec, VERSION)
+    record = {
+        "passed": passed,
+        "failed": [] if passed else ["targets"],
+        "data_version": VERSION,
+        "spec_hash": spec_hash(lab.spec),
+        "file": str(path.relative_to(lab.store.lab)),
+        "platform": platform_of(lab.device),
+        "created": now(),
+    }
+    if keep_wiring:
+        record["wiring"] = wiring(lab.spec)
+    atomic_write_json(path, record)
+    return record
+
+
+def test_every_training_field_is_in_the_key_or_listed_as_quality_only(make_lab):
+    """A field added to the training section later is in the key unless someone lists it here,
+    and a list entry cannot outlive its field."""
+    fields = set(TrainingSpec.model_fields)
+    assert set(QUALITY_ONLY) <= fields and set(SET_OR_NOT) <= fields
+    assert not set(QUALITY_ONLY) & set(SET_OR_NOT)
+    keyed = set(wiring(lab_at(make_lab()).spec)["training"])
+    assert keyed == fields - set(QUALITY_ONLY)
+    assert all(why.strip() for why in (*QUALITY_ONLY.values(), *SET_OR_NOT.values()))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "training.compile=true",
+        "training.activation_checkpointing=true",
+        "training.strategy=fsdp",
+        "training.threads=2",
+        "training.precision=bf16",
+        "training.group_by_length=true",
+        "training.microbatch=2",
+        "training.global_batch=32",
+        "training.max_grad_norm=null",  # clipping off
+        "training.checkpoint_every=5",  # checkpoints on
+        "method.r=2",
+        "model.dtype=bfloat16",
+        "model.attention=eager",
+    ],
+)
+def test_a_switch_that_changes_the_code_changes_the_key(make_lab, change):
+    path = make_lab()
+    assert spec_hash(lab_at(path, change).spec) != spec_hash(lab_at(path).spec)
+
+
+def test_packing_changes_the_key(make_extraction_lab):
+    path = make_extraction_lab()  # packing needs a causal LM
+    assert spec_hash(lab_at(path, "training.packing=true").spec) != spec_hash(lab_at(path).spec)
+
+
+def test_quality_only_fields_leave_the_key_alone(make_lab):
+    path = make_lab()
+    same = spec_hash(lab_at(path, "training.checkpoint_every=5").spec)
+    changed = [
+        "training.lr=1e-3",
+        "training.weight_decay=0.1",
+        "training.schedule=cosine",
+        "training.warmup_steps=3",
+        "training.decay_fraction=0.5",
+        "training.budget.steps=9",
+        "training.seed=3",
+        "training.replicates=3",
+        "training.max_grad_norm=0.5",  # still clipping
+        "training.checkpoint_every=50",  # still checkpointing
+        "evaluation.batch_size=4",
+        "hypothesis.min_effect=0.5",
+        "compass.why=another sentence",
+    ]
+    assert spec_hash(lab_at(path, *changed).spec) == same
+
+
+def test_a_check_without_packing_warns_a_packed_run_and_names_the_switch(make_extraction_lab):
+    path = make_extraction_lab()
+    checked = write_check(lab_at(path))
+    packed = check_status(lab_at(path, "training.packing=true"), VERSION)
+    assert packed["passed"] is None and packed["file"] is None
+    warning = packed["warning"]
+    assert warning.startswith("no `tunelab check` has run for this spec and data version")
+    assert checked["file"] in warning and "training.packing false, now true" in warning
+    assert "Run it again" in warning
+    # an lr change is quality, not wiring: the same check covers it, silently
+    other_lr = check_status(lab_at(path, "training.lr=1e-3"), VERSION)
+    assert other_lr == {"file": checked["file"], "passed": True, "warning": None}
+
+
+def test_the_warning_lists_a_few_changes_and_counts_the_rest(make_lab):
+    path = make_lab()
+    write_check(lab_at(path))
+    switches = [
+        "training.compile=true",
+        "training.group_by_length=true",
+        "training.threads=2",
+        "training.strategy=fsdp",
+        "training.max_grad_norm=null",
+        "model.attention=eager",
+    ]
+    warning = check_status(lab_at(path, *switches), VERSION)["warning"]
+    # in the order of their names: the first four, then a count
+    assert 'model.attention "auto", now "eager"; training.compile false, now true' in warning
+    assert 'training.max_grad_norm "set", now "not set"; and 2 more.' in warning
+    assert "training.threads" not in warning
+
+
+def test_a_check_recorded_before_wiring_was_kept_still_warns_in_words(make_lab):
+    path = make_lab()
+    write_check(lab_at(path), keep_wiring=False)
+    warning = check_status(lab_at(path, "training.compile=true"), VERSION)["warning"]
+    assert "another task, model, method or training switch" in warning
+
+
+def test_run_status_without_a_check_after_a_failed_one_or_from_another_platform(make_lab):
+    path = make_lab()
+    lab = lab_at(path)
+    assert check_status(lab, VERSION)["warning"] == (
+        "no `tunelab check` has run for this spec and data version: run it first (minutes, on "
+        "a slice) to catch wiring errors before a long run"
+    )
+    write_check(lab, passed=False)
+    assert "FAILED (targets)" in check_status(lab, VERSION)["warning"]
+    record = write_check(lab) | {"platform": {"device": "cuda"}}
+    atomic_write_json(check_path(lab.store, lab.spec, VERSION), record)
+    assert "another platform" in check_status(lab, VERSION)["warning"]

@@ -1,0 +1,61 @@
+"""A data ablation hands each variant its own data version and never changes the current one,
+so a `tunelab run` started meanwhile trains on the version it was given."""
+
+from __future__ import annotations
+
+from tunelab.core.lab import open_lab
+from tunelab.core.store import Store
+from tunelab.data import build_data
+from tunelab.stages.run import ablate
+
+
+def test_a_data_ablation_never_switches_the_current_version(make_lab, monkeypatch):
+    lab_path = make_lab()
+    lab = open_lab(lab_path, device="cpu")
+    current = build_data(lab.spec, lab.path, lab.store)["version"]
+    seen = []
+
+    def fake_variant(variant_lab, name, console, **_):
+        # what a `tunelab run` opened at this moment would read, beside what this variant got
+        meanwhile = open_lab(lab_path, device="cpu")
+        seen.append((variant_lab.data_version, meanwhile.data_version))
+        return {
+            "id": f"r00{len(seen)}-{name}",
+            "data_version": variant_lab.data_version,
+            "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
+            "training": {"seconds": 1.0},
+        }
+
+    monkeypatch.setattr(ablate, "run_variant", fake_variant)
+    result = ablate.run_ablation(lab_path, "data.cleaning=[],[{rule: lowercase}]")
+    given = [variant for variant, _ in seen]
+    assert all(meanwhile == current for _, meanwhile in seen)  # CURRENT never moved
+    assert given[1] != current  # the lowercase variant trained on its own version
+    assert [row["data_version"] for row in result["runs"]] == given  # and its record says so
+    assert Store(lab_path).current_data() == current
+    events = [e for e in Store(lab_path).events() if e["event"] == "data"]
+    assert [e["current"] for e in events][-2:] == [False, False]
+
+
+def test_a_model_ablation_trains_on_the_version_read_when_it_started(make_lab, monkeypatch):
+    lab_path = make_lab()
+    lab = open_lab(lab_path, device="cpu")
+    first = build_data(lab.spec, lab.path, lab.store)["version"]
+    seen = []
+
+    def fake_variant(variant_lab, name, console, **_):
+        seen.append(variant_lab.data_version)
+        if len(seen) == 1:  # a `tunelab data` with other rules lands between two variants
+            other = open_lab(lab_path, {"data.cleaning": [{"rule": "lowercase"}]}, device="cpu")
+            build_data(other.spec, other.path, other.store)
+        return {
+            "id": f"r00{len(seen)}-{name}",
+            "data_version": variant_lab.data_version,
+            "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
+            "training": {"seconds": 1.0},
+        }
+
+    monkeypatch.setattr(ablate, "run_variant", fake_variant)
+    ablate.run_ablation(lab_path, "training.lr=1e-3,1e-2")
+    assert Store(lab_path).current_data() != first
+    assert seen == [first, first]
