@@ -77,7 +77,7 @@ def run_baseline(lab: Lab, console: Console | None = None, name: str | None = No
         check_run_name(name)
     version = lab.data_version
     labels = store.data_manifest(version)["labels"]
-    base = identity(spec.model, lab.path, _pack_length(spec))
+    base = identity(spec.model, lab.path, _pack_length(spec), version)
     methods = BASELINES[spec.model_kind]
     found = identical_baselines(lab, version, base, name)
     already = [found[m] for m in methods if m in found]
@@ -205,10 +205,11 @@ def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) 
     info = {"model": "the base model, zero-shot, with the lab's template and decoding"}
     record, run_dir = _open(lab, at, "zero-shot", info)
     with ledger.recording(lab, record):
-        tokenizer = load_tokenizer(lab.spec.model, lab.path)
+        tokenizer = load_tokenizer(lab.spec.model, lab.path, at.version)
         renderer = make_renderer(lab.spec, tokenizer, at.labels, lab.path)
         # a scratch model's baseline: its untrained weights, drawn as the runs draw them
-        model = load_causal(lab.spec.model, lab.path, lab.device, lab.spec.training.seed)
+        seed = lab.spec.training.seed
+        model = load_causal(lab.spec.model, lab.path, lab.device, seed, at.version)
         e = lab.spec.evaluation
         predictions, record["metrics"] = evaluate_rows(
             model, renderer, at.validation, e.batch_size, e.max_new_tokens, lab.device

@@ -50,7 +50,7 @@ def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
     version = lab.data_version
     labels = lab.store.data_manifest(version)["labels"]
     rows = lab.store.read_split(version, split)
-    tokenizer = load_tokenizer(lab.spec.model, lab.path)
+    tokenizer = load_tokenizer(lab.spec.model, lab.path, version)
     out = {
         "data_version": version,
         "split": split,

@@ -184,7 +184,7 @@ def step_seconds(items: list[dict]) -> dict[str, float]:
 
 def _render(ctx: dict) -> dict:
     lab = ctx["lab"]
-    tokenizer = model_lib.load_tokenizer(lab.spec.model, lab.path)
+    tokenizer = model_lib.load_tokenizer(lab.spec.model, lab.path, lab.data_version)
     ctx["renderer"] = make_renderer(lab.spec, tokenizer, ctx["labels"], lab.path)
     ctx["examples"], rejected = ctx["renderer"].training(ctx["train_rows"])
     detail = f"{len(ctx['examples'])} of {len(ctx['train_rows'])} train rows render for training"

@@ -182,7 +182,7 @@ def run_size(
     precision, precision_choice = resolve_precision(spec.training.precision, lab.device)
     version = lab.data_version
     labels = store.data_manifest(version)["labels"]
-    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
+    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path, version), labels, lab.path)
     train_set, _ = renderer.training(store.read_split(version, "train"))
     lengths = measured_lengths(train_set, seq_len, spec.model.max_length)
     seq = lengths["seq_len"]["value"]

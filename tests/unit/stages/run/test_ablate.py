@@ -9,6 +9,16 @@ from tunelab.data import build_data
 from tunelab.stages.run import ablate
 
 
+def _record(n: int, name: str, version: str) -> dict:
+    """What the ablation reads of a variant's record."""
+    return {
+        "id": f"r00{n}-{name}",
+        "data_version": version,
+        "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
+        "training": {"seconds": 1.0},
+    }
+
+
 def test_a_data_ablation_never_switches_the_current_version(make_lab, monkeypatch):
     lab_path = make_lab()
     lab = open_lab(lab_path, device="cpu")
@@ -19,12 +29,7 @@ def test_a_data_ablation_never_switches_the_current_version(make_lab, monkeypatc
         # what a `tunelab run` opened at this moment would read, beside what this variant got
         meanwhile = open_lab(lab_path, device="cpu")
         seen.append((variant_lab.data_version, meanwhile.data_version))
-        return {
-            "id": f"r00{len(seen)}-{name}",
-            "data_version": variant_lab.data_version,
-            "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
-            "training": {"seconds": 1.0},
-        }
+        return _record(len(seen), name, variant_lab.data_version)
 
     monkeypatch.setattr(ablate, "run_variant", fake_variant)
     result = ablate.run_ablation(lab_path, "data.cleaning=[],[{rule: lowercase}]")
@@ -48,12 +53,7 @@ def test_a_model_ablation_trains_on_the_version_read_when_it_started(make_lab, m
         if len(seen) == 1:  # a `tunelab data` with other rules lands between two variants
             other = open_lab(lab_path, {"data.cleaning": [{"rule": "lowercase"}]}, device="cpu")
             build_data(other.spec, other.path, other.store)
-        return {
-            "id": f"r00{len(seen)}-{name}",
-            "data_version": variant_lab.data_version,
-            "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
-            "training": {"seconds": 1.0},
-        }
+        return _record(len(seen), name, variant_lab.data_version)
 
     monkeypatch.setattr(ablate, "run_variant", fake_variant)
     ablate.run_ablation(lab_path, "training.lr=1e-3,1e-2")
