@@ -113,15 +113,19 @@ class Store:
             return
         from importlib.metadata import PackageNotFoundError, version
 
-        try:
-            tunelab = version("tunelab")
-        except PackageNotFoundError:
-            tunelab = None
-        lines = verify(self.log_path)["lines"]
-        self.format = {"format": STORE_FORMAT, "tunelab": tunelab, "created": now()}
-        if lines:
-            self.format |= {"upgraded_from": 1, "since_line": lines + 1}
-        atomic_write_json(self.root / layout.FORMAT, self.format)
+        with locked(self.root / layout.LOCK):  # one claim, whoever comes first
+            self.format = layout.read_format(self.root)
+            if self.format["format"] == STORE_FORMAT:
+                return
+            try:
+                tunelab = version("tunelab")
+            except PackageNotFoundError:
+                tunelab = None
+            lines = verify(self.log_path)["lines"]
+            self.format = {"format": STORE_FORMAT, "tunelab": tunelab, "created": now()}
+            if lines:
+                self.format |= {"upgraded_from": 1, "since_line": lines + 1}
+            atomic_write_json(self.root / layout.FORMAT, self.format)
 
     def path(self, *parts: str) -> Path:
         """A path inside the store, from `core.layout`'s names."""

@@ -34,10 +34,10 @@ from pathlib import Path
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
-from tunelab.core.layout import FINALS
+from tunelab.core.layout import FINALS, LOCK
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
-from tunelab.core.store import Store
+from tunelab.core.store import Store, locked
 from tunelab.training.evaluate import evaluate_rows, protocol, score
 
 
@@ -195,29 +195,30 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     chain = store.require_intact_log("final")
     record = store.read_record(run_id)
     _check_run(store, record)
-    earlier = final_accesses(store)
-    _check_reason(earlier, reason)
-    verdict, comparison = latest_verdict(store, run_id)
-    _check_verdict(run_id, verdict, comparison, reason)
-    spec = validate_spec(record["spec"])
-    version = record["data_version"]
+    with locked(store.path(FINALS, LOCK)):  # a second `final` at once sees this one
+        earlier = final_accesses(store)
+        _check_reason(earlier, reason)
+        verdict, comparison = latest_verdict(store, run_id)
+        _check_verdict(run_id, verdict, comparison, reason)
+        spec = validate_spec(record["spec"])
+        version = record["data_version"]
 
-    rows, digest = open_sealed(store, version)
-    n = len(earlier) + 1
-    out = store.root / FINALS / f"{n}-{run_id}.json"
-    access = {
-        "n": n,
-        "run": run_id,
-        "reason": reason,
-        "repeated": bool(earlier),
-        "verdict": verdict,
-        "comparison": comparison,
-        "data_version": version,
-        "test_sha256": digest,
-        "examples": len(rows),
-        "file": str(out.relative_to(store.lab)),
-    }
-    store.log_event("final", **access)
+        rows, digest = open_sealed(store, version)
+        n = len(earlier) + 1
+        out = store.root / FINALS / f"{n}-{run_id}.json"
+        access = {
+            "n": n,
+            "run": run_id,
+            "reason": reason,
+            "repeated": bool(earlier),
+            "verdict": verdict,
+            "comparison": comparison,
+            "data_version": version,
+            "test_sha256": digest,
+            "examples": len(rows),
+            "file": str(out.relative_to(store.lab)),
+        }
+        store.log_event("final", **access)
 
     try:
         _, metrics = _evaluate(lab, record, spec, rows)

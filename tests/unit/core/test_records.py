@@ -223,3 +223,13 @@ def test_a_damaged_format_record_says_what_to_do(tmp_path):
     (root / layout.FORMAT).write_text("not json")
     with pytest.raises(StoreError, match=r"format\.json: not a store format record"):
         Store(tmp_path)
+
+
+def test_the_format_is_claimed_once_however_many_stores_were_open(tmp_path):
+    root = tmp_path / layout.STORE_DIR
+    root.mkdir()
+    (root / layout.EVENTS).write_text('{"time": "t", "event": "data"}\n')
+    first, second = Store(tmp_path), Store(tmp_path)  # both opened while it was format 1
+    first.log_event("run_started")
+    second.log_event("run_completed")
+    assert read_json(root / layout.FORMAT)["since_line"] == 2

@@ -248,3 +248,43 @@ def test_a_final_result_missing_from_the_log_is_refused(lab_with_baselines):
     # record anchors it
     with pytest.raises(SealBrokenError, match=rf"{first['file']} records an opening"):
         run_final(lab, "r001-majority", None)
+
+
+def _final_in_a_process(lab: str, queue) -> None:
+    try:
+        queue.put(run_final(open_lab(Path(lab)), "r001-majority", None)["n"])
+    except FinalError as err:
+        queue.put(str(err))
+
+
+def test_two_finals_at_once_open_the_seal_once_without_a_reason(lab_with_baselines, monkeypatch):
+    """The second of two finals started together sees the first's opening and asks for a
+    reason, as it would one after the other."""
+    import contextlib
+    import multiprocessing
+    import threading
+
+    from tunelab.stages import final
+
+    monkeypatch.setattr(final, "_check_verdict", lambda *_: None)  # a baseline, as if chosen
+    ctx = multiprocessing.get_context("fork")
+    meet, read = ctx.Barrier(2), final.final_accesses
+
+    def racing(store):  # both read the access log before either writes, unless one must wait
+        found = read(store)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            meet.wait(timeout=3)
+        return found
+
+    monkeypatch.setattr(final, "final_accesses", racing)
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_final_in_a_process, args=(str(lab_with_baselines[0]), queue))]
+    procs.append(ctx.Process(target=_final_in_a_process, args=(str(lab_with_baselines[0]), queue)))
+    for p in procs:
+        p.start()
+    outcomes = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert sorted(outcomes, key=str)[0] == 1  # one opened it, as access 1
+    assert "already opened" in next(o for o in outcomes if isinstance(o, str))
+    assert [a["n"] for a in final_accesses(Store(lab_with_baselines[0]))] == [1]
