@@ -16,11 +16,15 @@ demo: $(VENV)/.demo
 
 test: $(VENV)/.dev lint test-fast test-slow
 
+# The fast suite runs in a random order (pytest-randomly), so an order dependence shows; the seed
+# is printed first, and `SEED=N make test-fast` runs that order again.
 test-fast: $(VENV)/.dev
-	$(VENV)/bin/pytest -m "not slow" -q
+	@seed=$${SEED:-$$($(PY) -c 'import random; print(random.randrange(2**32))')}; \
+	echo "fast suite in random order: --randomly-seed=$$seed (SEED=$$seed make test-fast repeats it)"; \
+	$(VENV)/bin/pytest -m "not slow" -q -p randomly --randomly-seed=$$seed
 
 test-slow: $(VENV)/.dev
-	$(VENV)/bin/pytest -m slow -q --durations=25
+	$(VENV)/bin/pytest -m slow -q --durations=25 -p no:randomly
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests bench

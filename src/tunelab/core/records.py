@@ -3,7 +3,8 @@
 Each kind is a pydantic model of the keys every reader relies on, with their types; a record may
 carry more (a stage's own details), and a key means the same in every kind that has it:
 
-- `kind` of a run is what made it (`baseline`, `variant`); the model's kind is `model_kind`;
+- `kind` of a run is what made it (`baseline`, `variant`); the model's kind is `model_kind`
+  (a sizing record's `model.model_kind`);
 - `method` of a run is the method's name (`lora`, `probe`); the method's settings live in its
   `spec`;
 - `created` is when the record was first written (UTC, ISO 8601); `file` is its path relative to
@@ -126,10 +127,16 @@ class Check(Shape):
     created: str
 
 
+class SizedModel(Shape):
+    path: str
+    dtype: str
+    model_kind: str
+
+
 class Sizing(Shape):
     data_version: str
     spec_hash: str
-    model_kind: str
+    model: SizedModel
     created: str
     file: str
 

@@ -86,7 +86,7 @@ EXAMPLES = {
     "sizing/v1-abc.json": {
         "data_version": "v1",
         "spec_hash": "abc",
-        "model_kind": "encoder",
+        "model": {"path": "m", "dtype": "float32", "model_kind": "encoder"},
         "created": "t",
         "file": ".tunelab/sizing/v1-abc.json",
     },

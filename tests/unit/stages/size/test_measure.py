@@ -313,7 +313,7 @@ def _check_record(lab, r: dict) -> None:
     out = Console(file=io.StringIO(), width=120)
     show_preflight.size(r, out)
     assert "largest microbatch" in out.file.getvalue()
-    saved = json.loads(Path(r["file"]).read_text())
+    saved = json.loads((lab.path / r["file"]).read_text())  # relative to the lab
     assert saved["data_version"] == lab.store.current_data()
     assert any(e["event"] == "size" for e in lab.store.events())
 
