@@ -18,6 +18,7 @@ Layout (format 2)::
       exports/<n>-<run>.json        exports and their verification (`tunelab export`, `verify`)
       checks/<version>-<key>.json   preflights (`tunelab check`)
       sizing/<version>-<key>.json   memory plans (`tunelab size`), and sizing/scratch/
+      inspect/<version>/            contact sheets of an image lab (`tunelab inspect`)
       cache/                        derived files (a GGUF's dequantized copy, trained BPEs,
                                     remote-code modules), rebuilt when missing
     bundles/<run>/                  beside the store: exported bundles (`tunelab export`)
@@ -63,8 +64,13 @@ EXPORTS = "exports"
 CHECKS = "checks"
 SIZING = "sizing"
 CACHE = "cache"
+INSPECT = "inspect"
 BUNDLES = "bundles"
 LOCK = ".lock"
+"""A numbered folder's lock, held while a number is taken (`Store.reserve`)."""
+FINALS_LOCK = ".finals.lock"
+"""Held by `final` while it reads the access log and logs its opening (in the store's root, so
+a refused final leaves no `finals/` folder)."""
 
 _NUMBER = re.compile(r"[a-z]*(\d+)")
 

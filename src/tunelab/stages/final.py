@@ -34,7 +34,7 @@ from pathlib import Path
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
-from tunelab.core.layout import FINALS, LOCK
+from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store, locked
@@ -195,7 +195,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     chain = store.require_intact_log("final")
     record = store.read_record(run_id)
     _check_run(store, record)
-    with locked(store.path(FINALS, LOCK)):  # a second `final` at once sees this one
+    with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one
         earlier = final_accesses(store)
         _check_reason(earlier, reason)
         verdict, comparison = latest_verdict(store, run_id)

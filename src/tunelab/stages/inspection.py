@@ -31,6 +31,7 @@ BLOCKING = frozenset(
         "loss_on_prompt",
         "empty_loss_mask",
         "chat_template_missing",
+        "size_shortcut",
     }
 )
 """Largest over smallest class count above which the imbalance warning fires."""
@@ -50,6 +51,13 @@ def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
     version = lab.data_version
     labels = lab.store.data_manifest(version)["labels"]
     rows = lab.store.read_split(version, split)
+    if lab.spec.task.type == "image_classification":  # no tokens: sizes, modes, contact sheets
+        from tunelab.stages.inspect_images import image_view
+
+        summary, findings = image_view(lab, rows, split)
+        findings += _imbalance(rows) if len(labels) > 1 else []
+        head = {"data_version": version, "split": split, "rows": len(rows), "kind": "images"}
+        return head | {"summary": summary, "findings": findings, "examples": []}
     tokenizer = load_tokenizer(lab.spec.model, lab.path, version)
     out = {
         "data_version": version,

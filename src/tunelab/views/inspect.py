@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 
 def inspect(result: dict, console: Console) -> None:
+    if result.get("kind") == "images":
+        _images(result, console)
+        _findings(result["findings"], console)
+        return
     console.print(
         f"[bold]{result['split']} split of data version {result['data_version']}[/]: "
         f"{result['rows']} rows, {result['model_kind']} model, "
@@ -43,13 +48,41 @@ def inspect(result: dict, console: Console) -> None:
                 else ""
             )
         )
-    for f in result["findings"]:
+    _findings(result["findings"], console)
+
+
+def _findings(findings: list[dict], console: Console) -> None:
+    for f in findings:
         mark = "[bold red]BLOCKING[/]" if f["blocking"] else "[yellow]warning[/]"
         console.print(
             f"{mark} {f['code']}: {f['message']} ({f['count']} rows, e.g. {f['example']})"
         )
-    if not result["findings"]:
+    if not findings:
         console.print("[green]no findings[/]")
+
+
+def _images(result: dict, console: Console) -> None:
+    """Per category: how many, their sizes and aspect ratios, modes, and the contact sheet."""
+    console.print(
+        f"[bold]{result['split']} split of data version {result['data_version']}[/]: "
+        f"{result['rows']} images"
+    )
+    table = Table("category", "images", "width p5/p50/p95", "height p5/p50/p95", "aspect p50")
+    table.add_column("modes")
+    for label, c in result["summary"]["categories"].items():
+        w, h = c["width"], c["height"]
+        modes = ", ".join(f"{m} {n}" for m, n in c["modes"].items())
+        table.add_row(
+            label,
+            str(c["count"]),
+            f"{w['p5']}/{w['p50']}/{w['p95']}",
+            f"{h['p5']}/{h['p50']}/{h['p95']}",
+            f"{c['aspect']['p50']:.2f}",
+            modes,
+        )
+    console.print(table)
+    for label, c in result["summary"]["categories"].items():
+        console.print(f"[dim]contact sheet of {label}: {c['contact_sheet']}[/]")
 
 
 def _token_text(ex: dict) -> Text:
