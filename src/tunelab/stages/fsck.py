@@ -31,6 +31,7 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.layout import BUNDLES, DATA, MANIFEST, PREDICTIONS, RECORD
 from tunelab.core.store import Store, read_json
+from tunelab.core.sums import SUMS, BundleError, compare, listed
 
 
 def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dict:
@@ -180,18 +181,23 @@ def _run_files(store: Store, folder: Path, record: dict, not_checked: list[str])
 
 def _bundles(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n, again = [], 0, "export the run again"
-    for sums in sorted((store.lab / BUNDLES).glob("*/SHA256SUMS")):
-        n += 1
-        for line in sums.read_text(encoding="utf-8").splitlines():
-            digest, _, name = line.partition("  ")
-            path = sums.parent / name
-            if ".." in Path(name).parts or Path(name).is_absolute():
-                out.append(_problem(store, "bundle", sums, f"lists {name!r}, outside it", again))
-            elif path.is_symlink():
-                out.append(_problem(store, "bundle", path, "a link, not a plain file", again))
-            else:
-                out += _hashed(store, "bundle", path, digest, "changed since the export", again)
-        out += _anchored(store, sums.parent / "tunelab.json")
+    for path in sorted((store.lab / BUNDLES).glob(f"*/{SUMS}")):
+        n, bundle = n + 1, path.parent
+        try:
+            found = compare(bundle, listed(bundle))
+        except BundleError as err:
+            out.append(_problem(store, "bundle", path, str(err), again))
+            continue
+        for what, names in (
+            ("changed since the export", found["changed"]),
+            ("missing", found["missing"]),
+        ):
+            out += [_problem(store, "bundle", bundle / name, what, again) for name in names]
+        out += [
+            _problem(store, "bundle", bundle / name, "not listed in SHA256SUMS", again)
+            for name in found["unlisted"]
+        ]
+        out += _anchored(store, bundle / "tunelab.json")
     return out, n
 
 

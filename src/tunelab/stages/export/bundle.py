@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 from tunelab.core.chain import verify
-from tunelab.core.digest import sha256_file
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
@@ -42,6 +41,7 @@ from tunelab.core.store import (
     read_jsonl,
     write_jsonl,
 )
+from tunelab.core.sums import write_sums
 from tunelab.stages.export.card import model_card
 from tunelab.stages.export.leftovers import remove_leftovers, writing
 from tunelab.stages.export.limitations import limitations
@@ -57,7 +57,6 @@ SAMPLE = {"encoder": 32, "causal": 16}
 """Rows stored from a larger split (other batches: a classifier's confidence may move a
 little, see `verify.CONFIDENCE_TOLERANCE`)."""
 BUNDLE_FILE = "tunelab.json"
-SUMS = "SHA256SUMS"
 
 
 class ExportError(TunelabError):
@@ -195,17 +194,6 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
     atomic_write_json(bundle / BUNDLE_FILE, info)
     atomic_write_text(bundle / "README.md", model_card(info))
     return info, base
-
-
-def write_sums(bundle: Path) -> dict[str, str]:
-    """`SHA256SUMS` in sha256sum's format over every other file of the bundle."""
-    sums = {
-        f.relative_to(bundle).as_posix(): sha256_file(f)
-        for f in sorted(bundle.rglob("*"))
-        if f.is_file() and f.name != SUMS
-    }
-    atomic_write_text(bundle / SUMS, "".join(f"{h}  {name}\n" for name, h in sums.items()))
-    return sums
 
 
 def _check_exportable(record: dict) -> None:

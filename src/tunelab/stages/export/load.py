@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.layout import CACHE, STORE_DIR
+from tunelab.core.sums import require_plain
 
 BUNDLE_FILE = "tunelab.json"
 SCRATCH_BASE = "base"
@@ -116,7 +117,9 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
     A GGUF base is dequantized once into `cache_root(bundle)/gguf`, keyed by the file's
     sha256: the lab's store (`LAB/.tunelab/cache/gguf`) when the bundle lies inside a lab,
     else the user's cache (`$XDG_CACHE_HOME/tunelab/gguf`, by default
-    `~/.cache/tunelab/gguf`); a later load of the same file finds it there. A base with
+    `~/.cache/tunelab/gguf`); a later load of the same file finds it there. A bundle whose
+    `SHA256SUMS` names a path outside it, or that holds a link, is refused before anything in
+    it is read (`core.sums.require_plain`). A base with
     `trust_remote_code` has its Python files copied into `cache_root(bundle)/modules`."""
     import torch
     from transformers import AutoTokenizer
@@ -125,6 +128,7 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
     from tunelab.modeling.model import load_trained
 
     bundle = Path(bundle)
+    require_plain(bundle)  # a listing that points outside it, or a link: refused unread
     info = read_bundle(bundle)
     base = Path(base or default_base(info, bundle)).resolve()
     check_base(info, base)

@@ -25,12 +25,11 @@ import time
 import traceback
 from pathlib import Path
 
-from tunelab.core.digest import sha256_file
+from tunelab.core import sums as contents
 from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
 from tunelab.stages.export.load import check_base, default_base, read_bundle
 
-SUMS = "SHA256SUMS"
 DEVICE_TOLERANCE = 0.05
 """Share of the sample that may be predicted differently on another device type or dtype."""
 TIMEOUT_S = 1800
@@ -85,26 +84,21 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
 
 
 def check_files(bundle: Path) -> dict:
-    sums = bundle / SUMS
-    if not sums.exists():
-        return item("files", False, f"{sums} is missing: the bundle cannot be checked")
-    listed = {}
-    for line in sums.read_text(encoding="utf-8").splitlines():
-        digest, _, name = line.partition("  ")
-        listed[name] = digest
-    changed = [
-        n for n, d in listed.items() if not (bundle / n).is_file() or sha256_file(bundle / n) != d
-    ]
-    present = {f.relative_to(bundle).as_posix() for f in bundle.rglob("*") if f.is_file()}
-    unlisted = sorted(present - set(listed) - {SUMS})
-    missing = [n for n in changed if not (bundle / n).is_file()]
-    tampered = [n for n in changed if n not in missing]
+    """Every listed file there with its hash, none unlisted; a listing that points outside the
+    bundle fails before anything listed is opened, and a link counts as changed
+    (`contents`)."""
+    try:
+        sums = contents.listed(bundle)
+    except contents.BundleError as err:
+        return item("files", False, str(err))
+    found = contents.compare(bundle, sums)
+    tampered, missing, unlisted = found["changed"], found["missing"], found["unlisted"]
     problems = [
         f"{what}: {names}"
         for what, names in (("changed", tampered), ("missing", missing), ("not listed", unlisted))
         if names
     ]
-    detail = "; ".join(problems) or f"all {len(listed)} files match SHA256SUMS"
+    detail = "; ".join(problems) or f"all {len(sums)} files match SHA256SUMS"
     return item("files", not problems, detail, changed=tampered, missing=missing, unlisted=unlisted)
 
 
