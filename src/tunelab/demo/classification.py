@@ -202,10 +202,14 @@ def _conclusion(result: dict, variants: list[dict]) -> str:
             return f"{', '.join(won)} beat {reference} {how or 'on one seed each'}" + (
                 ": whether a new seed would too is not measured here." if not how else "."
             )
+    worse = [r["id"] for r in variants if r["verdict"] == "worse"]
+    below = f" ({', '.join(worse)} did worse)" if worse else ""
     if reference.endswith("-probe"):
+        score = next((r.get("macro_f1") for r in result["runs"] if r["id"] == reference), None)
+        scored = f" scores {style.pct(score)}% macro-F1 and" if score is not None else ""
         return (
-            "A linear probe on frozen MiniLM embeddings (mean-pooled, as the model was trained "
-            "to be used) is already strong on this easy topic task, and these short fine-tuning "
-            "runs do not beat it: the honest answer to the question is no, not at this budget."
+            f"A linear probe on frozen MiniLM embeddings ({reference}, mean-pooled, as the model "
+            f"was trained to be used){scored} is not beaten by these short fine-tuning "
+            f"runs{below}: the honest answer to the question is no, not at this budget."
         )
-    return f"No variant beats {reference}: the answer is no, not at this budget."
+    return f"No variant beats {reference}{below}: the answer is no, not at this budget."

@@ -29,8 +29,12 @@ def test_counted_seeds_name_where_their_spread_came_from():
 
 
 def test_the_conclusion_reads_the_verdicts():
-    probe = {"reference": "r002-probe"}
-    assert "do not beat it" in _conclusion(probe, [row("r003-lora", "no evidence")])
+    probe = {"reference": "r002-probe", "runs": [{"id": "r002-probe", "macro_f1": 0.931}]}
+    said = _conclusion(probe, [row("r003-lora", "no evidence")])
+    assert "(r002-probe," in said and "scores 93.1% macro-F1" in said and "not beaten" in said
+    probe["runs"][0]["macro_f1"] = 0.5
+    worse = _conclusion(probe, [row("r003-lora", "worse")])
+    assert "scores 50.0% macro-F1" in worse and "(r003-lora did worse)" in worse
     one = _conclusion(probe, [row("r003-lora", "improved on one seed")])
     assert one.startswith("r003-lora beat r002-probe on one seed each") and "not measured" in one
     beyond = _conclusion({"reference": "r001-majority"}, [row("r003-lora", "improved")])
