@@ -42,6 +42,11 @@ def opened_records(args: argparse.Namespace):
     return open_records_lab(args.lab, parse_overrides(getattr(args, "overrides", None) or []))
 
 
+def needs_model_task(lab) -> None:
+    """A task whose models tunelab can load (`Spec.require_model_task`: not an image lab yet)."""
+    lab.spec.require_model_task()
+
+
 def needs_plan(lab) -> None:
     """A hypothesis and a guardrail: what training is for (`Spec.require_plan`)."""
     lab.spec.require_plan()

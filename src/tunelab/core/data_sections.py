@@ -18,7 +18,9 @@ class Source(_Section):
     type: str
     """Loader name: jsonl, csv, parquet (one file each), folder (one sub-folder per label) or
     hf_dataset (a folder written by `datasets`' `save_to_disk`; a DatasetDict's train,
-    validation and test splits are kept as the user's split)."""
+    validation and test splits are kept as the user's split). An image lab (task
+    image_classification) reads image_folder (one sub-folder of images per label), or jsonl,
+    csv, parquet and hf_dataset with an image column (`fields.image`)."""
     path: str
     """File or folder, relative to the lab folder unless absolute. It must resolve (links
     followed) to a place inside the lab folder unless `data.allow_outside_lab` is true."""
@@ -36,6 +38,9 @@ class Source(_Section):
 class Fields(_Section):
     text: str = "text"
     """Column holding the input text."""
+    image: str = "image"
+    """Column holding the image (task image_classification): a path relative to the lab
+    folder (the rules of a source path apply), or a `datasets.Image` value (bytes)."""
     label: str = "label"
     """Column holding the label (classification), or an optional category used to stratify
     and sample generative examples."""
@@ -88,6 +93,15 @@ class DedupSpec(_Section):
     conflicts: Literal["quarantine", "report"] = "quarantine"
     """The same text with different labels (or targets): quarantine every copy, or keep them
     all and only report the conflict."""
+    image_hamming: int = Field(6, ge=0, le=32)
+    """Images: the largest Hamming distance between two difference hashes (64 bits) at which
+    two different pictures count as near-duplicates (0: identical hashes only)."""
+
+
+class ImagesSpec(_Section):
+    max_pixels: int = Field(50_000_000, gt=0)
+    """Pillow's decompression-bomb limit (`Image.MAX_IMAGE_PIXELS`), set to this while the
+    images are decoded: a larger image is quarantined (image_too_large), not decoded."""
 
 
 class MixtureStage(_Section):
@@ -119,6 +133,8 @@ class DataSpec(_Section):
     cleaning: list[CleaningRule] = Field(default_factory=list)
     split: SplitSpec = SplitSpec()
     dedup: DedupSpec = DedupSpec()
+    images: ImagesSpec = ImagesSpec()
+    """How images are read (task image_classification); recorded in the version's settings."""
     mixture: Mixture | None = None
     """Sample training batches from the sources by weight instead of uniformly over rows."""
     max_chars: int = Field(100_000, gt=0)

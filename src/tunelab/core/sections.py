@@ -55,6 +55,17 @@ class ClassificationTask(_Section):
     needs_target: ClassVar[bool] = False
 
 
+class ImageClassificationTask(_Section):
+    type: Literal["image_classification"] = "image_classification"
+    labels: list[str] | None = None
+    """The label set in a fixed order; inferred (sorted) from the data when left out. Each
+    example is an image (`data.fields.image`, or a file in a label folder of an
+    `image_folder` source)."""
+
+    generative: ClassVar[bool] = False
+    needs_target: ClassVar[bool] = False
+
+
 class ExtractionTask(_Section):
     type: Literal["extraction"] = "extraction"
     json_schema: dict[str, Any] | str
@@ -86,7 +97,8 @@ class FormatTask(_Section):
 
 
 TaskSpec = Annotated[
-    ClassificationTask | ExtractionTask | FormatTask | PretrainTask, Field(discriminator="type")
+    ClassificationTask | ImageClassificationTask | ExtractionTask | FormatTask | PretrainTask,
+    Field(discriminator="type"),
 ]
 
 

@@ -19,6 +19,7 @@ from tunelab.core.data_sections import (
     DataSpec,
     DedupSpec,
     Fields,
+    ImagesSpec,
     Mixture,
     MixtureStage,
     Source,
@@ -38,6 +39,7 @@ from tunelab.core.sections import (
     FullMethod,
     Guardrail,
     Hypothesis,
+    ImageClassificationTask,
     LoraMethod,
     MethodSpec,
     ModelSpec,
@@ -65,6 +67,8 @@ __all__ = [
     "FullMethod",
     "Guardrail",
     "Hypothesis",
+    "ImageClassificationTask",
+    "ImagesSpec",
     "LoraMethod",
     "MethodSpec",
     "Mixture",
@@ -189,6 +193,24 @@ class Spec(_Section):
         if self.model.kind != "auto":
             return self.model.kind
         return "causal" if self.task.generative else "encoder"
+
+    @property
+    def images(self) -> bool:
+        """The examples are images (task image_classification), not texts."""
+        return isinstance(self.task, ImageClassificationTask)
+
+    def require_model_task(self) -> None:
+        """A command that loads a model refuses a task that no model of tunelab handles yet,
+        before anything loads: an image lab's data versions are built (`tunelab data`), but
+        no image model is loaded, trained or evaluated yet."""
+        if self.images:
+            raise SpecError(
+                "task.type: image_classification: tunelab builds and inspects image data "
+                "versions today; training or evaluating an image model is not there yet (issue "
+                "26). Build the data with `tunelab data`; the commands that load a model "
+                "(baseline, check, size, run, ablate, noise, resume, final, export) refuse "
+                "this lab until then."
+            )
 
     def require_plan(self) -> None:
         """Training refuses to start without a hypothesis and at least one guardrail."""

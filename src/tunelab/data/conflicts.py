@@ -1,4 +1,4 @@
-"""Label conflicts: the same text (after normalisation) with different answers.
+"""Label conflicts: the same text (after normalisation), or image, with different answers.
 
 Such copies are not duplicates to thin out: one of them is wrongly labelled, and keeping "the
 first" keeps the wrong one as often as not. Every copy of a conflicting text goes to
@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunelab.data.dedup import normalise
+from tunelab.data.dedup import content_key
 from tunelab.data.loaders import Example, Rejection
 
 SHOWN = 10
@@ -44,10 +44,11 @@ def answer_of(ex: Example, generative: bool) -> str:
 
 
 def find_conflicts(examples: list[Example], generative: bool, policy: str) -> Conflicts:
-    """Group by normalised text; a group with more than one answer is a conflict."""
+    """Group by normalised text (an image: by its pixels, `dedup.content_key`); a group with
+    more than one answer is a conflict."""
     by_text: dict[str, list[Example]] = defaultdict(list)
     for ex in examples:
-        by_text[normalise(ex.text)].append(ex)
+        by_text[content_key(ex)].append(ex)
     bad: set[str] = set()
     out = Conflicts(kept=[])
     for copies in by_text.values():
@@ -63,7 +64,8 @@ def find_conflicts(examples: list[Example], generative: bool, policy: str) -> Co
                 out.rejections.append(
                     ex.reject(
                         "label_conflict",
-                        f"the same text has {len(answers)} different answers {answers} "
+                        f"the same {'picture' if ex.image else 'text'} has {len(answers)} "
+                        f"different answers {answers} "
                         f"(other copies: {', '.join(others[:5])})",
                     )
                 )

@@ -14,6 +14,12 @@ are reported by neither). Under `drop_from_train`, a train row goes when it is a
 copy of a validation or test row, or of an earlier train row (in id order). In a large
 group of mutually similar texts (templated rows), each is paired with the group's first
 text only, not with every other (see `near.candidate_pairs`), so the counts stay linear.
+
+Images (task image_classification) go through the same pairing, counting and policy. Their
+exact detector clusters rows by decoded pixels (`content_key`: the same bytes, or the same
+picture re-encoded losslessly), and their near detector (`near_image_clusters`) pairs
+different pictures whose difference hashes are at most `image_hamming` bits apart (a resized
+or re-compressed copy), with similarity 1 - distance / 64.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 from tunelab.core.digest import sha256_bytes
 from tunelab.core.spec import DedupSpec
 from tunelab.core.store import SPLITS
-from tunelab.data import near
+from tunelab.data import near, near_images
 from tunelab.data.loaders import Example
 from tunelab.data.split import Splits
 
@@ -58,6 +64,14 @@ def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def content_key(ex: Example) -> str:
+    """What makes two rows the same example: the normalised text, or an image's decoded
+    pixels (whatever the file's encoding). Exact duplicates and label conflicts group by it."""
+    if ex.image is not None:
+        return f"pixels:{ex.image.pixels_sha256}"
+    return normalise(ex.text)
+
+
 def _rows(splits: Splits) -> list[Member]:
     """Every row, in split order then id order: the order clusters list their members."""
     return [
@@ -70,7 +84,7 @@ def _rows(splits: Splits) -> list[Member]:
 def exact_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
     by_hash: dict[str, list[Member]] = defaultdict(list)
     for split, ex in _rows(splits):
-        digest = sha256_bytes(normalise(ex.text).encode("utf-8"))
+        digest = sha256_bytes(content_key(ex).encode("utf-8"))
         by_hash[digest].append((split, ex))
     return [Cluster("exact", m) for m in by_hash.values() if len(m) > 1]
 
@@ -94,12 +108,37 @@ def near_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster
     return [Cluster("near", [rows[i], rows[j]], s) for i, j, s in sorted(clusters)]
 
 
-DETECTORS: dict[str, Detector] = {"exact": exact_clusters, "near": near_clusters}
+def near_image_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
+    """One cluster per pair of rows whose pictures differ but whose difference hashes are at
+    most `spec.image_hamming` bits apart, in the order of their rows."""
+    spec = spec or DedupSpec()
+    rows = _rows(splits)
+    by_picture: dict[str, list[int]] = defaultdict(list)
+    for i, (_, ex) in enumerate(rows):
+        by_picture[content_key(ex)].append(i)
+    firsts = [members[0] for members in by_picture.values()]  # one row per distinct picture
+    hashes = near_images.as_ints([rows[i][1].image.dhash for i in firsts])
+    pictures = list(by_picture.values())
+    clusters = []
+    for a, b, distance in near_images.close_pairs(hashes, spec.image_hamming):
+        for i in pictures[a]:
+            for j in pictures[b]:
+                first, second = sorted((i, j))
+                clusters.append((first, second, round(1 - distance / near_images.BITS, 3)))
+    return [Cluster("near", [rows[i], rows[j]], s) for i, j, s in sorted(clusters)]
 
 
-def detectors_for(spec: DedupSpec) -> list[str]:
-    """The detectors the spec turns on, in a fixed order."""
-    return [name for name, on in (("exact", spec.exact), ("near", spec.near)) if on]
+DETECTORS: dict[str, Detector] = {
+    "exact": exact_clusters,
+    "near": near_clusters,
+    "near_image": near_image_clusters,
+}
+
+
+def detectors_for(spec: DedupSpec, images: bool = False) -> list[str]:
+    """The detectors the spec turns on, in a fixed order (images: their own near one)."""
+    near_name = "near_image" if images else "near"
+    return [name for name, on in (("exact", spec.exact), (near_name, spec.near)) if on]
 
 
 def pairs_of(cluster: Cluster) -> list[dict[str, Any]]:
@@ -125,7 +164,7 @@ def pairs_of(cluster: Cluster) -> list[dict[str, Any]]:
 
 def _pair(cluster: Cluster, a: Member, b: Member) -> dict[str, Any]:
     method, similarity = cluster.method, cluster.similarity
-    shown = next((ex.text for s, ex in (a, b) if s != "test"), None)
+    shown = next((_shown(ex) for s, ex in (a, b) if s != "test"), None)
     snippet = None if shown is None else _snippet(shown)
     return {
         "kind": f"{a[0]}-{b[0]}",
@@ -135,6 +174,11 @@ def _pair(cluster: Cluster, a: Member, b: Member) -> dict[str, Any]:
         "b": {"id": b[1].id, "split": b[0]},
         "snippet": snippet,
     }
+
+
+def _shown(ex: Example) -> str:
+    """What a pair shows of a row: its text, or an image's file."""
+    return ex.text if ex.image is None else ex.image.file
 
 
 def _snippet(text: str) -> str:
@@ -168,9 +212,11 @@ class Dedup:
         return out
 
 
-def deduplicate(splits: Splits, spec: DedupSpec) -> Dedup:
-    """Find duplicates with every detector the spec turns on, then apply its policy."""
-    clusters = [c for name in detectors_for(spec) for c in DETECTORS[name](splits, spec)]
+def deduplicate(splits: Splits, spec: DedupSpec, images: bool = False) -> Dedup:
+    """Find duplicates with every detector the spec turns on, then apply its policy. `images`:
+    the rows are images (task image_classification)."""
+    detectors = detectors_for(spec, images)
+    clusters = [c for name in detectors for c in DETECTORS[name](splits, spec)]
     pairs = [p for c in clusters for p in pairs_of(c)]
     drop: set[str] = set()
     if spec.policy == "drop_from_train":

@@ -8,8 +8,9 @@ its format at all (no CSV header, not a Parquet file) is a `DataError` naming th
 
 `line` is where a row is in its file: the line for JSONL and CSV (the first line of a
 quoted multi-line CSV row), the row index + 1 for Parquet and a saved Hugging Face dataset,
-and None for a folder source (one file per example). pyarrow and datasets are imported
-inside their readers, only when a lab has such a source.
+and None for a folder source (one file per example: `folder` for texts, `image_folder` for
+images). pyarrow and datasets are imported inside their readers, only when a lab has such a
+source.
 """
 
 from __future__ import annotations
@@ -188,8 +189,37 @@ def _has_surrogate(cells: list[str]) -> bool:
 def _folder(
     path: Path, shown: str, fields: Fields, split: str | None
 ) -> Iterator[Record | Rejection]:
-    """One sub-folder per label, one file per example, read in sorted order. Hidden files
-    (`.DS_Store`, editor swap files) are not data and are skipped."""
+    """One sub-folder per label, one text file per example, read in sorted order."""
+    for item in _label_files(path, shown):
+        if isinstance(item, Rejection):
+            yield item
+            continue
+        file, file_shown, label = item
+        try:
+            text = file.read_bytes().decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError as err:
+            yield Rejection(file_shown, None, "bad_encoding", f"not valid UTF-8: {err.reason}")
+            continue
+        yield Record(file_shown, None, {fields.text: text, fields.label: label})
+
+
+def _image_folder(
+    path: Path, shown: str, fields: Fields, split: str | None
+) -> Iterator[Record | Rejection]:
+    """One sub-folder per label, one image file per example, read in sorted order. The
+    record names the file (as shown: relative to the lab) in the image column; the image is
+    read, decoded and checked with the rows of every image source (`image_rows`)."""
+    for item in _label_files(path, shown):
+        if isinstance(item, Rejection):
+            yield item
+            continue
+        _, file_shown, label = item
+        yield Record(file_shown, None, {fields.image: file_shown, fields.label: label})
+
+
+def _label_files(path: Path, shown: str) -> Iterator[tuple[Path, str, str] | Rejection]:
+    """(file, file as shown, label) for each file of a folder of label sub-folders. Hidden
+    files (`.DS_Store`, editor swap files) are not data and are skipped."""
     for file in folder_files(path):
         rel = file.relative_to(path)
         if any(part.startswith(".") for part in rel.parts):
@@ -198,12 +228,7 @@ def _folder(
         if len(rel.parts) < 2:
             yield Rejection(file_shown, None, "outside_label_folder", "not inside a label folder")
             continue
-        try:
-            text = file.read_bytes().decode("utf-8").removeprefix("\ufeff")
-        except UnicodeDecodeError as err:
-            yield Rejection(file_shown, None, "bad_encoding", f"not valid UTF-8: {err.reason}")
-            continue
-        yield Record(file_shown, None, {fields.text: text, fields.label: rel.parts[0]})
+        yield file, file_shown, rel.parts[0]
 
 
 def folder_files(path: Path) -> list[Path]:
@@ -271,6 +296,12 @@ def _hf_dataset(
 def _dataset_rows(
     dataset: Any, shown: str, fields: Fields, split: str | None
 ) -> Iterator[Record | Rejection]:
+    """An `Image` column in `fields.image` is read undecoded, as its bytes and path: an image
+    lab decodes and checks every image itself, and a text lab never needs it decoded."""
+    import datasets
+
+    if isinstance(dataset.features.get(fields.image), datasets.Image):
+        dataset = dataset.cast_column(fields.image, datasets.Image(decode=False))
     feature = dataset.features.get(fields.label)
     names = getattr(feature, "names", None)  # a ClassLabel
     line = 0
@@ -292,6 +323,7 @@ LOADERS: dict[str, Format] = {
     "csv": Format(_csv, "file"),
     "parquet": Format(_parquet, "file"),
     "folder": Format(_folder, "folder"),
+    "image_folder": Format(_image_folder, "folder"),
     "hf_dataset": Format(_hf_dataset, "folder"),
 }
 

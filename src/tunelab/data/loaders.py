@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunelab.core.digest import sha256_path
 from tunelab.core.spec import DataSpec, Fields, Source
@@ -28,10 +29,14 @@ from tunelab.data.formats import (
 )
 from tunelab.data.paths import Located, locate
 
+if TYPE_CHECKING:
+    from tunelab.data.images import ImageInfo
+
 __all__ = [
     "LOADERS",
     "DataError",
     "Example",
+    "Keys",
     "Loaded",
     "Record",
     "Rejection",
@@ -56,21 +61,55 @@ class Example:
     """The expected answer of a generative example (a JSON object or a string)."""
     source: str | None = None
     """The name of the source it was read from (`data.sources[i].name`)."""
+    image: ImageInfo | None = None
+    """The image of an image example (task image_classification), whose `text` is empty."""
 
     @property
     def origin(self) -> str:
         return self.file if self.line is None else f"{self.file}:{self.line}"
 
+    def hashed(self) -> list[Any]:
+        """What a version id hashes of this row: its id, text and answer, and an image's
+        bytes (by their sha256)."""
+        row = [self.id, self.text, self.label, self.group, self.target]
+        return row if self.image is None else [*row, self.image.bytes_sha256]
+
     def reject(self, kind: str, reason: str) -> Rejection:
         """Quarantine this row at a later stage (cleaning, id checks), keeping where it was."""
         return Rejection(self.file, self.line, kind, reason, self.source)
 
-    def to_row(self) -> dict[str, str]:
+    def to_row(self) -> dict[str, Any]:
+        if self.image is not None:
+            return self._image_row(self.image)
         row = {"id": self.id, "text": self.text, "label": self.label}
         if self.group is not None:
             row["group"] = self.group
         if self.target is not None:
             row["target"] = self.target
+        row["origin"] = self.origin
+        if self.source is not None:
+            row["source"] = self.source
+        return row
+
+    def _image_row(self, image: ImageInfo) -> dict[str, Any]:
+        """An image example's row: `image` is its file in the version folder (relative to
+        it), `file` where it was read from; the other keys describe and hash the picture
+        (`tunelab.data.images`). Code that reads image rows relies on these keys."""
+        row: dict[str, Any] = {
+            "id": self.id,
+            "image": image.stored,
+            "label": self.label,
+            "width": image.width,
+            "height": image.height,
+            "mode": image.mode,
+            "format": image.format,
+            "bytes_sha256": image.bytes_sha256,
+            "pixels_sha256": image.pixels_sha256,
+            "dhash": image.dhash,
+        }
+        if self.group is not None:
+            row["group"] = self.group
+        row["file"] = image.file
         row["origin"] = self.origin
         if self.source is not None:
             row["source"] = self.source
@@ -86,6 +125,7 @@ class Example:
 
 
 _DIGITS = re.compile(r"(\d+)")
+LONE_SURROGATE = "a lone surrogate (an escape such as \\ud800 is no character)"
 
 
 def check_record(
@@ -104,17 +144,9 @@ def check_record(
         return Rejection(rec.file, rec.line, kind, reason)
 
     answer = [] if text_only else [fields.target if generative else fields.label]
-    needed = [fields.text, *answer] + [f for f in (fields.id, fields.group) if f is not None]
-    if split is None and fields.split is not None:
-        needed.append(fields.split)
-    absent = [f for f in needed if f not in rec.values]
-    if absent:
-        return reject(
-            "missing_field", f"missing field(s): {', '.join(absent)} ({_has(rec.values)})"
-        )
-    null = [f for f in needed if rec.values[f] is None]
-    if null:
-        return reject("null_field", f"null value in field(s): {', '.join(null)}")
+    absent = check_present(rec, fields, [fields.text, *answer], split)
+    if absent is not None:
+        return absent
     text = rec.values[fields.text]
     if not isinstance(text, str):
         return reject("bad_text_type", f"text must be a string, got {type(text).__name__}")
@@ -130,6 +162,68 @@ def check_record(
         return reject(
             "bad_target", f"target must be a JSON object or a non-empty string, got {kind}"
         )
+    keys = check_keys(rec, fields, labels, split, generative)
+    if isinstance(keys, Rejection):
+        return keys
+    if not _encodable(text, target):
+        return reject("bad_encoding", LONE_SURROGATE)
+    return Example(
+        keys.id,
+        text,
+        keys.label,
+        rec.file,
+        rec.line,
+        group=keys.group,
+        split=keys.split,
+        target=target,
+    )
+
+
+@dataclass(frozen=True)
+class Keys:
+    """What `check_keys` finds in a row besides its content: label, split, id and group."""
+
+    label: str
+    split: str | None
+    id: str
+    group: str | None
+
+
+def check_present(
+    rec: Record, fields: Fields, content: list[str], split: str | None
+) -> Rejection | None:
+    """The row has every field it needs (the `content` ones, the id and group columns, and
+    the split column when the source brings no split), none of them null."""
+    needed = content + [f for f in (fields.id, fields.group) if f is not None]
+    if split is None and fields.split is not None:
+        needed.append(fields.split)
+    absent = [f for f in needed if f not in rec.values]
+    if absent:
+        return Rejection(
+            rec.file,
+            rec.line,
+            "missing_field",
+            f"missing field(s): {', '.join(absent)} ({_has(rec.values)})",
+        )
+    null = [f for f in needed if rec.values[f] is None]
+    if null:
+        return Rejection(
+            rec.file, rec.line, "null_field", f"null value in field(s): {', '.join(null)}"
+        )
+    return None
+
+
+def check_keys(
+    rec: Record, fields: Fields, labels: list[str] | None, split: str | None, generative: bool
+) -> Keys | Rejection:
+    """The label (required unless `generative`, and one of `labels` when given), the split
+    column's value, and the id and group columns: the checks of every row after its content
+    (the last one, that no string holds a lone surrogate, is made of the content after this).
+    `check_present` has run: the fields needed are there."""
+
+    def reject(kind: str, reason: str) -> Rejection:
+        return Rejection(rec.file, rec.line, kind, reason)
+
     label = (
         _as_str(rec.values.get(fields.label, ""))
         if generative
@@ -154,13 +248,9 @@ def check_record(
         return reject("bad_key", f"{', '.join(bad)} must be a non-empty string or integer")
     example_id = ids[fields.id] if fields.id else origin
     group = ids[fields.group] if fields.group else None
-    if not _encodable(text, label, target, example_id, group):
-        return reject(
-            "bad_encoding", "a lone surrogate (an escape such as \\ud800 is no character)"
-        )
-    return Example(
-        example_id, text, label, rec.file, rec.line, group=group, split=split, target=target
-    )
+    if not _encodable(label, example_id, group):
+        return reject("bad_encoding", LONE_SURROGATE)
+    return Keys(label, split, example_id, group)
 
 
 def _has(values: dict[str, Any]) -> str:
@@ -201,16 +291,22 @@ class Loaded:
     presplit: bool
 
 
+RowCheck = Callable[[Record, "str | None"], "Example | Rejection"]
+"""(a raw record, the split its source or format gives it) -> an example or a rejection."""
+
+
 def load_sources(
     data: DataSpec,
     labels: list[str] | None,
     lab: Path,
     generative: bool = False,
     text_only: bool = False,
+    check: RowCheck | None = None,
 ) -> Loaded:
     """Read every source; ids must be unique across them (later copies are quarantined).
     Every path is checked (`paths.locate`) before any file is read. `text_only` (task
-    pretrain): a row needs its text alone, no target."""
+    pretrain): a row needs its text alone, no target. `check` turns each record into an
+    example (default: `check_record`; an image lab's reads the image, `image_rows`)."""
     located = [locate(s, i, lab, data.allow_outside_lab) for i, s in enumerate(data.sources)]
     whole = [
         s.type == "hf_dataset" and s.split is None and is_dataset_dict(where.path)
@@ -221,8 +317,12 @@ def load_sources(
     seen: set[str] = set()
     for i, source in enumerate(data.sources):
         _check_source(source, i, data.fields, presplit and not whole[i])
+
+    def check_text(rec: Record, split: str | None) -> Example | Rejection:
+        return check_record(rec, data.fields, labels, split, generative, text_only)
+
     for i, (source, where) in enumerate(zip(data.sources, located, strict=True)):
-        rows = _read_source(source, i, where, data.fields, labels, generative, seen, out, text_only)
+        rows = _read_source(source, i, where, data.fields, check or check_text, seen, out)
         out.sources.append(
             {
                 "name": source.source_name,
@@ -242,11 +342,9 @@ def _read_source(
     i: int,
     where: Located,
     fields: Fields,
-    labels: list[str] | None,
-    generative: bool,
+    check: RowCheck,
     seen: set[str],
     out: Loaded,
-    text_only: bool = False,
 ) -> int:
     """Read one source into `out`; return the rows it had (kept or rejected)."""
     rows = 0
@@ -254,8 +352,7 @@ def _read_source(
         for item in get_loader(source.type).read(where.path, where.shown, fields, source.split):
             rows += 1
             if isinstance(item, Record):
-                split = item.split or source.split
-                item = check_record(item, fields, labels, split, generative, text_only)
+                item = check(item, item.split or source.split)
             if isinstance(item, Example) and item.id in seen:
                 item = item.reject("duplicate_id", f"id {item.id!r} is already used")
             if isinstance(item, Rejection):
@@ -280,8 +377,9 @@ def _check_source(source: Source, i: int, fields: Fields, needs_split: bool) -> 
             f"data.sources[{i}].split: other sources are already split; give this one a "
             "split too (train, validation or test), or name a split column in data.fields.split"
         )
-    if source.type == "folder" and (fields.group or (fields.split and source.split is None)):
+    folder = source.type in ("folder", "image_folder")
+    if folder and (fields.group or (fields.split and source.split is None)):
         raise DataError(
-            f"data.sources[{i}]: a folder source has no columns, so data.fields.group and "
+            f"data.sources[{i}]: a {source.type} source has no columns, so data.fields.group and "
             "data.fields.split cannot apply to it (set data.sources[i].split instead)"
         )

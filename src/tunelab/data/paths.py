@@ -4,8 +4,9 @@ A source path is relative to the lab folder unless absolute. It is resolved (sym
 followed) and must land inside the lab: `../x`, a link that points out, or an absolute path
 elsewhere is refused unless `data.allow_outside_lab: true`. Nothing is ever read from the
 lab's store (`.tunelab/`, which holds the sealed test split). A folder source's files are
-checked one by one, so a link inside the folder cannot reach out either. What is read is
-recorded in the data manifest: the resolved path and, for a folder, the files under it.
+checked one by one, so a link inside the folder cannot reach out either, and so is each file
+a row names (an image path column: `locate_file`). What is read is recorded in the data
+manifest: the resolved path and, for a folder, the files under it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ from tunelab.core.store import STORE_DIR
 from tunelab.data.formats import DataError, folder_files, get_loader
 
 ALLOW = "set data.allow_outside_lab: true to read it where it is"
+
+
+class PlaceError(DataError):
+    """A path that exists but may not be read: outside the lab, or inside its store."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        """outside_lab or in_store"""
 
 
 @dataclass
@@ -65,6 +75,18 @@ def locate(source: Source, i: int, lab: Path, allow_outside: bool) -> Located:
     return Located(real, shown, files)
 
 
+def locate_file(given: str, lab: Path, allow_outside: bool, where: str) -> Path:
+    """A file that a row names (an image column), relative to the lab folder unless absolute,
+    resolved and checked by the rules of a source path. A `PlaceError` if it may not be read
+    there, a `DataError` if it is missing or not a regular file; both name `where`."""
+    path = Path(given) if Path(given).is_absolute() else Path(lab) / given
+    real = _resolve(path, where, given)
+    _check_place(real, Path(lab).resolve(), allow_outside, where, repr(given))
+    if not real.is_file():
+        raise DataError(f"{where}: {given!r} is not a regular file (looked at {real})")
+    return real
+
+
 def _resolve(path: Path, where: str, given: str) -> Path:
     try:
         return path.resolve(strict=True)
@@ -88,15 +110,17 @@ def _loop(where: str, given: str) -> str:
 
 def _check_place(real: Path, lab: Path, allow_outside: bool, where: str, shown: str) -> None:
     if real.is_relative_to(lab / STORE_DIR):
-        raise DataError(
+        raise PlaceError(
             f"{where}: {shown} is inside the lab's store ({STORE_DIR}/), which is not data: "
-            "it holds the versions already built and the sealed test split"
+            "it holds the versions already built and the sealed test split",
+            "in_store",
         )
     if not allow_outside and not real.is_relative_to(lab):
         resolves = "is" if shown.strip("'") == str(real) else f"resolves to {real},"
-        raise DataError(
+        raise PlaceError(
             f"{where}: {shown} {resolves} outside the lab folder {lab}; copy the data into the "
-            f"lab, or {ALLOW}"
+            f"lab, or {ALLOW}",
+            "outside_lab",
         )
 
 
@@ -105,12 +129,12 @@ def _check_kind(real: Path, source_type: str, where: str, given: str) -> None:
     if takes == "folder" and not real.is_dir():
         raise DataError(
             f"{where}: {given!r} is not a folder; a {source_type} source is a folder"
-            + (" of label sub-folders" if source_type == "folder" else "")
+            + (" of label sub-folders" if source_type in ("folder", "image_folder") else "")
         )
     if takes == "file" and real.is_dir():
         raise DataError(
             f"{where}: {given!r} is a folder; a {source_type} source is one file (for a folder "
-            "of label sub-folders use type: folder)"
+            "of label sub-folders use type: folder, or image_folder for images)"
         )
     if takes == "file" and not real.is_file():
         raise DataError(

@@ -4,6 +4,10 @@ Every row read is accounted for: it is kept, quarantined (with file, line and re
 removed as a duplicate, and the pipeline refuses to finish if those do not add up. Data no lab
 can use (an empty split, one label left, a source whose every row was quarantined) is refused
 before a version is written (`usable.py`).
+
+An image lab (task image_classification) goes the same way: its records are read into image
+examples (`image_rows`: each image decoded, checked, staged), there is no cleaning, and the
+version keeps its images beside its rows (`version.write_version`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from tunelab.data.balance import imbalance_warnings
 from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.dedup import Dedup, deduplicate
+from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.split import Splits, presplit_examples, split_examples, straddling_groups
@@ -41,14 +46,25 @@ def build_data(spec: Spec, lab: Path, store: Store, current: bool = True) -> dic
     """Build (or find) the data version the spec describes, make it current (unless not
     `current`: an ablation's version, handed to its runs instead), return its report. The test
     split is written and hashed; the report holds only its counts."""
-    lab = Path(lab)
+    check_image_spec(spec)  # image sources for an image lab, text ones otherwise
+    if not spec.images:
+        return _build(spec, Path(lab), store, current)
+    with staged_images(store) as staging:
+        return _build(spec, Path(lab), store, current, staging)
+
+
+def _build(
+    spec: Spec, lab: Path, store: Store, current: bool, staging: Path | None = None
+) -> dict[str, Any]:
+    """`build_data`; `staging`: where an image lab's accepted images wait for the version."""
     data = spec.data
     for i, rule in enumerate(data.cleaning):
         make_rule(rule, i)  # a bad rule fails before any file is read
     generative = spec.task.generative  # rows carry a target; a label is an optional category
     task_labels = None if generative else spec.task.labels
     text_only = generative and not spec.task.needs_target  # pretrain: the text is all
-    loaded = load_sources(data, task_labels, lab, generative, text_only)
+    check = ImageIntake.of(spec, lab, staging).check if staging else None
+    loaded = load_sources(data, task_labels, lab, generative, text_only, check)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
     examples, too_long, long_warnings = _long_texts(
         cleaned.examples, data.max_chars, data.long_text
@@ -62,12 +78,12 @@ def build_data(spec: Spec, lab: Path, store: Store, current: bool = True) -> dic
     held_out = 0
     if data.eval_from:  # validation and test as an earlier version has them; train changes
         splits, held_out = pin_eval(splits, pinned_rows(store, data.eval_from))
-    dedup = deduplicate(splits, data.dedup)
+    dedup = deduplicate(splits, data.dedup, spec.images)
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
     seen = {ex.label for rows in dedup.splits.values() for ex in rows}
     labels = list(task_labels) if task_labels else sorted(seen)
-    settings = settings_of(data, labels, loaded.sources)
+    settings = settings_of(data, labels, loaded.sources, spec.images)
     version = version_id(dedup.splits, quarantine, settings)
     new = not version_exists(store, version)
     rows = rows_id(dedup.splits)
@@ -84,6 +100,9 @@ def build_data(spec: Spec, lab: Path, store: Store, current: bool = True) -> dic
         "eval_from": data.eval_from,
         "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
     }
+    images = image_summary(dedup.splits, data, staging) if staging else None
+    if images:
+        manifest["images"] = images
     warnings = check_usable(manifest, spec) + long_warnings  # refuses unusable data
     warnings += _warnings(spec, dedup.splits, len(conflicts.groups), loaded.presplit, seen)
     report = {
@@ -116,8 +135,12 @@ def build_data(spec: Spec, lab: Path, store: Store, current: bool = True) -> dic
         "held_out_of_train": held_out if data.eval_from else None,
         "warnings": warnings,
     }
+    if images:
+        report["images"] = {**images, "folder": _shown(store.data_dir(version) / "images", lab)}
     if new:
-        write_version(store, version, dedup.splits, quarantine, report, manifest, dedup.pairs)
+        write_version(
+            store, version, dedup.splits, quarantine, report, manifest, dedup.pairs, staging
+        )
     if data.eval_from:
         check_pinned(store, version, data.eval_from)
     publish(store, version, new, counts, current)
@@ -134,8 +157,9 @@ def _warnings(
         warnings += straddling_groups(splits)
     if conflicts and data.dedup.conflicts == "report":
         warnings.append(
-            f"{conflicts} text(s) have different labels in different copies, all "
-            "kept (dedup.conflicts: report); see duplicates.conflicts in the report"
+            f"{conflicts} {'image' if spec.images else 'text'}(s) have different labels in "
+            "different copies, all kept (dedup.conflicts: report); see duplicates.conflicts in "
+            "the report"
         )
     if not spec.task.generative:
         warnings += imbalance_warnings(splits.get("train", []))

@@ -11,7 +11,7 @@ a second. The checks read only a summary that both give (the manifest's `labels`
 Refused (a `DataError`):
 - a source with no rows (an empty file), or whose every row was quarantined: the most common
   reason, with a count, one example file:line and a hint ("no header row?", "not UTF-8
-  text?");
+  text?", for images "are the image paths relative to the lab folder?");
 - an empty train or validation split; an empty test split when the spec asks for one (a
   ratio split always does; a user's split does when a source has `split: test`);
 - fewer than two labels in the train split of a classification task;
@@ -52,6 +52,15 @@ HINTS = {
     "too_long": "raise data.max_chars, or set data.long_text: warn",
     "label_conflict": "the same texts have different labels in different copies",
     "empty_after_cleaning": "a cleaning rule empties every text",
+    "bad_image_type": "does data.fields.image name the image column (a path or an Image)?",
+    "image_missing": "are the image paths relative to the lab folder (not to the file)?",
+    "image_outside_lab": "copy the images into the lab, or set data.allow_outside_lab: true",
+    "image_in_store": "the lab's store (.tunelab/) is not data; point at the image files",
+    "image_empty": "are the image files empty (0 bytes)?",
+    "image_unreadable": "are these image files at all? (PNG, JPEG, WebP or GIF)",
+    "image_truncated": "were the image files cut short (an interrupted copy or download)?",
+    "image_too_large": "raise data.images.max_pixels if such large images are meant",
+    "image_unsupported": "convert the images to PNG, JPEG, WebP or GIF",
 }
 CSV_NO_HEADER = "no header row? the first row is read as the header (or not comma-separated?)"
 
@@ -130,6 +139,7 @@ def _empty_kind(source_type: str) -> str:
     return {
         "csv": " (an empty file, or only a header: a CSV's first row is its header)",
         "folder": " (no file in a label sub-folder)",
+        "image_folder": " (no file in a label sub-folder)",
     }.get(source_type, " (an empty file)" if source_type == "jsonl" else "")
 
 

@@ -3,7 +3,14 @@
 The id is a hash of what training would see (the kept rows of each split) and of how they
 were made (rules, split and dedup settings, field mapping, labels), so changing any of them
 makes a new version and the old folder stays as it was. The quarantine's positions are
-hashed too, so a stored version's quarantine file always matches its report.
+hashed too, so a stored version's quarantine file always matches its report. An image row is
+hashed with its bytes' sha256, and an image lab's settings add how images are read and
+compared (`data.images`, the difference hash's size and `dedup.image_hamming`); a text lab's
+settings leave those fields out, so its ids are those it had before images existed.
+
+An image version keeps its images beside its rows, content-addressed (`images/<sha256>.<ext>`,
+the `image` of each row, relative to the version folder), each listed with its sha256 in the
+manifest's `files` as the split files are (so `tunelab fsck` checks them).
 
 A version folder is written into a temporary folder and renamed into place: a kill leaves
 either no version or a complete one, never half of one.
@@ -22,40 +29,55 @@ from tunelab.core.digest import sha256_file, sha256_json
 from tunelab.core.spec import DataSpec
 from tunelab.core.store import SPLITS, Store, atomic_write_json, now, write_jsonl
 from tunelab.data.cleaning import rule_settings
+from tunelab.data.images import DHASH_SIZE, FORMATS
 from tunelab.data.loaders import DataError, Rejection
 from tunelab.data.split import Splits
 
 ID_CHARS = 12
 
 
-def settings_of(data: DataSpec, labels: list[str], sources: list[dict]) -> dict[str, Any]:
+IMAGE_ONLY = {"fields": {"image"}, "dedup": {"image_hamming"}}
+"""Fields that only an image lab's settings hold (a text lab's ids stay as they were)."""
+
+
+def settings_of(
+    data: DataSpec, labels: list[str], sources: list[dict], images: bool = False
+) -> dict[str, Any]:
     """How the rows were made: everything besides the rows that the version id covers. The
     sources' content hashes are part of it, so a changed file always makes a new version (and
-    a report and manifest of its own), even when the rows it keeps are the same."""
+    a report and manifest of its own), even when the rows it keeps are the same. `images`:
+    the rows are images (task image_classification)."""
+    left_out = {} if images else IMAGE_ONLY
     return {
         "labels": labels,
         "sources": [s.model_dump(mode="json") for s in data.sources],
         "source_sha256": [s["sha256"] for s in sources],
-        "fields": data.fields.model_dump(mode="json"),
+        "fields": data.fields.model_dump(mode="json", exclude=left_out.get("fields")),
         "cleaning": rule_settings(data.cleaning),
         "split": data.split.model_dump(mode="json"),
-        "dedup": data.dedup.model_dump(mode="json"),
+        "dedup": data.dedup.model_dump(mode="json", exclude=left_out.get("dedup")),
         "max_chars": data.max_chars,
         "long_text": data.long_text,
         # only when set, so that the versions made before the option keep their ids
         **({"eval_from": data.eval_from} if data.eval_from else {}),
+        **({"images": image_settings(data)} if images else {}),
+    }
+
+
+def image_settings(data: DataSpec) -> dict[str, Any]:
+    """How an image lab's images are read and compared, as its version records them."""
+    return {
+        "max_pixels": data.images.max_pixels,
+        "formats": sorted(FORMATS),
+        "dhash_size": DHASH_SIZE,
+        "image_hamming": data.dedup.image_hamming,
     }
 
 
 def rows_id(splits: Splits) -> str:
     """A hash of the kept rows alone, split by split: two versions with the same `rows_id`
     train and evaluate on identical examples."""
-    return sha256_json(
-        {
-            s: [[ex.id, ex.text, ex.label, ex.group, ex.target] for ex in splits.get(s, [])]
-            for s in SPLITS
-        }
-    )[:ID_CHARS]
+    return sha256_json({s: [ex.hashed() for ex in splits.get(s, [])] for s in SPLITS})[:ID_CHARS]
 
 
 def same_rows(store: Store, rows: str, version: str) -> list[str]:
@@ -74,10 +96,7 @@ def same_rows(store: Store, rows: str, version: str) -> list[str]:
 def version_id(splits: Splits, quarantine: list[Rejection], settings: dict[str, Any]) -> str:
     """First 12 hex of the sha256 of a canonical JSON of rows, quarantine and settings."""
     content = {
-        "examples": {
-            s: [[ex.id, ex.text, ex.label, ex.group, ex.target] for ex in splits.get(s, [])]
-            for s in SPLITS
-        },
+        "examples": {s: [ex.hashed() for ex in splits.get(s, [])] for s in SPLITS},
         "quarantine": [[r.file, r.line, r.kind] for r in quarantine],
         "settings": settings,
     }
@@ -96,9 +115,11 @@ def write_version(
     report: dict[str, Any],
     manifest: dict[str, Any],
     duplicates: list[dict[str, Any]] = (),
+    images: Path | None = None,
 ) -> dict[str, Any]:
     """Write the split files, quarantine, duplicate pairs, report and manifest; return the
-    manifest.
+    manifest. `images`: the folder where an image lab's accepted images were staged
+    (`image_rows.staged_images`); the kept rows' images move from it into the version.
 
     `manifest` brings what the pipeline knows (labels, sources, settings); this adds the
     version, the time, and the sha256 of each file. `test_sha256` is the seal that `final`
@@ -115,6 +136,8 @@ def write_version(
             path = tmp / f"{split}.jsonl"
             write_jsonl(path, (ex.to_row() for ex in splits.get(split, [])))
             files[path.name] = sha256_file(path)
+        if images is not None:
+            files.update(_move_images(images, tmp, splits))
         write_jsonl(tmp / "quarantine.jsonl", (r.to_dict() for r in quarantine))
         files["quarantine.jsonl"] = sha256_file(tmp / "quarantine.jsonl")
         write_jsonl(tmp / "duplicates.jsonl", duplicates)
@@ -136,6 +159,21 @@ def write_version(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return full
+
+
+def _move_images(staging: Path, folder: Path, splits: Splits) -> dict[str, str]:
+    """Each kept row's image, once, from the staging folder into `folder`'s images/: its path
+    in the version -> its sha256 (`files` of the manifest)."""
+    out: dict[str, str] = {}
+    for split in SPLITS:
+        for ex in splits.get(split, []):
+            if ex.image is None or ex.image.stored in out:
+                continue
+            target = folder / ex.image.stored
+            target.parent.mkdir(exist_ok=True)
+            os.replace(staging / ex.image.stored, target)
+            out[ex.image.stored] = ex.image.bytes_sha256
+    return dict(sorted(out.items()))
 
 
 def publish(

@@ -1,4 +1,5 @@
-"""The human views of `init` and `data`: the data version, quarantine, duplicates, splits."""
+"""The human views of `init` and `data`: the data version, quarantine, duplicates, splits (and
+an image lab's images)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,14 @@ def data(report: dict, console: Console) -> None:
     if report["quarantined"]:
         reasons = ", ".join(f"{k} {v}" for k, v in q["reasons"].items())
         console.print(f"  quarantine: {reasons} -> {q['file']}")
+    images = report.get("images")  # an image lab: every image decoded, kept by content
+    if images:
+        formats = ", ".join(f"{k} {v:,}" for k, v in images["formats"].items())
+        console.print(
+            f"  images: {images['files']:,} file(s) kept ({formats}; {images['bytes']:,} bytes), "
+            f"each decoded under data.images.max_pixels {images['max_pixels']:,} -> "
+            f"{images['folder']}"
+        )
     if report["cleaning"]:
         rules = ", ".join(f"{k} changed {v}" for k, v in report["cleaning"].items())
         console.print(f"  cleaning: {rules}")
@@ -42,7 +51,8 @@ def data(report: dict, console: Console) -> None:
     if conflicts.get("groups"):
         first = conflicts["examples"][0]
         console.print(
-            f"  label conflicts: {conflicts['groups']} text(s) with different answers, "
+            f"  label conflicts: {conflicts['groups']} {'image' if images else 'text'}(s) with "
+            "different answers, "
             f"{conflicts['rows']} rows ({conflicts['policy']}); e.g. "
             f"{', '.join(short_id(i) for i in first['ids'][:3])}: {first['answers']}"
         )

@@ -1,0 +1,33 @@
+"""Image classification: the metrics and guardrail groups of text classification, on images.
+
+An example is an image and one label (`tunelab.data.images` reads and hashes it); a prediction
+is a label, scored exactly as `classification` scores one, so the hypothesis and guardrails
+name the same metrics (accuracy, macro_f1; per class f1, precision, recall). The model side
+is not there yet: `Spec.require_model_task` refuses an image lab in the commands that load a
+model, before anything loads.
+"""
+
+from __future__ import annotations
+
+from tunelab.tasks.classification import (
+    class_metrics,
+    default_metric,
+    group_key,
+    group_scope,
+    lower_is_better,
+    metrics,
+    overall_metrics,
+)
+
+name = "image_classification"
+
+__all__ = [
+    "class_metrics",
+    "default_metric",
+    "group_key",
+    "group_scope",
+    "lower_is_better",
+    "metrics",
+    "name",
+    "overall_metrics",
+]
