@@ -18,7 +18,7 @@ exactly the chosen ids and texts, the Trainer read the files with the written sh
 chosen train ids, and both predicted exactly the chosen validation ids.
 
 The settings. `equal` (the default): max length 256, batch 16 (no accumulation), one epoch,
-fp32, AdamW (torch's own `torch.optim.AdamW` on both: the Trainer's default is the fused one),
+fp32, AdamW (torch's fused `torch.optim.AdamW` on both: the Trainer's default, and tunelab's),
 linear schedule, no warmup, weight decay 0, max grad norm 1.0, seed 0 (it also seeds the new
 head); LoRA r 8, alpha 16, dropout 0.1 on query and value, the classifier in modules_to_save,
 lr 5e-4; full fine-tuning lr 5e-5. `--defaults`: each tool's own defaults with the same
@@ -326,7 +326,7 @@ def tunelab_settings(spec, trainable: dict) -> dict:
     t, m = spec.training, spec.method
     settings = {
         "lr": t.lr,
-        "optimizer": "AdamW (torch)",  # tunelab.training.step.make_optimizer
+        "optimizer": "AdamW (torch, fused)",  # tunelab.training.step.make_optimizer
         "schedule": t.schedule,
         "warmup": t.warmup_steps,
         "weight_decay": t.weight_decay,
@@ -461,7 +461,7 @@ def training_arguments(job: dict):
         warmup_steps=0,
         weight_decay=0.0,
         max_grad_norm=1.0,
-        optim="adamw_torch",  # torch.optim.AdamW, as tunelab's (the default is the fused one)
+        optim="adamw_torch_fused",  # torch.optim.AdamW(fused=True), as tunelab's
         seed=EQUAL["training"]["seed"],
         per_device_eval_batch_size=EQUAL["evaluation"]["batch_size"],
         dataloader_num_workers=0,  # the collator counts tokens in this process

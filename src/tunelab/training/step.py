@@ -140,9 +140,13 @@ def backward(
 def make_optimizer(
     model: torch.nn.Module, lr: float, weight_decay: float
 ) -> tuple[list[torch.nn.Parameter], torch.optim.Optimizer]:
-    """AdamW over the trainable parameters."""
+    """AdamW over the trainable parameters, with torch's fused kernel (one pass over each
+    tensor, as transformers' Trainer's `adamw_torch_fused`) wherever every parameter is a
+    floating CPU or CUDA tensor: on a CPU it steps 22.7M parameters in 8.3 ms against 89 ms for
+    the default loop (bench/README.md, "the optimizer")."""
     params = [p for p in model.parameters() if p.requires_grad]
-    return params, torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+    return params, torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
 
 
 @dataclass(frozen=True)
