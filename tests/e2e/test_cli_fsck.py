@@ -92,3 +92,8 @@ def test_a_log_rewritten_whole_is_told_from_the_bundle(make_lab, capsys):
     code, found = tl(capsys, "fsck", *where)
     assert code == 1 and [p["check"] for p in found["problems"]] == ["bundle"]
     assert "its past was rewritten" in found["problems"][0]["problem"]
+    card = Path(bundle["bundle"]) / "README.md"
+    card.write_text(card.read_text() + "edited after the export\n")
+    code, found = tl(capsys, "fsck", *where)
+    named = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "bundle"}
+    assert named["bundles/r003-lora/README.md"] == "changed since the export"
