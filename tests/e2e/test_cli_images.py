@@ -65,3 +65,8 @@ def test_an_image_lab_is_built_inspected_and_kept_from_training(tmp_path, capsys
         assert code == 2 and "image_classification" in refused["error"], command
     code, found = tl(capsys, "fsck", "--lab", lab)
     assert code == 0 and found["passed"] and found["checked"]["data_files"] > 24
+
+    code, report = tl(capsys, "report", "--lab", lab)  # the sheets, on the page
+    page = Path(report["file"]).read_text()
+    assert code == 0 and page.count('<img class="sheet" src="data:image/png;base64,') == 2
+    assert "icon · train split" in page and "photo · train split" in page

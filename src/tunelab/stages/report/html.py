@@ -20,7 +20,7 @@ from tunelab.core.digest import sha256_bytes
 from tunelab.core.lab import Lab
 from tunelab.core.layout import EXPORTS, SIZING
 from tunelab.core.store import atomic_write_text
-from tunelab.stages.report import charts, sections
+from tunelab.stages.report import charts, images, sections
 from tunelab.stages.report.recorded_spec import recorded_spec
 
 REPORT_FILE = "lab-report.html"
@@ -87,6 +87,7 @@ def gather(lab: Lab) -> dict[str, Any]:
     shown = recorded_spec(records, comparisons, lab.spec.to_dict())
     spec = shown["spec"]
     valid = [r for r in records if r.get("status") != "invalid"]  # kept out of the figures
+    data = sections.data_version(store)
     return {
         "lab": lab.path.name,
         "as_of": sections.as_of(records, events),
@@ -94,7 +95,8 @@ def gather(lab: Lab) -> dict[str, Any]:
         "titles": dict(SECTIONS),
         "spec": spec,
         "spec_note": shown["note"],
-        "data": sections.data_version(store),
+        "data": data,
+        "contact_sheets": images.contact_sheets(store, data and data["version"]),
         **sections.runs(store, records),
         "curves": sections.curves(valid, colours),
         "comparison": sections.comparison(comparisons[-1]) if comparisons else None,
