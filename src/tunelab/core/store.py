@@ -293,6 +293,20 @@ class Store:
                 path.open("x").close()
         return name, path
 
+    def save_new(
+        self, folder: str, build, event: str, suffix: str = "", width: int = 3, **fields: Any
+    ) -> dict:
+        """Write a new numbered record in one go: under the folder's lock, the next number's
+        path is handed to `build(path) -> record`, and the record is saved there (`save`)
+        before the lock is let go. No empty reservation is ever left, even by a kill."""
+        where = self.root / folder
+        with locked(where / layout.LOCK):
+            taken = [number_of(p) for p in where.iterdir() if not p.name.startswith(".")]
+            path = where / f"{max(taken, default=0) + 1:0{width}d}{suffix}.json"
+            record = build(path)
+            self.save(path, record, event, **fields)
+        return record
+
     def numbered(self, folder: str) -> list[Path]:
         """The written records of `folder`, in the order of their numbers (a reserved record
         not yet written is left out)."""

@@ -233,3 +233,20 @@ def test_the_format_is_claimed_once_however_many_stores_were_open(tmp_path):
     first.log_event("run_started")
     second.log_event("run_completed")
     assert read_json(root / layout.FORMAT)["since_line"] == 2
+
+
+def test_a_new_record_is_numbered_and_written_in_one_go(tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    record = dict(EXAMPLES["exports/1-r001-lora.json"])
+    first = store.save_new(
+        layout.EXPORTS, lambda p: record | {"file": p.name}, "export", suffix="-r001-lora", width=0
+    )
+    assert first["file"] == "1-r001-lora.json"
+
+    def killed(path):  # a kill while the record is built: no file, empty or not, is left
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.save_new(layout.EXPORTS, killed, "export", suffix="-r002-x", width=0)
+    assert [p.name for p in store.numbered(layout.EXPORTS)] == ["1-r001-lora.json"]
+    assert sorted(p.name for p in store.path(layout.EXPORTS).glob("*.json")) == ["1-r001-lora.json"]

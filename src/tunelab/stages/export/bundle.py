@@ -337,16 +337,19 @@ def _merge(bundle: Path, spec, lab: Lab, info: dict, sample: list[dict]) -> dict
 
 
 def _record(store, result: dict) -> None:
-    _, path = store.reserve(EXPORTS, suffix=f"-{result['run']}", width=0)
-    result["file"] = str(path.relative_to(store.lab))
-    result.setdefault("created", now())
-    store.save(
-        path,
-        result | {"verified": None},
+    def build(path):
+        result["file"] = str(path.relative_to(store.lab))
+        result.setdefault("created", now())
+        return result | {"verified": None}
+
+    store.save_new(
+        EXPORTS,
+        build,
         "export",
+        suffix=f"-{result['run']}",
+        width=0,
         run=result["run"],
         bundle=result["bundle"],
-        file=result["file"],
     )
 
 
