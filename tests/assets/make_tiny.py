@@ -170,3 +170,38 @@ if __name__ == "__main__":
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-models")
     print(build_tiny_bert(root / "tiny-bert"))
     print(build_tiny_llama(root / "tiny-llama"))
+
+
+def build_tiny_vit(out: Path) -> Path:
+    """A ViT image classifier of 2 layers, 32 wide, on 32x32 images in patches of 8, with a
+    5-class head (the base's, replaced by a lab's), random weights, and its image processor."""
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessorPil
+
+    torch.manual_seed(0)
+    config = ViTConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+        num_labels=5,
+    )
+    ViTForImageClassification(config).save_pretrained(out)
+    ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(out)
+    return out
+
+
+def build_tiny_resnet(out: Path) -> Path:
+    """A small convnet (a ResNet of two basic stages, 8 and 16 channels: convolutions and
+    batch normalisation, no linear layer in its blocks), random weights, with a
+    shortest-edge-then-crop processor."""
+    from transformers import ConvNextImageProcessorPil, ResNetConfig, ResNetForImageClassification
+
+    torch.manual_seed(0)
+    config = ResNetConfig(
+        embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=5
+    )
+    ResNetForImageClassification(config).save_pretrained(out)
+    ConvNextImageProcessorPil(size={"shortest_edge": 32}, crop_pct=0.875).save_pretrained(out)
+    return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunelab.commands.opening import (
-    needs_model_task,
     opened,
     opened_records,
 )
@@ -57,7 +56,7 @@ def cmd_plan(args):
 def cmd_export(args):
     from tunelab.stages.export.bundle import export_run
 
-    return export_run(opened(args, needs_model_task), args.run, args.out, args.merge)
+    return export_run(opened(args), args.run, args.out, args.merge)
 
 
 @command(

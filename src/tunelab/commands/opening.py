@@ -42,9 +42,9 @@ def opened_records(args: argparse.Namespace):
     return open_records_lab(args.lab, parse_overrides(getattr(args, "overrides", None) or []))
 
 
-def needs_model_task(lab) -> None:
-    """A task whose models tunelab can load (`Spec.require_model_task`: not an image lab yet)."""
-    lab.spec.require_model_task()
+def needs_sizable(lab) -> None:
+    """A lab whose memory `size` can plan (`Spec.require_sizable`: not an image lab yet)."""
+    lab.spec.require_sizable()
 
 
 def needs_plan(lab) -> None:

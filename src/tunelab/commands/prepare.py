@@ -4,7 +4,7 @@ preflight and the memory plan."""
 from __future__ import annotations
 
 from tunelab.commands.opening import (
-    needs_model_task,
+    needs_sizable,
     needs_targets,
     needs_usable,
     opened,
@@ -65,7 +65,7 @@ def cmd_inspect(args):
     device=True,
 )
 def cmd_baseline(args):
-    lab = opened(args, needs_model_task, needs_usable)
+    lab = opened(args, needs_usable)
     from tunelab.stages.baseline import run_baseline
 
     return run_baseline(lab, progress(args), args.name)
@@ -81,7 +81,7 @@ def cmd_baseline(args):
 )
 def cmd_check(args):
     # a LoRA target matching nothing is an item of the checklist, not a refusal
-    lab = opened(args, needs_model_task, needs_usable)
+    lab = opened(args, needs_usable)
     from tunelab.stages.check.steps import run_check
 
     return run_check(lab, progress(args), args.rows)
@@ -115,7 +115,7 @@ def cmd_check(args):
     device=True,
 )
 def cmd_size(args):
-    lab = opened(args, needs_model_task, needs_targets, needs_usable)
+    lab = opened(args, needs_sizable, needs_targets, needs_usable)
     from tunelab.stages.size.measure import run_size
 
     return run_size(

@@ -4,7 +4,6 @@ invalidated run, and the sealed final."""
 from __future__ import annotations
 
 from tunelab.commands.opening import (
-    needs_model_task,
     needs_plan,
     needs_targets,
     needs_usable,
@@ -45,7 +44,7 @@ def cmd_run(args):
         from tunelab.core.store import check_run_name
 
         check_run_name(args.name)
-    lab = opened(args, needs_model_task, needs_plan, needs_targets, needs_usable)
+    lab = opened(args, needs_plan, needs_targets, needs_usable)
     seeds = args.seeds or lab.spec.training.replicates
     run_args = dict(allow_warnings=args.allow_warnings, parent=args.parent, reason=args.reason)
     if seeds > 1:
@@ -67,7 +66,7 @@ def cmd_run(args):
     device=True,
 )
 def cmd_ablate(args):
-    opened(args, needs_model_task, needs_plan, needs_targets, needs_usable)  # before any model
+    opened(args, needs_plan, needs_targets, needs_usable)  # before any model
     from tunelab.stages.run.ablate import run_ablation
 
     return run_ablation(
@@ -84,7 +83,6 @@ def cmd_ablate(args):
     device=True,
 )
 def cmd_noise(args):
-    opened_records(args).spec.require_model_task()  # the lab's own spec, before any model
     from tunelab.stages.noise import measure_noise
 
     return measure_noise(args.lab, args.run, args.seeds, progress(args), args.device)
@@ -119,7 +117,7 @@ def cmd_compare(args):
     processes=True,
 )
 def cmd_resume(args):
-    reopened(args, needs_model_task, needs_targets, needs_usable)  # as `run` is
+    reopened(args, needs_targets, needs_usable)  # as `run` is
     from tunelab.stages.run.variant import resume_run
 
     return resume_run(args.lab, args.run, progress(args), args.device)
@@ -150,4 +148,4 @@ def cmd_invalidate(args):
 def cmd_final(args):
     from tunelab.stages.final import run_final
 
-    return run_final(opened(args, needs_model_task), args.run, args.reason)
+    return run_final(opened(args), args.run, args.reason)

@@ -51,6 +51,8 @@ class Run(Shape):
     metrics: dict[str, Any] | None = None
     weights: Weights | None = None
     predictions_sha256: str | None = None
+    preprocessing: dict[str, Any] | None = None
+    """An image lab's: what the base's image processor does to every image (`modeling.pixels`)."""
 
 
 class ComparisonInput(Shape):

@@ -157,7 +157,7 @@ class Spec(_Section):
     def _head_init_has_a_head(self) -> Spec:
         """`method.head_init: probe` starts a new classification head from a probe: only a
         classifier with a new head (an encoder) has one."""
-        if self.method.head_init == "probe" and self.model_kind != "encoder":
+        if self.method.head_init == "probe" and self.model_kind not in ("encoder", "image"):
             raise FieldError(
                 "method.head_init",
                 "probe initialises a new classification head, and this lab has none (its "
@@ -187,9 +187,23 @@ class Spec(_Section):
         check_scratch(self)
         return self
 
+    @model_validator(mode="after")
+    def _image_model(self) -> Spec:
+        """An image lab's model is an image classifier: `model.kind` stays auto."""
+        if self.images and self.model.kind != "auto":
+            raise FieldError(
+                "model.kind",
+                f"{self.model.kind} reads texts, and task image_classification trains an image "
+                "classifier (AutoModelForImageClassification); leave model.kind as auto",
+            )
+        return self
+
     @property
     def model_kind(self) -> str:
-        """encoder (a new classification head) or causal (generation, label scoring)."""
+        """encoder (a new classification head on a text encoder), causal (generation, label
+        scoring) or image (an image classifier with a new head: task image_classification)."""
+        if self.images:
+            return "image"
         if self.model.kind != "auto":
             return self.model.kind
         return "causal" if self.task.generative else "encoder"
@@ -199,17 +213,14 @@ class Spec(_Section):
         """The examples are images (task image_classification), not texts."""
         return isinstance(self.task, ImageClassificationTask)
 
-    def require_model_task(self) -> None:
-        """A command that loads a model refuses a task that no model of tunelab handles yet,
-        before anything loads: an image lab's data versions are built (`tunelab data`), but
-        no image model is loaded, trained or evaluated yet."""
+    def require_sizable(self) -> None:
+        """`tunelab size` plans the memory of text models (a transformer's shapes); an image
+        lab is refused before anything loads."""
         if self.images:
             raise SpecError(
-                "task.type: image_classification: tunelab builds and inspects image data "
-                "versions today; training or evaluating an image model is not there yet (issue "
-                "26). Build the data with `tunelab data`; the commands that load a model "
-                "(baseline, check, size, run, ablate, noise, resume, final, export) refuse "
-                "this lab until then."
+                "task.type: image_classification: `tunelab size` estimates and measures the "
+                "memory of text models only, not yet of image classifiers. `tunelab check` "
+                "trains two steps of the real model, and every run records its peak memory."
             )
 
     def require_plan(self) -> None:

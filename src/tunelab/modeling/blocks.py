@@ -29,10 +29,13 @@ def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def block_linears(model: torch.nn.Module) -> list[str]:
-    """Full names of the linear layers inside the blocks, in the model's order."""
+    """Full names of the linear layers inside the blocks, in the model's order; for a
+    convolutional network whose blocks hold no linear layer (a ResNet, an EfficientNet), their
+    convolutions that mix channels (groups of 1: PEFT's LoRA adapts those; a depthwise
+    convolution has a few weights per channel and stays as it is)."""
     inside = {id(m) for block in blocks(model) for m in block.modules()}
-    return [
-        name
-        for name, m in model.named_modules()
-        if id(m) in inside and isinstance(m, torch.nn.Linear | torch.nn.Conv1d)
-    ]
+    named = [(name, m) for name, m in model.named_modules() if id(m) in inside]
+    linears = [n for n, m in named if isinstance(m, torch.nn.Linear | torch.nn.Conv1d)]
+    if linears:
+        return linears
+    return [n for n, m in named if isinstance(m, torch.nn.Conv2d) and m.groups == 1]

@@ -26,7 +26,7 @@ import torch
 
 from tunelab.core.errors import TunelabError
 from tunelab.modeling.probe import Head, fit_head
-from tunelab.modeling.render import Encoded, collate
+from tunelab.modeling.render import Encoded, classifier_batch
 
 
 def head_layer(model: torch.nn.Module, n_labels: int) -> tuple[str, torch.nn.Linear]:
@@ -53,7 +53,7 @@ def head_layer(model: torch.nn.Module, n_labels: int) -> tuple[str, torch.nn.Lin
 def head_features(
     model: torch.nn.Module,
     layer: torch.nn.Linear,
-    examples: list[Encoded],
+    examples: list[Encoded] | list,
     batch_size: int,
     pad_id: int,
     device: torch.device,
@@ -65,12 +65,19 @@ def head_features(
     model.eval()
     try:
         for start in range(0, len(examples), batch_size):
-            batch = collate(examples[start : start + batch_size], pad_id, device)
-            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            model(**classifier_batch(examples[start : start + batch_size], pad_id, device))
     finally:
         hook.remove()
         model.train(was_training)
     return torch.cat(captured).cpu().numpy()
+
+
+def base_features(
+    model: torch.nn.Module, examples: list, n_labels: int, batch_size: int, device: torch.device
+) -> np.ndarray:
+    """What the base gives a classification head: the input of the classifier's last linear
+    layer on each example, the base frozen (an image classifier's probe features)."""
+    return head_features(model, head_layer(model, n_labels)[1], examples, batch_size, 0, device)
 
 
 def folded(head: Head, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +94,7 @@ def folded(head: Head, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def init_from_probe(
     model: torch.nn.Module,
-    examples: list[Encoded],
+    examples: list[Encoded] | list,
     labels: list[str],
     batch_size: int,
     pad_id: int,

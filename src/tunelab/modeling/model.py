@@ -7,8 +7,10 @@ from pathlib import Path
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from transformers import (
+    AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForImageClassification,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     PreTrainedModel,
@@ -72,6 +74,7 @@ TOKENIZER_FILES = (
     "tokenizer.model",
     "chat_template.jinja",
     "added_tokens.json",
+    "preprocessor_config.json",  # an image classifier's processor
 )
 
 
@@ -190,6 +193,47 @@ def load_classifier(
     return model.to(device)
 
 
+IMAGE_BACKEND = "pil"
+"""The image processors' backend: Pillow and numpy, the same pixels on every machine (the
+torchvision one, where torchvision is installed, resizes slightly differently)."""
+
+
+def load_processor(spec: ModelSpec, lab: Path):
+    """The base's own image processor (`AutoImageProcessor`: its resize, crop and
+    normalisation), for an image classifier, on the `IMAGE_BACKEND`."""
+    from transformers import AutoImageProcessor
+
+    path = resolve_path(spec, lab)
+    return AutoImageProcessor.from_pretrained(
+        path, backend=IMAGE_BACKEND, **_remote_kwargs(spec, path, lab)
+    )
+
+
+def load_image_classifier(
+    spec: ModelSpec, lab: Path, labels: list[str], device: torch.device
+) -> PreTrainedModel:
+    """An image classifier on the pretrained backbone with a head for `labels`: the base's own
+    head when it already predicts exactly these labels in this order, else a new one (drawn
+    from torch's seed, as a text classifier's is), whatever the base's head had."""
+    path = resolve_path(spec, lab)
+    kwargs = _weights_kwargs(spec, path, lab)
+    base_labels = AutoConfig.from_pretrained(path, **_remote_kwargs(spec, path, lab)).id2label
+    keep = [base_labels[i] for i in sorted(base_labels)] == labels
+    model = AutoModelForImageClassification.from_pretrained(
+        path,
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={label: i for i, label in enumerate(labels)},
+        ignore_mismatched_sizes=True,  # the base's head (e.g. 1000 ImageNet classes) goes
+        **kwargs,
+    )
+    if not keep and len(base_labels) == len(labels):  # same count, other labels: not kept
+        from tunelab.modeling.head_init import head_layer
+
+        model._init_weights(head_layer(model, len(labels))[1])
+    return model.to(device)
+
+
 def load_causal(
     spec: ModelSpec,
     lab: Path,
@@ -222,6 +266,8 @@ def load_base(
     else the causal LM (a scratch one drawn from `seed`, for `data_version`'s tokenizer)."""
     if kind == "encoder":
         return load_classifier(spec, lab, labels, device), TaskType.SEQ_CLS
+    if kind == "image":  # PEFT has no task type for it: `apply_method` names the head
+        return load_image_classifier(spec, lab, labels, device), None
     return load_causal(spec, lab, device, seed, data_version), TaskType.CAUSAL_LM
 
 
@@ -317,11 +363,18 @@ def _is_linear(module: torch.nn.Module) -> bool:
 
 
 def apply_method(
-    model: PreTrainedModel, method: LoraMethod | FullMethod, task_type: TaskType
+    model: PreTrainedModel, method: LoraMethod | FullMethod, task_type: TaskType | None
 ) -> tuple[torch.nn.Module, dict]:
-    """Wrap with LoRA (PEFT) or leave every weight trainable; return the trainable report."""
+    """Wrap with LoRA (PEFT) or leave every weight trainable; return the trainable report.
+    Without a task type (an image classifier) the new head is added to the modules LoRA trains
+    whole and saves, as PEFT does itself for a sequence classifier's."""
     report: dict = {"method": method.type}
     if isinstance(method, LoraMethod):
+        if task_type is None:
+            from tunelab.modeling.head_init import head_layer
+
+            head = head_layer(model, model.config.num_labels)[0]
+            method.modules_to_save = sorted({*(method.modules_to_save or []), head})
         matched = check_targets(model, method)
         config = LoraConfig(
             task_type=task_type,
@@ -355,11 +408,16 @@ def save_trained(model: torch.nn.Module, out: Path) -> list[str]:
 
 
 def load_trained(
-    spec: ModelSpec, lab: Path, weights: Path, device: torch.device, labels: list[str] | None
+    spec: ModelSpec,
+    lab: Path,
+    weights: Path,
+    device: torch.device,
+    labels: list[str] | None,
+    kind: str = "encoder",
 ) -> torch.nn.Module:
-    """A run's trained model: the classifier (labels given) or the causal LM."""
+    """A run's trained model: the classifier of `kind` (labels given) or the causal LM."""
     if labels is not None:
-        return load_trained_classifier(spec, lab, labels, weights, device)
+        return load_trained_classifier(spec, lab, labels, weights, device, kind)
     require_safetensors(weights, "the trained weights")
     if (weights / "adapter_config.json").exists():
         return PeftModel.from_pretrained(load_causal(spec, lab, device), weights).to(device).eval()
@@ -370,14 +428,22 @@ def load_trained(
 
 
 def load_trained_classifier(
-    spec: ModelSpec, lab: Path, labels: list[str], weights: Path, device: torch.device
+    spec: ModelSpec,
+    lab: Path,
+    labels: list[str],
+    weights: Path,
+    device: torch.device,
+    kind: str = "encoder",
 ) -> torch.nn.Module:
-    """Rebuild a trained classifier from a run's saved weights (adapter or full model)."""
+    """Rebuild a trained classifier (a text `encoder` or an `image` one) from a run's saved
+    weights (adapter or full model)."""
     require_safetensors(weights, "the trained weights")
+    image = kind == "image"
     if (weights / "adapter_config.json").exists():
-        base = load_classifier(spec, lab, labels, device)
-        return PeftModel.from_pretrained(base, weights).to(device).eval()
-    model = AutoModelForSequenceClassification.from_pretrained(
+        load = load_image_classifier if image else load_classifier
+        return PeftModel.from_pretrained(load(spec, lab, labels, device), weights).to(device).eval()
+    auto = AutoModelForImageClassification if image else AutoModelForSequenceClassification
+    model = auto.from_pretrained(
         weights, dtype=DTYPES[spec.dtype], use_safetensors=True, **attention_kwargs(spec)
     )
     return model.to(device).eval()

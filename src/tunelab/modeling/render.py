@@ -60,6 +60,19 @@ def collate(batch: list[Encoded], pad_id: int, device: torch.device) -> dict[str
     }
 
 
+def classifier_batch(examples: list, pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """A classifier's inputs for a batch, without labels: texts (`Encoded`) padded, or images
+    (`pixels.Pixels`) stacked; `model(**batch)` takes either."""
+    from tunelab.modeling.pixels import Pixels, collate_pixels
+
+    if isinstance(examples[0], Pixels):
+        batch = collate_pixels(examples, device)
+    else:
+        batch = collate(examples, pad_id, device)
+    batch.pop("labels")
+    return batch
+
+
 # --- generative: prompt + target -> tokens with a loss mask ------------------------------------
 
 PLACEHOLDER = "\x00INPUT\x00"
@@ -324,3 +337,20 @@ def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], l
         loss_on_prompt=spec.model.loss_on_prompt,
         pack_length=sequence_length(spec) if spec.task.type == "pretrain" else None,
     )
+
+
+def lab_renderer(spec, lab, labels: list[str], version: str | None = None, root=None):
+    """The renderer of a lab's rows with the base's own inputs: its tokenizer (a scratch
+    model's: the BPE of `version`), or, for an image lab, its image processor, with the images
+    under `root` (by default `version`'s folder in the lab's store)."""
+    from tunelab.modeling.model import load_processor, load_tokenizer
+
+    if spec.images:
+        from tunelab.core.layout import DATA
+        from tunelab.core.store import STORE_DIR
+        from tunelab.modeling.pixels import ImageRenderer
+
+        if root is None:
+            root = lab / STORE_DIR / DATA / version
+        return ImageRenderer(load_processor(spec.model, lab), spec.task, labels, root)
+    return make_renderer(spec, load_tokenizer(spec.model, lab, version), labels, lab)

@@ -38,7 +38,11 @@ from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, sa
 from tunelab.modeling.render import make_renderer
 from tunelab.training.evaluate import evaluate_rows, protocol, score
 
-BASELINES = {"encoder": ("majority", "probe"), "causal": ("zero-shot",)}
+BASELINES = {
+    "encoder": ("majority", "probe"),
+    "image": ("majority", "probe"),
+    "causal": ("zero-shot",),
+}
 """The baselines of each model kind, in the order they are measured."""
 IDENTITY_LOCATION = ("path", "name")
 """Identity fields that say where the base model is, not what it is."""
@@ -180,9 +184,13 @@ def measure_probe(lab: Lab, at: Conditions, console: Console | None = None) -> d
     """A linear head fitted on the frozen encoder's embeddings of train, applied to validation;
     the head is saved as safetensors beside the record."""
     spec = lab.spec
-    info = {"model": HEAD_MODEL, "features": "mean-pooled last hidden state of the frozen encoder"}
+    info = {"model": HEAD_MODEL, "features": PROBE_FEATURES[spec.model_kind]}
     record, run_dir = _open(lab, at, "probe", info)
     with ledger.recording(lab, record):
+        if spec.images:
+            x_train, x_val, record["preprocessing"] = image_probe_features(lab, at, console)
+            _fit_probe(lab, record, run_dir, at, x_train, x_val)
+            return record
         tokenizer = load_tokenizer(spec.model, lab.path)
         encoder = load_encoder(spec.model, lab.path, lab.device)
         if console:
@@ -193,11 +201,42 @@ def measure_probe(lab: Lab, at: Conditions, console: Console | None = None) -> d
             features(encoder, tokenizer, rows, at.labels, length, e.batch_size, lab.device)
             for rows in (at.train, at.validation)
         )
-        head = fit_head(x_train, [row["label"] for row in at.train])
-        save_head(head, run_dir / HEAD_FILE)
-        record["baseline"]["head"] = {"file": HEAD_FILE, "sha256": sha256_file(run_dir / HEAD_FILE)}
-        _finish(lab, record, run_dir, head.predictions(at.validation, x_val), at)
+        _fit_probe(lab, record, run_dir, at, x_train, x_val)
     return record
+
+
+PROBE_FEATURES = {
+    "encoder": "mean-pooled last hidden state of the frozen encoder",
+    "image": "the input of the image classifier's head, on the frozen base",
+}
+
+
+def _fit_probe(lab: Lab, record: dict, run_dir: Path, at: Conditions, x_train, x_val) -> None:
+    """Fit the probe's head on train, save it beside the record, predict validation."""
+    head = fit_head(x_train, [row["label"] for row in at.train])
+    save_head(head, run_dir / HEAD_FILE)
+    record["baseline"]["head"] = {"file": HEAD_FILE, "sha256": sha256_file(run_dir / HEAD_FILE)}
+    _finish(lab, record, run_dir, head.predictions(at.validation, x_val), at)
+
+
+def image_probe_features(lab: Lab, at: Conditions, console: Console | None = None):
+    """Train and validation features of an image lab's frozen base (`head_init.base_features`)
+    and the preprocessing that made them."""
+    from tunelab.modeling.head_init import base_features
+    from tunelab.modeling.model import load_image_classifier
+    from tunelab.modeling.render import lab_renderer
+
+    renderer = lab_renderer(lab.spec, lab.path, at.labels, at.version)
+    model = load_image_classifier(lab.spec.model, lab.path, at.labels, lab.device)
+    if console:
+        n, m = len(at.train), len(at.validation)
+        console.print(f"[dim]embedding {n} train and {m} validation images…[/]")
+    size = lab.spec.evaluation.batch_size
+    x_train, x_val = (
+        base_features(model, renderer.encode(rows), len(at.labels), size, lab.device)
+        for rows in (at.train, at.validation)
+    )
+    return x_train, x_val, renderer.settings
 
 
 def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) -> dict:

@@ -148,8 +148,8 @@ def _check_reason(earlier: list[dict], reason: str | None) -> None:
 
 def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[list[dict], dict]:
     """Predictions and metrics of the run on `rows`, under its spec's shared protocol."""
-    from tunelab.modeling.model import load_causal, load_tokenizer, load_trained
-    from tunelab.modeling.render import make_renderer
+    from tunelab.modeling.model import load_causal, load_trained
+    from tunelab.modeling.render import lab_renderer
 
     labels = lab.store.data_manifest(record["data_version"])["labels"]
     if record.get("method") == "majority":
@@ -159,13 +159,14 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
     if record["kind"] == "baseline" and record.get("method") == "probe":
         return _evaluate_probe(lab, record, spec, rows, labels)
     version = record["data_version"]  # a scratch model's tokenizer is its version's
-    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path, version), labels, lab.path)
+    renderer = lab_renderer(spec, lab.path, labels, version)
     if record["kind"] == "baseline":  # zero-shot: the base model itself (scratch: as drawn)
         model = load_causal(spec.model, lab.path, lab.device, spec.training.seed, version)
     else:
         weights = lab.store.run_dir(record["id"]) / record.get("weights", {}).get("dir", "weights")
-        encoder = spec.model_kind == "encoder"
-        model = load_trained(spec.model, lab.path, weights, lab.device, labels if encoder else None)
+        kind = spec.model_kind
+        heads = labels if kind in ("encoder", "image") else None
+        model = load_trained(spec.model, lab.path, weights, lab.device, heads, kind)
     e = spec.evaluation
     return evaluate_rows(model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device)
 
@@ -179,12 +180,27 @@ def _evaluate_probe(
     from tunelab.modeling.probe import features, load_head
 
     head = load_head(_head_path(lab.store, record))
+    if spec.images:
+        predictions = head.predictions(rows, _image_features(lab, record, spec, rows, labels))
+        return predictions, score(spec.task.type, predictions, labels)
     tokenizer = load_tokenizer(spec.model, lab.path)
     encoder = load_encoder(spec.model, lab.path, lab.device)
     e, length = spec.evaluation, spec.model.max_length
     x = features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
     predictions = head.predictions(rows, x)
     return predictions, score(spec.task.type, predictions, labels)
+
+
+def _image_features(lab: Lab, record: dict, spec: Spec, rows: list[dict], labels: list[str]):
+    """The frozen image base's features of `rows`, made as the probe baseline made them."""
+    from tunelab.modeling.head_init import base_features
+    from tunelab.modeling.model import load_image_classifier
+    from tunelab.modeling.render import lab_renderer
+
+    renderer = lab_renderer(spec, lab.path, labels, record["data_version"])  # test images too
+    model = load_image_classifier(spec.model, lab.path, labels, lab.device)
+    encoded = renderer.encode(rows)
+    return base_features(model, encoded, len(labels), spec.evaluation.batch_size, lab.device)
 
 
 def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:

@@ -17,8 +17,10 @@ under the version's `images/`) and reports, per category:
   other modes: the channels themselves tell the category (an alpha channel or a palette);
 - a contact sheet per category: up to `SHEET_IMAGES` images of the split in id order, as
   thumbnails with their size, written as a PNG under `.tunelab/inspect/<version>/` (a path the
-  result gives). The images are shown as they are stored, before the model's own resize, crop
-  and normalisation: those come with the image model.
+  result gives), as they are stored;
+- the same images as the model receives them, after the base's own processor (shape, value
+  range, the area its resize and crop keep, a second contact sheet, and the finding
+  **crop_cuts**: `inspect_pixels`), when the model folder opens.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ THUMB = 96
 
 def image_view(lab: Lab, rows: list[dict], split: str) -> tuple[dict, list[dict]]:
     """The per-category summary (with each category's contact sheet) and the findings."""
-    from tunelab.stages.inspection import finding
 
     by_label: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
@@ -55,6 +56,44 @@ def image_view(lab: Lab, rows: list[dict], split: str) -> tuple[dict, list[dict]
         categories[label] = describe(by_label[label]) | {
             "contact_sheet": str(path.relative_to(lab.path))
         }
+    findings = image_findings(rows)
+    seen, why = _model_view(lab, by_label, folder, split)
+    for label, view in seen.items():
+        categories[label]["model_view"] = view | {
+            "contact_sheet": str(view["contact_sheet"].relative_to(lab.path))
+        }
+    if seen:
+        from tunelab.stages.inspect_pixels import crop_findings
+        from tunelab.stages.inspection import finding
+
+        findings += crop_findings(seen, finding)
+    summary = {"images": len(rows), "categories": categories}
+    return summary | ({"model_view": why} if why else {}), findings
+
+
+def _model_view(lab: Lab, by_label: dict, folder: Path, split: str) -> tuple[dict, str | None]:
+    """Each category through the base's own image processor (`inspect_pixels`), or why it
+    could not be shown (the model folder cannot be opened yet)."""
+    from tunelab.core.errors import TunelabError
+    from tunelab.modeling.render import lab_renderer
+    from tunelab.stages.inspect_pixels import model_view
+
+    labels = sorted(by_label)
+    try:
+        renderer = lab_renderer(lab.spec, lab.path, labels, lab.data_version)
+    except (TunelabError, OSError, ValueError) as err:
+        return {}, f"not shown: the model's image processor did not open ({err})"
+    return model_view(renderer, by_label, folder, split, _safe), None
+
+
+def image_findings(rows: list[dict]) -> list[dict]:
+    """The findings of some images (see the module docstring), without the contact sheets:
+    what `inspect` shows and `run` checks before it trains."""
+    from tunelab.stages.inspection import finding
+
+    by_label: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_label[row["label"]].append(row)
     findings = []
     for what, features, key in (
         ("size", lambda r: (r["width"], r["height"]), _size),
@@ -76,7 +115,7 @@ def image_view(lab: Lab, rows: list[dict], split: str) -> tuple[dict, list[dict]
             )
             break  # the aspect ratio is the size's: one finding says it
     findings += _mode_findings(by_label, finding)
-    return {"images": len(rows), "categories": categories}, findings
+    return findings
 
 
 def describe(rows: list[dict]) -> dict:
@@ -170,24 +209,35 @@ def _mode_findings(by_label: dict[str, list[dict]], finding) -> list[dict]:
 
 def contact_sheet(version_dir: Path, rows: list[dict]):
     """A grid of thumbnails of the first `SHEET_IMAGES` images (by id), each captioned with its
-    size; transparency shown on a checkerboard."""
-    from PIL import Image, ImageDraw
+    size and mode; transparency shown on a checkerboard."""
+    from PIL import Image
 
     chosen = sorted(rows, key=lambda r: r["id"])[:SHEET_IMAGES]
-    columns = min(4, max(1, len(chosen)))
-    cell, caption = THUMB + 8, 12
-    rows_n = -(-len(chosen) // columns)
-    sheet = Image.new("RGB", (columns * cell, rows_n * (cell + caption)), "white")
-    draw = ImageDraw.Draw(sheet)
-    for i, row in enumerate(chosen):
-        x, y = (i % columns) * cell + 4, (i // columns) * (cell + caption) + 4
+    images = []
+    for row in chosen:
         with Image.open(version_dir / row["image"]) as img:
             img.seek(0)
-            thumb = img.convert("RGBA")
-            thumb.thumbnail((THUMB, THUMB))
+            images.append(img.convert("RGBA"))
+    return sheet_of(images, [f"{r['width']}x{r['height']} {r['mode']}" for r in chosen])
+
+
+def sheet_of(images: list, captions: list[str]):
+    """A grid of the images as thumbnails (at most 4 a row), each over a checkerboard (where
+    it is transparent) and above its caption."""
+    from PIL import Image, ImageDraw
+
+    columns = min(4, max(1, len(images)))
+    cell, caption = THUMB + 8, 12
+    rows_n = -(-len(images) // columns)
+    sheet = Image.new("RGB", (columns * cell, rows_n * (cell + caption)), "white")
+    draw = ImageDraw.Draw(sheet)
+    for i, (image, text) in enumerate(zip(images, captions, strict=True)):
+        x, y = (i % columns) * cell + 4, (i // columns) * (cell + caption) + 4
+        thumb = image.convert("RGBA")
+        thumb.thumbnail((THUMB, THUMB))
         sheet.paste(_checkerboard(thumb.size), (x, y))
         sheet.paste(thumb, (x, y), thumb)
-        draw.text((x, y + THUMB + 1), f"{row['width']}x{row['height']} {row['mode']}", fill="black")
+        draw.text((x, y + THUMB + 1), text, fill="black")
     return sheet
 
 

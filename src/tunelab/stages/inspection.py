@@ -107,6 +107,10 @@ def blocking(findings: list[dict]) -> list[dict]:
 
 def training_findings(renderer: Renderer, rows: list[dict], rejected: list[dict]) -> list[dict]:
     """The findings `tunelab run` checks before it trains (no example views)."""
+    if renderer.kind == "image":  # sizes and modes that tell the category: no contact sheets
+        from tunelab.stages.inspect_images import image_findings
+
+        return image_findings(rows) + _imbalance(rows)
     if renderer.kind == "encoder":
         return _imbalance(rows)
     if renderer.task.type == "pretrain":  # no prompt or target to check: the packing is recorded

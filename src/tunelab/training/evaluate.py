@@ -16,7 +16,7 @@ import torch
 from tunelab.modeling.render import (
     Encoded,
     Renderer,
-    collate,
+    classifier_batch,
     collate_prompts,
     encode_classification,
 )
@@ -45,7 +45,11 @@ def evaluate_rows(
             device,
             renderer.pad_id,
         )
-    if renderer.kind == "encoder":
+    if renderer.kind == "image":
+        predictions = predict_classifier(
+            model, renderer.encode(rows), renderer.labels, batch_size, device, renderer.pad_id
+        )
+    elif renderer.kind == "encoder":
         encoded = encode_classification(
             renderer.tokenizer, rows, renderer.labels, renderer.max_length
         )
@@ -89,18 +93,22 @@ def _length_order(lengths: list[int]) -> list[int]:
 @torch.no_grad()
 def predict_classifier(
     model: torch.nn.Module,
-    examples: list[Encoded],
+    examples: list,
     labels: list[str],
     batch_size: int,
     device: torch.device,
     pad_id: int,
 ) -> list[dict]:
-    order = _length_order([len(e.input_ids) for e in examples])
+    """The argmax of a classifier's head over texts (`Encoded`, run in length order) or
+    images (`pixels.Pixels`), with its softmax probability."""
+    texts = isinstance(examples[0], Encoded) if examples else False
+    order = (
+        _length_order([len(e.input_ids) for e in examples]) if texts else list(range(len(examples)))
+    )
     out: list[dict] = [{} for _ in examples]
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        batch = collate([examples[i] for i in idx], pad_id, device)
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        logits = model(**classifier_batch([examples[i] for i in idx], pad_id, device))
         probs = torch.softmax(logits.logits.float(), dim=-1)
         conf, pred = probs.max(dim=-1)
         for row, i in enumerate(idx):

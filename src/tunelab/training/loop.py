@@ -32,6 +32,7 @@ from tunelab.modeling.checkpoint import (
     save_checkpoint,
 )
 from tunelab.modeling.packing import Packed
+from tunelab.modeling.pixels import Pixels
 from tunelab.training.distributed import World, check_batch
 from tunelab.training.levers import apply_threads, by_length, compiled
 from tunelab.training.memory import peak_mb, start_peak
@@ -42,6 +43,7 @@ from tunelab.training.step import (
     loss_weight,
     make_batch,
     make_optimizer,
+    train_mode,
     train_step,
 )
 
@@ -66,6 +68,14 @@ def sequence_length_of(examples: list) -> int | None:
     if examples and isinstance(examples[0], Packed):
         return len(examples[0].input_ids)
     return None
+
+
+PER_SECOND = {"tokens": "tok/s", "images": "img/s"}
+
+
+def counted(examples: list) -> str:
+    """What `tokens` and `tokens_per_s` count: tokens, or an image lab's images."""
+    return "images" if examples and isinstance(examples[0], Pixels) else "tokens"
 
 
 def lr_factor(schedule: str, warmup: int, steps: int, decay_fraction: float = 0.2):
@@ -152,12 +162,12 @@ def train(
     peak_source = start_peak(device)  # this run's peak, not an earlier run's in this process
     start = time.perf_counter() - elapsed_before
     started, my_tokens = time.perf_counter(), 0  # this rank, since this process started
-    model.train()
+    train_mode(model)
     progress = Progress(
         TextColumn("[bold]train[/]"),
         BarColumn(),
         TextColumn("step {task.completed}/{task.total}  loss {task.fields[loss]:.4f}"),
-        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TextColumn("{task.fields[tps]:,.0f} " + PER_SECOND[counted(examples)]),
         TimeRemainingColumn(),
         console=console or Console(stderr=True),
         disable=console is None,
@@ -248,6 +258,7 @@ def train(
         "levers": levers,
         "examples_seen": steps * cfg.global_batch,
         "tokens": tokens_seen,
+        "unit": counted(examples),
         "seconds": round(seconds, 2),
         "tokens_per_s": round(tokens_seen / seconds, 1),
         "peak_memory_mb": round(peak_mb(device), 1),

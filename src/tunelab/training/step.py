@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from tunelab.modeling.packing import Packed, collate_packed
+from tunelab.modeling.pixels import Pixels, collate_pixels
 from tunelab.modeling.render import (
     Encoded,
     Rendered,
@@ -32,7 +33,7 @@ LOSS_NORMALISATION = (
     "the whole accumulated global batch; a mixture of experts adds its router's "
     "load-balancing loss × its coefficient once per target token"
 )
-Example = Encoded | Rendered | Packed
+Example = Encoded | Rendered | Packed | Pixels
 
 
 def autocast(device: torch.device, precision: str):
@@ -50,6 +51,8 @@ def make_batch(
     micro: Sequence[Example], pad_id: int, device: torch.device, packing: bool = False
 ) -> dict:
     """A microbatch's tensors; `packing` (causal-LM examples): one padding-free row."""
+    if isinstance(micro[0], Pixels):
+        return collate_pixels(list(micro), device)
     if isinstance(micro[0], Packed):
         return collate_packed(list(micro), device)
     if isinstance(micro[0], Rendered):
@@ -103,7 +106,9 @@ def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor], **extra):
     `position_ids` (`modeling.packing`, boundaries `mask`) go in with neither an attention mask
     nor a cache: only then does transformers build the block-diagonal causal mask from the
     restarts (`masking_utils._preprocess_mask_arguments`). Anything else goes in with its
-    attention mask. `extra`: e.g. `logits_to_keep`."""
+    attention mask; images go in as their pixels. `extra`: e.g. `logits_to_keep`."""
+    if "pixel_values" in batch:
+        return model(pixel_values=batch["pixel_values"], **extra)
     if "position_ids" in batch:
         return model(
             input_ids=batch["input_ids"],
@@ -137,6 +142,20 @@ def backward(
     return float(loss.detach())
 
 
+def train_mode(model: torch.nn.Module) -> torch.nn.Module:
+    """Training mode, except batch normalisation whose weights are frozen (a LoRA on a
+    convolutional network): its running statistics stay as the base has them. They are buffers
+    an adapter does not save, so statistics moved by training would give the trained model one
+    output in this process and another once reloaded on the base."""
+    model.train()
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and not any(
+            p.requires_grad for p in module.parameters(recurse=False)
+        ):
+            module.eval()
+    return model
+
+
 def make_optimizer(
     model: torch.nn.Module, lr: float, weight_decay: float
 ) -> tuple[list[torch.nn.Parameter], torch.optim.Optimizer]:
@@ -156,7 +175,7 @@ class StepResult:
     grad_norm: float | None
     """Before clipping; None without `max_grad_norm`."""
     tokens: int
-    """Non-pad tokens the step's forward passes saw."""
+    """Non-pad tokens the step's forward passes saw (an image lab: images)."""
 
 
 def _accumulating(model: torch.nn.Module, last: bool):
@@ -168,6 +187,13 @@ def _accumulating(model: torch.nn.Module, last: bool):
         return nullcontext()
     no_sync = getattr(model, "no_sync", None)
     return no_sync() if no_sync is not None and not last else nullcontext()
+
+
+def inputs_seen(batch: dict[str, torch.Tensor]) -> int:
+    """What a microbatch counts toward tokens/s: its non-pad tokens, or its images."""
+    if "pixel_values" in batch:
+        return batch["pixel_values"].shape[0]
+    return int(batch["attention_mask"].sum())
 
 
 def _norm(total: torch.Tensor) -> float:
@@ -192,7 +218,7 @@ def train_step(
     for i, batch in enumerate(batches):
         with _accumulating(model, last=i == len(batches) - 1):
             loss += backward(model, batch, denominator, device, precision)
-        tokens += int(batch["attention_mask"].sum())
+        tokens += inputs_seen(batch)
     grad_norm = None
     if max_grad_norm is not None:
         grad_norm = _norm(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))

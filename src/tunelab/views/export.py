@@ -16,11 +16,11 @@ def export(result: dict, console: Console) -> None:
         f"  {len(result['files'])} files, listed with their sha256 in SHA256SUMS; bound to "
         f"{base['name']} (weights sha256 {base['weights_sha256'][:16]}…)"
     )
-    lim = result["limitations"]
+    lim, cut = result["limitations"], result["limitations"]["truncation"]
     console.print(
         f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); "
-        f"{len(lim['regressed'])} class/field regressions recorded; truncation "
-        f"{lim['truncation']['truncated']} of {lim['truncation']['n']} validation inputs"
+        f"{len(lim['regressed'])} class/field regressions recorded"
+        + (f"; truncation {cut['truncated']} of {cut['n']} validation inputs" if cut else "")
     )
     m = result.get("merge_check")
     if m:

@@ -83,6 +83,16 @@ def _images(result: dict, console: Console) -> None:
     console.print(table)
     for label, c in result["summary"]["categories"].items():
         console.print(f"[dim]contact sheet of {label}: {c['contact_sheet']}[/]")
+        v = c.get("model_view")
+        if v:
+            kept = v["kept_area"]
+            area = f", area kept p50 {kept['p50']:.0%} (min {kept['min']:.0%})" if kept else ""
+            console.print(
+                f"[dim]  as the model receives it: {'x'.join(map(str, v['shape']))}, values "
+                f"{v['range'][0]:+.2f}..{v['range'][1]:+.2f}{area}: {v['contact_sheet']}[/]"
+            )
+    if result["summary"].get("model_view"):
+        console.print(f"[dim]model view {result['summary']['model_view']}[/]")
 
 
 def _token_text(ex: dict) -> Text:

@@ -162,9 +162,11 @@ def run(record: dict, console: Console) -> None:
             console.print(f"  reason: {record['reason']}")
         for w in record.get("diff_warnings", []):
             console.print(f"  [bold yellow]warning[/] {w}")
+    unit = t.get("unit", "tokens")  # an image lab counts images
+    rate = "img/s" if unit == "images" else "tok/s"
     console.print(
-        f"[bold]{record['id']}[/] {record['status']}: {t['steps']} steps, {t['tokens']:,} tokens "
-        f"in {t['seconds']:.0f}s ({t['tokens_per_s']:,.0f} tok/s, peak memory "
+        f"[bold]{record['id']}[/] {record['status']}: {t['steps']} steps, {t['tokens']:,} {unit} "
+        f"in {t['seconds']:.0f}s ({t['tokens_per_s']:,.0f} {rate}, peak memory "
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")

@@ -42,7 +42,7 @@ def test_labels_are_optional_and_kept_in_order_when_given() -> None:
     assert image_spec().task.labels is None
     spec = image_spec({"labels": ["dog", "cat"]}, **PLAN)
     assert spec.task.labels == ["dog", "cat"]
-    assert spec.images and spec.model_kind == "encoder"
+    assert spec.images and spec.model_kind == "image"
     assert spec.data.images.max_pixels == 50_000_000
     assert spec.data.dedup.image_hamming == 6
     assert spec.data.fields.image == "image"
@@ -83,13 +83,18 @@ def test_image_settings_are_checked_where_they_are_defined() -> None:
         )
 
 
-def test_a_command_that_loads_a_model_refuses_an_image_lab_and_says_why() -> None:
+def test_size_refuses_an_image_lab_and_says_what_to_use_instead() -> None:
     with pytest.raises(SpecError) as err:
-        image_spec(**PLAN).require_model_task()
+        image_spec(**PLAN).require_sizable()
     words = str(err.value)
-    assert "image_classification" in words and "issue 26" in words
-    assert "tunelab data" in words
+    assert "image_classification" in words and "tunelab check" in words
+    assert image_spec(**PLAN).model_kind == "image"
     text = validate_spec(
         {"data": {"sources": [{"type": "jsonl", "path": "x"}]}, "model": {"path": "x"}}
     )
-    text.require_model_task()  # a text lab goes on
+    text.require_sizable()  # a text lab goes on
+
+
+def test_an_image_lab_takes_no_text_model_kind() -> None:
+    with pytest.raises(SpecError, match=r"model\.kind"):
+        image_spec(**PLAN, model={"path": "x", "kind": "encoder"})

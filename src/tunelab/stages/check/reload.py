@@ -31,8 +31,8 @@ from safetensors.torch import load_file, save_file
 from tunelab.core.env import PLATFORM_PACKAGES, child_env, device_of
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import atomic_write_json, read_json
-from tunelab.modeling.model import DTYPES, load_tokenizer, load_trained, save_trained
-from tunelab.modeling.render import Renderer, make_renderer
+from tunelab.modeling.model import DTYPES, load_trained, save_trained
+from tunelab.modeling.render import Renderer, lab_renderer
 from tunelab.training.evaluate import evaluate_rows
 from tunelab.training.precision import measure as measure_precision
 from tunelab.training.step import autocast, loss_weight, make_batch, summed_loss
@@ -250,6 +250,7 @@ def reload_step(ctx: dict) -> dict:
     lab = ctx["lab"]
     request = {
         "lab": str(lab.path),
+        "data_version": lab.data_version,
         "spec": lab.spec.to_dict(),
         "labels": ctx["labels"],
         "device": str(lab.device),
@@ -368,9 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     spec = validate_spec(request["spec"])
     lab, device = Path(request["lab"]), torch.device(request["device"])
-    renderer = make_renderer(spec, load_tokenizer(spec.model, lab), request["labels"], lab)
-    labels = request["labels"] if spec.model_kind == "encoder" else None
-    model = load_trained(spec.model, lab, Path(request["weights"]), device, labels)
+    renderer = lab_renderer(spec, lab, request["labels"], request["data_version"])
+    kind = spec.model_kind
+    labels = request["labels"] if kind in ("encoder", "image") else None
+    model = load_trained(spec.model, lab, Path(request["weights"]), device, labels, kind)
     loaded = time.perf_counter()
     summary, tensors = reference_outputs(
         model,

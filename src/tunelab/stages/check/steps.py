@@ -1,7 +1,7 @@
 """`tunelab check`: the preflight. Its purpose is wiring, not quality.
 
 On a slice of the current data version (16 train and 4 validation rows by default) it runs
-the run's own code (`model.trainable_model`, `render.make_renderer`,
+the run's own code (`model.trainable_model`, `render.lab_renderer`,
 `train.train`, `evaluate.evaluate_rows`, `model.save_trained` / `load_trained`) and ends with a
 pass/fail checklist saved as `.tunelab/checks/<data version>-<spec hash>.json` (the hash of
 the spec's wiring, `record.wiring`, which the record keeps). The items:
@@ -47,7 +47,7 @@ from tunelab.core.lab import Lab
 from tunelab.core.spec import FullMethod
 from tunelab.core.store import now
 from tunelab.modeling import model as model_lib
-from tunelab.modeling.render import make_renderer
+from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.record import check_path, platform_of, spec_hash, wiring
 from tunelab.stages.check.reload import (
     check_backend,
@@ -184,8 +184,7 @@ def step_seconds(items: list[dict]) -> dict[str, float]:
 
 def _render(ctx: dict) -> dict:
     lab = ctx["lab"]
-    tokenizer = model_lib.load_tokenizer(lab.spec.model, lab.path, lab.data_version)
-    ctx["renderer"] = make_renderer(lab.spec, tokenizer, ctx["labels"], lab.path)
+    ctx["renderer"] = lab_renderer(lab.spec, lab.path, ctx["labels"], lab.data_version)
     ctx["examples"], rejected = ctx["renderer"].training(ctx["train_rows"])
     detail = f"{len(ctx['examples'])} of {len(ctx['train_rows'])} train rows render for training"
     if ctx["renderer"].pack_length is not None:  # task pretrain: documents packed
@@ -235,7 +234,7 @@ def _trainable(ctx: dict) -> dict:
     if missing:
         problems.append(f"frozen but the method trains them: {missing}")
     head = {n for n in names if re.search(r"(^|\.)(classifier|score)\.", n)}
-    if spec.model_kind == "encoder" and head and not grad & head:
+    if spec.model_kind in ("encoder", "image") and head and not grad & head:
         problems.append(f"the new classification head is random but frozen: {sorted(head)}")
     if not grad:
         problems.append("no parameter trains")

@@ -62,7 +62,7 @@ def training_step(ctx: dict) -> list[dict]:
     losses = [h["loss"] for h in record["history"]]
     loop = (
         f"{record['steps']} steps of {record['global_batch']} examples = {record['microbatch']} "
-        f"× {record['accumulation']} accumulation, {record['tokens']} tokens, losses "
+        f"× {record['accumulation']} accumulation, {record['tokens']} {record['unit']}, losses "
         + ", ".join(f"{x:.4f}" for x in losses)
     )
     return [

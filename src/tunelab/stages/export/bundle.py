@@ -6,12 +6,15 @@ A bundle is a folder a team can take away and open with the tools they know:
       (or config.json, model.safetensors             full fine-tuning)
     merged/                                          --merge: LoRA folded into the weights
     tokenizer files, template.json                   what the model was trained with
+      (preprocessor_config.json                      an image classifier: its processor, and
+                                                     template.json its recorded preprocessing)
     base/                                            a model trained from scratch: its base,
                                                      config.json and tokenizer/, hashed
     tunelab.json                                     base identity, spec, data manifest,
                                                      environment, comparison, final, test
                                                      access log, observed limitations
     verify/sample.jsonl                              validation rows and the run's predictions
+    verify/images/                                   an image lab: the sample's images
     README.md                                        the model card (Hugging Face front matter)
     SHA256SUMS                                       every file above
 
@@ -48,12 +51,12 @@ from tunelab.stages.export.limitations import limitations
 from tunelab.stages.export.load import SCRATCH_BASE
 from tunelab.stages.final import final_accesses
 
-WHOLE_SPLIT = {"encoder": 500, "causal": 100}
+WHOLE_SPLIT = {"encoder": 500, "image": 200, "causal": 100}
 """Up to this many validation rows, the bundle stores them all: `verify` then predicts them in
 the run's own batches, so on the same device in float32 every prediction must agree exactly.
 A generative run stores one whole evaluation batch instead (`first_generation_batch`): the same
 exactness, at a fraction of the decoding."""
-SAMPLE = {"encoder": 32, "causal": 16}
+SAMPLE = {"encoder": 32, "image": 32, "causal": 16}
 """Rows stored from a larger split (other batches: a classifier's confidence may move a
 little, see `verify.CONFIDENCE_TOLERANCE`)."""
 BUNDLE_FILE = "tunelab.json"
@@ -132,7 +135,7 @@ def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str
 def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tuple[dict, dict]:
     """Every file of the bundle but SHA256SUMS; returns `tunelab.json`'s content and the base
     model's identity."""
-    from tunelab.modeling.model import load_tokenizer
+    from tunelab.modeling.model import load_processor, load_tokenizer
     from tunelab.tasks import load_schema
 
     store, run_id = lab.store, record["id"]
@@ -143,12 +146,15 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
             shutil.copy2(file, bundle / file.name)
     base = _base(bundle, lab, record, spec)
     _bind_adapter(bundle, base)
-    tokenizer = load_tokenizer(spec.model, lab.path, version)
+    if spec.images:  # the base's image processor, as the run used it
+        tokenizer = load_processor(spec.model, lab.path)
+    else:
+        tokenizer = load_tokenizer(spec.model, lab.path, version)
     tokenizer.save_pretrained(bundle)
     resolved = record["spec"] | {
         "task": record["spec"]["task"] | _inline_schema(spec, load_schema, lab.path)
     }
-    atomic_write_json(bundle / "template.json", _template(spec, tokenizer))
+    atomic_write_json(bundle / "template.json", _template(spec, tokenizer, record))
 
     manifest = store.data_manifest(version)
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
@@ -157,6 +163,11 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
     kept = _verify_sample(spec, lab, list(val_rows.values()), tokenizer, manifest["labels"])
     sample = [{"row": val_rows[i], "prediction": by_id[i]} for i in kept]  # the split's order
     write_jsonl(bundle / "verify" / "sample.jsonl", sample)
+    if spec.images:  # the sample's images, under the same names, so verify reads them there
+        for s in sample:
+            target = bundle / "verify" / s["row"]["image"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(store.data_dir(version) / s["row"]["image"], target)
 
     comparison = _comparison_of(store, run_id)
     finals = [f for f in _finals(store) if f["run"] == run_id]
@@ -169,6 +180,7 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
         "kind": spec.model_kind,
         "task": spec.task.type,
         "labels": manifest["labels"],
+        "preprocessing": record.get("preprocessing"),
         "base_model": base,
         "spec": resolved,
         "data_version": version,
@@ -249,9 +261,12 @@ def _inline_schema(spec, load_schema, lab_path: Path) -> dict:
     return {"json_schema": schema} if schema is not None else {}
 
 
-def _template(spec, tokenizer) -> dict:
+def _template(spec, tokenizer, record: dict) -> dict:
     """The exact prompt the model was trained with: chat template or plain, as text; for a
-    language model (task pretrain), how its documents were packed."""
+    language model (task pretrain), how its documents were packed; for an image classifier,
+    what its processor did to every image (the run's `preprocessing`)."""
+    if spec.images:
+        return {"template": None, "kind": "image", "preprocessing": record.get("preprocessing")}
     from tunelab.modeling.render import PLACEHOLDER, make_template
     from tunelab.tasks.pretrain import sequence_length
 
@@ -278,12 +293,14 @@ def _template(spec, tokenizer) -> dict:
     return out
 
 
-def _truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict:
+def _truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict | None:
     """Validation inputs cut to fit `model.max_length`, as the trainer renders them (a
     language model's documents are scored in windows, never cut)."""
     from tunelab.modeling.render import encode_classification, make_renderer
 
     values = list(rows.values())
+    if spec.images:  # an image is resized, never cut to a length
+        return None
     if spec.task.type == "pretrain":
         cut = []
     elif spec.model_kind == "encoder":

@@ -124,7 +124,7 @@ def body(info: dict) -> str:
             f"- Guardrail {g['metric']} ({g['scope']}, a drop of at most {100 * g['max_drop']:.1f} "
             f"points): {g['status']}, margin {100 * g['margin']:+.1f} points at {g['worst']}."
         )
-    t = lim["truncation"]
+    t = lim["truncation"] or {}  # an image lab's inputs are not cut: none
     if t.get("n"):
         lines.append(
             f"- {t['truncated']} of {t['n']} validation inputs ({100 * t['rate']:.1f}%) are longer "

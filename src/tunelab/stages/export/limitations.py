@@ -82,7 +82,7 @@ def _right(p: dict) -> bool:
 
 
 def _failure(p: dict, row: dict) -> dict:
-    text = row.get("text", "")
+    text = row.get("text", "") or (f"the image {row['file']}" if "image" in row else "")
     out = {"id": p["id"], "input": text[:SNIPPET] + ("…" if len(text) > SNIPPET else "")}
     if "gold" in p:
         return out | {"expected": p["gold"], "predicted": p["predicted"]}

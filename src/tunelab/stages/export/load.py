@@ -113,6 +113,7 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
     """(model, tokenizer, info): the bundle's model on `base` (default: the recorded base
     path; for a model trained from scratch, the bundle's `base/`), checked first. Classifiers
     come back with their labels, causal LMs ready to generate; both in eval mode on `device`.
+    An image classifier comes back with its image processor in the tokenizer's place.
 
     A GGUF base is dequantized once into `cache_root(bundle)/gguf`, keyed by the file's
     sha256: the lab's store (`LAB/.tunelab/cache/gguf`) when the bundle lies inside a lab,
@@ -145,8 +146,14 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
 
             base = materialize(base, cache / "gguf")[0]
         spec = ModelSpec(**(info["spec"]["model"] | {"path": str(base)}))
-    labels = info["labels"] if info["kind"] == "encoder" else None
+    kind = info["kind"]
+    labels = info["labels"] if kind in ("encoder", "image") else None
     lab = lab_of(bundle) or bundle  # paths in the spec are absolute; the lab names its cache
-    model = load_trained(spec, lab, bundle, torch.device(device), labels)
-    tokenizer = AutoTokenizer.from_pretrained(bundle)
-    return model, tokenizer, info
+    model = load_trained(spec, lab, bundle, torch.device(device), labels, kind)
+    if kind == "image":  # the image processor the run used, saved in the bundle
+        from transformers import AutoImageProcessor
+
+        from tunelab.modeling.model import IMAGE_BACKEND
+
+        return model, AutoImageProcessor.from_pretrained(bundle, backend=IMAGE_BACKEND), info
+    return model, AutoTokenizer.from_pretrained(bundle), info

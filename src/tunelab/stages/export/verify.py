@@ -6,6 +6,8 @@ The checklist:
 - `base`: the base model (`--base`, or the recorded path) has the recorded weight hashes; a
   model trained from scratch, its config and tokenizer (the bundle's `base/`) their hashes;
 - `load`: the model loads the way a user loads it (`tunelab.load_bundle`);
+- `preprocessing` (an image classifier): the bundle's image processor and the base's own do
+  what the run recorded (`modeling.pixels.preprocessing`), or the difference is named;
 - `predictions`: the stored validation sample is predicted again and compared with the run's
   own predictions: exactly on the device type the run was evaluated on in float32; on another
   device or dtype up to DEVICE_TOLERANCE of the examples may differ (said in the result). A
@@ -67,10 +69,13 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     loaded: dict = {}
     if items[-1]["passed"]:
         items.append(_guarded("load", lambda: _load(bundle, base, device, loaded)))
+    if loaded and info["kind"] == "image":
+        items.append(_guarded("preprocessing", lambda: _preprocessing(info, loaded, base)))
     if loaded:
         items.append(_guarded("predictions", lambda: _predictions(bundle, info, loaded, device)))
     names = [i["name"] for i in items]
-    for later in ("base", "load", "predictions"):
+    later_checks = ("base", "load", *(("preprocessing",) if info["kind"] == "image" else ()))
+    for later in (*later_checks, "predictions"):
         if later not in names:
             items.append(item(later, False, "not run: an earlier check failed", skipped=True))
     return {
@@ -128,10 +133,36 @@ def _load(bundle: Path, base: Path, device: str, loaded: dict) -> dict:
     return item("load", True, f"loaded as {kind} on {device} with tunelab.load_bundle")
 
 
+def _preprocessing(info: dict, loaded: dict, base: Path) -> dict:
+    """An image classifier's processor, as the bundle holds it and as the base folder has it,
+    against what the run recorded: a difference is named (a resize rule, a crop, a mean and
+    std that are not the run's silently change every input)."""
+    from transformers import AutoImageProcessor
+
+    from tunelab.modeling.model import IMAGE_BACKEND
+    from tunelab.modeling.pixels import differences, preprocessing
+
+    recorded = info.get("preprocessing") or {}
+    found = {
+        "the bundle's processor": differences(recorded, preprocessing(loaded["tokenizer"])),
+        "the base's own processor": differences(
+            recorded, preprocessing(AutoImageProcessor.from_pretrained(base, backend=IMAGE_BACKEND))
+        ),
+    }
+    problems = [f"{where}: {'; '.join(d)}" for where, d in found.items() if d]
+    if not recorded:
+        problems.insert(0, "the run recorded no preprocessing")
+    detail = "; ".join(problems) or (
+        f"{recorded['processor']} as the run recorded it, in the bundle and in the base"
+    )
+    return item("preprocessing", not problems, detail, differences=found)
+
+
 def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
     import torch
 
     from tunelab.core.spec import validate_spec
+    from tunelab.modeling.pixels import ImageRenderer
     from tunelab.modeling.render import make_renderer
     from tunelab.training.evaluate import evaluate_rows
 
@@ -141,7 +172,10 @@ def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
         if line
     ]
     spec = validate_spec(info["spec"])
-    renderer = make_renderer(spec, loaded["tokenizer"], info["labels"], bundle)
+    if spec.images:  # the sample's images lie in verify/, as in the data version
+        renderer = ImageRenderer(loaded["tokenizer"], spec.task, info["labels"], bundle / "verify")
+    else:
+        renderer = make_renderer(spec, loaded["tokenizer"], info["labels"], bundle)
     e = spec.evaluation
     rows = [s["row"] for s in sample]
     predicted, _ = evaluate_rows(

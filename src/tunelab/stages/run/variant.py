@@ -28,14 +28,9 @@ from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
 from tunelab.modeling.head_init import init_from_probe
-from tunelab.modeling.model import (
-    identity,
-    load_tokenizer,
-    save_trained,
-    trainable_model,
-)
+from tunelab.modeling.model import identity, save_trained, trainable_model
 from tunelab.modeling.packing import packing_record
-from tunelab.modeling.render import make_renderer
+from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
 from tunelab.stages.run.diff import check_one_change, diff_runs, diff_warnings, resolve_parent
@@ -60,8 +55,7 @@ class BlockedError(TunelabError):
 def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
     """Renderer, training examples (with the rows that cannot be rendered) and findings."""
     labels = lab.store.data_manifest(version)["labels"]
-    tokenizer = load_tokenizer(lab.spec.model, lab.path, version)  # a scratch BPE: version's
-    renderer = make_renderer(lab.spec, tokenizer, labels, lab.path)
+    renderer = lab_renderer(lab.spec, lab.path, labels, version)  # a scratch BPE: version's
     train_rows = lab.store.read_split(version, "train")
     train_set, rejected = renderer.training(train_rows)
     findings = training_findings(renderer, train_rows, rejected)
@@ -168,6 +162,8 @@ def run_variant(
         preflight=preflight,
         **({"replicate": replicate} if replicate else {}),
     )
+    if renderer.kind == "image":  # what the processor does to every image
+        record["preprocessing"] = renderer.settings
     if renderer.pack_length is not None:
         record["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)
     if console:

@@ -155,6 +155,7 @@ def warm_up_runtime() -> None:
 def build_model(args: dict[str, Any], device) -> tuple[Any, dict[str, Any]]:
     from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
     from tunelab.modeling.model import trainable_model
+    from tunelab.training.step import train_mode
 
     spec = ModelSpec(
         path=args["model_dir"],
@@ -175,7 +176,7 @@ def build_model(args: dict[str, Any], device) -> tuple[Any, dict[str, Any]]:
         args.get("seed", 0),
         checkpointing=bool(args.get("checkpointing")),
     )
-    model.train()
+    train_mode(model)
     return model, {"trainable_params": report["trainable_params"], "params": report["total_params"]}
 
 
@@ -267,7 +268,7 @@ def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
     with train.py's normalisation and with a per-microbatch mean. Dropout is off (eval mode) so
     both see the same function; the examples keep their own (unequal) lengths."""
     from tunelab.modeling.render import Encoded, Rendered
-    from tunelab.training.step import backward, loss_weight, make_batch
+    from tunelab.training.step import backward, loss_weight, make_batch, train_mode
 
     rows = args["examples"]
     if args["kind"] == "encoder":
@@ -293,7 +294,7 @@ def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
     one = grads([ex], [total])
     acc = grads(micro, [total] * k)
     mean = grads(micro, [sum(loss_weight(e) for e in m) * k for m in micro])
-    model.train()
+    train_mode(model)
 
     def rel(a: list, b: list) -> float:
         num = math.sqrt(sum(float((x - y).float().pow(2).sum()) for x, y in zip(a, b, strict=True)))
