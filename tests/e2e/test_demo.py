@@ -69,13 +69,14 @@ def test_extraction_demo_shows_before_and_after(tmp_path, capsys):
     assert_handed_over(result, runs["lora"]["id"], lab)
 
 
-def assert_handed_over(result: dict, run_id: str, lab) -> None:
+def assert_handed_over(result: dict, run_id: str, lab, images: bool = False) -> None:
     """The demo ends with a verified bundle of the chosen run, a plan and the report."""
     assert result["export"]["run"] == run_id and result["verify"]["passed"]
     assert [i["name"] for i in result["verify"]["items"]] == [
         "files",
         "base",
         "load",
+        *(["preprocessing"] if images else []),
         "predictions",
     ]
     plan = result["plan"]
@@ -87,6 +88,37 @@ def assert_handed_over(result: dict, run_id: str, lab) -> None:
         else None
     )
     assert (page or Path(result["report"]["file"])).read_text().count("<section") >= 10
+
+
+@pytest.mark.slow
+def test_image_demo_inspects_each_group_as_the_model_sees_it_and_hands_over(tmp_path, capsys):
+    lab = tmp_path / "images"  # 12 steps, not the demo's 40: the whole chain, once
+    assert main(["demo", "images", "--dir", str(lab), "training.budget.steps=12", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    data = result["data"]
+    assert result["materials"]["images"] == data["rows_read"] == 480
+    photos = {p["photo"]: p["index"] for p in result["materials"]["photos"]}
+    assert photos["coffee.png"] == 967 and photos["chelsea.png"] in range(281, 286)
+    assert data["rows_read"] == data["kept"] + data["quarantined"] + data["duplicates_removed"]
+    assert data["duplicates_removed"] > 0  # the skin tones of one gesture, across splits
+    categories = result["inspect"]["summary"]["categories"]
+    assert len(categories) == 6
+    for category in categories.values():  # as stored, and as the model receives it
+        assert (lab / category["contact_sheet"]).is_file()
+        view = category["model_view"]
+        assert view["shape"] == [3, 224, 224] and (lab / view["contact_sheet"]).is_file()
+    assert result["check"]["passed"]
+    runs = {r["id"].split("-", 1)[1]: r for r in result["compare"]["runs"]}
+    assert {"majority", "probe", "lora"} <= set(runs) and len(runs) == 4
+    assert runs["probe"]["macro_f1"] > runs["majority"]["macro_f1"] + 0.3  # ImageNet features
+    record = json.loads(
+        (lab / ".tunelab" / "runs" / runs["lora"]["id"] / "record.json").read_text()
+    )
+    assert record["trainable"]["head_init"]["from"] == "probe"
+    assert record["preprocessing"]["image_mean"] == [0.5, 0.5, 0.5]
+    final = result["final"]
+    assert final["n"] == 1 and final["metrics"]["n"] > 50
+    assert_handed_over(result, final["run"], lab, images=True)
 
 
 # The ablation demo's chain at a toy size (its own spec takes ~10 minutes; the closing numbers

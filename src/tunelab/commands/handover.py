@@ -104,7 +104,7 @@ def cmd_runs(args):
         "task",
         nargs="?",
         default="classification",
-        help="classification (default), extraction or ablation",
+        help="classification (default), extraction, ablation or images",
     ),
     arg("--dir", type=Path, default=None, help="lab folder (default demo-lab/TASK)"),
     lab=False,

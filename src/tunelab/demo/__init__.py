@@ -8,7 +8,7 @@ from rich.console import Console
 
 from tunelab.core.errors import TunelabError
 
-DEMOS = ("classification", "extraction", "ablation")
+DEMOS = ("classification", "extraction", "ablation", "images")
 
 
 def run_demo(
@@ -22,7 +22,12 @@ def run_demo(
     so the lab's own spec says what ran (e.g. a smaller budget)."""
     if task not in DEMOS:
         raise TunelabError(f"no demo for task {task!r}; known: {list(DEMOS)}")
-    from tunelab.demo import ablation, classification, extraction
+    from tunelab.demo import ablation, classification, extraction, images
 
-    module = {"classification": classification, "extraction": extraction, "ablation": ablation}
+    module = {
+        "classification": classification,
+        "extraction": extraction,
+        "ablation": ablation,
+        "images": images,
+    }
     return module[task].run(lab or Path("demo-lab") / task, console, quiet, overrides or {})

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, minilm
-from tunelab.demo.report import handover, open_demo, seed_note
+from tunelab.demo.report import choose_for_final, handover, open_demo, seed_note
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
@@ -111,7 +111,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     _story(result, baselines, out, {r["id"] for r in ablation["runs"]})
 
     report.section("The sealed final")
-    chosen, reason = _choose(result, out)
+    chosen, reason = choose_for_final(result, out)
     final = run_final(handle, chosen, reason)
     compare_view.final(final, out)
 
@@ -127,34 +127,6 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         **handed,
         "seconds": report.finish("runs", "compare"),
     }
-
-
-def _choose(result: dict, out: Console) -> tuple[str, str | None]:
-    """The one candidate the test split sees: the best variant on validation among those
-    that are neither worse than the reference nor past a guardrail. Unless it was judged
-    `improved`, the seal is opened with a reason that says why, printed and recorded."""
-    metric = result["primary_metric"]
-    variants = [r for r in result["runs"] if r["kind"] == "variant"]
-    eligible = [r for r in variants if r["verdict"] not in ("worse", "guardrail broken")]
-    best = max(eligible or variants, key=lambda r: r[metric])
-    reason = None
-    if not eligible:
-        reason = (
-            "no variant is eligible (each is worse or breaks a guardrail); the demo opens the "
-            "seal for the best on validation to show the final step"
-        )
-    elif best["verdict"] != "improved":
-        reason = (
-            f"the best eligible variant is '{best['verdict']}', not improved; the demo opens "
-            "the seal for it to show the final step"
-        )
-    out.print(
-        f"Chosen on validation alone: {best['id']} ({metric.replace('_', ' ')} "
-        f"{style.pct(best[metric])}%, verdict {best['verdict']}). The test split is opened once, "
-        "for it; a second look would need a reason and is marked in every later report."
-        + (f"\n[yellow]Opened with a recorded reason:[/] {reason}." if reason else "")
-    )
-    return best["id"], reason
 
 
 def _story(result: dict, baselines: dict, out: Console, ablation_runs: set[str]) -> None:

@@ -7,6 +7,7 @@ numbered section per stage, then how long it took and where to look next.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,8 @@ class DemoReport:
     lab: Lab
     started: float
     sections: int = 0
+    materials: dict | None = None
+    """What the demo wrote into its lab before it opened (images, a converted base)."""
 
     def section(self, title: str) -> None:
         self.sections += 1
@@ -65,14 +68,17 @@ def open_demo(
     console: Console,
     quiet: bool = False,
     overrides: dict | None = None,
+    before: Callable[[Path], dict] | None = None,
 ) -> DemoReport:
     """Set an earlier demo lab aside (never delete it), write the spec with the user's
-    `key=value` overrides applied, open the lab and print the question with its guardrails."""
+    `key=value` overrides applied (and what `before` writes into the new lab folder: its
+    materials), open the lab and print the question with its guardrails."""
     out = Console(quiet=True) if quiet else console
     progress = None if quiet else style.console(stderr=True)
     started = time.perf_counter()
     moved = set_aside(lab)
     write_spec(lab, apply_overrides(spec, overrides or {}), title, paths)
+    materials = before(lab) if before is not None else None
     handle = open_lab(lab)
     s = handle.spec
     out.print(Rule(f"[bold]tunelab demo: {title}"))
@@ -90,7 +96,7 @@ def open_demo(
         )
         + "."
     )
-    return DemoReport(out, progress, handle, started)
+    return DemoReport(out, progress, handle, started, materials=materials)
 
 
 def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:
@@ -144,3 +150,31 @@ def seed_note(result: dict) -> str:
         "the floor in 2 more runs, and its record counts for every variant of its family "
         "(same data, base model, method type, budget and evaluation)."
     )
+
+
+def choose_for_final(result: dict, out: Console) -> tuple[str, str | None]:
+    """The one candidate the test split sees: the best variant on validation among those
+    that are neither worse than the reference nor past a guardrail. Unless it was judged
+    `improved`, the seal is opened with a reason that says why, printed and recorded."""
+    metric = result["primary_metric"]
+    variants = [r for r in result["runs"] if r["kind"] == "variant"]
+    eligible = [r for r in variants if r["verdict"] not in ("worse", "guardrail broken")]
+    best = max(eligible or variants, key=lambda r: r[metric])
+    reason = None
+    if not eligible:
+        reason = (
+            "no variant is eligible (each is worse or breaks a guardrail); the demo opens the "
+            "seal for the best on validation to show the final step"
+        )
+    elif best["verdict"] != "improved":
+        reason = (
+            f"the best eligible variant is '{best['verdict']}', not improved; the demo opens "
+            "the seal for it to show the final step"
+        )
+    out.print(
+        f"Chosen on validation alone: {best['id']} ({metric.replace('_', ' ')} "
+        f"{style.pct(best[metric])}%, verdict {best['verdict']}). The test split is opened once, "
+        "for it; a second look would need a reason and is marked in every later report."
+        + (f"\n[yellow]Opened with a recorded reason:[/] {reason}." if reason else "")
+    )
+    return best["id"], reason

@@ -203,6 +203,9 @@ def load_processor(spec: ModelSpec, lab: Path):
     normalisation), for an image classifier, on the `IMAGE_BACKEND`."""
     from transformers import AutoImageProcessor
 
+    from tunelab.modeling.lite import register
+
+    register()  # EfficientNet-Lite folders (`modeling.lite`) open with the Auto classes
     path = resolve_path(spec, lab)
     return AutoImageProcessor.from_pretrained(
         path, backend=IMAGE_BACKEND, **_remote_kwargs(spec, path, lab)
@@ -215,6 +218,9 @@ def load_image_classifier(
     """An image classifier on the pretrained backbone with a head for `labels`: the base's own
     head when it already predicts exactly these labels in this order, else a new one (drawn
     from torch's seed, as a text classifier's is), whatever the base's head had."""
+    from tunelab.modeling.lite import register
+
+    register()  # EfficientNet-Lite folders (`modeling.lite`) open with the Auto classes
     path = resolve_path(spec, lab)
     kwargs = _weights_kwargs(spec, path, lab)
     base_labels = AutoConfig.from_pretrained(path, **_remote_kwargs(spec, path, lab)).id2label
@@ -439,6 +445,10 @@ def load_trained_classifier(
     weights (adapter or full model)."""
     require_safetensors(weights, "the trained weights")
     image = kind == "image"
+    if image:
+        from tunelab.modeling.lite import register
+
+        register()  # a fully fine-tuned EfficientNet-Lite's saved config names its model type
     if (weights / "adapter_config.json").exists():
         load = load_image_classifier if image else load_classifier
         return PeftModel.from_pretrained(load(spec, lab, labels, device), weights).to(device).eval()

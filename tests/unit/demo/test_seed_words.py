@@ -40,3 +40,24 @@ def test_the_conclusion_reads_the_verdicts():
     beyond = _conclusion({"reference": "r001-majority"}, [row("r003-lora", "improved")])
     assert beyond == "r003-lora beat r001-majority beyond the seeds' noise."
     assert "No variant beats r001-majority" in _conclusion({"reference": "r001-majority"}, [])
+
+
+def test_the_image_demo_answer_reads_the_best_variant_and_its_verdict():
+    from tunelab.demo.images import conclusion
+
+    def runs(verdict: str) -> dict:
+        return {
+            "primary_metric": "macro_f1",
+            "reference": "r002-probe",
+            "runs": [
+                {"id": "r002-probe", "kind": "baseline", "macro_f1": 0.8},
+                {"id": "r003-lora", "kind": "variant", "macro_f1": 0.85, "verdict": verdict},
+                {"id": "r004-full", "kind": "variant", "macro_f1": 0.7, "verdict": "worse"},
+            ],
+        }
+
+    said = conclusion(runs("no evidence"))
+    assert "r003-lora, scores 85.0% macro-F1 against 80.0% for r002-probe" in said
+    assert "No variant beat the reference beyond the noise" in said
+    won = conclusion(runs("improved on one seed"))
+    assert "verdict improved on one seed" in won and "beat the reference here (r003-lora)" in won
