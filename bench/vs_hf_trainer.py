@@ -643,6 +643,12 @@ def machine() -> dict:
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "torch_threads": torch.get_num_threads(),
         "flags": {f: f in flags for f in ("amx_bf16", "avx512_bf16", "avx512f")},
+        # the kernels torch and oneDNN may use: ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+        # hold an AVX-512 CPU to AVX2 code (a stand-in where no AVX2-only CPU is at hand)
+        "kernels": {
+            "aten": torch.backends.cpu.get_cpu_capability(),
+            "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "(the CPU's best)"),
+        },
         "python": platform.python_version(),
         "versions": {p: version(p) for p in [*packages, "tunelab"]},
         "load_before": os.getloadavg()[0],
@@ -659,6 +665,11 @@ def markdown(result: dict) -> str:
     return "\n\n".join(parts)
 
 
+def _kernels(m: dict) -> str:
+    k = m.get("kernels") or {}
+    return f"ATen {k.get('aten', '?')}, oneDNN up to {k.get('onednn_max_isa', '?')}"
+
+
 def header(result: dict) -> str:
     m, d = result["machine"], result["data"]
     flags = ", ".join(f"{f} {'yes' if on else 'no'}" for f, on in m["flags"].items())
@@ -670,7 +681,8 @@ def header(result: dict) -> str:
             f"`{result['command']}`",
             "",
             f"Machine: {m['cpu']}, {m['cores']} cores ({m['usable_cores']} usable), torch "
-            f"threads {threads}; {flags}. Load average {m['load_before']:.2f} before, "
+            f"threads {threads}; {flags}; kernels: {_kernels(m)}. Load average "
+            f"{m['load_before']:.2f} before, "
             f"{result['load_after']:.2f} after.",
             f"Versions: {versions}, Python {m['python']}.",
             f"Data: {d['train']} train / {d['validation']} validation rows (stratified, seed "
