@@ -213,8 +213,8 @@ def _image_folder(
         if isinstance(item, Rejection):
             yield item
             continue
-        _, file_shown, label = item
-        yield Record(file_shown, None, {fields.image: file_shown, fields.label: label})
+        file, file_shown, label = item  # the image is read where it is, shown as its row is
+        yield Record(file_shown, None, {fields.image: str(file), fields.label: label})
 
 
 def _label_files(path: Path, shown: str) -> Iterator[tuple[Path, str, str] | Rejection]:

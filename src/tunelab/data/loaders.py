@@ -317,6 +317,7 @@ def load_sources(
     seen: set[str] = set()
     for i, source in enumerate(data.sources):
         _check_source(source, i, data.fields, presplit and not whole[i])
+    _check_shown_apart(located)
 
     def check_text(rec: Record, split: str | None) -> Example | Rejection:
         return check_record(rec, data.fields, labels, split, generative, text_only)
@@ -347,11 +348,13 @@ def _read_source(
     out: Loaded,
 ) -> int:
     """Read one source into `out`; return the rows it had (kept or rejected)."""
-    rows = 0
+    rows, labels_as_text, numbers = 0, False, []
     try:
         for item in get_loader(source.type).read(where.path, where.shown, fields, source.split):
             rows += 1
+            raw = None
             if isinstance(item, Record):
+                raw = item.values.get(fields.label)
                 item = check(item, item.split or source.split)
             if isinstance(item, Example) and item.id in seen:
                 item = item.reject("duplicate_id", f"id {item.id!r} is already used")
@@ -362,12 +365,47 @@ def _read_source(
                 seen.add(item.id)
                 item.source = source.source_name
                 out.examples.append(item)
+                labels_as_text |= isinstance(raw, str)
+                if isinstance(raw, int) and not isinstance(raw, bool):
+                    numbers.append(item)
     except OSError as err:  # unreadable (permissions), or gone while being read
         raise DataError(
             f"data.sources[{i}].path: {where.shown} cannot be read ({err.strerror or err})"
         ) from None
+    if labels_as_text and numbers:
+        _quarantine_numbers(out, numbers)
     out.rows_read += rows
     return rows
+
+
+def _quarantine_numbers(out: Loaded, numbers: list[Example]) -> None:
+    """Labels that are numbers in a source whose other labels are strings (a `3` among
+    `"sport"` and `"tech"`): a slip far more often than a class, and a class of its own if
+    let through. Each goes to the quarantine with its line; a source whose labels are all
+    numbers keeps them (as strings)."""
+    drop = {id(ex) for ex in numbers}
+    out.examples = [ex for ex in out.examples if id(ex) not in drop]
+    out.rejections += [
+        ex.reject(
+            "label_type",
+            f"label {ex.label} is a number while the other labels of {ex.file} are strings; "
+            f'write it as the string "{ex.label}" if it is a class',
+        )
+        for ex in numbers
+    ]
+
+
+def _check_shown_apart(located: list[Located]) -> None:
+    """Two sources shown alike would give their rows the same ids (two folders named `data`
+    outside the lab): refused, naming both, before any row is read."""
+    first: dict[str, int] = {}
+    for i, where in enumerate(located):
+        j = first.setdefault(where.shown, i)
+        if j != i:
+            raise DataError(
+                f"data.sources[{j}] and data.sources[{i}] are both shown as {where.shown!r} in "
+                "example ids; give them distinct names (data.sources[i].name)"
+            )
 
 
 def _check_source(source: Source, i: int, fields: Fields, needs_split: bool) -> None:

@@ -34,7 +34,13 @@ class PlaceError(DataError):
 
 @dataclass
 class Located:
-    """A source's path, checked: resolved, as shown in example ids, and a folder's files."""
+    """A source's path, checked: resolved, as shown in example ids, and a folder's files.
+
+    Ids must not depend on where the data happens to be installed: a source inside the lab is
+    shown relative to the lab; one outside it (`data.allow_outside_lab`) as the spec gives it
+    when that is relative, and by its name (`data.sources[i].name`, else the file or folder's
+    own name) when the spec gives an absolute path. The path read is kept in the manifest
+    (`resolved`)."""
 
     path: Path
     shown: str
@@ -66,8 +72,8 @@ def locate(source: Source, i: int, lab: Path, allow_outside: bool) -> Located:
     _check_kind(real, source.type, where, source.path)
     try:
         shown = real.relative_to(lab_real).as_posix()
-    except ValueError:  # outside, allowed: shown as the spec gives it
-        shown = str(given)
+    except ValueError:  # outside, allowed: relative as the spec gives it, else by its name
+        shown = str(given) if not given.is_absolute() else (source.name or given.name)
     files = folder_files(real) if real.is_dir() else []
     for file in files:
         rel = file.relative_to(real).as_posix()

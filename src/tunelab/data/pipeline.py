@@ -23,6 +23,7 @@ from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.dedup import Dedup, deduplicate
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
+from tunelab.data.label_spelling import unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.split import Splits, presplit_examples, split_examples, straddling_groups
@@ -66,6 +67,7 @@ def _build(
     check = ImageIntake.of(spec, lab, staging).check if staging else None
     loaded = load_sources(data, task_labels, lab, generative, text_only, check)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
+    cleaned.examples = unify_label_spellings(cleaned.examples, [r.rule for r in data.cleaning])
     examples, too_long, long_warnings = _long_texts(
         cleaned.examples, data.max_chars, data.long_text
     )

@@ -42,6 +42,7 @@ HINTS = {
     "bad_text_type": "does data.fields.text name the text field?",
     "empty_text": "does data.fields.text name the text field?",
     "bad_label_type": "does data.fields.label name the label field?",
+    "label_type": "a label written as a number among string labels: quote it, or fix the slip",
     "empty_label": "does data.fields.label name the label field?",
     "bad_target": "does data.fields.target name the answer field?",
     "unknown_label": "do the labels match task.labels?",

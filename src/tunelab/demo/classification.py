@@ -49,7 +49,7 @@ SPEC = {
     ],
     "task": {"type": "classification"},
     "data": {
-        "sources": [{"type": "folder", "path": "{corpus}"}],
+        "sources": [{"type": "folder", "path": "{corpus}", "name": "bbcnews"}],
         "cleaning": [{"rule": "unicode_nfkc"}, {"rule": "whitespace"}],
         "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
         "allow_outside_lab": True,  # the data is read where it is installed

@@ -35,7 +35,7 @@ def test_jsonl_bad_rows_are_quarantined_with_file_and_line(tmp_path: Path) -> No
             b'{"text": "broken", "label": ',  # 4: broken JSON
             b'{"text": "caf\xe9 latin-1", "label": "a"}',  # 5: bad encoding
             j({"text": "list label", "label": ["a"]}),  # 6: label of a bad type
-            j({"text": "int label", "label": 3}),  # 7: int label becomes "3"
+            j({"text": "int label", "label": 3}),  # 7: a number among string labels
             b"",  # blank line: not a row
             j({"text": "good two", "label": "b"}),  # 9
             j(["not", "an", "object"]),  # 10
@@ -45,7 +45,6 @@ def test_jsonl_bad_rows_are_quarantined_with_file_and_line(tmp_path: Path) -> No
     loaded = load_sources(data_spec([{"type": "jsonl", "path": "data/rows.jsonl"}]), None, tmp_path)
     assert [(e.id, e.text, e.label) for e in loaded.examples] == [
         ("data/rows.jsonl:1", "good one", "a"),
-        ("data/rows.jsonl:7", "int label", "3"),
         ("data/rows.jsonl:9", "good two", "b"),
     ]
     got = {(r.file, r.line, r.kind) for r in loaded.rejections}
@@ -55,6 +54,7 @@ def test_jsonl_bad_rows_are_quarantined_with_file_and_line(tmp_path: Path) -> No
         ("data/rows.jsonl", 4, "broken_json"),
         ("data/rows.jsonl", 5, "bad_encoding"),
         ("data/rows.jsonl", 6, "bad_label_type"),
+        ("data/rows.jsonl", 7, "label_type"),
         ("data/rows.jsonl", 10, "not_an_object"),
         ("data/rows.jsonl", 11, "bad_label_type"),
     }

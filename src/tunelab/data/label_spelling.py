@@ -1,0 +1,55 @@
+"""Labels that print alike but are spelt differently: `café` as one code point (U+00E9) and as
+`e` followed by a combining accent (U+0301) look the same everywhere they are shown, yet are two
+strings, so they would become two classes that a confusion matrix prints twice.
+
+Two labels are spelt alike when their NFC forms (Unicode's canonical composition) are equal.
+When the data's cleaning rules normalise the texts (`unicode_nfkc`), the labels get the same
+rule, and such spellings become one label. Without that rule nothing is changed silently: the
+data step is refused, naming both spellings by their code points and a row of each.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import defaultdict
+from dataclasses import replace
+
+from tunelab.data.formats import DataError
+from tunelab.data.loaders import Example
+
+RULE = "unicode_nfkc"
+"""The cleaning rule whose normalisation the labels share."""
+
+
+def unify_label_spellings(examples: list[Example], rules: list[str]) -> list[Example]:
+    """The examples with their labels normalised as the texts are (`RULE` among the cleaning
+    `rules`), else as they are; DataError when two labels differ only in their spelling and
+    no rule says which to keep."""
+    if RULE in rules:
+        return [_nfkc(ex) for ex in examples]
+    first: dict[str, dict[str, Example]] = defaultdict(dict)
+    for ex in examples:
+        first[unicodedata.normalize("NFC", ex.label)].setdefault(ex.label, ex)
+    clashes = [spellings for spellings in first.values() if len(spellings) > 1]
+    if not clashes:
+        return examples
+    shown = "; ".join(
+        " and ".join(
+            f"{label!r} ({_code_points(label)}, e.g. {ex.origin})" for label, ex in s.items()
+        )
+        for s in clashes
+    )
+    raise DataError(
+        f"labels that print alike are spelt differently: {shown}. They would be separate "
+        f"classes. Add {{rule: {RULE}}} to data.cleaning to normalise texts and labels alike, "
+        "or correct the labels at the source."
+    )
+
+
+def _nfkc(ex: Example) -> Example:
+    label = unicodedata.normalize("NFKC", ex.label)
+    return ex if label == ex.label else replace(ex, label=label)
+
+
+def _code_points(text: str) -> str:
+    return " ".join(f"U+{ord(ch):04X}" for ch in text)
