@@ -94,10 +94,10 @@ def test_an_interrupted_mixture_run_resumes_to_the_same_draws_and_metrics(make_l
     spec["training"] |= {"budget": {"steps": 12}, "checkpoint_every": 1}
     spec_file.write_text(yaml.safe_dump(spec))
     assert tl(capsys, "data", "--lab", lab)[0] == 0
-    beat = Path(lab) / ".tunelab" / "runs" / "r001-stopped" / "heartbeat.json"
+    history = Path(lab) / ".tunelab" / "runs" / "r001-stopped" / "history.jsonl"
 
     def stop_at_step_4():  # SIGTERM from outside the loop, as a user's `kill` would
-        while not (beat.exists() and json.loads(beat.read_text())["step"] >= 4):
+        while not (history.exists() and history.read_text().count("}\n") >= 4):
             time.sleep(0.005)
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -119,6 +119,9 @@ def test_image_demo_inspects_each_group_as_the_model_sees_it_and_hands_over(tmp_
     final = result["final"]
     assert final["n"] == 1 and final["metrics"]["n"] > 50
     assert_handed_over(result, final["run"], lab, images=True)
+    page = Path(result["report"]["file"])
+    page = page if page.is_absolute() else lab / page
+    assert page.read_text().count('<img class="sheet"') == 12  # each group, stored and seen
 
 
 # The ablation demo's chain at a toy size (its own spec takes ~10 minutes; the closing numbers

@@ -39,11 +39,14 @@ def start_run(lab: Path, name: str) -> subprocess.Popen:
 
 
 def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
-    beat = run_dir / "heartbeat.json"
+    """Until the run's history (a line a step, `training.loop.HistoryFile`) reaches `step`; the
+    heartbeat is written only every few seconds."""
+    history = run_dir / "history.jsonl"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read()
-        if beat.exists() and json.loads(beat.read_text())["step"] >= step:
+        lines = history.read_text().splitlines() if history.exists() else []
+        if len([line for line in lines if line.endswith("}")]) >= step:
             return
         time.sleep(0.01)
     raise TimeoutError(f"no step {step} in {timeout}s")

@@ -2,7 +2,8 @@
 
 A checkpoint folder holds the trainable tensors (safetensors), the optimizer state and the RNG
 state (`torch.save`, read back with `weights_only=True`: tensors and plain containers only, no
-arbitrary pickle), and `state.json` (step, tokens, loss history, scheduler). The data position
+arbitrary pickle), and `state.json` (step, tokens, seconds, scheduler; the loss history is the
+run's own `history.jsonl`, `training.loop.HistoryFile`). The data position
 needs no saving: the example order is a pure function of the seed, so the resumed loop skips
 the batches already taken. A new checkpoint is written beside the old one and swapped in by
 rename, so a kill at any moment leaves a complete checkpoint or the previous one; like the

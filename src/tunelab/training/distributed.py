@@ -81,6 +81,35 @@ class World:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return float(t.item())
 
+    def step_totals(self, out, stop: bool) -> tuple[float, int, float | None, bool]:
+        """One step's loss (normalised as the gradients are: / `divisor`) and tokens summed
+        over every rank, its gradient norm, and whether any rank asked to stop, from one
+        collective of one small tensor on the training device and one read to the host: the
+        only point of the step where the host waits for the device (`out`: the step's
+        `StepResult`). The norm is the same on every rank (it is taken after the gradients are
+        combined), so its sum is divided by the ranks."""
+        import torch
+
+        loss = out.loss
+        norm = out.grad_norm if out.grad_norm is not None else torch.zeros_like(loss)
+        packed = torch.stack(
+            [
+                loss.double(),
+                out.tokens.double()
+                if torch.is_tensor(out.tokens)
+                else loss.new_tensor(out.tokens).double(),
+                norm.to(loss.device).double(),
+                loss.new_tensor(1.0 if stop else 0.0).double(),
+            ]
+        )
+        if self.distributed:
+            import torch.distributed as dist
+
+            dist.all_reduce(packed, op=dist.ReduceOp.SUM)
+        total, tokens, norms, stops = packed.tolist()
+        grad_norm = norms / self.size if out.grad_norm is not None else None
+        return total / self.divisor, round(tokens), grad_norm, stops > 0
+
     def anyone(self, flag: bool) -> bool:
         """True on every rank when it is true on one (a stop asked of one rank stops all, at
         the same step, so no rank waits in a collective for one that has left)."""

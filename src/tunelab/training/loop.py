@@ -9,11 +9,13 @@ of target tokens (the normalisation is recorded in the run record).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,7 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tunelab.core.errors import TrainingInterrupted, TunelabError
-from tunelab.core.layout import HEARTBEAT
+from tunelab.core.files import write_jsonl
+from tunelab.core.layout import HEARTBEAT, HISTORY
 from tunelab.core.spec import TrainingSpec
 from tunelab.core.store import atomic_write_json, now
 from tunelab.data.mixture import MixtureSampler
@@ -33,7 +36,7 @@ from tunelab.modeling.checkpoint import (
 )
 from tunelab.modeling.packing import Packed
 from tunelab.modeling.pixels import Pixels
-from tunelab.training.distributed import World, check_batch
+from tunelab.training.distributed import World, check_batch, main_process
 from tunelab.training.levers import apply_threads, by_length, compiled
 from tunelab.training.memory import peak_mb, start_peak
 from tunelab.training.precision import resolve as resolve_precision
@@ -76,6 +79,74 @@ PER_SECOND = {"tokens": "tok/s", "images": "img/s"}
 def counted(examples: list) -> str:
     """What `tokens` and `tokens_per_s` count: tokens, or an image lab's images."""
     return "images" if examples and isinstance(examples[0], Pixels) else "tokens"
+
+
+HEARTBEAT_EVERY_S = 5.0
+"""The heartbeat is written at most this often (and at the last step): `runs` calls a run lost
+after `ledger.STALE_SECONDS` without one, and two fsyncs a step cost a GPU step's time."""
+
+
+@dataclass
+class Heartbeat:
+    """When the next heartbeat is due: the first step, then every `HEARTBEAT_EVERY_S`."""
+
+    last: float | None = None
+
+    def due(self, anyway: bool = False) -> bool:
+        now_s = time.monotonic()
+        if anyway or self.last is None or now_s - self.last >= HEARTBEAT_EVERY_S:
+            self.last = now_s
+            return True
+        return False
+
+
+class HistoryFile:
+    """The run's loss history, a JSON line a step, appended without waiting for the disk (the
+    whole history also goes into the run record at the end); fsynced with each checkpoint,
+    which is all that a resume reads back. `path` None: nothing is written."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.file = path, None
+
+    def append(self, entry: dict) -> None:
+        if self.path is None:
+            return
+        if self.file is None:
+            self.file = self.path.open("a", encoding="utf-8")
+        self.file.write(json.dumps(entry) + "\n")
+        self.file.flush()
+
+    def sync(self) -> None:
+        if self.file is not None:
+            os.fsync(self.file.fileno())
+
+    def __enter__(self) -> HistoryFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def resumed_history(run_dir: Path, state: dict) -> list[dict]:
+    """The loss history up to the checkpoint's step: appended line by line to the run's
+    `history.jsonl` as it was trained (a checkpoint written before that file existed holds it
+    in its state). Lines past the checkpoint (steps trained after it, before the stop) go: the
+    resumed run trains them again."""
+    if "history" in state:
+        return state["history"]
+    path = run_dir / HISTORY
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # the last line, cut by a kill while it was written
+            break
+        if entry["step"] <= state["step"]:
+            kept.append(entry)
+    if main_process():
+        write_jsonl(path, kept)
+    return kept
 
 
 def lr_factor(schedule: str, warmup: int, steps: int, decay_fraction: float = 0.2):
@@ -157,8 +228,12 @@ def train(
     tokens_seen, done, elapsed_before = 0, 0, 0.0
     if resume:
         state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
-        history, tokens_seen, done = state["history"], state["tokens"], state["step"]
+        tokens_seen, done = state["tokens"], state["step"]
+        history = resumed_history(run_dir, state)
         elapsed_before = state["seconds"]
+    elif run_dir is not None and world.main:
+        (run_dir / HISTORY).unlink(missing_ok=True)  # a fresh start: no earlier attempt's lines
+    heartbeat = Heartbeat()
     peak_source = start_peak(device)  # this run's peak, not an earlier run's in this process
     start = time.perf_counter() - elapsed_before
     started, my_tokens = time.perf_counter(), 0  # this rank, since this process started
@@ -173,7 +248,8 @@ def train(
         disable=console is None,
         transient=True,
     )
-    with progress:
+    log = HistoryFile(run_dir / HISTORY if run_dir is not None and world.main else None)
+    with progress, log:
         bar = progress.add_task("train", total=steps, completed=done, loss=float("nan"), tps=0.0)
         if sampler is not None:
             order = sampler.order(steps, cfg.global_batch, cfg.seed)
@@ -203,38 +279,35 @@ def train(
                 cfg.max_grad_norm,
                 scheduler,
             )
-            step_loss, grad_norm = world.total(out.loss) / world.divisor, out.grad_norm
-            tokens_seen += int(world.total(out.tokens))
-            my_tokens += out.tokens
+            # the step's one collective and one read: stop, loss, tokens, gradient norm
+            asked = stop is not None and stop.is_set()
+            step_loss, step_tokens, grad_norm, stopping = world.step_totals(out, asked)
+            tokens_seen += step_tokens
+            my_tokens = my_tokens + out.tokens  # this rank's, on the device: read at the end
 
             elapsed = time.perf_counter() - start
-            history.append(
-                {
-                    "step": step + 1,
-                    "loss": step_loss,
-                    "lr": lr,
-                    "grad_norm": grad_norm,
-                    "tokens": tokens_seen,
-                    "seconds": round(elapsed, 3),
-                }
-            )
+            entry = {
+                "step": step + 1,
+                "loss": step_loss,
+                "lr": lr,
+                "grad_norm": grad_norm,
+                "tokens": tokens_seen,
+                "seconds": round(elapsed, 3),
+            }
+            history.append(entry)
             progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
-            stopping = world.anyone(stop is not None and stop.is_set())  # all ranks, same step
             if run_dir is None:
                 continue
             if world.main:
-                atomic_write_json(
-                    run_dir / HEARTBEAT,
-                    {"step": step + 1, "time": now(), "pid": os.getpid()},
-                )
+                log.append(entry)
+                if heartbeat.due(step + 1 == steps or stopping):
+                    atomic_write_json(
+                        run_dir / HEARTBEAT, {"step": step + 1, "time": now(), "pid": os.getpid()}
+                    )
             every = cfg.checkpoint_every
             if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
-                state = {
-                    "step": step + 1,
-                    "tokens": tokens_seen,
-                    "history": history,
-                    "seconds": elapsed,
-                }
+                log.sync()  # the history a resume reads back is on disk with the checkpoint
+                state = {"step": step + 1, "tokens": tokens_seen, "seconds": elapsed}
                 # one process writes it alone; several write it together (rank 0 the files
                 # of the whole run, each rank its shards)
                 save_checkpoint(checkpoint, model, optimizer, scheduler, state, world)
@@ -242,6 +315,7 @@ def train(
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start
     model.eval()
+    my_tokens = int(my_tokens)
     mine = {
         "tokens": my_tokens,
         "tokens_per_s": round(my_tokens / (time.perf_counter() - started), 1),

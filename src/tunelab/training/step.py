@@ -133,13 +133,14 @@ def _config(model: torch.nn.Module):
 
 def backward(
     model: torch.nn.Module, batch: dict, denominator: float, device: torch.device, precision: str
-) -> float:
+) -> torch.Tensor:
     """Forward, summed loss / `denominator`, backward: one microbatch's share of the gradient.
-    Returns that share of the loss."""
+    Returns that share of the loss as a 0-d tensor on the device (read by no one here: reading
+    it would make the host wait for the device)."""
     with autocast(device, precision):
         loss = summed_loss(model, batch) / denominator
     loss.backward()
-    return float(loss.detach())
+    return loss.detach().float()
 
 
 def train_mode(model: torch.nn.Module) -> torch.nn.Module:
@@ -170,11 +171,15 @@ def make_optimizer(
 
 @dataclass(frozen=True)
 class StepResult:
-    loss: float
-    """The global batch's normalised loss (the sum of the microbatches' shares)."""
-    grad_norm: float | None
+    """What one step did, as 0-d tensors on the device: the loop reads them once per step, in
+    one transfer with the other ranks' (`World.step_totals`), never per microbatch."""
+
+    loss: torch.Tensor
+    """This process's share of the global batch's normalised loss (the sum of its
+    microbatches' shares)."""
+    grad_norm: torch.Tensor | None
     """Before clipping; None without `max_grad_norm`."""
-    tokens: int
+    tokens: torch.Tensor
     """Non-pad tokens the step's forward passes saw (an image lab: images)."""
 
 
@@ -189,17 +194,18 @@ def _accumulating(model: torch.nn.Module, last: bool):
     return no_sync() if no_sync is not None and not last else nullcontext()
 
 
-def inputs_seen(batch: dict[str, torch.Tensor]) -> int:
-    """What a microbatch counts toward tokens/s: its non-pad tokens, or its images."""
+def inputs_seen(batch: dict[str, torch.Tensor]) -> torch.Tensor | int:
+    """What a microbatch counts toward tokens/s: its non-pad tokens (summed on the device), or
+    its images."""
     if "pixel_values" in batch:
         return batch["pixel_values"].shape[0]
-    return int(batch["attention_mask"].sum())
+    return batch["attention_mask"].sum()
 
 
-def _norm(total: torch.Tensor) -> float:
-    """The clipped gradients' norm as a number (FSDP2 returns it as a DTensor)."""
+def _norm(total: torch.Tensor) -> torch.Tensor:
+    """The clipped gradients' norm as a plain tensor (FSDP2 returns it as a DTensor)."""
     full = getattr(total, "full_tensor", None)
-    return float(full() if full is not None else total)
+    return (full() if full is not None else total).detach().float()
 
 
 def train_step(
@@ -213,8 +219,10 @@ def train_step(
     max_grad_norm: float | None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
 ) -> StepResult:
-    """One optimizer step over `batches` (the microbatches of one global batch)."""
-    loss, tokens = 0.0, 0
+    """One optimizer step over `batches` (the microbatches of one global batch), with no read
+    from the device: the loss and the token count stay there as tensors."""
+    loss = torch.zeros((), device=device)
+    tokens = torch.zeros((), dtype=torch.long, device=device)
     for i, batch in enumerate(batches):
         with _accumulating(model, last=i == len(batches) - 1):
             loss += backward(model, batch, denominator, device, precision)
