@@ -306,6 +306,12 @@ def enable_checkpointing(model) -> str:
     """Activation checkpointing on the transformers model (inside a PEFT wrapper), non-reentrant
     so LoRA's frozen inputs still pass gradients; returns the call used."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if not getattr(base, "supports_gradient_checkpointing", True):
+        raise ModelError(
+            f"training.activation_checkpointing: {type(base).__name__} does not support "
+            "activation checkpointing in transformers; set it to false (a smaller "
+            "training.microbatch with more accumulation also lowers the memory)"
+        )
     kwargs = {"use_reentrant": False}
     if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x
         base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)

@@ -177,3 +177,11 @@ def test_a_lora_run_reloads_on_its_base_to_the_same_logits(tmp_path):
         want = model.eval()(pixel_values=x).logits
         got = again(pixel_values=x).logits
     assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+def test_activation_checkpointing_is_refused_by_name_not_by_a_traceback() -> None:
+    from tunelab.modeling.model import ModelError, enable_checkpointing
+
+    model = EfficientNetLiteForImageClassification(EfficientNetLiteConfig(image_size=64))
+    with pytest.raises(ModelError, match=r"training\.activation_checkpointing: EfficientNetLite"):
+        enable_checkpointing(model)
