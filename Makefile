@@ -58,7 +58,7 @@ $(VENV)/.demo: $(VENV)/.base
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.demo
-	$(PIP) install -q -e ".[dev]" $(TORCH)
+	$(PIP) install -q -e ".[dev,mlflow]" $(TORCH)
 	touch $@
 
 clean-demo:

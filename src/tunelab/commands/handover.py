@@ -1,5 +1,5 @@
-"""The commands that hand a lab over (a rental plan, a bundle and its verification, the report),
-the run list and the demos."""
+"""The commands that hand a lab over (a rental plan, a bundle and its verification, the report,
+its runs in MLflow), the run list and the demos."""
 
 from __future__ import annotations
 
@@ -85,6 +85,28 @@ def cmd_report(args):
     from tunelab.stages.report.html import write_report
 
     return write_report(lab, args.out)
+
+
+@command(
+    "track",
+    "write the lab into MLflow: a run per tunelab run (spec, loss by step, metrics, state, "
+    "verdict, record), the report and comparisons; a second track adds nothing",
+    "track:track",
+    arg(
+        "--mlflow",
+        nargs="?",
+        metavar="URI",
+        help="any tracking URI MLflow accepts (http://host:5000, sqlite:///x.db, databricks), "
+        "a .db file (SQLite) or a folder (MLflow's file store); default: MLFLOW_TRACKING_URI, "
+        "else sqlite:///LAB/mlflow.db with artifacts in LAB/mlartifacts. Needs "
+        "pip install 'tunelab[mlflow]' (mlflow-skinny, and SQLAlchemy for SQLite)",
+    ),
+    arg("--experiment", metavar="NAME", help="MLflow experiment (default: the lab folder's name)"),
+)
+def cmd_track(args):
+    from tunelab.stages.track.track import track_lab
+
+    return track_lab(args.lab, args.mlflow, args.experiment)
 
 
 @command("runs", "list the runs of the lab", "runs:runs")

@@ -1,0 +1,58 @@
+"""Names and values as MLflow takes them: the spec as params, a metrics record as numbers, keys
+in the characters MLflow accepts, a record's time in milliseconds.
+
+Fitted the same way every time, so that a second `track` compares like with like.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+PARAM_LENGTH, TAG_LENGTH, KEY_LENGTH = 6000, 8000, 250  # MLflow's limits
+
+
+def flatten(value, prefix: str = "") -> dict[str, str]:
+    """A spec as MLflow params: nested keys dotted (`training.lr`), lists and non-strings as
+    JSON (`[\"query\", \"value\"]`, `true`, `null`), each cut to MLflow's 6,000 characters."""
+    if isinstance(value, dict) and value:
+        out: dict[str, str] = {}
+        for key, inner in value.items():
+            out |= flatten(inner, f"{prefix}.{key}" if prefix else str(key))
+        return out
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return {name(prefix): text[:PARAM_LENGTH]}
+
+
+def scalars(metrics: dict, prefix: str = "") -> dict[str, float]:
+    """The numbers of a metrics record, nested keys joined by `/` (lists and text left out)."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        path = f"{prefix}/{name(str(key))}" if prefix else name(str(key))
+        if isinstance(value, dict):
+            out |= scalars(value, path)
+        elif number(value):
+            out[path] = float(value)
+    return out
+
+
+_UNSAFE = re.compile(r"[^\w.\- :/]")
+
+
+def name(text: str) -> str:
+    """A metric, param or tag key MLflow accepts: letters, digits, `_ - . : /` and spaces;
+    anything else (a class label such as `food & drink`) becomes `_`."""
+    return _UNSAFE.sub("_", text)[:KEY_LENGTH] or "_"
+
+
+def millis(when: str | None) -> int | None:
+    """An ISO 8601 time of a record in milliseconds since the epoch (None stays None)."""
+    if not when:
+        return None
+    return int(datetime.fromisoformat(when).timestamp() * 1000)
+
+
+def number(value) -> bool:
+    """A number MLflow can hold as a metric (a bool is not one here)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

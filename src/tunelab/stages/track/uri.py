@@ -1,0 +1,115 @@
+"""Which MLflow store `track` writes to, and the client for it.
+
+`--mlflow` takes any tracking URI MLflow accepts (`http://host:5000`, `sqlite:///x.db`,
+`postgresql://...`, `databricks`), or a local path: a file ending in `.db`, `.sqlite` or
+`.sqlite3` is a SQLite store, anything else a folder in MLflow's file store. Without it,
+MLFLOW_TRACKING_URI when set, else `sqlite:///LAB/mlflow.db`: since MLflow 3.7 SQLite is
+MLflow's own default, and MLflow 3.13 on refuses the file store unless MLFLOW_ALLOW_FILE_STORE
+is set; tunelab sets it only for a folder the user named. A local SQLite store keeps its
+artifacts in `mlartifacts/` beside the database (MLflow server's default name), not in the
+folder the command happens to run from.
+
+mlflow is imported here, only when `track` runs: `tunelab --help` stays light.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from tunelab.core.errors import TunelabError
+
+INSTALL = "pip install 'tunelab[mlflow]'"
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+DEFAULT_DB = "mlflow.db"
+ARTIFACTS = "mlartifacts"
+
+
+class TrackError(TunelabError):
+    """MLflow cannot be used as asked: not installed, or a tracking URI it refuses."""
+
+
+@dataclass(frozen=True)
+class Target:
+    uri: str
+    """The tracking URI handed to MLflow."""
+    kind: str
+    """`sqlite`, `file` (a folder), `database` (another SQLAlchemy URI) or `remote`."""
+    artifacts: str | None
+    """Where a new experiment keeps its artifacts (None: the store's own default)."""
+    given: str
+    """Where the URI came from: `--mlflow`, `MLFLOW_TRACKING_URI` or `the default`."""
+
+
+def resolve(lab: Path, given: str | None) -> Target:
+    """The store `track` writes to (see the module docstring)."""
+    source = "--mlflow"
+    if not given:
+        given, source = os.environ.get("MLFLOW_TRACKING_URI") or None, "MLFLOW_TRACKING_URI"
+    if not given:
+        db = Path(lab).resolve() / DEFAULT_DB
+        return Target(_sqlite(db), "sqlite", (db.parent / ARTIFACTS).as_uri(), "the default")
+    if given in ("databricks", "databricks-uc", "uc"):  # MLflow's own words, not folders
+        return Target(given, "remote", None, source)
+    scheme = urlparse(given).scheme.lower()
+    if len(scheme) > 1:  # a URI (a one-letter scheme is a Windows drive)
+        dialect = scheme.split("+")[0]
+        if dialect == "sqlite":
+            _, _, path = given.partition(":///")
+            local = Path(path).resolve().parent / ARTIFACTS if path else None  # not in memory
+            return Target(given, "sqlite", local and local.as_uri(), source)
+        if dialect in DATABASES:
+            return Target(given, "database", None, source)
+        return Target(given, "file" if scheme == "file" else "remote", None, source)
+    path = Path(given).expanduser().resolve()
+    if path.suffix.lower() in SQLITE_SUFFIXES:
+        return Target(_sqlite(path), "sqlite", (path.parent / ARTIFACTS).as_uri(), source)
+    return Target(path.as_uri(), "file", None, source)
+
+
+def _sqlite(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def client(target: Target):
+    """An MlflowClient for `target`, checked with one read: a missing package or a URI that
+    MLflow refuses is a TrackError naming it, before anything is written."""
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise TrackError(
+            f"`tunelab track` needs MLflow's client, which is not installed: {INSTALL}"
+        ) from None
+    for name in ("mlflow", "alembic"):  # their INFO lines (database set-up) are not ours
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if target.kind == "file":
+        os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # the user named a folder
+    if target.kind in ("sqlite", "database"):
+        _require_sqlalchemy(target)
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # a wrong host fails fast
+    try:
+        mlflow = MlflowClient(tracking_uri=target.uri)
+        mlflow.search_experiments(max_results=1)
+    except Exception as err:  # the user's URI: whatever MLflow says about it, said as theirs
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise TrackError(
+            f"MLflow cannot use the tracking URI {target.uri!r} (from {target.given}): "
+            f"{first[:300]}. Give `--mlflow` a URI MLflow accepts (http://host:5000, "
+            "sqlite:///path/mlflow.db, a folder), or leave it out for sqlite:///LAB/mlflow.db."
+        ) from None
+    return mlflow
+
+
+def _require_sqlalchemy(target: Target) -> None:
+    import importlib.util
+
+    if not all(importlib.util.find_spec(name) for name in ("sqlalchemy", "alembic")):
+        raise TrackError(
+            f"the tracking URI {target.uri!r} is a database, which MLflow reaches through "
+            f"SQLAlchemy and alembic, not installed here: {INSTALL} (or give --mlflow a folder "
+            "or a tracking server's http:// URI)"
+        )
