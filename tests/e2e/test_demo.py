@@ -66,6 +66,11 @@ def test_extraction_demo_shows_before_and_after(tmp_path, capsys):
     assert set(runs) == {"zero-shot", "lora"}
     # the LoRA learns the answer format: JSON validity far above the base model's
     assert runs["lora"]["json_valid"] > runs["zero-shot"]["json_valid"] + 0.3
+    # what it cost on news prose neither model trained on: measured, with its interval
+    (forgetting,) = [g for g in runs["lora"]["guardrails"] if g.get("on")]
+    assert forgetting["on"] == "general/bbc_news.jsonl" and forgetting["metric"] == "bits_per_byte"
+    check = forgetting["checks"]["overall"]
+    assert check["low"] <= check["delta"] <= check["high"] and "not_checked" not in check
     assert_handed_over(result, runs["lora"]["id"], lab)
 
 

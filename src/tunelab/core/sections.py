@@ -41,7 +41,32 @@ class Guardrail(_Section):
     source: str | None = None
     """With `every_source`: judge only this source (e.g. `code`), not every one."""
     max_drop: float = Field(ge=0)
-    """The largest drop allowed against the baseline (absolute)."""
+    """The largest drop allowed against the baseline (absolute). For a metric where less is
+    better (bits per byte), the largest rise."""
+    on: str | None = None
+    """A forgetting guardrail: a second, fixed text the task never trains on (a file in the
+    lab: JSONL rows with a `text`, or plain text whose documents are separated by blank
+    lines), e.g. general prose the base model already models well. The metric is then
+    `bits_per_byte` or `loss` of the model on that text (a causal model), judged against the
+    reference like every guardrail. The file is versioned with the data: its rows and sha256
+    are part of the data version (`data/guard_sets.py`)."""
+
+    @model_validator(mode="after")
+    def _forgetting_measures(self) -> Guardrail:
+        if self.on is not None:
+            if self.metric not in FORGETTING_METRICS:
+                raise FieldError(
+                    "metric",
+                    f"a guardrail `on` a text measures {' or '.join(FORGETTING_METRICS)} "
+                    f"there, not {self.metric!r}",
+                )
+            if self.scope != "overall":
+                raise FieldError("scope", "a guardrail `on` a text is judged overall")
+        return self
+
+
+FORGETTING_METRICS = ("bits_per_byte", "loss")
+"""What a forgetting guardrail (`on`) measures on its text: less is better."""
 
 
 class ClassificationTask(_Section):

@@ -140,6 +140,14 @@ class Spec(_Section):
                     f"{g.scope!r} does not apply to {self.task.type}; use overall"
                     + (f" or {task.group_scope}" if task.group_scope else ""),
                 )
+            if g.on is not None:  # a forgetting guardrail: its own text and measures
+                if self.model_kind != "causal":
+                    raise FieldError(
+                        f"guardrails.{i}.on",
+                        "a forgetting guardrail scores text with a causal language model; "
+                        f"this lab's model is an {self.model_kind} classifier",
+                    )
+                continue
             if g.source is not None and g.scope != "every_source":
                 raise FieldError(
                     f"guardrails.{i}.source", "a source is named only with scope every_source"

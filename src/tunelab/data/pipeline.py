@@ -22,6 +22,7 @@ from tunelab.data.balance import imbalance_warnings
 from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.dedup import Dedup, deduplicate
+from tunelab.data.guard_sets import load_guard_sets, overlap_warnings
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
 from tunelab.data.label_spelling import unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
@@ -65,6 +66,7 @@ def _build(
     task_labels = None if generative else spec.task.labels
     text_only = generative and not spec.task.needs_target  # pretrain: the text is all
     check = ImageIntake.of(spec, lab, staging).check if staging else None
+    guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
     loaded = load_sources(data, task_labels, lab, generative, text_only, check)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
     cleaned.examples = unify_label_spellings(cleaned.examples, [r.rule for r in data.cleaning])
@@ -85,7 +87,7 @@ def _build(
 
     seen = {ex.label for rows in dedup.splits.values() for ex in rows}
     labels = list(task_labels) if task_labels else sorted(seen)
-    settings = settings_of(data, labels, loaded.sources, spec.images)
+    settings = settings_of(data, labels, loaded.sources, spec.images, guard)
     version = version_id(dedup.splits, quarantine, settings)
     new = not version_exists(store, version)
     rows = rows_id(dedup.splits)
@@ -102,11 +104,14 @@ def _build(
         "eval_from": data.eval_from,
         "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
     }
+    if guard:
+        manifest["guard_sets"] = {g.on: g.summary() for g in guard}
     images = image_summary(dedup.splits, data, staging) if staging else None
     if images:
         manifest["images"] = images
     warnings = check_usable(manifest, spec) + long_warnings  # refuses unusable data
     warnings += _warnings(spec, dedup.splits, len(conflicts.groups), loaded.presplit, seen)
+    warnings += overlap_warnings(guard, {ex.text.strip() for ex in dedup.splits["train"]})
     report = {
         "version": version,
         "new": new,
@@ -135,13 +140,14 @@ def _build(
         "eval_from": data.eval_from,
         # this build's examples kept out of train as the pinned validation and test ones
         "held_out_of_train": held_out if data.eval_from else None,
+        "guard_sets": manifest.get("guard_sets"),
         "warnings": warnings,
     }
     if images:
         report["images"] = {**images, "folder": _shown(store.data_dir(version) / "images", lab)}
     if new:
         write_version(
-            store, version, dedup.splits, quarantine, report, manifest, dedup.pairs, staging
+            store, version, dedup.splits, quarantine, report, manifest, dedup.pairs, staging, guard
         )
     if data.eval_from:
         check_pinned(store, version, data.eval_from)

@@ -29,6 +29,7 @@ from tunelab.core.digest import sha256_file, sha256_json
 from tunelab.core.spec import DataSpec
 from tunelab.core.store import SPLITS, Store, atomic_write_json, now, write_jsonl
 from tunelab.data.cleaning import rule_settings
+from tunelab.data.guard_sets import GuardSet, write_sets
 from tunelab.data.images import DHASH_SIZE, FORMATS
 from tunelab.data.loaders import DataError, Rejection
 from tunelab.data.split import Splits
@@ -41,12 +42,17 @@ IMAGE_ONLY = {"fields": {"image"}, "dedup": {"image_hamming"}}
 
 
 def settings_of(
-    data: DataSpec, labels: list[str], sources: list[dict], images: bool = False
+    data: DataSpec,
+    labels: list[str],
+    sources: list[dict],
+    images: bool = False,
+    guard: list[GuardSet] = (),
 ) -> dict[str, Any]:
     """How the rows were made: everything besides the rows that the version id covers. The
     sources' content hashes are part of it, so a changed file always makes a new version (and
     a report and manifest of its own), even when the rows it keeps are the same. `images`:
-    the rows are images (task image_classification)."""
+    the rows are images (task image_classification). `guard`: the forgetting sets of the
+    spec's guardrails, whose files' hashes the id covers (a lab without one keeps its ids)."""
     left_out = {} if images else IMAGE_ONLY
     return {
         "labels": labels,
@@ -61,6 +67,7 @@ def settings_of(
         # only when set, so that the versions made before the option keep their ids
         **({"eval_from": data.eval_from} if data.eval_from else {}),
         **({"images": image_settings(data)} if images else {}),
+        **({"guard_sets": [{"on": g.on, "sha256": g.sha256} for g in guard]} if guard else {}),
     }
 
 
@@ -116,6 +123,7 @@ def write_version(
     manifest: dict[str, Any],
     duplicates: list[dict[str, Any]] = (),
     images: Path | None = None,
+    guard: list[GuardSet] = (),
 ) -> dict[str, Any]:
     """Write the split files, quarantine, duplicate pairs, report and manifest; return the
     manifest. `images`: the folder where an image lab's accepted images were staged
@@ -138,6 +146,7 @@ def write_version(
             files[path.name] = sha256_file(path)
         if images is not None:
             files.update(_move_images(images, tmp, splits))
+        files.update(write_sets(tmp, guard))
         write_jsonl(tmp / "quarantine.jsonl", (r.to_dict() for r in quarantine))
         files["quarantine.jsonl"] = sha256_file(tmp / "quarantine.jsonl")
         write_jsonl(tmp / "duplicates.jsonl", duplicates)

@@ -7,13 +7,15 @@ fields, without losing what the base model already does?
 
 from __future__ import annotations
 
+import json
+import random
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from tunelab.data import build_data
-from tunelab.demo.assets import manpages, smollm2_gguf
+from tunelab.demo.assets import bbc_news, manpages, smollm2_gguf
 from tunelab.demo.report import handover, open_demo, seed_note
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
@@ -28,6 +30,9 @@ from tunelab.views import runs as runs_view
 from tunelab.views import style
 
 FIELDS = ["name", "section", "summary"]
+NEWS = "general/bbc_news.jsonl"
+STATUS_WORDS = {"holds": "holds", "broken": "is broken", "unresolved": "is unresolved"}
+"""The forgetting guardrail's text: BBC News openings (`news_guard`), in the lab."""
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -56,6 +61,8 @@ SPEC = {
     "guardrails": [
         {"metric": "json_valid", "scope": "overall", "max_drop": 0.0},
         {"metric": "presence", "scope": "every_field", "max_drop": 0.0},
+        # what the LoRA may cost on prose it never trains on (news_guard writes it)
+        {"metric": "bits_per_byte", "on": NEWS, "max_drop": 0.05},
     ],
     "task": {
         "type": "extraction",
@@ -94,7 +101,7 @@ SPEC = {
 def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None = None) -> dict:
     paths = {"data": manpages(), "model": smollm2_gguf()}
     title = "manual pages to JSON on SmolLM2-135M-Instruct"
-    report = open_demo(lab, title, SPEC, paths, console, quiet, overrides)
+    report = open_demo(lab, title, SPEC, paths, console, quiet, overrides, before=news_guard)
     out, handle, progress = report.out, report.lab, report.progress
 
     report.section("The data")
@@ -123,6 +130,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     result = compare(handle)
     before_after(baselines["runs"][0], lora, out)
     compare_view.compare(result, out)
+    out.print(forgetting_note(result, baselines["runs"][0], lora))
     out.print(seed_note(result))
 
     report.section("The handover: export, verify, a rental plan, the lab report")
@@ -137,6 +145,51 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     }
 
 
+def news_guard(lab: Path, per_category: int = 5, chars: int = 900) -> dict:
+    """The forgetting set: the opening paragraphs (about `chars` characters) of
+    `per_category` BBC News articles of each category, drawn with a fixed seed, written to
+    NEWS in the lab. Prose the base model reads well and the manual pages never show it."""
+    root = bbc_news()
+    rng = random.Random(0)
+    rows = []
+    for category in sorted(p.name for p in root.iterdir() if p.is_dir()):
+        files = sorted((root / category).glob("*.txt"))
+        for path in sorted(rng.sample(files, per_category)):
+            paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n")]
+            text = ""
+            for paragraph in (p for p in paragraphs if p):
+                text = f"{text}\n\n{paragraph}" if text else paragraph
+                if len(text) >= chars:
+                    break
+            rows.append({"id": f"{category}/{path.name}", "text": text})
+    (lab / NEWS).parent.mkdir(parents=True, exist_ok=True)
+    (lab / NEWS).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return {"news": len(rows)}
+
+
+def forgetting_note(result: dict, base: dict, variant: dict) -> str:
+    """What the LoRA cost on the news prose, in words, from the comparison's guardrail."""
+    row = next(r for r in result["runs"] if r["id"] == variant["id"])
+    g = next(g for g in row.get("guardrails", []) if g.get("on") == NEWS)
+    c = g["checks"]["overall"]
+    if "not_checked" in c:
+        return f"The forgetting guardrail was not checked: {c['not_checked']}."
+    before, after = (r["guard"][NEWS]["metrics"]["bits_per_byte"] for r in (base, variant))
+    text = (
+        f"What the LoRA cost: on {base['guard'][NEWS]['metrics']['n']} news openings neither "
+        f"model trained on, bits per byte went from {before:.3f} to {after:.3f} "
+        f"({-c['delta']:+.3f}, 95% CI {-c['high']:+.3f} to {-c['low']:+.3f}); the limit is "
+        f"+{g['max_drop']:g}: the guardrail {STATUS_WORDS[g['status']]}."
+    )
+    if g["status"] == "broken":
+        text += (
+            " The task is won and some of the base's prose is lost: the verdict says "
+            "so, and the bundle's model card records it. If the model must still write "
+            "prose, a smaller rank or fewer steps is the next variant (one change at a time)."
+        )
+    return text
+
+
 def before_after(base: dict, variant: dict, out: Console) -> None:
     b, v = base["metrics"], variant["metrics"]
     table = Table("on validation", "base (zero-shot)", "LoRA", title="before / after")
@@ -149,4 +202,12 @@ def before_after(base: dict, variant: dict, out: Console) -> None:
                 style.pct(b["per_field"][field][part]),
                 style.pct(v["per_field"][field][part]),
             )
+    bg, vg = (run.get("guard", {}).get(NEWS) for run in (base, variant))
+    if bg and vg:  # the forgetting set: prose neither saw in training
+        table.add_section()
+        table.add_row(
+            f"news prose ({bg['metrics']['n']} openings): bits per byte, less is better",
+            f"{bg['metrics']['bits_per_byte']:.3f}",
+            f"{vg['metrics']['bits_per_byte']:.3f}",
+        )
     out.print(table)

@@ -89,14 +89,18 @@ def open_demo(
     out.print(
         f"Primary metric {s.hypothesis.metric.replace('_', ' ')}, minimum effect "
         f"{s.hypothesis.min_effect:g}; guardrails: "
-        + "; ".join(
-            f"{g.metric.replace('_', ' ')} ({g.scope.replace('_', ' ')}) may drop at most "
-            f"{g.max_drop:g}"
-            for g in s.guardrails
-        )
+        + "; ".join(_rail_text(g) for g in s.guardrails)
         + "."
     )
     return DemoReport(out, progress, handle, started, materials=materials)
+
+
+def _rail_text(g) -> str:
+    """`json valid (overall) may drop at most 0`; a forgetting guardrail by its text."""
+    if g.on:
+        return f"{g.metric.replace('_', ' ')} on {g.on} may rise at most {g.max_drop:g}"
+    name, scope = g.metric.replace("_", " "), g.scope.replace("_", " ")
+    return f"{name} ({scope}) may drop at most {g.max_drop:g}"
 
 
 def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:

@@ -33,10 +33,12 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS
 from tunelab.core.store import check_run_name, write_jsonl
+from tunelab.data.guard_sets import guard_paths
 from tunelab.modeling.model import identity, load_causal, load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, save_head
 from tunelab.modeling.render import make_renderer
 from tunelab.training.evaluate import evaluate_rows, protocol, score
+from tunelab.training.forgetting import score_guard_sets
 
 BASELINES = {
     "encoder": ("majority", "probe"),
@@ -253,6 +255,10 @@ def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) 
         predictions, record["metrics"] = evaluate_rows(
             model, renderer, at.validation, e.batch_size, e.max_new_tokens, lab.device
         )
+        if guard_paths(lab.spec):  # the forgetting sets, measured on the base as it is
+            record["guard"] = score_guard_sets(
+                model, renderer, lab.spec, lab.store, at.version, run_dir, lab.device
+            )
         _finish(lab, record, run_dir, predictions, at)
     return record
 

@@ -161,6 +161,8 @@ def _run_files(store: Store, folder: Path, record: dict, not_checked: list[str])
     hashes = weights.get("sha256") or {}
     wanted = {folder / PREDICTIONS: record.get("predictions_sha256")}
     wanted |= {folder / weights["dir"] / f: hashes.get(f) for f in weights.get("files", [])}
+    # the scored documents of its forgetting sets (a guardrail `on` a text)
+    wanted |= {folder / g["file"]: g["sha256"] for g in (record.get("guard") or {}).values()}
     fix = "restore it, or `tunelab invalidate` the run"
     out, unhashed = [], []
     for path, digest in wanted.items():

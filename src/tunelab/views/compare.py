@@ -115,15 +115,19 @@ def guardrail_line(g: dict) -> str:
     """One guardrail's interval at its worst scope: `f1 every_class holds: worst business
     -1.2 (-3.9, +1.4) points, limit -5.0`."""
     c = g["checks"][g["worst"]]
+    name = g["metric"] + (f" on {g['on']}" if g.get("on") else "")  # a forgetting guardrail
+    status = f"[{GUARD_STYLE[g['status']]}]{g['status']}[/]"
+    if "not_checked" in c:
+        return f"{name} {g['scope']} {status}: not checked ({c['not_checked']})"
     where = "" if g["scope"] == "overall" else f" worst {short_id(g['worst'])}"
-    if g["metric"] in PLAIN:  # lower is better: the interval is of the reduction
-        interval = f"{delta_value(g['metric'], c)}, limit -{g['max_drop']:.4f}"
+    if g["metric"] in PLAIN:  # lower is better: shown as the change of the metric itself
+        interval = (
+            f"change {-c['delta']:+.4f} ({-c['high']:+.4f}, {-c['low']:+.4f}), "
+            f"limit +{g['max_drop']:.4f}"
+        )
     else:
         interval = f"{delta_value(g['metric'], c)} points, limit -{100 * g['max_drop']:.1f}"
-    text = (
-        f"{g['metric']} {g['scope']} [{GUARD_STYLE[g['status']]}]{g['status']}[/]:{where} "
-        + interval
-    )
+    text = f"{name} {g['scope']} {status}:{where} " + interval
     if c.get("needed_n"):
         text += f"; ~{c['needed_n']} validation examples would resolve it"
     elif c.get("needs"):

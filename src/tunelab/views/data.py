@@ -93,5 +93,10 @@ def data(report: dict, console: Console) -> None:
     console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
     if report.get("presplit"):
         console.print("  the data came already split: the user's split was kept as it is")
+    for on, g in (report.get("guard_sets") or {}).items():
+        console.print(
+            f"  forgetting set {escape(on)}: {g['documents']} documents, "
+            f"{g['bytes']:,} bytes, kept in the version as {g['file']}"
+        )
     for warning in report.get("warnings", []):
         console.print(f"[yellow]warning[/] {escape(warning)}")

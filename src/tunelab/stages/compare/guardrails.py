@@ -87,6 +87,10 @@ def judge(g: Guardrail, pair: Pair, groups: list[str] | None) -> dict:
 
 def describe(g: dict) -> str:
     """`macro_f1 (every_class) unresolved: sport -0.021 (-0.058 to +0.012), limit -0.02`."""
+    head = f"{g['metric']} ({g['scope']})" + (f" on {g['on']}" if g.get("on") else "")
+    missing = [c["not_checked"] for c in g["checks"].values() if "not_checked" in c]
+    if missing:
+        return f"{head} {g['status']}: not checked ({'; '.join(missing)}); limit -{g['max_drop']}"
     shown = [
         (name, c)
         for name, c in g["checks"].items()
@@ -101,9 +105,4 @@ def describe(g: dict) -> str:
             text += f", {c['needs']} would resolve it (the seeds' noise does not shrink with n)"
         parts.append(text)
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
-    return (
-        f"{g['metric']} ({g['scope']}) {g['status']}: "
-        + "; ".join(parts)
-        + more
-        + f"; limit -{g['max_drop']}"
-    )
+    return f"{head} {g['status']}: " + "; ".join(parts) + more + f"; limit -{g['max_drop']}"

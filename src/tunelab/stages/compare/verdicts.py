@@ -37,6 +37,7 @@ from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.compute import compute_differences
+from tunelab.stages.compare.forgetting import judge_forgetting
 from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
 from tunelab.stages.compare.pairs import Pair, make_arms, right
 from tunelab.stages.compare.platform import env_differences, process_differences
@@ -102,7 +103,14 @@ def compare(
             noise,
         )
         versus = _versus(pair, primary)
-        versus["guardrails"] = [judge(g, pair, groups_of(before[0], task)) for g in guardrails]
+        trained = (before[0]["kind"] != "baseline", arm[0]["kind"] != "baseline")
+        noise_for = None if seed_only else arms.noise_for
+        versus["guardrails"] = [
+            judge_forgetting(g, store, before, arm, trained, noise_for)
+            if g.on
+            else judge(g, pair, groups_of(before[0], task))
+            for g in guardrails
+        ]
         versus["verdict"], versus["reasons"] = verdict(
             versus, hypothesis, accept_unresolved, seed_only
         )
@@ -198,11 +206,17 @@ def rule_differences(reference: dict, runs: list[dict]) -> dict[str, list[str]]:
         fields = []
         ra, rb = ref.get("hypothesis") or {}, spec.get("hypothesis") or {}
         fields += [f"hypothesis.{k}" for k in sorted(set(ra) | set(rb)) if ra.get(k) != rb.get(k)]
-        if (ref.get("guardrails") or []) != (spec.get("guardrails") or []):
+        if _rails(ref) != _rails(spec):
             fields.append("guardrails")
         if fields:
             out[run["id"]] = fields
     return out
+
+
+def _rails(spec: dict) -> list[dict]:
+    """A recorded spec's guardrails as today's spec writes them (fields added since, such as
+    `on`, at their defaults), so that a field's arrival is not a difference of rules."""
+    return [Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []]
 
 
 def _reference(runs: list[dict], baselines: list[dict], against, version: str, task, store) -> dict:

@@ -114,16 +114,9 @@ def body(info: dict) -> str:
         )
     lines += ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:
-        where = "overall" if r["scope"] == "overall" else f"of {r['scope']}"
-        lines.append(
-            f"- {r['metric']} {where} is {100 * r['delta']:+.1f} points against the "
-            f"reference ({100 * r['low']:+.1f}, {100 * r['high']:+.1f}): {r['status']}."
-        )
+        lines.append(f"- {_regressed_line(r)}")
     for g in lim["guardrails"]:
-        lines.append(
-            f"- Guardrail {g['metric']} ({g['scope']}, a drop of at most {100 * g['max_drop']:.1f} "
-            f"points): {g['status']}, margin {100 * g['margin']:+.1f} points at {g['worst']}."
-        )
+        lines.append(f"- {_guardrail_line(g)}")
     t = lim["truncation"] or {}  # an image lab's inputs are not cut: none
     if t.get("n"):
         lines.append(
@@ -149,3 +142,35 @@ def body(info: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _regressed_line(r: dict) -> str:
+    """`f1 of sport is -2.1 points against the reference (-4.0, -0.2): holds.`; a metric
+    where less is better (bits per byte) by how much it rose."""
+    where = "overall" if r["scope"] == "overall" else f"of {r['scope']}"
+    if r.get("on"):
+        where = f"on {r['on']}"
+    if r["metric"] in PLAIN:  # the interval is of the reduction: a negative one is a rise
+        return (
+            f"{r['metric']} {where} rose by {-r['delta']:.4f} against the reference "
+            f"({-r['high']:.4f} to {-r['low']:.4f}): {r['status']}."
+        )
+    return (
+        f"{r['metric']} {where} is {100 * r['delta']:+.1f} points against the "
+        f"reference ({100 * r['low']:+.1f}, {100 * r['high']:+.1f}): {r['status']}."
+    )
+
+
+def _guardrail_line(g: dict) -> str:
+    """`Guardrail json_valid (overall, a drop of at most 0.0 points): holds, margin ...`."""
+    name = g["metric"] + (f" on {g['on']}" if g.get("on") else "")
+    plain = g["metric"] in PLAIN
+    if plain:
+        limit = f"a rise of at most {g['max_drop']:.4f}"
+    else:
+        limit = f"a drop of at most {100 * g['max_drop']:.1f} points"
+    head = f"Guardrail {name} ({g['scope']}, {limit}): {g['status']}"
+    if g.get("margin") is None:
+        return f"{head}, not checked: {g.get('not_checked')}."
+    margin = f"{g['margin']:+.4f}" if plain else f"{100 * g['margin']:+.1f} points"
+    return f"{head}, margin {margin} at {g['worst']}."

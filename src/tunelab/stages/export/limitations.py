@@ -29,10 +29,11 @@ def regressed(row: dict) -> list[dict]:
     out = []
     for g in row.get("guardrails", []):
         for name, c in g["checks"].items():
-            if c["delta"] < 0:
+            if c.get("delta", 0) < 0:  # a check that did not run has none
                 out.append(
                     {
                         "metric": g["metric"],
+                        "on": g.get("on"),
                         "scope": name,
                         "delta": c["delta"],
                         "low": c["low"],
@@ -48,11 +49,13 @@ def margins(row: dict) -> list[dict]:
     return [
         {
             "metric": g["metric"],
+            "on": g.get("on"),
             "scope": g["scope"],
             "max_drop": g["max_drop"],
             "status": g["status"],
             "worst": g["worst"],
-            "margin": g["checks"][g["worst"]]["margin"],
+            "margin": g["checks"][g["worst"]].get("margin"),  # None: not checked
+            "not_checked": g["checks"][g["worst"]].get("not_checked"),
         }
         for g in row.get("guardrails", [])
     ]

@@ -13,6 +13,7 @@ from tunelab.core.layout import PLANS
 from tunelab.core.ledger import summary
 from tunelab.core.store import RUN_STATES, Store, StoreError, read_json
 from tunelab.stages.report import charts
+from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
 GROUP_KEYS = {
     "per_class": ("class", "every_class", "f1"),
@@ -162,36 +163,49 @@ def _guardrail_figures(variants: list[dict], level: float) -> list[dict]:
     by_rail: dict[tuple, list[dict]] = {}
     for r in variants:
         for g in r.get("guardrails") or []:
-            rows = by_rail.setdefault((g["metric"], g["scope"], g.get("max_drop", 0)), [])
+            key = (g["metric"], g["scope"], g.get("max_drop", 0), g.get("on"))
+            rows = by_rail.setdefault(key, [])
+            scale = 1 if g["metric"] in PLAIN else 100
             for name, check in (g.get("checks") or {}).items():
+                if "not_checked" in check:  # nothing measured: no interval to draw
+                    continue
                 label = r["id"] if g["scope"] == "overall" else f"{r['id']} · {name}"
-                rows.append(_interval(label, check, check.get("status")) | {"group": r["id"]})
+                row = _interval(label, check, check.get("status"), scale)
+                rows.append(row | {"group": r["id"]})
     out = []
-    for i, ((metric, scope, max_drop), rows) in enumerate(by_rail.items()):
-        title = f"{metric} ({scope.replace('_', ' ')}), largest drop allowed {100 * max_drop:g}"
-        mark = [(-100 * max_drop, f"limit −{100 * max_drop:g}")]
-        xlabel = f"Δ {metric}, points ({level:g}% interval)"
+    for i, ((metric, scope, max_drop, on), rows) in enumerate(by_rail.items()):
+        if not rows:
+            continue
+        scale, unit = (1, "reduction") if metric in PLAIN else (100, "points")
+        where = f" on {on}" if on else ""
+        title = (
+            f"{metric}{where} ({scope.replace('_', ' ')}), largest drop allowed "
+            f"{scale * max_drop:g}"
+        )
+        mark = [(-scale * max_drop, f"limit −{scale * max_drop:g}")]
+        xlabel = f"Δ {metric}, {unit} ({level:g}% interval)"
         chart = charts.forest(rows, xlabel, mark, f"guard-{i}")
         out.append({"title": title, "chart": Markup(chart)})
     return out
 
 
-def _interval(label: str, ci: dict, word: str | None) -> dict:
-    """A forest row in points; an arm's seeds as points (each seed's value against the
-    reference arm's mean) and the interval over the examples alone beside the judged one."""
+def _interval(label: str, ci: dict, word: str | None, scale: float = 100) -> dict:
+    """A forest row in points (`scale` 100; 1 for a metric that is not a rate); an arm's seeds
+    as points (each seed's value against the reference arm's mean) and the interval over the
+    examples alone beside the judged one."""
     row = {
         "label": label,
-        "delta": 100 * ci["delta"],
-        "low": 100 * ci["low"],
-        "high": 100 * ci["high"],
+        "delta": scale * ci["delta"],
+        "low": scale * ci["low"],
+        "high": scale * ci["high"],
         "word": word,
     }
     if "values_b" in ci:
         mean_a = sum(ci["values_a"]) / len(ci["values_a"])
         if len(ci["values_b"]) > 1:
-            row["points"] = [100 * (v - mean_a) for v in ci["values_b"]]
+            row["points"] = [scale * (v - mean_a) for v in ci["values_b"]]
         if ci.get("seeds"):
-            row["example"] = (100 * ci["example"]["low"], 100 * ci["example"]["high"])
+            row["example"] = (scale * ci["example"]["low"], scale * ci["example"]["high"])
     return row
 
 

@@ -24,6 +24,7 @@ from tunelab.core.layout import PREDICTIONS, WEIGHTS
 from tunelab.core.spec import validate_spec
 from tunelab.core.stopping import graceful_stop
 from tunelab.core.store import Store, atomic_dir, check_run_name, now, write_jsonl
+from tunelab.data.guard_sets import guard_paths
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
@@ -43,6 +44,7 @@ from tunelab.training.distributed import (
     world_from_env,
 )
 from tunelab.training.evaluate import evaluate_rows, protocol
+from tunelab.training.forgetting import score_guard_sets
 from tunelab.training.loop import sequence_length_of, total_steps, train
 from tunelab.training.precision import resolve as resolve_precision
 from tunelab.training.sharding import full_trainable, load_trainable
@@ -272,6 +274,12 @@ def _train_and_finish(
         )
         write_jsonl(run_dir / PREDICTIONS, predictions)
         record["predictions_sha256"] = sha256_file(run_dir / PREDICTIONS)
+        if forgetting := guard_paths(lab.spec):
+            if console:
+                console.print(f"[dim]scoring the forgetting set {', '.join(forgetting)}…[/]")
+            record["guard"] = score_guard_sets(
+                model, renderer, lab.spec, lab.store, record["data_version"], run_dir, lab.device
+            )
         with atomic_dir(run_dir / WEIGHTS, replace=True) as weights:
             files = save_trained(model, weights)
         hashes = {f: sha256_file(run_dir / WEIGHTS / f) for f in files}  # `tunelab fsck` reads
