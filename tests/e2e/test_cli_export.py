@@ -71,6 +71,10 @@ def test_the_bundle_holds_the_handover_and_peft_loads_it(exported, tiny_bert, ca
     card = (bundle / "README.md").read_text()
     assert card.startswith("---\nbase_model: tiny-bert\nlibrary_name: peft\n")
     assert "model-index:" in card and "## Limitations" in card
+    # the new head is kept whole (modules_to_save): LoRA-only engines refuse it, merged/ serves
+    assert info["serving"]["plain_lora"] is False
+    assert info["serving"]["why"][0].startswith("modules_to_save ['classifier'")
+    assert "**Not a plain LoRA" in card and "Serve merged/" in card
 
     # PEFT's own loader, on the base, gives the run's predictions
     labels = info["labels"]
@@ -99,8 +103,12 @@ def test_verify_passes_on_the_bundle_in_a_fresh_process(exported, capsys):
     _, bundle = exported
     code, result = tl(capsys, "verify", str(bundle))
     assert code == 0 and result["passed"] and result["process"]["fresh"]
-    assert [i["name"] for i in result["items"]] == ["files", "base", "load", "predictions"]
-    assert "exact" in result["items"][-1]["detail"]
+    names = [i["name"] for i in result["items"]]
+    assert names == ["files", "base", "load", "predictions", "merged"]
+    assert "exact" in result["items"][3]["detail"]
+    merged = result["items"][-1]  # the servable form, opened as a serving engine opens it
+    assert merged["passed"] and "AutoModelForSequenceClassification alone" in merged["detail"]
+    assert merged["exact"] and merged["differ"] == []
 
 
 def test_a_flipped_byte_is_named_by_verify(exported, tmp_path, capsys):

@@ -35,6 +35,14 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     assert set(every_field["checks"]) == {"name", "section", "summary"}
     assert all(c["low"] <= c["delta"] <= c["high"] for c in every_field["checks"].values())
 
+    # a plain LoRA of q/v: LoRA-only engines can load it; its merged form verifies alone
+    code, exported = tl(capsys, "export", run["id"], "--lab", lab, "--merge")
+    assert code == 0 and exported["serving"]["plain_lora"] is True
+    code, verified = tl(capsys, "verify", exported["bundle"])
+    merged = verified["items"][-1]
+    assert code == 0 and merged["name"] == "merged" and merged["passed"], merged
+    assert "AutoModelForCausalLM alone" in merged["detail"] and merged["exact"]
+
 
 def test_format_lab_checks_answers_against_a_regex(make_extraction_lab, capsys):
     rows = [

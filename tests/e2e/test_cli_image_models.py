@@ -77,8 +77,9 @@ def test_a_vit_trains_with_lora_and_full_and_hands_over_a_verified_bundle(tmp_pa
     assert code == 0 and final["metrics"]["accuracy"] is not None
 
     bundle = tmp_path / "bundle"
-    code, exported = tl(capsys, "export", "--lab", lab, lora["id"], "--out", str(bundle))
-    assert code == 0, exported
+    code, exported = tl(capsys, "export", "--lab", lab, lora["id"], "--out", str(bundle), "--merge")
+    assert code == 0 and exported["merge_check"]["agree"], exported
+    assert exported["serving"]["plain_lora"] is False  # the new head is kept whole
     info = json.loads((bundle / "tunelab.json").read_text())
     assert info["kind"] == "image" and info["preprocessing"] == lora["preprocessing"]
     assert (bundle / "preprocessor_config.json").is_file()
@@ -89,7 +90,8 @@ def test_a_vit_trains_with_lora_and_full_and_hands_over_a_verified_bundle(tmp_pa
     code, verified = tl(capsys, "verify", str(bundle))
     assert code == 0 and verified["passed"], verified["items"]
     names = [i["name"] for i in verified["items"]]
-    assert names == ["files", "base", "load", "preprocessing", "predictions"]
+    assert names == ["files", "base", "load", "preprocessing", "predictions", "merged"]
+    assert "AutoModelForImageClassification alone" in verified["items"][-1]["detail"]
 
     # the same weights with a processor that normalises otherwise: verify names the field
     other = tmp_path / "other-base"

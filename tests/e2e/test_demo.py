@@ -83,6 +83,7 @@ def assert_handed_over(result: dict, run_id: str, lab, images: bool = False) -> 
         "load",
         *(["preprocessing"] if images else []),
         "predictions",
+        *(["merged"] if result["export"]["merged"] else []),  # opened with transformers alone
     ]
     plan = result["plan"]
     assert plan["days"] == 7 and sum(p["hours"] for p in plan["phases"]) == plan["hours_total"]

@@ -29,6 +29,15 @@ def export(result: dict, console: Console) -> None:
             f"  merged/: merged and adapter outputs {mark} on {m['examples']} examples "
             f"(max |Δ logit| {m['max_abs_logit_diff']:.1e}, tolerance {m['tolerance']:.0e})"
         )
+    served = result.get("serving") or {}
+    if served.get("plain_lora") is False:
+        console.print(
+            "  [yellow]not a plain LoRA[/]: engines that load only LoRA matrices (vLLM) refuse "
+            f"it ({escape('; '.join(w.split(':')[0] for w in served['why']))}); serve "
+            f"{escape(served['servable'])}"
+        )
+    elif served.get("plain_lora"):
+        console.print("  a plain LoRA: LoRA-serving engines (vLLM) can load the adapter as it is")
     removed = result.get("leftovers_removed") or []
     if removed:
         console.print(

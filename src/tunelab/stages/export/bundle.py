@@ -49,6 +49,7 @@ from tunelab.stages.export.card import model_card
 from tunelab.stages.export.leftovers import remove_leftovers, writing
 from tunelab.stages.export.limitations import limitations
 from tunelab.stages.export.load import SCRATCH_BASE
+from tunelab.stages.export.serving import serving
 from tunelab.stages.final import final_accesses
 
 WHOLE_SPLIT = {"encoder": 500, "image": 200, "causal": 100}
@@ -101,6 +102,7 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
         "files": sorted(sums),
         "merged": merge,
         "merge_check": info["merge_check"],
+        "serving": info["serving"],
         "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
         "limitations": info["limitations"],
         "leftovers_removed": removed,
@@ -203,6 +205,7 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
     }
     if merge:
         info["merge_check"] = _merge(bundle, spec, lab, info, sample)
+    info["serving"] = serving(bundle, spec.method.type, merge)
     atomic_write_json(bundle / BUNDLE_FILE, info)
     atomic_write_text(bundle / "README.md", model_card(info))
     return info, base

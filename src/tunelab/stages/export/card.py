@@ -112,6 +112,7 @@ def body(info: dict) -> str:
         lines.append(
             f"- {a['time']}: {a['run']}" + (f" ({a['reason']})" if a.get("reason") else "")
         )
+    lines += _serving_lines(info.get("serving"))
     lines += ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:
         lines.append(f"- {_regressed_line(r)}")
@@ -174,3 +175,30 @@ def _guardrail_line(g: dict) -> str:
         return f"{head}, not checked: {g.get('not_checked')}."
     margin = f"{g['margin']:+.4f}" if plain else f"{100 * g['margin']:+.1f} points"
     return f"{head}, margin {margin} at {g['worst']}."
+
+
+def _serving_lines(serving: dict | None) -> list[str]:
+    """The card's Serving section: whether LoRA-only engines load the adapter, and what to
+    serve instead when they do not."""
+    if not serving:
+        return []
+    lines = ["", "## Serving", ""]
+    if serving["plain_lora"] is None:
+        return [*lines, f"Serve {serving['servable']}."]
+    if serving["plain_lora"]:
+        return [
+            *lines,
+            "A plain LoRA (only low-rank matrices of the base's linear layers): engines that "
+            "load LoRA adapters per request can take it as it is.",
+        ]
+    lines.append(
+        "**Not a plain LoRA: engines that load only LoRA matrices (vLLM's LoRA loader, for "
+        "one) refuse it.** Why:"
+    )
+    lines += ["", *(f"- {w}" for w in serving["why"]), ""]
+    lines.append(
+        f"Serve {serving['servable']}. The merged folder loads with transformers alone "
+        "(`AutoModelFor...from_pretrained(merged/)`), and `tunelab verify` checks that it "
+        "gives the run's predictions."
+    )
+    return lines

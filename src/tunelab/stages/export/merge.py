@@ -18,29 +18,20 @@ TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
 def merge_and_check(bundle: Path, spec, lab, labels: list[str], sample: list[dict]) -> dict:
     import torch
 
-    from tunelab.modeling.model import load_tokenizer, load_trained
-    from tunelab.modeling.render import make_renderer
-    from tunelab.training.step import make_batch
+    from tunelab.modeling.model import load_trained
 
     device = lab.device
-    encoder = spec.model_kind == "encoder"
-    adapter = load_trained(spec.model, lab.path, bundle, device, labels if encoder else None)
-    renderer = make_renderer(spec, load_tokenizer(spec.model, lab.path), labels, lab.path)
+    kind = spec.model_kind
+    head = labels if kind in ("encoder", "image") else None  # a classifier's labels
+    adapter = load_trained(spec.model, lab.path, bundle, device, head, kind)
     rows = [s["row"] for s in sample[:MERGE_ROWS]]
-    if encoder:
-        from tunelab.modeling.render import encode_classification
-
-        examples = encode_classification(renderer.tokenizer, rows, labels, spec.model.max_length)
-    else:
-        examples = [renderer.render(r, with_target=True) for r in rows]
-    batch = make_batch(examples, renderer.pad_id, device)
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    inputs, processor = _inputs(spec, lab, bundle, labels, rows, device)
     with torch.no_grad():
         before = adapter(**inputs).logits.float()
         merged = adapter.merge_and_unload()
         after = merged(**inputs).logits.float()
     merged.save_pretrained(bundle / "merged", safe_serialization=True)
-    renderer.tokenizer.save_pretrained(bundle / "merged")
+    processor.save_pretrained(bundle / "merged")
     diff = float((after - before).abs().max())
     tolerance = TOLERANCE[spec.model.dtype]
     return {
@@ -51,3 +42,21 @@ def merge_and_check(bundle: Path, spec, lab, labels: list[str], sample: list[dic
         "dtype": spec.model.dtype,
         "device": device.type,
     }
+
+
+def _inputs(spec, lab, bundle: Path, labels: list[str], rows: list[dict], device):
+    """The model inputs of the sample's rows (an image lab's images lie in the bundle's
+    verify/), and the tokenizer or image processor that made them."""
+    from tunelab.modeling.render import classifier_batch, encode_classification, lab_renderer
+    from tunelab.training.step import make_batch
+
+    renderer = lab_renderer(spec, lab.path, labels, root=bundle / "verify")
+    if spec.model_kind == "image":
+        return classifier_batch(renderer.encode(rows), 0, device), renderer.processor
+    if spec.model_kind == "encoder":
+        examples = encode_classification(renderer.tokenizer, rows, labels, spec.model.max_length)
+    else:
+        examples = [renderer.render(r, with_target=True) for r in rows]
+    batch = make_batch(examples, renderer.pad_id, device)
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    return inputs, renderer.tokenizer

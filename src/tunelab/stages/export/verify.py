@@ -73,6 +73,8 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
         items.append(_guarded("preprocessing", lambda: _preprocessing(info, loaded, base)))
     if loaded:
         items.append(_guarded("predictions", lambda: _predictions(bundle, info, loaded, device)))
+    if (bundle / "merged").is_dir():  # the servable form, with transformers alone
+        items.append(_guarded("merged", lambda: _merged(bundle, info, device)))
     names = [i["name"] for i in items]
     later_checks = ("base", "load", *(("preprocessing",) if info["kind"] == "image" else ()))
     for later in (*later_checks, "predictions"):
@@ -197,6 +199,40 @@ def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
     if differ:
         detail += f"; differ: {differ[:5]}"
     return item("predictions", len(differ) <= allowed, detail, differ=differ, exact=exact)
+
+
+def _merged(bundle: Path, info: dict, device: str) -> dict:
+    """`merged/` (`export --merge`) opened with transformers' Auto classes alone (no PEFT, no
+    tunelab loader, no base folder), as a serving engine opens it, and the run's predictions
+    on the stored sample reproduced from it under the same rule as the adapter's. An
+    EfficientNet-Lite (`modeling/lite.py`) is the one model transformers does not know: its
+    class is registered first, and the detail says so."""
+    import transformers
+
+    from tunelab.modeling.model import IMAGE_BACKEND
+
+    folder = bundle / "merged"
+    kind = info["kind"]
+    auto = {
+        "causal": transformers.AutoModelForCausalLM,
+        "encoder": transformers.AutoModelForSequenceClassification,
+        "image": transformers.AutoModelForImageClassification,
+    }[kind]
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    how = f"transformers' {auto.__name__} alone"
+    if config.get("model_type") == "efficientnet_lite":
+        from tunelab.modeling.lite import register
+
+        register()
+        how += " (EfficientNet-Lite's class registered from tunelab.modeling.lite)"
+    model = auto.from_pretrained(folder).to(device).eval()
+    if kind == "image":
+        inputs = transformers.AutoImageProcessor.from_pretrained(folder, backend=IMAGE_BACKEND)
+    else:
+        inputs = transformers.AutoTokenizer.from_pretrained(folder)
+    found = _predictions(bundle, info, {"model": model, "tokenizer": inputs}, device)
+    detail = f"merged/ loaded with {how}: {found['detail']}"
+    return item("merged", found["passed"], detail, differ=found["differ"], exact=found["exact"])
 
 
 CONFIDENCE_TOLERANCE = 1e-3

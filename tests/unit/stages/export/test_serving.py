@@ -1,0 +1,40 @@
+"""Whether an adapter loads in LoRA-only serving engines, read from its PEFT config."""
+
+from __future__ import annotations
+
+import json
+
+from tunelab.stages.export.serving import not_plain, serving
+
+PLAIN = {"target_modules": ["q_proj", "v_proj"], "bias": "none", "modules_to_save": None}
+
+
+def test_a_plain_lora_has_nothing_in_the_way():
+    assert not_plain(PLAIN) == []
+
+
+def test_each_thing_lora_only_engines_refuse_is_named():
+    found = not_plain(
+        PLAIN
+        | {
+            "modules_to_save": ["classifier", "score", "classifier"],
+            "target_modules": ["q_proj", "model.lm_head", "embed_tokens"],
+            "use_dora": True,
+            "bias": "lora_only",
+            "trainable_token_indices": [5],
+        }
+    )
+    assert [w.split(":")[0] for w in found] == [
+        "modules_to_save ['classifier', 'score']",
+        "LoRA on ['embed_tokens', 'model.lm_head']",
+        "DoRA",
+        "a LoRA bias",
+        "trainable token rows",
+    ]
+
+
+def test_the_servable_form_is_the_merged_folder_or_the_command_that_makes_it(tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps(PLAIN | {"modules_to_save": ["x"]}))
+    assert serving(tmp_path, "lora", merged=True)["servable"].startswith("merged/")
+    assert "--merge" in serving(tmp_path, "lora", merged=False)["servable"]
+    assert serving(tmp_path, "full", merged=False)["plain_lora"] is None
