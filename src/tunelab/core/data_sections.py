@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from tunelab.core.section_base import _Section
+from tunelab.core.section_base import FieldError, _Section
 
 
 class Source(_Section):
@@ -52,6 +52,32 @@ class Fields(_Section):
     """Column whose rows must all land in one split (e.g. the same author or document)."""
     split: str | None = None
     """Column naming each row's split, when the data comes already split."""
+    messages: str | None = None
+    """Conversations: the column holding a list of `{role, content}` turns (system, user,
+    assistant; several turns allowed), e.g. `messages`. The example's answer is its last
+    assistant turn; `text` and `target` are not read. Needs `model.template: chat`."""
+    prompt: str | None = None
+    """Prompt/completion rows: the column holding the prompt, a string (one user turn) or a
+    list of `{role, content}` turns; with `completion`."""
+    completion: str | None = None
+    """The column holding the completion: a string (one assistant turn) or a list of turns
+    ending on an assistant turn."""
+
+    @model_validator(mode="after")
+    def _one_conversation_shape(self) -> Fields:
+        if (self.prompt is None) != (self.completion is None):
+            raise FieldError(
+                "prompt" if self.prompt is None else "completion",
+                "prompt/completion rows need both fields named",
+            )
+        if self.messages is not None and self.prompt is not None:
+            raise FieldError("messages", "name `messages` or `prompt` and `completion`, not both")
+        return self
+
+    @property
+    def conversations(self) -> bool:
+        """The rows are conversations (`messages`, or prompt/completion)."""
+        return self.messages is not None or self.prompt is not None
 
 
 class CleaningRule(_Section):

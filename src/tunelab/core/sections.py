@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from tunelab.core.multilabel import MultilabelTask
 from tunelab.core.scratch import Arch, Bpe, PretrainTask, check_init
 from tunelab.core.section_base import FieldError, _Section
 
@@ -122,7 +123,12 @@ class FormatTask(_Section):
 
 
 TaskSpec = Annotated[
-    ClassificationTask | ImageClassificationTask | ExtractionTask | FormatTask | PretrainTask,
+    ClassificationTask
+    | MultilabelTask
+    | ImageClassificationTask
+    | ExtractionTask
+    | FormatTask
+    | PretrainTask,
     Field(discriminator="type"),
 ]
 
@@ -156,6 +162,9 @@ class ModelSpec(_Section):
     """Which end of the input text is cut when the prompt is too long. The target never is."""
     loss_on_prompt: bool = False
     """Also train on the prompt tokens (rarely wanted; `tunelab inspect` warns about it)."""
+    loss_on_turns: Literal["all", "last"] = "all"
+    """Conversations (`data.fields.messages`, or prompt/completion): the assistant turns that
+    carry the loss, every one or the last only. System and user text never does."""
     attention: Literal["auto", "sdpa", "eager"] = "auto"
     """The attention kernel: `sdpa` (torch's scaled_dot_product_attention), `eager` (the
     model's own matmul and softmax), or `auto` (transformers' choice: sdpa where the model

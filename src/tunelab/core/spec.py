@@ -26,6 +26,7 @@ from tunelab.core.data_sections import (
     SplitSpec,
 )
 from tunelab.core.errors import TunelabError
+from tunelab.core.multilabel import MultilabelTask, check_multilabel
 from tunelab.core.origin import origin_of, problems
 from tunelab.core.scratch import check_scratch
 from tunelab.core.sections import (
@@ -74,6 +75,7 @@ __all__ = [
     "Mixture",
     "MixtureStage",
     "ModelSpec",
+    "MultilabelTask",
     "PretrainTask",
     "RentalSpec",
     "Source",
@@ -190,6 +192,13 @@ class Spec(_Section):
         )
 
     @model_validator(mode="after")
+    def _multilabel_fits(self) -> Spec:
+        """Task multilabel: an encoder, and rows that can hold a set of labels
+        (`core.multilabel.check_multilabel`)."""
+        check_multilabel(self)
+        return self
+
+    @model_validator(mode="after")
     def _scratch_fits(self) -> Spec:
         """A scratch model, task pretrain and a token budget go together (`core.scratch`)."""
         check_scratch(self)
@@ -203,6 +212,40 @@ class Spec(_Section):
                 "model.kind",
                 f"{self.model.kind} reads texts, and task image_classification trains an image "
                 "classifier (AutoModelForImageClassification); leave model.kind as auto",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _conversations_fit(self) -> Spec:
+        """Conversations are answers to generate: a generative task with a target (extraction,
+        format), the chat template that renders their turns, and no cleaning rules (they
+        apply to a text column, and a conversation is taken as it is)."""
+        if not self.data.fields.conversations:
+            return self
+        field = "data.fields." + ("messages" if self.data.fields.messages else "prompt")
+        if not (self.task.generative and self.task.needs_target):
+            raise FieldError(
+                field,
+                f"conversations are answers to learn and generate (task extraction or format), "
+                f"not task {self.task.type}",
+            )
+        if self.model.template != "chat":
+            raise FieldError(
+                "model.template",
+                "conversations are rendered by the tokenizer's chat template: set template: chat",
+            )
+        for i, source in enumerate(self.data.sources):
+            if source.type in ("folder", "image_folder"):
+                raise FieldError(
+                    f"data.sources.{i}.type",
+                    f"a {source.type} source holds texts, not conversations: use jsonl, csv, "
+                    "parquet or hf_dataset rows with the turns",
+                )
+        if self.data.cleaning:
+            raise FieldError(
+                "data.cleaning",
+                "cleaning rules apply to a text column; conversations are taken as they are "
+                "(clean the turns before `tunelab data`, or remove the rules)",
             )
         return self
 

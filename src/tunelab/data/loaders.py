@@ -63,6 +63,12 @@ class Example:
     """The name of the source it was read from (`data.sources[i].name`)."""
     image: ImageInfo | None = None
     """The image of an image example (task image_classification), whose `text` is empty."""
+    messages: list[dict] | None = None
+    """A conversation's turns (`data/conversations.py`); its `text` is the turns flattened,
+    for duplicates and lengths, and its `target` the last assistant turn's answer."""
+    label_set: list[str] | None = None
+    """A multilabel row's labels, sorted (`data/label_sets.py`); its `label` is then the set's
+    key (the sorted JSON list), which the version id hashes."""
 
     @property
     def origin(self) -> str:
@@ -72,6 +78,8 @@ class Example:
         """What a version id hashes of this row: its id, text and answer, and an image's
         bytes (by their sha256)."""
         row = [self.id, self.text, self.label, self.group, self.target]
+        if self.messages is not None:
+            row.append(self.messages)
         return row if self.image is None else [*row, self.image.bytes_sha256]
 
     def reject(self, kind: str, reason: str) -> Rejection:
@@ -86,6 +94,10 @@ class Example:
             row["group"] = self.group
         if self.target is not None:
             row["target"] = self.target
+        if self.messages is not None:
+            row["messages"] = self.messages
+        if self.label_set is not None:
+            row["labels"] = self.label_set
         row["origin"] = self.origin
         if self.source is not None:
             row["source"] = self.source

@@ -32,6 +32,8 @@ def example_of(row: dict) -> Example:
         group=row.get("group"),
         target=row.get("target"),
         source=row.get("source"),
+        messages=row.get("messages"),
+        label_set=row.get("labels"),  # a multilabel row's set
     )
 
 

@@ -21,9 +21,20 @@ from tunelab.core.store import SPLITS, Store
 from tunelab.data.balance import imbalance_warnings
 from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
+from tunelab.data.conversations import conversation_check
+from tunelab.data.conversations import summary as conversation_summary
 from tunelab.data.dedup import Dedup, deduplicate
 from tunelab.data.guard_sets import load_guard_sets, overlap_warnings
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
+from tunelab.data.label_sets import (
+    label_set_check,
+    seen_labels,
+    set_counts,
+    set_summary,
+    set_warnings,
+    stratum,
+    unify_set_spellings,
+)
 from tunelab.data.label_spelling import unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
@@ -66,10 +77,16 @@ def _build(
     task_labels = None if generative else spec.task.labels
     text_only = generative and not spec.task.needs_target  # pretrain: the text is all
     check = ImageIntake.of(spec, lab, staging).check if staging else None
+    if data.fields.conversations:  # `messages` or prompt/completion rows
+        check = conversation_check(data.fields, task_labels, spec.task.type)
+    multilabel = spec.task.type == "multilabel"  # label sets: `label_sets.py`
+    if multilabel:
+        check = label_set_check(data.fields, spec.task)
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
     loaded = load_sources(data, task_labels, lab, generative, text_only, check)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
-    cleaned.examples = unify_label_spellings(cleaned.examples, [r.rule for r in data.cleaning])
+    unify = unify_set_spellings if multilabel else unify_label_spellings
+    cleaned.examples = unify(cleaned.examples, [r.rule for r in data.cleaning])
     examples, too_long, long_warnings = _long_texts(
         cleaned.examples, data.max_chars, data.long_text
     )
@@ -78,14 +95,19 @@ def _build(
     if loaded.presplit:
         splits = presplit_examples(conflicts.kept)
     else:
-        splits = split_examples(conflicts.kept, data.split, grouped)
+        strata = stratum(conflicts.kept) if multilabel else None
+        splits = split_examples(conflicts.kept, data.split, grouped, strata)
     held_out = 0
     if data.eval_from:  # validation and test as an earlier version has them; train changes
         splits, held_out = pin_eval(splits, pinned_rows(store, data.eval_from))
     dedup = deduplicate(splits, data.dedup, spec.images)
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
-    seen = {ex.label for rows in dedup.splits.values() for ex in rows}
+    seen = (
+        seen_labels(dedup.splits)
+        if multilabel
+        else {ex.label for rows in dedup.splits.values() for ex in rows}
+    )
     labels = list(task_labels) if task_labels else sorted(seen)
     settings = settings_of(data, labels, loaded.sources, spec.images, guard)
     version = version_id(dedup.splits, quarantine, settings)
@@ -95,7 +117,7 @@ def _build(
     counts = _tally(loaded.rows_read, dedup, quarantine, held_out if data.eval_from else None)
     manifest = {
         "labels": labels,
-        "counts": _split_counts(dedup.splits, labels),
+        "counts": (set_counts if multilabel else _split_counts)(dedup.splits, labels),
         "rows": counts,
         "presplit": loaded.presplit,
         "rows_id": rows,
@@ -118,6 +140,7 @@ def _build(
         **counts,
         "splits": manifest["counts"],
         "labels": labels,
+        **({"label_sets": set_summary(dedup.splits)} if multilabel else {}),
         # pretrain reads no labels: its split table counts documents by source instead
         "by_source": _source_counts(dedup.splits) if text_only else None,
         "cleaning": cleaned.changed,
@@ -141,6 +164,11 @@ def _build(
         # this build's examples kept out of train as the pinned validation and test ones
         "held_out_of_train": held_out if data.eval_from else None,
         "guard_sets": manifest.get("guard_sets"),
+        "conversations": (
+            conversation_summary([ex for rows in dedup.splits.values() for ex in rows])
+            if data.fields.conversations
+            else None
+        ),
         "warnings": warnings,
     }
     if images:
@@ -169,7 +197,9 @@ def _warnings(
             "different copies, all kept (dedup.conflicts: report); see duplicates.conflicts in "
             "the report"
         )
-    if not spec.task.generative:
+    if spec.task.type == "multilabel":  # per label, not per label set
+        warnings += set_warnings(splits.get("train", []))
+    elif not spec.task.generative:
         warnings += imbalance_warnings(splits.get("train", []))
         unseen = [label for label in spec.task.labels or [] if label not in seen]
         if unseen:

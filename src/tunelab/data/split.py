@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tunelab.core.spec import SplitSpec
@@ -30,18 +31,32 @@ class _Unit:
     @property
     def label(self) -> str:
         """The majority label (ties go to the first label in sorted order)."""
-        counts = Counter(ex.label for ex in self.examples)
-        return min(counts, key=lambda label: (-counts[label], label))
+        return self.stratum(_label)
+
+    def stratum(self, of: Callable[[Example], str]) -> str:
+        """The majority stratum of the unit's examples (ties: the first in sorted order)."""
+        counts = Counter(of(ex) for ex in self.examples)
+        return min(counts, key=lambda s: (-counts[s], s))
 
 
-def split_examples(examples: list[Example], spec: SplitSpec, grouped: bool) -> Splits:
-    """Seeded split by the ratios in `spec`, stratified by (majority) label if asked."""
+def _label(ex: Example) -> str:
+    return ex.label
+
+
+def split_examples(
+    examples: list[Example],
+    spec: SplitSpec,
+    grouped: bool,
+    stratum: Callable[[Example], str] | None = None,
+) -> Splits:
+    """Seeded split by the ratios in `spec`, stratified by (majority) label if asked, or by
+    `stratum` of each example when given (a multilabel row's rarest label, `label_sets`)."""
     rng = random.Random(spec.seed)
     ratios = {"train": spec.train, "validation": spec.validation, "test": spec.test}
     units = _units(examples, grouped)
     buckets: dict[str, list[_Unit]] = defaultdict(list)
     for unit in units:
-        buckets[unit.label if spec.stratify else ""].append(unit)
+        buckets[unit.stratum(stratum or _label) if spec.stratify else ""].append(unit)
     out: Splits = {s: [] for s in SPLITS}
     for name in sorted(buckets):
         bucket = buckets[name]

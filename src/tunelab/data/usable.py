@@ -46,6 +46,8 @@ HINTS = {
     "empty_label": "does data.fields.label name the label field?",
     "bad_target": "does data.fields.target name the answer field?",
     "unknown_label": "do the labels match task.labels?",
+    "bad_label_set": "task multilabel reads a JSON list of labels per row, or a string split on "
+    "task.separator: is the separator set?",
     "bad_split_value": "the split column's values must be train, validation or test",
     "bad_key": "do data.fields.id and data.fields.group name fields every row has?",
     "duplicate_id": "is the same data listed twice, or are the ids in data.fields.id not unique?",

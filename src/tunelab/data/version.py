@@ -39,6 +39,9 @@ ID_CHARS = 12
 
 IMAGE_ONLY = {"fields": {"image"}, "dedup": {"image_hamming"}}
 """Fields that only an image lab's settings hold (a text lab's ids stay as they were)."""
+CONVERSATION_FIELDS = {"messages", "prompt", "completion"}
+"""Fields that only conversations set: left out of the settings when unset, so the ids of
+versions made before conversations existed stay as they were."""
 
 
 def settings_of(
@@ -54,6 +57,8 @@ def settings_of(
     the rows are images (task image_classification). `guard`: the forgetting sets of the
     spec's guardrails, whose files' hashes the id covers (a lab without one keeps its ids)."""
     left_out = {} if images else IMAGE_ONLY
+    unset = {f for f in CONVERSATION_FIELDS if getattr(data.fields, f) is None}
+    left_out = left_out | {"fields": set(left_out.get("fields", ())) | unset}
     return {
         "labels": labels,
         "sources": [s.model_dump(mode="json") for s in data.sources],

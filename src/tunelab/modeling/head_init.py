@@ -101,7 +101,13 @@ def init_from_probe(
     device: torch.device,
 ) -> dict:
     """Fit the probe on `examples` (the run's train split) and load it into the head; return
-    what the record keeps: the layer, the rows, the probe's train accuracy and the seconds."""
+    what the record keeps: the layer, the rows, the probe's train accuracy and the seconds.
+    Multilabel examples (a 0/1 target per label) get the one-vs-rest probe
+    (`multilabel_head.init_from_multilabel_probe`)."""
+    if examples and isinstance(examples[0].label, tuple):
+        from tunelab.modeling.multilabel_head import init_from_multilabel_probe
+
+        return init_from_multilabel_probe(model, examples, labels, batch_size, pad_id, device)
     start = time.perf_counter()
     name, layer = head_layer(model, len(labels))
     x = head_features(model, layer, examples, batch_size, pad_id, device)

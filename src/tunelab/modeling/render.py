@@ -18,7 +18,8 @@ from tunelab.core.errors import TunelabError
 class Encoded:
     id: str
     input_ids: list[int]
-    label: int
+    label: int | tuple[float, ...]
+    """The class index; for task multilabel, one 0.0/1.0 per label in the lab's order."""
     truncated: bool
 
 
@@ -33,7 +34,13 @@ def encode_classification(
     ids = tokenizer([e["text"] for e in examples], truncation=False)["input_ids"]
     for example, full in zip(examples, ids, strict=True):
         kept = full if len(full) <= max_length else _truncate(full, max_length, tokenizer)
-        out.append(Encoded(example["id"], kept, index[example["label"]], len(full) > max_length))
+        if "labels" in example:  # task multilabel: a 0/1 per label, one sigmoid each
+            from tunelab.tasks.multilabel import target_vector
+
+            target = target_vector(example["labels"], index)
+        else:
+            target = index[example["label"]]
+        out.append(Encoded(example["id"], kept, target, len(full) > max_length))
     return out
 
 
@@ -148,6 +155,11 @@ class Rendered:
     target: object
     target_text: str
     category: str
+    turns: tuple | None = None
+    """A conversation's turns (`conversation.Turn`: role, token span, loss), else None."""
+    turns_cut: int = 0
+    """A conversation's oldest turns dropped to fit max_length (`text_cut` counts their
+    tokens)."""
 
     @property
     def loss_tokens(self) -> int:
@@ -276,6 +288,8 @@ class Renderer:
     truncation: str = "right"
     template: Template | None = None
     loss_on_prompt: bool = False
+    last_turn_only: bool = False
+    """Conversations: the loss on the last assistant turn only (`model.loss_on_turns`)."""
     pack_length: int | None = None
     """Task pretrain: tokens per packed training sequence (evaluation windows stay
     `max_length`, so a packing change leaves the protocol as it is)."""
@@ -300,12 +314,15 @@ class Renderer:
             try:
                 out.append(self.render(row))
             except ValueError as err:
-                rejected.append({"id": row["id"], "reason": str(err)})
+                kind = getattr(err, "kind", "target_truncated")
+                rejected.append({"id": row["id"], "reason": str(err), "kind": kind})
         return out, rejected
 
     def render(self, row: dict, with_target: bool = True) -> Rendered:
         from tunelab.tasks import target_text
 
+        if row.get("messages") is not None:
+            return self._conversation(row, with_target)
         return render_example(
             self.tokenizer,
             self.template,
@@ -315,6 +332,30 @@ class Renderer:
             self.truncation,
             with_target,
             self.loss_on_prompt and with_target,
+        )
+
+    def _conversation(self, row: dict, with_target: bool) -> Rendered:
+        from tunelab.modeling.conversation import render_conversation
+
+        c = render_conversation(
+            self.tokenizer,
+            row["messages"],
+            self.max_length,
+            self.template.end_id,
+            self.last_turn_only,
+            with_target,
+        )
+        return Rendered(
+            id=row["id"],
+            input_ids=c.input_ids,
+            loss_mask=c.loss_mask,
+            prompt_len=c.prompt_len,
+            text_cut=c.tokens_cut,
+            target=row.get("target"),
+            target_text=row["messages"][-1]["content"],
+            category=row.get("label") or "",
+            turns=c.turns,
+            turns_cut=c.turns_cut,
         )
 
 
@@ -335,6 +376,7 @@ def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], l
         truncation=spec.model.truncation,
         template=template,
         loss_on_prompt=spec.model.loss_on_prompt,
+        last_turn_only=spec.model.loss_on_turns == "last",
         pack_length=sequence_length(spec) if spec.task.type == "pretrain" else None,
     )
 

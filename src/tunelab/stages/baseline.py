@@ -171,12 +171,29 @@ def _finish(lab: Lab, record: dict, run_dir: Path, predictions: list[dict], at: 
 
 
 def measure_majority(lab: Lab, at: Conditions, console: Console | None = None) -> dict:
-    """Always the most common train label."""
+    """Always the most common train label (task multilabel: label set)."""
+    if lab.spec.task.type == "multilabel":
+        return _majority_set(lab, at)
     label = Counter(e["label"] for e in at.train).most_common(1)[0][0]
     record, run_dir = _open(lab, at, "majority", {"label": label})
     with ledger.recording(lab, record):
         predictions = [
             {"id": e["id"], "gold": e["label"], "predicted": label} for e in at.validation
+        ]
+        _finish(lab, record, run_dir, predictions, at)
+    return record
+
+
+def _majority_set(lab: Lab, at: Conditions) -> dict:
+    """Task multilabel: always the most frequent train label set (`multilabel.majority_set`:
+    the constant answer most often exactly right); a constant needs no threshold."""
+    from tunelab.tasks.multilabel import majority_set
+
+    chosen = majority_set([e["labels"] for e in at.train])
+    record, run_dir = _open(lab, at, "majority", {"label_set": chosen})
+    with ledger.recording(lab, record):
+        predictions = [
+            {"id": e["id"], "gold": e["labels"], "predicted": chosen} for e in at.validation
         ]
         _finish(lab, record, run_dir, predictions, at)
     return record
@@ -215,10 +232,36 @@ PROBE_FEATURES = {
 
 def _fit_probe(lab: Lab, record: dict, run_dir: Path, at: Conditions, x_train, x_val) -> None:
     """Fit the probe's head on train, save it beside the record, predict validation."""
+    if lab.spec.task.type == "multilabel":
+        return _fit_multilabel_probe(lab, record, run_dir, at, x_train, x_val)
     head = fit_head(x_train, [row["label"] for row in at.train])
     save_head(head, run_dir / HEAD_FILE)
     record["baseline"]["head"] = {"file": HEAD_FILE, "sha256": sha256_file(run_dir / HEAD_FILE)}
     _finish(lab, record, run_dir, head.predictions(at.validation, x_val), at)
+
+
+def _fit_multilabel_probe(lab: Lab, record: dict, run_dir: Path, at: Conditions, x_train, x_val):
+    """Task multilabel: one logistic regression per label (one-vs-rest,
+    `modeling.multilabel_head`), its threshold chosen on validation as a run's is."""
+    from tunelab.modeling.multilabel_head import HEAD_MODEL as ONE_VS_REST
+    from tunelab.modeling.multilabel_head import fit_multilabel_head, save_multilabel_head
+    from tunelab.tasks.multilabel import score_probabilities
+
+    head = fit_multilabel_head(x_train, [row["labels"] for row in at.train], at.labels)
+    save_multilabel_head(head, run_dir / HEAD_FILE)
+    record["baseline"]["model"] = ONE_VS_REST
+    record["baseline"]["head"] = {"file": HEAD_FILE, "sha256": sha256_file(run_dir / HEAD_FILE)}
+    primary = lab.spec.hypothesis.metric if lab.spec.hypothesis else None
+    rows = at.validation
+    predictions, record["metrics"] = score_probabilities(
+        [r["id"] for r in rows],
+        [r["labels"] for r in rows],
+        head.predict_proba(x_val),
+        at.labels,
+        None,
+        primary,
+    )
+    _finish(lab, record, run_dir, predictions, at)
 
 
 def image_probe_features(lab: Lab, at: Conditions, console: Console | None = None):

@@ -25,6 +25,9 @@ Rules:
   head, or whose head no longer has the sha256 its record holds, is refused before the seal
   is touched.
 - No per-example test predictions are stored: only the metrics leave the seal.
+- Task multilabel: a run (and the probe) is scored at the decision threshold it chose on
+  validation, read from its record (`tasks.multilabel.recorded_threshold`); none is chosen on
+  the test split. The majority baseline's constant set needs none.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store, locked
+from tunelab.tasks.multilabel import recorded_threshold
 from tunelab.training.evaluate import evaluate_rows, protocol, score
 
 
@@ -152,6 +156,11 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
     from tunelab.modeling.render import lab_renderer
 
     labels = lab.store.data_manifest(record["data_version"])["labels"]
+    multilabel = spec.task.type == "multilabel"  # the threshold recorded on validation
+    if record.get("method") == "majority" and multilabel:  # a constant set: no threshold
+        chosen = record["baseline"]["label_set"]
+        predictions = [{"id": r["id"], "gold": r["labels"], "predicted": chosen} for r in rows]
+        return predictions, score(spec.task.type, predictions, labels)
     if record.get("method") == "majority":
         label = record["baseline"]["label"]
         predictions = [{"id": r["id"], "gold": r["label"], "predicted": label} for r in rows]
@@ -168,7 +177,10 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
         heads = labels if kind in ("encoder", "image") else None
         model = load_trained(spec.model, lab.path, weights, lab.device, heads, kind)
     e = spec.evaluation
-    return evaluate_rows(model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device)
+    threshold = recorded_threshold(record) if multilabel else None  # applied, never chosen
+    return evaluate_rows(
+        model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device, threshold
+    )
 
 
 def _evaluate_probe(
@@ -179,6 +191,8 @@ def _evaluate_probe(
     from tunelab.modeling.model import load_encoder, load_tokenizer
     from tunelab.modeling.probe import features, load_head
 
+    if spec.task.type == "multilabel":
+        return _evaluate_multilabel_probe(lab, record, spec, rows, labels)
     head = load_head(_head_path(lab.store, record))
     if spec.images:
         predictions = head.predictions(rows, _image_features(lab, record, spec, rows, labels))
@@ -189,6 +203,29 @@ def _evaluate_probe(
     x = features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
     predictions = head.predictions(rows, x)
     return predictions, score(spec.task.type, predictions, labels)
+
+
+def _evaluate_multilabel_probe(
+    lab: Lab, record: dict, spec: Spec, rows: list[dict], labels: list[str]
+) -> tuple[list[dict], dict]:
+    """The one-vs-rest probe on `rows`, at the threshold it chose on validation."""
+    from tunelab.modeling.model import load_encoder, load_tokenizer
+    from tunelab.modeling.multilabel_head import load_multilabel_head
+    from tunelab.modeling.probe import features
+    from tunelab.tasks.multilabel import score_probabilities
+
+    head = load_multilabel_head(_head_path(lab.store, record))
+    tokenizer = load_tokenizer(spec.model, lab.path)
+    encoder = load_encoder(spec.model, lab.path, lab.device)
+    e, length = spec.evaluation, spec.model.max_length
+    x = features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
+    return score_probabilities(
+        [r["id"] for r in rows],
+        [r["labels"] for r in rows],
+        head.predict_proba(x),
+        labels,
+        recorded_threshold(record),
+    )
 
 
 def _image_features(lab: Lab, record: dict, spec: Spec, rows: list[dict], labels: list[str]):

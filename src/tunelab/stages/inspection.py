@@ -23,28 +23,12 @@ from tunelab.modeling.render import (
     encode_classification,
     make_renderer,
 )
-
-BLOCKING = frozenset(
-    {
-        "target_truncated",
-        "eos_not_trained",
-        "loss_on_prompt",
-        "empty_loss_mask",
-        "chat_template_missing",
-        "size_shortcut",
-    }
+from tunelab.stages.findings import finding
+from tunelab.stages.inspect_turns import (
+    system_prompt_finding,
+    turn_findings,
+    turn_view,
 )
-"""Largest over smallest class count above which the imbalance warning fires."""
-
-
-def finding(code: str, count: int, example: str | None, message: str) -> dict:
-    return {
-        "code": code,
-        "blocking": code in BLOCKING,
-        "count": count,
-        "example": example,
-        "message": message,
-    }
 
 
 def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
@@ -86,6 +70,9 @@ def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
     else:
         _, rejected = renderer.training(rows)
         summary, findings, examples = causal_view(renderer, rows, rejected, sample)
+        if lab.spec.data.fields.conversations and split != "validation":
+            validation = lab.store.read_split(version, "validation")
+            findings += system_prompt_finding(rows, validation)
     if chat_ignored:
         findings.append(
             finding(
@@ -130,8 +117,44 @@ def _percentiles(lengths: list[int]) -> dict:
 def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], sample: int):
     ok = {r["id"]: r for r in rows if r["id"] not in {x["id"] for x in rejected}}
     rendered = [renderer.render(r) for r in ok.values()]
+    conversations = any(r.turns is not None for r in rendered) or any(
+        x.get("kind", "target_truncated") != "target_truncated" for x in rejected
+    )
+    findings = (
+        turn_findings(renderer, rendered, rejected)
+        if conversations
+        else _prompt_findings(renderer, rendered, rejected)
+    )
+    empty = [r.id for r in rendered if not any(r.loss_mask[1:])]  # position 0 is never predicted
+    if empty:
+        findings.append(
+            finding(
+                "empty_loss_mask", len(empty), empty[0], "rows with no loss token teach nothing"
+            )
+        )
+    cut = [r for r in rendered if r.text_cut]
     end = renderer.template.end_id
-    no_eos, on_prompt, empty = [], [], []
+    summary = {
+        "tokens": _percentiles([len(r.input_ids) + r.text_cut for r in rendered]),
+        "target_tokens": _percentiles([r.loss_tokens for r in rendered]),
+        "inputs_truncated": len(cut),
+        "targets_truncated": len(rejected),
+        "rows_without_loss_tokens": len(empty),
+        "end_token": renderer.tokenizer.convert_ids_to_tokens(end) if end is not None else None,
+        "pad_is_end_token": renderer.pad_id == end,
+    }
+    if conversations:
+        summary["turns"] = _percentiles([len(r.turns) for r in rendered])
+        summary["turns_dropped"] = sum(r.turns_cut for r in rendered)
+    picks = _sample([r.category for r in rendered], sample, total=max(sample * 2, 4))
+    return summary, findings, [_token_view(renderer, rendered[i]) for i in picks]
+
+
+def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -> list[dict]:
+    """Prompt + answer rows: the end token trained, no prompt token trained, targets whole,
+    the input text cut (a warning)."""
+    end = renderer.template.end_id
+    no_eos, on_prompt = [], []
     for r in rendered:
         labels = collate_causal([r], renderer.pad_id, torch.device("cpu"))["labels"][0]
         trained = labels[1:][labels[1:] != -100]  # position 0 is never predicted
@@ -139,8 +162,6 @@ def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], samp
             no_eos.append(r.id)
         if (labels[: r.prompt_len] != -100).any():
             on_prompt.append(r.id)
-        if not len(trained):
-            empty.append(r.id)
     findings = []
     if rejected:
         findings.append(
@@ -170,12 +191,6 @@ def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], samp
                 "prompt tokens carry the loss (model.loss_on_prompt)",
             )
         )
-    if empty:
-        findings.append(
-            finding(
-                "empty_loss_mask", len(empty), empty[0], "rows with no loss token teach nothing"
-            )
-        )
     cut = [r for r in rendered if r.text_cut]
     if cut:
         findings.append(
@@ -186,17 +201,7 @@ def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], samp
                 f"input text cut to fit model.max_length={renderer.max_length}",
             )
         )
-    summary = {
-        "tokens": _percentiles([len(r.input_ids) + r.text_cut for r in rendered]),
-        "target_tokens": _percentiles([r.loss_tokens for r in rendered]),
-        "inputs_truncated": len(cut),
-        "targets_truncated": len(rejected),
-        "rows_without_loss_tokens": len(empty),
-        "end_token": renderer.tokenizer.convert_ids_to_tokens(end) if end is not None else None,
-        "pad_is_end_token": renderer.pad_id == end,
-    }
-    picks = _sample([r.category for r in rendered], sample, total=max(sample * 2, 4))
-    return summary, findings, [_token_view(renderer, rendered[i]) for i in picks]
+    return findings
 
 
 def _encoder_view(renderer: Renderer, rows: list[dict], sample: int):
@@ -225,7 +230,9 @@ def _encoder_view(renderer: Renderer, rows: list[dict], sample: int):
                 "tokens": _tokens(renderer, e.input_ids, [0] * len(e.input_ids)),
                 "truncated_from": len(full[i]) if e.truncated else None,
                 "target": rows[i]["label"],
-                "loss": "the class head, on the label",
+                "loss": "one sigmoid per label (binary cross-entropy), on the label set"
+                if "labels" in rows[i]  # task multilabel
+                else "the class head, on the label",
             }
         )
     return summary, findings, examples
@@ -250,6 +257,8 @@ def _tokens(renderer: Renderer, ids: list[int], mask: list[int]) -> list[dict]:
 
 
 def _token_view(renderer: Renderer, r) -> dict:
+    if r.turns is not None:  # a conversation: its turns, and the turns dropped to fit
+        return turn_view(renderer, r, _tokens(renderer, r.input_ids, r.loss_mask))
     return {
         "id": r.id,
         "category": r.category,
@@ -294,7 +303,10 @@ def _packed_view(renderer: Renderer, rows: list[dict], sample: int):
 
 
 def _imbalance(rows: list[dict]) -> list[dict]:
-    found = imbalance(r["label"] for r in rows)
+    multilabel = bool(rows) and "labels" in rows[0]  # rows per label, not per label set
+    found = imbalance(
+        (label for r in rows for label in r["labels"]) if multilabel else (r["label"] for r in rows)
+    )
     if not found:
         return []
     return [finding("class_imbalance", found["n_smallest"], found["smallest"], describe(found))]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tunelab.core.errors import TunelabError
-from tunelab.tasks import classification, extraction, image_classification, pretrain
+from tunelab.tasks import classification, extraction, image_classification, multilabel, pretrain
 from tunelab.tasks import format as format_task
 
 
@@ -30,6 +30,7 @@ class Task(Protocol):
 
 TASKS: dict[str, Task] = {
     "classification": classification,
+    "multilabel": multilabel,
     "image_classification": image_classification,
     "extraction": extraction,
     "format": format_task,

@@ -30,9 +30,18 @@ def evaluate_rows(
     batch_size: int,
     max_new_tokens: int,
     device: torch.device,
+    threshold: float | None = None,
+    metric: str | None = None,
 ) -> tuple[list[dict], dict]:
-    """Per-example predictions and the task's metrics: the one protocol every run shares."""
+    """Per-example predictions and the task's metrics: the one protocol every run shares.
+    Task multilabel (`evaluate_multilabel`): `threshold` None chooses the decision threshold
+    on these rows (the validation split only), maximising `metric`; else it is the recorded
+    one, applied."""
     model.eval()
+    if renderer.task.type == "multilabel":  # a sigmoid per label, then the threshold
+        from tunelab.training.evaluate_multilabel import evaluate_multilabel
+
+        return evaluate_multilabel(model, renderer, rows, batch_size, device, threshold, metric)
     if renderer.task.type == "pretrain":  # per-document NLL, bits per byte
         from tunelab.training.evaluate_lm import score_documents
 

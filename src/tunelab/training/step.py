@@ -74,6 +74,10 @@ def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
     labels = batch["labels"]
     if labels.dim() == 1:  # one class per example
         return F.cross_entropy(forward(model, batch).logits.float(), labels, reduction="sum")
+    if labels.is_floating_point():  # task multilabel: a 0/1 target per label, one sigmoid each
+        logits = forward(model, batch).logits.float()
+        # an example's loss is its labels' mean binary cross-entropy (as BCEWithLogitsLoss)
+        return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / labels.size(1)
     targets = labels[:, 1:]
     if keeps_logits(model):
         keep = F.pad(targets != -100, (0, 1), value=False)  # (batch, positions)

@@ -67,6 +67,8 @@ def data(report: dict, console: Console) -> None:
         ]
         table.add_row(split, str(n), *counts)
     console.print(table)
+    if report.get("label_sets"):  # task multilabel: the columns count rows holding each label
+        console.print("  " + label_sets_line(report["label_sets"]))
     dups = report["duplicates"]
     for method, title in (("exact", "exact duplicates"), ("near", "near-duplicates")):
         counts = {
@@ -93,6 +95,14 @@ def data(report: dict, console: Console) -> None:
     console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
     if report.get("presplit"):
         console.print("  the data came already split: the user's split was kept as it is")
+    c = report.get("conversations")
+    if c and c["rows"]:
+        t = c["turns"]
+        roles = ", ".join(f"{role} {n}" for role, n in c["roles"].items())
+        console.print(
+            f"  conversations: {c['rows']} kept, turns per conversation {t['min']} to "
+            f"{t['max']} (median {t['p50']}); turns by role: {escape(roles)}"
+        )
     for on, g in (report.get("guard_sets") or {}).items():
         console.print(
             f"  forgetting set {escape(on)}: {g['documents']} documents, "
@@ -100,3 +110,14 @@ def data(report: dict, console: Console) -> None:
         )
     for warning in report.get("warnings", []):
         console.print(f"[yellow]warning[/] {escape(warning)}")
+
+
+def label_sets_line(per_split: dict) -> str:
+    """`label sets (a row counts under each of its labels): train 9 rows with no label, 1.33
+    labels a row, 6 distinct sets; ...`"""
+    parts = [
+        f"{split} {s['no_label']} rows with no label, {s['labels_per_row']:g} labels a row, "
+        f"{s['distinct_sets']} distinct sets"
+        for split, s in per_split.items()
+    ]
+    return "label sets (a row counts under each of its labels): " + "; ".join(parts)

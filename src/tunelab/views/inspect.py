@@ -25,6 +25,9 @@ def inspect(result: dict, console: Console) -> None:
         if "eos_trained" in ex:
             extra = f", end token trained: {'yes' if ex['eos_trained'] else '[red]NO[/]'}"
         cut = ex.get("text_cut") or ex.get("truncated_from")
+        if ex.get("turns"):
+            console.print(_turns_line(ex))
+            cut = None  # said with the turns
         console.print(
             f"[dim]{len(ex['tokens'])} tokens, {loss} carry the loss{extra}"
             + (f", truncated ({cut})" if cut else "")
@@ -35,7 +38,8 @@ def inspect(result: dict, console: Console) -> None:
         t = s["tokens"]
         console.print(
             f"\nlengths in tokens: p50 {t['p50']}, p95 {t['p95']}, max {t['max']}; "
-            f"inputs truncated {s['inputs_truncated']}"
+            + ("conversations cut" if "turns" in s else "inputs truncated")
+            + f" {s['inputs_truncated']}"
             + (
                 f"; targets that cannot fit {s['targets_truncated']}; rows without loss "
                 f"tokens {s['rows_without_loss_tokens']}; end token {s['end_token']!r}"
@@ -49,6 +53,21 @@ def inspect(result: dict, console: Console) -> None:
             )
         )
     _findings(result["findings"], console)
+
+
+def _turns_line(ex: dict) -> str:
+    """`turns: system 14 · user 12 · assistant 9 (8 trained) · ...`, and what was dropped."""
+    parts = [
+        f"{t['role']} {t['tokens']}" + (f" ({n} trained)" if (n := t["loss_tokens"]) else "")
+        for t in ex["turns"]
+    ]
+    line = "[dim]turns: " + " · ".join(parts)
+    if ex.get("turns_cut"):
+        line += (
+            f"; {ex['turns_cut']} turns ({ex['text_cut']} tokens) dropped to fit: "
+            f"{ex['truncation_rule']}"
+        )
+    return line + "[/]"
 
 
 def _findings(findings: list[dict], console: Console) -> None:
@@ -100,7 +119,8 @@ def _token_text(ex: dict) -> Text:
     text = Text()
     for i, tok in enumerate(ex["tokens"]):
         if ex.get("text_cut") and i == ex.get("cut_at"):
-            text.append(f"[…{ex['text_cut']} tokens cut…]", style="bold red")
+            what = f"{ex['turns_cut']} turns, " if ex.get("turns_cut") else ""
+            text.append(f"[…{what}{ex['text_cut']} tokens cut…]", style="bold red")
         piece = tok["text"].replace("\n", "↵\n")
         style = (
             "bold green"

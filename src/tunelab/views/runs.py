@@ -117,7 +117,11 @@ def _per_group(metrics: dict):
 def metric_line(m: dict) -> str:
     """The overall metrics of a run, e.g. `accuracy 93.9%, macro f1 93.8%`."""
     shown = [k for k, v in m.items() if isinstance(v, float)]
-    return ", ".join(f"{k.replace('_', ' ')} {metric_value(k, m[k], '%')}" for k in shown)
+    line = ", ".join(f"{k.replace('_', ' ')} {metric_value(k, m[k], '%')}" for k in shown)
+    threshold = m.get("threshold")  # task multilabel: the cut that makes each label set
+    if isinstance(threshold, dict):
+        line += f" at threshold {threshold['value']:g} (chosen on validation)"
+    return line
 
 
 def baseline(result: dict, console: Console) -> None:

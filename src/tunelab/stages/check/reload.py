@@ -186,7 +186,7 @@ def reference_outputs(
     loss = float(summed / denominator)
     logits = logits.float()
     labels = batch["labels"]
-    if labels.dim() == 1:
+    if labels.dim() == 1 or labels.is_floating_point():  # a class, or multilabel's 0/1s
         tensors = {"logits": logits}
     else:  # the logits at t predict the token at t + 1; only target positions are kept
         mask = labels[:, 1:] != -100

@@ -2,8 +2,9 @@
 
 An arm is one run or the seeds of one (runs that differ only in `training.seed`); its metric is
 the mean over its seeds. Per-example values: classification resamples (gold, predicted) label
-indices and recomputes the metric (macro-F1 is not a sum over examples); generative tasks use
-each example's value of the metric (`per_example`), whose mean is the metric; pretrain
+indices and recomputes the metric (macro-F1 is not a sum over examples); multilabel resamples
+examples and recomputes its metrics from multi-hot label sets (`set_stats.py`); generative
+tasks use each example's value of the metric (`per_example`), whose mean is the metric; pretrain
 resamples documents and recomputes each ratio (summed NLL over summed bytes or tokens,
 `tasks.pretrain.ratio_rows`), negated because less is better, so that for every task a
 positive difference is a gain.
@@ -22,6 +23,7 @@ from functools import partial
 import numpy as np
 
 from tunelab.core.errors import TunelabError
+from tunelab.stages.compare.set_stats import set_bootstrap, set_metric
 from tunelab.stages.compare.stats import (
     MetricFn,
     accuracy_rows,
@@ -37,6 +39,7 @@ from tunelab.stages.compare.two_level import (
     seed_aware,
 )
 from tunelab.tasks import pretrain
+from tunelab.tasks.multilabel import multi_hot
 
 
 @dataclass(frozen=True)
@@ -60,12 +63,19 @@ class Pair:
     trained: tuple[bool, bool] = (True, True)
     """Whether each arm trains (draws seeds); a baseline's arm carries no seed noise."""
     noise: tuple[tuple[str, list], ...] = field(default=())
+    multilabel: bool = False
+    """Task multilabel: `gold` and each seed are multi-hot arrays (examples, labels), resampled
+    by `set_stats.set_bootstrap`."""
 
     def interval(self, metric: str, group: str | None = None) -> dict:
         """metric(run's arm) - metric(reference's arm), overall or for one group: the
         example-level interval, the seed-aware one when the seeds' variance is known, and
         which of them is judged (`rules.combine`)."""
-        if self.classification:
+        bootstrap = arm_bootstrap
+        if self.multilabel:
+            fn, gold, prepare = set_metric(metric, group, self.labels), self.gold, np.asarray
+            bootstrap = set_bootstrap
+        elif self.classification:
             fn, gold, prepare = self._class_metric(metric, group), self.gold, np.asarray
         elif self.documents:
             fn, gold, prepare = self._documents(metric, group)
@@ -76,7 +86,7 @@ class Pair:
                 return np.array([per_example(p, metric, group) for p in seed])
 
         a, b = [prepare(s) for s in self.a], [prepare(s) for s in self.b]
-        example = arm_bootstrap(fn, gold, a, b)
+        example = bootstrap(fn, gold, a, b)
         parts = [
             sample_variance(example["values_a"], _arm_label(self.names[0], len(a))),
             sample_variance(example["values_b"], _arm_label(self.names[1], len(b))),
@@ -155,7 +165,14 @@ def make_arms(
                 )
     first = ref_arm[0][ids[0]]
     gold = None
-    if "gold" in first:  # a classifier: label indices
+    multilabel = isinstance(first.get("gold"), list)
+    if multilabel:  # label sets: multi-hot arrays (examples, labels)
+        gold = multi_hot([ref_arm[0][i]["gold"] for i in ids], labels)
+
+        def seed(preds: dict):
+            return multi_hot([preds[i]["predicted"] for i in ids], labels)
+
+    elif "gold" in first:  # a classifier: label indices
         index = {label: i for i, label in enumerate(labels)}
         gold = np.array([index[ref_arm[0][i]["gold"]] for i in ids])
 
@@ -170,7 +187,7 @@ def make_arms(
     return Pair(
         ids,
         labels,
-        classification=gold is not None,
+        classification=gold is not None and not multilabel,
         gold=gold,
         a=[seed(p) for p in ref_arm],
         b=[seed(p) for p in arm],
@@ -178,13 +195,20 @@ def make_arms(
         names=names,
         trained=trained,
         noise=tuple((name, [seed(p) for p in seeds]) for name, seeds in noise),
+        multilabel=multilabel,
     )
 
 
 def right(pair: Pair, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-example values of the arms' first seeds (reference, run) for flips and McNemar:
-    correctness for a classifier, the metric's per-example value otherwise."""
+    correctness for a classifier (a multilabel one: the whole set right), the metric's
+    per-example value otherwise."""
     first_a, first_b = pair.a[0], pair.b[0]
+    if pair.multilabel:  # each example's set exactly right (subset correctness)
+        return (
+            (first_a == pair.gold).all(-1).astype(float),
+            (first_b == pair.gold).all(-1).astype(float),
+        )
     if pair.classification:
         return (first_a == pair.gold).astype(float), (first_b == pair.gold).astype(float)
     if pair.documents:  # each document's own metric, negated: larger is better

@@ -106,6 +106,14 @@ def body(info: dict) -> str:
         if isinstance(v, int | float) and k != "n":
             shown = _value(k, test[k]) if k in test else "not opened"
             lines.append(f"| {k} | {_value(k, v)} | {shown} |")
+    threshold = info["validation_metrics"].get("threshold")
+    if isinstance(threshold, dict):  # task multilabel: sigmoids, and the cut that makes a set
+        lines += [
+            "",
+            f"Each label is predicted when its sigmoid probability is at least "
+            f"{threshold['value']:g}, the decision threshold chosen on validation "
+            f"({threshold['rule']}).",
+        ]
     accesses = info.get("test_access_log") or []
     lines += ["", f"The sealed test split was opened {len(accesses)} time(s) in this lab."]
     for a in accesses:

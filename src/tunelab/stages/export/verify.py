@@ -180,8 +180,17 @@ def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
         renderer = make_renderer(spec, loaded["tokenizer"], info["labels"], bundle)
     e = spec.evaluation
     rows = [s["row"] for s in sample]
+    # task multilabel: the threshold the run chose on validation, applied (a sample of the
+    # split must not choose its own)
+    threshold = ((info.get("validation_metrics") or {}).get("threshold") or {}).get("value")
     predicted, _ = evaluate_rows(
-        loaded["model"], renderer, rows, e.batch_size, e.max_new_tokens, torch.device(device)
+        loaded["model"],
+        renderer,
+        rows,
+        e.batch_size,
+        e.max_new_tokens,
+        torch.device(device),
+        threshold if spec.task.type == "multilabel" else None,
     )
     stored = [s["prediction"] for s in sample]
     differ = [s["id"] for s, p in zip(stored, predicted, strict=True) if not _same(s, p)]

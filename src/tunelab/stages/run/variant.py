@@ -86,7 +86,7 @@ def build_model(
 ) -> tuple[torch.nn.Module, dict]:
     """The model the run trains (a scratch one sized for `version`'s tokenizer)."""
     spec = lab.spec
-    return trainable_model(
+    model, trainable = trainable_model(
         spec.model,
         spec.method,
         spec.model_kind,
@@ -97,6 +97,11 @@ def build_model(
         spec.training.activation_checkpointing,
         version,
     )
+    if spec.task.type == "multilabel":  # its logits are sigmoids: the saved config says so
+        from tunelab.modeling.multilabel_head import mark_multilabel
+
+        mark_multilabel(model)
+    return model, trainable
 
 
 def run_variant(
@@ -269,8 +274,9 @@ def _train_and_finish(
         lab.store.log_event("run_evaluating", run=record["id"], rows=len(val_rows))
         if console:
             console.print(f"[dim]evaluating on {len(val_rows)} validation rows…[/]")
-        predictions, record["metrics"] = evaluate_rows(
-            model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device
+        primary = lab.spec.hypothesis.metric if lab.spec.hypothesis else None
+        predictions, record["metrics"] = evaluate_rows(  # multilabel: threshold chosen here
+            model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device, None, primary
         )
         write_jsonl(run_dir / PREDICTIONS, predictions)
         record["predictions_sha256"] = sha256_file(run_dir / PREDICTIONS)

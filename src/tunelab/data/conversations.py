@@ -1,0 +1,156 @@
+"""Conversations as data: `messages` rows, or prompt/completion rows, checked into examples.
+
+Most chat and instruction data is kept as conversations: a list of turns `{role, content}`
+(the `messages` format of the common fine-tuning APIs and of Hugging Face datasets), or a
+prompt and a completion, each a string or a list of turns. Both become one list of turns here.
+A turn holds a non-empty string `role` and a string `content`, nothing else (a key the chat
+template might read, such as `tool_calls`, is refused rather than silently dropped); which
+roles the template knows is `tunelab inspect`'s question, since only the template can say.
+
+The answer is the last turn, which must be the assistant's: a conversation that ends on a user
+(or any other) turn has nothing to learn or to evaluate and is quarantined, naming its last
+role. For task extraction the answer must be a JSON object (it becomes the target the fields
+are scored against); for task format it is the target string. The example's `text` is the
+turns flattened (`role: content`, a blank line between turns), for duplicates, conflicts and
+lengths; the turns themselves are kept in `messages` and hashed into the version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from tunelab.core.data_sections import Fields
+from tunelab.data.formats import Record
+from tunelab.data.loaders import (
+    LONE_SURROGATE,
+    Example,
+    Rejection,
+    _encodable,
+    check_keys,
+    check_present,
+)
+
+ASSISTANT = "assistant"
+
+
+def conversation_check(fields: Fields, labels: list[str] | None, task_type: str):
+    """The row check (`loaders.RowCheck`) of a conversation source."""
+
+    def check(rec: Record, split: str | None) -> Example | Rejection:
+        return check_conversation(rec, fields, labels, split, task_type)
+
+    return check
+
+
+def check_conversation(
+    rec: Record, fields: Fields, labels: list[str] | None, split: str | None, task_type: str
+) -> Example | Rejection:
+    """One row as a conversation example, or the reason it is quarantined."""
+
+    def reject(kind: str, reason: str) -> Rejection:
+        return Rejection(rec.file, rec.line, kind, reason)
+
+    content = [fields.messages] if fields.messages else [fields.prompt, fields.completion]
+    absent = check_present(rec, fields, content, split)
+    if absent is not None:
+        return absent
+    if fields.messages:
+        turns = _turns(rec.values[fields.messages], fields.messages)
+    else:
+        turns = _turns(rec.values[fields.prompt], fields.prompt, "user")
+        if isinstance(turns, list):
+            more = _turns(rec.values[fields.completion], fields.completion, ASSISTANT)
+            turns = more if isinstance(more, str) else turns + more
+    if isinstance(turns, str):
+        return reject("bad_turn", turns)
+    last = turns[-1]
+    if last["role"] != ASSISTANT:
+        return reject(
+            "no_final_answer",
+            f"the conversation ends on a {last['role']!r} turn: there is no answer to learn or "
+            "to evaluate; end it on the assistant's answer, or leave the row out",
+        )
+    if len(turns) < 2 or all(t["role"] == ASSISTANT for t in turns):
+        return reject("no_prompt", "the assistant's answer follows no other turn: nothing asks")
+    answer = last["content"]
+    if not answer.strip():
+        return reject("empty_answer", "the last assistant turn is empty")
+    target = _target(answer, task_type)
+    if target is None:
+        return reject(
+            "bad_target", "the last assistant turn must be a JSON object for task extraction"
+        )
+    keys = check_keys(rec, fields, labels, split, generative=True)
+    if isinstance(keys, Rejection):
+        return keys
+    if not _encodable(turns):
+        return reject("bad_encoding", LONE_SURROGATE)
+    return Example(
+        keys.id,
+        flatten(turns),
+        keys.label,
+        rec.file,
+        rec.line,
+        group=keys.group,
+        split=keys.split,
+        target=target,
+        messages=turns,
+    )
+
+
+def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
+    """A field's turns (a string is one turn of `role`, where a string is allowed), or why
+    the field is not a conversation."""
+    if isinstance(value, str) and role is not None:
+        return [{"role": role, "content": value}]
+    if not isinstance(value, list) or not value:
+        kind = type(value).__name__ if not isinstance(value, list) else "an empty list"
+        wanted = "a string or a list of turns" if role else "a list of turns"
+        return f"{field} must be {wanted} ({{role, content}}), got {kind}"
+    for i, turn in enumerate(value):
+        where = f"{field}[{i}]"
+        if not isinstance(turn, dict):
+            return f"{where} must be an object {{role, content}}, got {type(turn).__name__}"
+        extra = sorted(set(turn) - {"role", "content"})
+        if extra:
+            return (
+                f"{where} has {extra}: only role and content are read, and a key the chat "
+                "template would use is not dropped silently"
+            )
+        if not isinstance(turn.get("role"), str) or not turn["role"].strip():
+            return f"{where}.role must be a non-empty string"
+        if not isinstance(turn.get("content"), str):
+            return f"{where}.content must be a string, got {type(turn.get('content')).__name__}"
+    return [{"role": t["role"].strip(), "content": t["content"]} for t in value]
+
+
+def _target(answer: str, task_type: str):
+    """The target the task scores: extraction's JSON object (None if the answer is not one),
+    or format's string."""
+    if task_type != "extraction":
+        return answer
+    try:
+        value = json.loads(answer)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def flatten(turns: list[dict]) -> str:
+    """`system: ...`, `user: ...`, `assistant: ...`, a blank line between turns."""
+    return "\n\n".join(f"{t['role']}: {t['content']}" for t in turns)
+
+
+def summary(examples: list[Example]) -> dict:
+    """What `tunelab data` says of kept conversations: how many, turns per conversation, the
+    roles and how often each appears."""
+    turns = sorted(len(ex.messages) for ex in examples if ex.messages)
+    roles = Counter(t["role"] for ex in examples if ex.messages for t in ex.messages)
+    if not turns:
+        return {"rows": 0}
+    return {
+        "rows": len(turns),
+        "turns": {"min": turns[0], "p50": turns[len(turns) // 2], "max": turns[-1]},
+        "roles": dict(roles.most_common()),
+    }

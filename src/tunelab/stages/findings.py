@@ -1,0 +1,32 @@
+"""A finding of `tunelab inspect`: what is wrong with the examples, and whether it blocks.
+
+Blocking findings stop `tunelab run` unless it is given a recorded reason; the others are
+warnings. The inspection modules (`inspection`, `inspect_turns`, `inspect_images`) all make
+theirs here, so one list says which codes block.
+"""
+
+from __future__ import annotations
+
+BLOCKING = frozenset(
+    {
+        "target_truncated",
+        "eos_not_trained",
+        "loss_on_prompt",
+        "empty_loss_mask",
+        "chat_template_missing",
+        "size_shortcut",
+        "unknown_role",
+        "template_rewrites",
+        "answer_cannot_fit",
+    }
+)
+
+
+def finding(code: str, count: int, example: str | None, message: str) -> dict:
+    return {
+        "code": code,
+        "blocking": code in BLOCKING,
+        "count": count,
+        "example": example,
+        "message": message,
+    }

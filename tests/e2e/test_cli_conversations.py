@@ -1,0 +1,109 @@
+"""Conversation labs through the CLI on a tiny causal LM: `messages` rows of several turns and
+prompt/completion rows are versioned, inspected turn by turn (the loss on the assistant's
+answers alone), trained, and evaluated by generating the last assistant turn."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from test_cli import tl
+
+from conftest import extraction_spec, page_rows
+
+SYSTEM = "You index manual pages."
+
+
+def chats(n: int = 30) -> list[dict]:
+    rows = []
+    for i, page in enumerate(page_rows(n)):
+        split = "train" if i < 18 else "validation" if i < 24 else "test"
+        system = SYSTEM if split == "train" else "You are a terse indexer."
+        rows.append(
+            {
+                "id": f"c{i}",
+                "split": split,
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": "What is a manual page?"},
+                    {"role": "assistant", "content": "A page of documentation."},
+                    {"role": "user", "content": "Index this page:\n\n" + page["text"]},
+                    {"role": "assistant", "content": json.dumps(page["target"])},
+                ],
+            }
+        )
+    return rows
+
+
+def write_lab(tmp_path, tiny_llama, rows: list[dict], **data) -> str:
+    lab = tmp_path / "chat-lab"
+    lab.mkdir()
+    (lab / "chats.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = extraction_spec(tiny_llama)
+    spec["data"] = {"sources": [{"type": "jsonl", "path": "chats.jsonl"}], **data}
+    spec["model"]["max_length"] = 256
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
+    return str(lab)
+
+
+def test_a_multi_turn_lab_trains_on_its_answers_and_evaluates_its_last_turn(
+    tmp_path, tiny_llama, capsys
+):
+    rows = [*chats(), {"id": "open", "split": "train", "messages": chats(1)[0]["messages"][:4]}]
+    lab = write_lab(
+        tmp_path, tiny_llama, rows, fields={"id": "id", "messages": "messages", "split": "split"}
+    )
+    code, data = tl(capsys, "data", "--lab", lab)
+    assert (
+        code == 0 and data["kept"] == 30 and data["quarantine"]["reasons"] == {"no_final_answer": 1}
+    )
+    assert data["conversations"]["turns"] == {"min": 5, "p50": 5, "max": 5}
+
+    code, view = tl(capsys, "inspect", "--lab", lab, "--sample", "1")
+    assert code == 0
+    (example,) = view["examples"]
+    assert [t["role"] for t in example["turns"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    trained = [t["loss_tokens"] > 0 for t in example["turns"]]
+    assert trained == [False, False, True, False, True] and example["eos_trained"]
+    codes = {f["code"]: f for f in view["findings"]}
+    assert not any(f["blocking"] for f in view["findings"])
+    assert codes["system_prompt_differs"]["count"] == 6  # validation's system prompt
+
+    code, _ = tl(capsys, "baseline", "--lab", lab)
+    assert code == 0
+    code, run = tl(capsys, "run", "--lab", lab, "--name", "lora")
+    assert code == 0 and run["status"] == "completed", run
+    predictions = [
+        json.loads(line)
+        for line in (
+            tmp_path / "chat-lab" / ".tunelab" / "runs" / run["id"] / "predictions.jsonl"
+        ).open()
+    ]
+    answers = {r["id"]: json.loads(r["messages"][-1]["content"]) for r in chats()}
+    assert len(predictions) == 6
+    assert all(p["target"] == answers[p["id"]] for p in predictions)  # scored on the last turn
+    code, result = tl(capsys, "compare", "--lab", lab)
+    assert code == 0 and result["task"] == "extraction"
+
+
+def test_prompt_completion_rows_train_and_evaluate_the_completion(tmp_path, tiny_llama, capsys):
+    rows = [{"q": page["text"], "a": json.dumps(page["target"])} for page in page_rows(30)]
+    lab = write_lab(
+        tmp_path,
+        tiny_llama,
+        rows,
+        fields={"prompt": "q", "completion": "a"},
+        split={"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
+    )
+    code, data = tl(capsys, "data", "--lab", lab)
+    assert code == 0 and data["kept"] == 30
+    code, view = tl(capsys, "inspect", "--lab", lab, "--sample", "1")
+    assert [t["role"] for t in view["examples"][0]["turns"]] == ["user", "assistant"]
+    code, run = tl(capsys, "run", "--lab", lab, "--name", "lora")
+    assert code == 0 and run["metrics"]["n"] == 6

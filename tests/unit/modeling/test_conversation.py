@@ -1,0 +1,101 @@
+"""Conversations as the trainer sees them: the loss on the assistant's answers only (all or the
+last), the evaluation prompt before the final answer, the oldest turns dropped first, and the
+templates that cannot be masked turn by turn refused with the reason."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from tunelab.modeling.conversation import TurnError, render_conversation
+from tunelab.modeling.render import end_of_answer
+
+TURNS = [
+    {"role": "system", "content": "You index manual pages."},
+    {"role": "user", "content": "What is a manual page?"},
+    {"role": "assistant", "content": "A page of documentation."},
+    {"role": "user", "content": "Name the page: LS(1) ls - list directory contents"},
+    {"role": "assistant", "content": '{"name": "ls"}'},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_llama):
+    return AutoTokenizer.from_pretrained(tiny_llama)
+
+
+def trained_text(tokenizer, c) -> list[str]:
+    """The trained tokens, decoded run by run."""
+    runs, current = [], []
+    for token, m in zip(c.input_ids, c.loss_mask, strict=True):
+        if m:
+            current.append(token)
+        elif current:
+            runs.append(tokenizer.decode(current))
+            current = []
+    return runs + ([tokenizer.decode(current)] if current else [])
+
+
+def test_every_assistant_answer_and_its_end_token_carry_the_loss_and_nothing_else(tokenizer):
+    end = end_of_answer(tokenizer, "chat")
+    c = render_conversation(tokenizer, TURNS, 512, end)
+    assert trained_text(tokenizer, c) == [
+        "A page of documentation.<|im_end|>",
+        '{"name": "ls"}<|im_end|>',
+    ]
+    assert [t.role for t in c.turns] == ["system", "user", "assistant", "user", "assistant"]
+    assert [t.loss for t in c.turns] == [False, False, True, False, True]
+    assert tokenizer.decode(c.input_ids) == tokenizer.apply_chat_template(TURNS, tokenize=False)
+
+
+def test_the_last_answer_only_when_asked(tokenizer):
+    c = render_conversation(tokenizer, TURNS, 512, end_of_answer(tokenizer, "chat"), last_only=True)
+    assert trained_text(tokenizer, c) == ['{"name": "ls"}<|im_end|>']
+
+
+def test_evaluation_generates_the_final_answer_from_the_turns_before_it(tokenizer):
+    end = end_of_answer(tokenizer, "chat")
+    prompt = render_conversation(tokenizer, TURNS, 512, end, with_target=False)
+    expected = tokenizer.apply_chat_template(TURNS[:-1], tokenize=False, add_generation_prompt=True)
+    assert tokenizer.decode(prompt.input_ids) == expected
+    trained = render_conversation(tokenizer, TURNS, 512, end)
+    assert trained.input_ids[: trained.prompt_len] == prompt.input_ids
+
+
+def test_the_oldest_turns_go_first_whole_and_the_final_answer_never(tokenizer):
+    end = end_of_answer(tokenizer, "chat")
+    whole = render_conversation(tokenizer, TURNS, 512, end)
+    c = render_conversation(tokenizer, TURNS, len(whole.input_ids) - 1, end)
+    assert c.turns_cut == 2 and [t.role for t in c.turns] == ["system", "user", "assistant"]
+    assert c.tokens_cut == len(whole.input_ids) - len(c.input_ids)
+    assert trained_text(tokenizer, c) == ['{"name": "ls"}<|im_end|>']
+    with pytest.raises(TurnError, match="final exchange needs") as err:
+        render_conversation(tokenizer, TURNS, len(c.input_ids) - 1, end)
+    assert err.value.kind == "answer_cannot_fit"
+
+
+def test_a_role_the_template_leaves_out_is_refused_naming_it(tokenizer):
+    only_known = (
+        "{% for m in messages %}{% if m['role'] in ['user', 'assistant'] %}"
+        "{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+        "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\\n{% endif %}"
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer.name_or_path)
+    tokenizer.chat_template = only_known
+    turns = [{"role": "tool", "content": "ls output"}, *TURNS[1:]]
+    with pytest.raises(TurnError, match="role 'tool'") as err:
+        render_conversation(tokenizer, turns, 512, end_of_answer(tokenizer, "chat"))
+    assert err.value.kind == "unknown_role"
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused(tokenizer):
+    counting = (
+        "turns: {{ messages | length }}\\n{% for m in messages %}"
+        "{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\\n{% endif %}"
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer.name_or_path)
+    tokenizer.chat_template = counting
+    with pytest.raises(TurnError, match="growing prefix") as err:
+        render_conversation(tokenizer, TURNS, 512, end_of_answer(tokenizer, "chat"))
+    assert err.value.kind == "template_rewrites"
