@@ -4,7 +4,7 @@ A reader (`formats.py`) yields raw records or a `Rejection` when the bytes thems
 `check_record` turns a raw record into an `Example` or a `Rejection`, so the rules on fields
 and labels are written once for every format. Nothing is dropped silently: each bad row
 becomes a quarantine entry with file and line. Where a source may be read from is
-`paths.py`'s rule.
+`paths.py`'s rule; the checks of a source as a whole are `source_checks.py`'s.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tunelab.data.formats import (
     is_dataset_dict,
 )
 from tunelab.data.paths import Located, locate
+from tunelab.data.source_checks import check_shown_apart, check_source, quarantine_numbers
 
 if TYPE_CHECKING:
     from tunelab.data.images import ImageInfo
@@ -328,8 +329,8 @@ def load_sources(
     out = Loaded([], [], [], 0, presplit)
     seen: set[str] = set()
     for i, source in enumerate(data.sources):
-        _check_source(source, i, data.fields, presplit and not whole[i])
-    _check_shown_apart(located)
+        check_source(source, i, data.fields, presplit and not whole[i])
+    check_shown_apart(located)
 
     def check_text(rec: Record, split: str | None) -> Example | Rejection:
         return check_record(rec, data.fields, labels, split, generative, text_only)
@@ -385,51 +386,6 @@ def _read_source(
             f"data.sources[{i}].path: {where.shown} cannot be read ({err.strerror or err})"
         ) from None
     if labels_as_text and numbers:
-        _quarantine_numbers(out, numbers)
+        quarantine_numbers(out, numbers)
     out.rows_read += rows
     return rows
-
-
-def _quarantine_numbers(out: Loaded, numbers: list[Example]) -> None:
-    """Labels that are numbers in a source whose other labels are strings (a `3` among
-    `"sport"` and `"tech"`): a slip far more often than a class, and a class of its own if
-    let through. Each goes to the quarantine with its line; a source whose labels are all
-    numbers keeps them (as strings)."""
-    drop = {id(ex) for ex in numbers}
-    out.examples = [ex for ex in out.examples if id(ex) not in drop]
-    out.rejections += [
-        ex.reject(
-            "label_type",
-            f"label {ex.label} is a number while the other labels of {ex.file} are strings; "
-            f'write it as the string "{ex.label}" if it is a class',
-        )
-        for ex in numbers
-    ]
-
-
-def _check_shown_apart(located: list[Located]) -> None:
-    """Two sources shown alike would give their rows the same ids (two folders named `data`
-    outside the lab): refused, naming both, before any row is read."""
-    first: dict[str, int] = {}
-    for i, where in enumerate(located):
-        j = first.setdefault(where.shown, i)
-        if j != i:
-            raise DataError(
-                f"data.sources[{j}] and data.sources[{i}] are both shown as {where.shown!r} in "
-                "example ids; give them distinct names (data.sources[i].name)"
-            )
-
-
-def _check_source(source: Source, i: int, fields: Fields, needs_split: bool) -> None:
-    """`needs_split`: the data comes already split and this source brings no split itself."""
-    if needs_split and source.split is None and fields.split is None:
-        raise DataError(
-            f"data.sources[{i}].split: other sources are already split; give this one a "
-            "split too (train, validation or test), or name a split column in data.fields.split"
-        )
-    folder = source.type in ("folder", "image_folder")
-    if folder and (fields.group or (fields.split and source.split is None)):
-        raise DataError(
-            f"data.sources[{i}]: a {source.type} source has no columns, so data.fields.group and "
-            "data.fields.split cannot apply to it (set data.sources[i].split instead)"
-        )

@@ -170,8 +170,8 @@ def check_photos(folder: Path, photos: Sequence[str] = PHOTOS) -> list[dict]:
     import torch
     from transformers import AutoImageProcessor, AutoModelForImageClassification
 
+    from tunelab.modeling.image_model import IMAGE_BACKEND
     from tunelab.modeling.lite import register
-    from tunelab.modeling.model import IMAGE_BACKEND
     from tunelab.modeling.pixels import open_rgb
 
     register()

@@ -15,18 +15,23 @@ folded into the linear layer, so the model's first logits are the probe's:
 
 Two classes: scikit-learn keeps one row (the second class's log-odds s); the layer's two rows
 become -s/2 and +s/2, whose softmax is the probe's sigmoid.
+
+The same features of a frozen image base (`image_base_features`) are what an image lab's probe
+baseline fits on and what `final` scores that probe's head on.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.spec import Spec
 from tunelab.modeling.probe import Head, fit_head
-from tunelab.modeling.render import Encoded, classifier_batch
+from tunelab.modeling.render import Encoded, classifier_batch, lab_renderer
 
 
 def head_layer(model: torch.nn.Module, n_labels: int) -> tuple[str, torch.nn.Linear]:
@@ -78,6 +83,29 @@ def base_features(
     """What the base gives a classification head: the input of the classifier's last linear
     layer on each example, the base frozen (an image classifier's probe features)."""
     return head_features(model, head_layer(model, n_labels)[1], examples, batch_size, 0, device)
+
+
+def image_base_features(
+    spec: Spec,
+    lab: Path,
+    labels: list[str],
+    version: str,
+    device: torch.device,
+    *splits: list[dict],
+) -> tuple[list[np.ndarray], dict]:
+    """The frozen image base's features (`base_features`) of each list of rows in `splits`, in
+    order, rendered by the lab's image renderer for data `version` (whose folder holds every
+    split's images, the test split's too) at `spec.evaluation.batch_size`; and the renderer's
+    preprocessing settings."""
+    from tunelab.modeling.image_model import load_image_classifier
+
+    renderer = lab_renderer(spec, lab, labels, version)
+    model = load_image_classifier(spec.model, lab, labels, device)
+    size = spec.evaluation.batch_size
+    features = [
+        base_features(model, renderer.encode(rows), len(labels), size, device) for rows in splits
+    ]
+    return features, renderer.settings
 
 
 def folded(head: Head, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:

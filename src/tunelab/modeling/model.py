@@ -7,7 +7,6 @@ from pathlib import Path
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from transformers import (
-    AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForImageClassification,
@@ -142,10 +141,10 @@ def load_tokenizer(
 
         return scratch_tokenizer(spec, lab, data_version)[0]
     path = resolve_path(spec, lab)
-    return AutoTokenizer.from_pretrained(path, **_remote_kwargs(spec, path, lab))
+    return AutoTokenizer.from_pretrained(path, **lab_remote_kwargs(spec, path, lab))
 
 
-def _remote_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
+def lab_remote_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
     """`trust_remote_code` for a from_pretrained call (`safety.remote_kwargs`: a Hub
     `auto_map` refused, a warning); when it is true and the lab has a store, transformers'
     modules cache is pointed into it (`.tunelab/cache/modules`) first."""
@@ -154,14 +153,14 @@ def _remote_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
     return remote_kwargs(spec, path)
 
 
-def _weights_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
+def weights_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
     """What every load of pretrained weights passes: safetensors only, the dtype, and
     `trust_remote_code` (warned about)."""
     return {
         "use_safetensors": True,
         "dtype": DTYPES[spec.dtype],
         **attention_kwargs(spec),
-        **_remote_kwargs(spec, path, lab),
+        **lab_remote_kwargs(spec, path, lab),
     }
 
 
@@ -174,7 +173,7 @@ def attention_kwargs(spec: ModelSpec) -> dict:
 def load_encoder(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
     """The bare pretrained encoder (no head), frozen, for the linear-probe baseline."""
     path = resolve_path(spec, lab)
-    model = AutoModel.from_pretrained(path, **_weights_kwargs(spec, path, lab))
+    model = AutoModel.from_pretrained(path, **weights_kwargs(spec, path, lab))
     return model.to(device).eval().requires_grad_(False)
 
 
@@ -188,55 +187,8 @@ def load_classifier(
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={label: i for i, label in enumerate(labels)},
-        **_weights_kwargs(spec, path, lab),
+        **weights_kwargs(spec, path, lab),
     )
-    return model.to(device)
-
-
-IMAGE_BACKEND = "pil"
-"""The image processors' backend: Pillow and numpy, the same pixels on every machine (the
-torchvision one, where torchvision is installed, resizes slightly differently)."""
-
-
-def load_processor(spec: ModelSpec, lab: Path):
-    """The base's own image processor (`AutoImageProcessor`: its resize, crop and
-    normalisation), for an image classifier, on the `IMAGE_BACKEND`."""
-    from transformers import AutoImageProcessor
-
-    from tunelab.modeling.lite import register
-
-    register()  # EfficientNet-Lite folders (`modeling.lite`) open with the Auto classes
-    path = resolve_path(spec, lab)
-    return AutoImageProcessor.from_pretrained(
-        path, backend=IMAGE_BACKEND, **_remote_kwargs(spec, path, lab)
-    )
-
-
-def load_image_classifier(
-    spec: ModelSpec, lab: Path, labels: list[str], device: torch.device
-) -> PreTrainedModel:
-    """An image classifier on the pretrained backbone with a head for `labels`: the base's own
-    head when it already predicts exactly these labels in this order, else a new one (drawn
-    from torch's seed, as a text classifier's is), whatever the base's head had."""
-    from tunelab.modeling.lite import register
-
-    register()  # EfficientNet-Lite folders (`modeling.lite`) open with the Auto classes
-    path = resolve_path(spec, lab)
-    kwargs = _weights_kwargs(spec, path, lab)
-    base_labels = AutoConfig.from_pretrained(path, **_remote_kwargs(spec, path, lab)).id2label
-    keep = [base_labels[i] for i in sorted(base_labels)] == labels
-    model = AutoModelForImageClassification.from_pretrained(
-        path,
-        num_labels=len(labels),
-        id2label=dict(enumerate(labels)),
-        label2id={label: i for i, label in enumerate(labels)},
-        ignore_mismatched_sizes=True,  # the base's head (e.g. 1000 ImageNet classes) goes
-        **kwargs,
-    )
-    if not keep and len(base_labels) == len(labels):  # same count, other labels: not kept
-        from tunelab.modeling.head_init import head_layer
-
-        model._init_weights(head_layer(model, len(labels))[1])
     return model.to(device)
 
 
@@ -255,7 +207,7 @@ def load_causal(
 
         return scratch_model(spec, lab, seed, data_version).to(device)
     path = resolve_path(spec, lab)
-    model = AutoModelForCausalLM.from_pretrained(path, **_weights_kwargs(spec, path, lab))
+    model = AutoModelForCausalLM.from_pretrained(path, **weights_kwargs(spec, path, lab))
     return model.to(device)
 
 
@@ -273,6 +225,8 @@ def load_base(
     if kind == "encoder":
         return load_classifier(spec, lab, labels, device), TaskType.SEQ_CLS
     if kind == "image":  # PEFT has no task type for it: `apply_method` names the head
+        from tunelab.modeling.image_model import load_image_classifier  # it imports this module
+
         return load_image_classifier(spec, lab, labels, device), None
     return load_causal(spec, lab, device, seed, data_version), TaskType.CAUSAL_LM
 
@@ -456,6 +410,8 @@ def load_trained_classifier(
 
         register()  # a fully fine-tuned EfficientNet-Lite's saved config names its model type
     if (weights / "adapter_config.json").exists():
+        from tunelab.modeling.image_model import load_image_classifier  # it imports this module
+
         load = load_image_classifier if image else load_classifier
         return PeftModel.from_pretrained(load(spec, lab, labels, device), weights).to(device).eval()
     auto = AutoModelForImageClassification if image else AutoModelForSequenceClassification

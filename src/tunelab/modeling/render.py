@@ -385,11 +385,12 @@ def lab_renderer(spec, lab, labels: list[str], version: str | None = None, root=
     """The renderer of a lab's rows with the base's own inputs: its tokenizer (a scratch
     model's: the BPE of `version`), or, for an image lab, its image processor, with the images
     under `root` (by default `version`'s folder in the lab's store)."""
-    from tunelab.modeling.model import load_processor, load_tokenizer
+    from tunelab.modeling.model import load_tokenizer
 
     if spec.images:
         from tunelab.core.layout import DATA
         from tunelab.core.store import STORE_DIR
+        from tunelab.modeling.image_model import load_processor
         from tunelab.modeling.pixels import ImageRenderer
 
         if root is None:

@@ -265,23 +265,17 @@ def _fit_multilabel_probe(lab: Lab, record: dict, run_dir: Path, at: Conditions,
 
 
 def image_probe_features(lab: Lab, at: Conditions, console: Console | None = None):
-    """Train and validation features of an image lab's frozen base (`head_init.base_features`)
-    and the preprocessing that made them."""
-    from tunelab.modeling.head_init import base_features
-    from tunelab.modeling.model import load_image_classifier
-    from tunelab.modeling.render import lab_renderer
+    """Train and validation features of an image lab's frozen base
+    (`head_init.image_base_features`) and the preprocessing that made them."""
+    from tunelab.modeling.head_init import image_base_features
 
-    renderer = lab_renderer(lab.spec, lab.path, at.labels, at.version)
-    model = load_image_classifier(lab.spec.model, lab.path, at.labels, lab.device)
     if console:
         n, m = len(at.train), len(at.validation)
         console.print(f"[dim]embedding {n} train and {m} validation images…[/]")
-    size = lab.spec.evaluation.batch_size
-    x_train, x_val = (
-        base_features(model, renderer.encode(rows), len(at.labels), size, lab.device)
-        for rows in (at.train, at.validation)
+    (x_train, x_val), settings = image_base_features(
+        lab.spec, lab.path, at.labels, at.version, lab.device, at.train, at.validation
     )
-    return x_train, x_val, renderer.settings
+    return x_train, x_val, settings
 
 
 def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) -> dict:

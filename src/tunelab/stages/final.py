@@ -195,7 +195,11 @@ def _evaluate_probe(
         return _evaluate_multilabel_probe(lab, record, spec, rows, labels)
     head = load_head(_head_path(lab.store, record))
     if spec.images:
-        predictions = head.predictions(rows, _image_features(lab, record, spec, rows, labels))
+        from tunelab.modeling.head_init import image_base_features
+
+        version = record["data_version"]  # its folder holds the test images too
+        (x,), _ = image_base_features(spec, lab.path, labels, version, lab.device, rows)
+        predictions = head.predictions(rows, x)
         return predictions, score(spec.task.type, predictions, labels)
     tokenizer = load_tokenizer(spec.model, lab.path)
     encoder = load_encoder(spec.model, lab.path, lab.device)
@@ -226,18 +230,6 @@ def _evaluate_multilabel_probe(
         labels,
         recorded_threshold(record),
     )
-
-
-def _image_features(lab: Lab, record: dict, spec: Spec, rows: list[dict], labels: list[str]):
-    """The frozen image base's features of `rows`, made as the probe baseline made them."""
-    from tunelab.modeling.head_init import base_features
-    from tunelab.modeling.model import load_image_classifier
-    from tunelab.modeling.render import lab_renderer
-
-    renderer = lab_renderer(spec, lab.path, labels, record["data_version"])  # test images too
-    model = load_image_classifier(spec.model, lab.path, labels, lab.device)
-    encoded = renderer.encode(rows)
-    return base_features(model, encoded, len(labels), spec.evaluation.batch_size, lab.device)
 
 
 def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:

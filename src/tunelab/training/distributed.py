@@ -95,9 +95,7 @@ class World:
         packed = torch.stack(
             [
                 loss.double(),
-                out.tokens.double()
-                if torch.is_tensor(out.tokens)
-                else loss.new_tensor(out.tokens).double(),
+                out.tokens.double(),
                 norm.to(loss.device).double(),
                 loss.new_tensor(1.0 if stop else 0.0).double(),
             ]

@@ -14,7 +14,7 @@ def plan(result: dict, console: Console) -> None:
     console.print(
         f"[bold]plan {result['id']}[/]: {result['days']} days ({result['hours_total']:g} h) on "
         f"{escape(result['device'])}, measured on {result['measured_on']}; "
-        f"{t['tokens_per_s']:,.1f} tokens/s ({escape(t['source'])})"
+        f"{t['tokens_per_s']:,.1f} {t.get('unit', 'tokens')}/s ({escape(t['source'])})"
     )
     table = Table("phase", "hours", "from → to", "what", box=None, padding=(0, 1))
     table.columns[0].no_wrap = True

@@ -12,18 +12,14 @@ from transformers import AutoConfig, AutoModelForImageClassification
 
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.modeling import lite
+from tunelab.modeling.image_model import load_image_classifier
 from tunelab.modeling.lite import (
     HEAD_STD,
     EfficientNetLiteConfig,
     EfficientNetLiteForImageClassification,
     register,
 )
-from tunelab.modeling.model import (
-    apply_method,
-    load_image_classifier,
-    load_trained_classifier,
-    save_trained,
-)
+from tunelab.modeling.model import apply_method, load_trained_classifier, save_trained
 from tunelab.training.step import train_mode
 
 pytest.importorskip("efficientnet_lite_pytorch", reason="the Lite model code (make setup)")
@@ -103,7 +99,7 @@ def test_a_new_head_for_other_labels_keeps_every_other_weight(tmp_path):
 
 
 def test_tunelab_loads_a_lite_base_and_redraws_a_head_of_other_labels(tmp_path):
-    """Through `model.load_image_classifier` (which registers): the same number of labels with
+    """Through `image_model.load_image_classifier` (which registers): the same number of labels with
     other names still gets a new head (tunelab calls `_init_weights` on the loaded head)."""
     base, folder = saved(tmp_path, ["a", "b", "c"])
     spec = ModelSpec(path=str(folder))

@@ -68,11 +68,15 @@ def add_run(
     seconds: float = 3200,
     wall: str = "01:00:00",
     device: dict = CPU,
+    unit: str | None = None,
 ) -> str:
-    """A completed run of 100 steps of 2,048 tokens in `seconds`, open from 00:00 to `wall`."""
+    """A completed run of 100 steps of 2,048 tokens in `seconds`, open from 00:00 to `wall`;
+    `unit`: what its `training.tokens` count, when the record says (an image lab's: images)."""
     run_id, _ = store.new_run(name)
     spec = validate_spec(yaml.safe_load((store.lab / "tunelab.yaml").read_text()))
     training = {"steps": 100, "seconds": seconds, "tokens": 204800, "global_batch": 16}
+    if unit is not None:
+        training["unit"] = unit
     store.write_record(
         run_id,
         {
@@ -327,10 +331,25 @@ def test_the_view_shows_the_phases_stop_and_cost(tmp_path):
     out = io.StringIO()
     show_plan(record, Console(file=out, width=120))
     text = out.getvalue()
-    assert "plan p001: 7 days (168 h) on cpu, measured on cpu" in text
+    assert "plan p001: 7 days (168 h) on cpu, measured on cpu; 64.0 tokens/s" in text
     assert "variants: 140 fit, 1 h (3,600 s) each, 100 steps" in text
     assert "cost: 168 h × 2.5 per hour = 420.00" in text
     assert "saved to .tunelab/plans/p001.json" in text
+
+
+def test_an_image_lab_names_its_throughput_in_images_per_second(tmp_path):
+    """An image lab's run counts images (`training.unit`): the plan's rate and step say so."""
+    store = make_lab(tmp_path)
+    add_run(store, unit="images")
+    add_check(store)
+    record = run_plan(open_records_lab(tmp_path), days=7)
+    assert (record["throughput"]["tokens_per_s"], record["throughput"]["unit"]) == (64.0, "images")
+    assert record["based_on"]["run"]["fields"]["unit"] == "images"
+    step = record["based_on"]["figures"]["step_s"]["source"]
+    assert step.startswith("2048 images per step (") and step.endswith(" / 64.0 images/s")
+    out = io.StringIO()
+    show_plan(record, Console(file=out, width=120))
+    assert "measured on cpu; 64.0 images/s" in out.getvalue()
 
 
 def test_replicates_and_a_noise_floor_take_their_runs_from_the_experiments(tmp_path):

@@ -137,7 +137,8 @@ def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str
 def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tuple[dict, dict]:
     """Every file of the bundle but SHA256SUMS; returns `tunelab.json`'s content and the base
     model's identity."""
-    from tunelab.modeling.model import load_processor, load_tokenizer
+    from tunelab.modeling.image_model import load_processor
+    from tunelab.modeling.model import load_tokenizer
     from tunelab.tasks import load_schema
 
     store, run_id = lab.store, record["id"]

@@ -153,7 +153,7 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
     if kind == "image":  # the image processor the run used, saved in the bundle
         from transformers import AutoImageProcessor
 
-        from tunelab.modeling.model import IMAGE_BACKEND
+        from tunelab.modeling.image_model import IMAGE_BACKEND
 
         return model, AutoImageProcessor.from_pretrained(bundle, backend=IMAGE_BACKEND), info
     return model, AutoTokenizer.from_pretrained(bundle), info

@@ -141,7 +141,7 @@ def _preprocessing(info: dict, loaded: dict, base: Path) -> dict:
     std that are not the run's silently change every input)."""
     from transformers import AutoImageProcessor
 
-    from tunelab.modeling.model import IMAGE_BACKEND
+    from tunelab.modeling.image_model import IMAGE_BACKEND
     from tunelab.modeling.pixels import differences, preprocessing
 
     recorded = info.get("preprocessing") or {}
@@ -218,7 +218,7 @@ def _merged(bundle: Path, info: dict, device: str) -> dict:
     class is registered first, and the detail says so."""
     import transformers
 
-    from tunelab.modeling.model import IMAGE_BACKEND
+    from tunelab.modeling.image_model import IMAGE_BACKEND
 
     folder = bundle / "merged"
     kind = info["kind"]

@@ -1,7 +1,9 @@
 """The durations a plan is made of, in seconds, each with the record and field it comes from.
 
 - throughput: the reference run's `training.tokens / training.seconds` (tokens per second over
-  its whole budget), or the `--tokens-per-second` given for the target device (recorded).
+  its whole budget), or the `--tokens-per-second` given for the target device (recorded). An
+  image lab's run counts images there (`training.unit`), and the plan names its rate in images/s
+  (the record's keys keep their names; `throughput.unit` says which).
 - `step_s`: tokens per step at the spec's global batch (the run's `training.tokens /
   training.steps`, scaled by global batch over the run's `training.global_batch`) / throughput.
 - `overhead_s`: the run's time outside its steps, `ended - created - training.seconds`
@@ -40,6 +42,7 @@ def figures(
 ) -> dict:
     """`seconds` and `sources` per figure, the budget's `steps`, `throughput`, `warnings`."""
     t, rid, device = run["training"], run["id"], run["env"]["device"]["type"]
+    unit = t.get("unit", "tokens")  # an image lab's run counts images
     measured_tps = t["tokens"] / t["seconds"]
     tps = tokens_per_second or measured_tps
     scale = max(1.0, measured_tps / tps)
@@ -52,8 +55,8 @@ def figures(
 
     fig["step_s"] = (
         per_step / tps,
-        f"{per_step:.0f} tokens per step ({rid} training.tokens / training.steps at global "
-        f"batch {training.global_batch}) / {tps:.1f} tokens/s",
+        f"{per_step:.0f} {unit} per step ({rid} training.tokens / training.steps at global "
+        f"batch {training.global_batch}) / {tps:.1f} {unit}/s",
     )
     wall = wall_seconds(run)
     if wall is None:
@@ -89,6 +92,7 @@ def figures(
         "steps_source": steps_source,
         "throughput": {
             "tokens_per_s": round(tps, 1),
+            "unit": unit,
             "source": given if tokens_per_second else f"{rid} training.tokens / training.seconds",
             "measured_tokens_per_s": round(measured_tps, 1),
             "measured_by": rid,

@@ -130,7 +130,8 @@ def _based_on(run, check, size, version: str, counts: dict, fig: dict) -> dict:
             "data_version": run.get("data_version"),
             "method": (run.get("spec") or {}).get("method", {}).get("type"),
             "fields": {
-                k: t.get(k) for k in ("steps", "seconds", "tokens", "tokens_per_s", "global_batch")
+                k: t.get(k)
+                for k in ("steps", "seconds", "tokens", "unit", "tokens_per_s", "global_batch")
             }
             | {"created": run.get("created"), "ended": run.get("ended")},
         },
