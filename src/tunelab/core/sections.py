@@ -266,6 +266,18 @@ class TrainingSpec(_Section):
     max_grad_norm: float | None = Field(1.0, gt=0)
     checkpoint_every: int | None = Field(None, gt=0)
     """Save a resumable checkpoint every N steps (one is always saved on Ctrl-C or SIGTERM)."""
+    validate_every: int | None = Field(None, gt=0)
+    """Measure the validation loss every N steps (and at the last): the loss the trainer
+    minimises, teacher-forced on the validation split (a forward pass, no generation), in the
+    run's history and drawn in the report beside the training loss. None: the validation
+    split is read once, at the end, for the metrics."""
+    overfit_patience: int = Field(3, ge=2)
+    """The overfitting warning fires when the validation loss rose at this many measurements
+    in a row while the training loss fell."""
+    keep: Literal["last", "best"] = "last"
+    """The weights the run keeps and is evaluated with: the last step's, or the step with the
+    lowest validation loss (needs `validate_every`; the run records the step it kept). The
+    test split is never read for it."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
     """bf16 uses autocast; weights stay in model.dtype. auto: bf16 where the device computes
     it natively (a CUDA GPU that supports it; a CPU with AMX or AVX512-BF16) and a measured
@@ -298,6 +310,12 @@ class TrainingSpec(_Section):
 
     @model_validator(mode="after")
     def _divisible(self) -> TrainingSpec:
+        if self.keep == "best" and self.validate_every is None:
+            raise FieldError(
+                "keep",
+                "keep: best chooses the step with the lowest validation loss; set "
+                "validate_every (steps between measurements) too",
+            )
         if self.global_batch % self.microbatch:
             raise FieldError(
                 "microbatch",

@@ -49,6 +49,7 @@ from tunelab.training.step import (
     train_mode,
     train_step,
 )
+from tunelab.training.validate import Validation, window_loss
 
 
 def total_steps(cfg: TrainingSpec, n_examples: int, sequence_length: int | None = None) -> int:
@@ -195,6 +196,7 @@ def train(
     resume: bool = False,
     sampler: MixtureSampler | None = None,
     world: World | None = None,
+    validation: Validation | None = None,
 ) -> dict:
     """Train in place; return what happened (steps, tokens, speed, memory, loss history).
 
@@ -205,7 +207,9 @@ def train(
     `sampler` (a data mixture) chooses the rows of each batch instead of plain seeded epochs.
     Under `world` (several processes, `model` wrapped by `World.wrap`), each rank takes its
     share of every global batch; rank 0 alone writes heartbeats, every rank takes part in
-    writing a checkpoint and reads it on `resume`.
+    writing a checkpoint and reads it on `resume`. `validation` (`training.validate_every`)
+    measures the validation loss at its cadence into the step's history entry, warns of
+    overfitting, and with `training.keep: best` restores the best step's weights at the end.
     """
     world = world or World()
     check_batch(world, cfg.global_batch, cfg.microbatch)
@@ -294,7 +298,17 @@ def train(
                 "tokens": tokens_seen,
                 "seconds": round(elapsed, 3),
             }
-            history.append(entry)
+            if validation is not None and validation.due(step + 1, steps):
+                entry["validation_loss"] = validation.measure(model, device, pad_id)
+                since = validation.points[-1]["step"] if validation.points else done
+                history.append(entry)
+                warning = validation.record(
+                    model, step + 1, entry["validation_loss"], window_loss(history, since)
+                )
+                if warning and console is not None:
+                    console.print(f"[yellow]warning[/] overfitting: {warning}")
+            else:
+                history.append(entry)
             progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
             if run_dir is None:
                 continue
@@ -314,6 +328,7 @@ def train(
             if stopping:
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start
+    kept = validation.restore(model, steps) if validation is not None else None
     model.eval()
     my_tokens = int(my_tokens)
     mine = {
@@ -340,4 +355,6 @@ def train(
         "final_loss": history[-1]["loss"],
         "history": history,
         "mixture": sampler.record(steps) if sampler is not None else None,
+        "validation": validation.summary() if validation is not None else None,
+        "kept": kept,
     }

@@ -174,6 +174,7 @@ def run(record: dict, console: Console) -> None:
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
+    _validation_curve(t, console)
     chosen = t.get("precision") or {}
     if chosen.get("asked") == "auto":
         console.print(f"  precision auto: trained in {chosen['used']} ({chosen['reason']})")
@@ -203,3 +204,24 @@ def run(record: dict, console: Console) -> None:
     warning = (record.get("preflight") or {}).get("warning")
     if warning:
         console.print(f"  [yellow]warning[/] {escape(warning)}")
+
+
+def _validation_curve(t: dict, console: Console) -> None:
+    """The validation loss measured during training (`training.validate_every`), the step the
+    run kept, and the overfitting warning."""
+    v = t.get("validation")
+    if not v or not v["points"]:
+        return
+    points = v["points"]
+    shown = points if len(points) <= 6 else [*points[:3], None, *points[-2:]]
+    curve = " ".join("…" if p is None else f"{p['step']}:{p['loss']:.4f}" for p in shown)
+    best = v["best"]
+    console.print(
+        f"  validation loss every {v['every']} steps on {v['examples']} examples: {curve}; "
+        f"lowest at step {best['step']} ({best['loss']:.4f})"
+    )
+    kept = t.get("kept") or {}
+    if kept.get("rule") == "best validation loss":
+        console.print(f"  kept step {kept['step']}'s weights (training.keep: best)")
+    if v.get("overfitting"):
+        console.print(f"  [yellow]warning[/] overfitting: {v['overfitting']['message']}")

@@ -99,16 +99,31 @@ def run_colours(run_ids: list[str]) -> dict[str, str]:
 
 
 def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> str:
-    """Training loss and learning rate against the step, one line per run."""
+    """Training loss and learning rate against the step, one line per run, and the validation
+    loss of the runs that measured it during training (dashed, a dot per measurement)."""
     with _style():
         fig = Figure(figsize=(WIDTH, 3.8), layout="constrained")
         loss_ax, lr_ax = fig.subplots(1, 2)
+        validated = False
         for run_id, history in histories:
             steps = [_num(h.get("step")) for h in history]
             style = {"color": colours.get(run_id), "linewidth": 1.6, "label": run_id}
             loss_ax.plot(steps, [_num(h.get("loss")) for h in history], **style)
             lr_ax.plot(steps, [_num(h.get("lr")) for h in history], **style)
-        loss_ax.set(title="training loss", xlabel="step")
+            measured = [h for h in history if h.get("validation_loss") is not None]
+            if measured:  # `training.validate_every`: the validation loss, dashed with dots
+                validated = True
+                loss_ax.plot(
+                    [_num(h["step"]) for h in measured],
+                    [_num(h["validation_loss"]) for h in measured],
+                    color=colours.get(run_id),
+                    linewidth=1.2,
+                    linestyle="--",
+                    marker="o",
+                    markersize=3,
+                )
+        title = "training loss (validation loss dashed)" if validated else "training loss"
+        loss_ax.set(title=title, xlabel="step")
         lr_ax.set(title="learning rate", xlabel="step")
         lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
         handles, labels = loss_ax.get_legend_handles_labels()

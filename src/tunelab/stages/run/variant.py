@@ -48,6 +48,7 @@ from tunelab.training.forgetting import score_guard_sets
 from tunelab.training.loop import sequence_length_of, total_steps, train
 from tunelab.training.precision import resolve as resolve_precision
 from tunelab.training.sharding import full_trainable, load_trainable
+from tunelab.training.validate import validation_for
 
 
 class BlockedError(TunelabError):
@@ -146,7 +147,7 @@ def run_variant(
         if console:
             console.print(_head_line(trainable["head_init"]))
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
-        return _follow(lab, world, model, renderer, train_set, sampler)
+        return _follow(lab, world, model, renderer, train_set, sampler, version=version)
     record, run_dir = ledger.open_run(
         lab,
         name,
@@ -205,7 +206,9 @@ def resume_run(
             resumable=True,
         ) from err
     if not world.main:
-        return _follow(lab, world, model, renderer, train_set, sampler, run_dir)
+        return _follow(
+            lab, world, model, renderer, train_set, sampler, run_dir, record["data_version"]
+        )
     record.setdefault("resumed", []).append(
         {
             "time": now(),
@@ -329,6 +332,7 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
             resume,
             sampler,
             world,
+            validation_for(lab, cfg, renderer, version),
         )
         training["precision"] = chosen
         training["processes"] = world.record(lab.device, cfg.microbatch, cfg.global_batch, fsdp)
@@ -342,11 +346,12 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
     return training, model
 
 
-def _follow(lab, world, model, renderer, train_set, sampler, run_dir=None) -> dict:
+def _follow(lab, world, model, renderer, train_set, sampler, run_dir=None, version=None) -> dict:
     """A rank other than 0: trains its share of every step (writing its shards of a
-    checkpoint, and reading them on resume), evaluates nothing; the CLI prints nothing."""
+    checkpoint, and reading them on resume) and measures the validation loss with the others
+    (`training.validate_every`), evaluates nothing else; the CLI prints nothing."""
     training, _ = _train(
-        lab, world, model, renderer, train_set, sampler, None, run_dir, bool(run_dir)
+        lab, world, model, renderer, train_set, sampler, None, run_dir, bool(run_dir), version
     )
     return {"rank": world.rank, "training": {k: training[k] for k in ("steps", "tokens")}}
 

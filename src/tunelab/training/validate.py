@@ -1,0 +1,144 @@
+"""Validation during training: the validation loss at a cadence, the overfitting warning, and the
+best step kept when the user asks for it.
+
+Every `training.validate_every` steps (and at the last step) the loop measures the loss the
+trainer minimises on the validation split, teacher-forced (no generation: a forward pass per
+batch, cheap), normalised as the training loss is (per example for a classifier, per target
+token for a causal LM). Under several processes every rank measures the whole split the same
+way, so every rank holds the same number and no collective is needed (under FSDP the forward
+needs every rank anyway). The point goes into the step's history entry (`validation_loss`),
+which the report draws beside the training loss.
+
+**Overfitting**: when the validation loss has risen at each of the last
+`training.overfit_patience` measurements while the training loss (its mean between two
+measurements) fell over the same span, the run records a warning saying so.
+
+**Keep best** (`training.keep: best`): the trainable weights of the measurement with the lowest
+validation loss are copied aside (on the device they live on: a second copy of what trains,
+small for LoRA, the whole model for full fine-tuning) and restored at the end; the run records
+the step it kept. Only the validation split is read: the test split never is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import torch
+
+from tunelab.training.step import loss_weight, make_batch, summed_loss, train_mode
+
+
+@dataclass
+class Validation:
+    """The validation split as the trainer renders it, and what was measured on it."""
+
+    examples: list
+    every: int
+    keep: str = "last"
+    patience: int = 3
+    batch_size: int = 32
+    points: list[dict] = field(default_factory=list)
+    best: dict | None = None
+    saved: dict[str, torch.Tensor] | None = None
+    warned: dict | None = None
+    """The first overfitting warning: its step and message."""
+
+    def due(self, step: int, steps: int) -> bool:
+        return step % self.every == 0 or step == steps
+
+    @torch.no_grad()
+    def measure(self, model: torch.nn.Module, device: torch.device, pad_id: int) -> float:
+        """The mean validation loss (per example or target token), the model left training."""
+        model.eval()
+        total, weight = 0.0, 0.0
+        for start in range(0, len(self.examples), self.batch_size):
+            chunk = self.examples[start : start + self.batch_size]
+            total += float(summed_loss(model, make_batch(chunk, pad_id, device)))
+            weight += sum(loss_weight(e) for e in chunk)
+        train_mode(model)
+        return total / weight
+
+    def record(
+        self, model: torch.nn.Module, step: int, loss: float, train_loss: float
+    ) -> str | None:
+        """A measurement; with keep best, the weights when it is the lowest so far. Returns the
+        overfitting warning the first time it applies."""
+        self.points.append({"step": step, "loss": loss, "train_loss": train_loss})
+        first = None
+        if self.warned is None and (message := self.overfitting()):
+            self.warned = {"step": step, "message": message}
+            first = message
+        if self.best is None or loss < self.best["loss"]:
+            self.best = {"step": step, "loss": loss}
+            if self.keep == "best":
+                self.saved = {
+                    n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad
+                }
+        return first
+
+    def restore(self, model: torch.nn.Module, last_step: int) -> dict:
+        """With keep best, the best measurement's weights back in the model; what was kept."""
+        if self.keep != "best" or self.best is None:
+            return {"rule": "last", "step": last_step}
+        if self.best["step"] != last_step:
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    if n in self.saved:
+                        p.copy_(self.saved[n])
+        self.saved = None
+        return {
+            "rule": "best validation loss",
+            "step": self.best["step"],
+            "validation_loss": round(self.best["loss"], 6),
+        }
+
+    def overfitting(self) -> str | None:
+        """The warning, when the validation loss rose at each of the last `patience`
+        measurements while the training loss fell."""
+        if len(self.points) < self.patience + 1:
+            return None
+        last = self.points[-(self.patience + 1) :]
+        rising = all(b["loss"] > a["loss"] for a, b in pairwise(last))
+        falling = last[-1]["train_loss"] < last[0]["train_loss"]
+        if not (rising and falling):
+            return None
+        steps = ", ".join(str(p["step"]) for p in last[1:])
+        best = self.best
+        return (
+            f"validation loss rose at {self.patience} measurements in a row (steps {steps}: "
+            f"{last[0]['loss']:.4f} -> {last[-1]['loss']:.4f}) while training loss fell "
+            f"({last[0]['train_loss']:.4f} -> {last[-1]['train_loss']:.4f}): the model fits the "
+            f"training set past what carries to validation; the lowest validation loss was at "
+            f"step {best['step']} ({best['loss']:.4f}), which `training.keep: best` keeps"
+        )
+
+    def summary(self) -> dict:
+        return {
+            "every": self.every,
+            "examples": len(self.examples),
+            "points": self.points,
+            "best": self.best,
+            "overfitting": self.warned,
+        }
+
+
+def validation_for(lab, cfg, renderer, version: str | None) -> Validation | None:
+    """The validation split of data version `version` as the trainer renders it, when
+    `training.validate_every` asks for the validation loss during training."""
+    if cfg.validate_every is None or version is None:
+        return None
+    examples, _ = renderer.training(lab.store.read_split(version, "validation"))
+    return Validation(
+        examples,
+        cfg.validate_every,
+        cfg.keep,
+        cfg.overfit_patience,
+        lab.spec.evaluation.batch_size,
+    )
+
+
+def window_loss(history: list[dict], since_step: int) -> float:
+    """The mean training loss of the steps after `since_step`."""
+    losses = [h["loss"] for h in history if h["step"] > since_step]
+    return sum(losses) / len(losses)
