@@ -25,7 +25,14 @@ from tunelab.views.runs import run as run_view
 
 pytestmark = pytest.mark.slow
 
-TRAINING = {"lr": 5e-3, "global_batch": 8, "microbatch": 2, "budget": {"steps": 4}, "seed": 0}
+TRAINING = {
+    "lr": 5e-3,
+    "global_batch": 8,
+    "microbatch": 2,
+    "budget": {"steps": 4},
+    "seed": 0,
+    "validate_every": 2,  # every rank measures the validation loss, alike
+}
 LOSS_TOLERANCE = 1e-5
 """Relative, per step (sums in another order)."""
 WEIGHT_TOLERANCE = 1e-4
@@ -71,6 +78,8 @@ def test_two_processes_take_the_single_process_steps(make_extraction_lab, capsys
         losses, rel=LOSS_TOLERANCE
     )
     assert two["training"]["tokens"] == one["training"]["tokens"]
+    curves = [[p["loss"] for p in r["training"]["validation"]["points"]] for r in (one, two)]
+    assert len(curves[0]) == 2 and curves[1] == pytest.approx(curves[0], rel=1e-4)
     weights = [load_file(weights_path(lab, r)) for r in (one, two)]
     assert weights[0].keys() == weights[1].keys()
     worst = max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0])

@@ -103,11 +103,12 @@ class Validation:
         falling = last[-1]["train_loss"] < last[0]["train_loss"]
         if not (rising and falling):
             return None
-        steps = ", ".join(str(p["step"]) for p in last[1:])
+        first, now = last[0], last[-1]
         best = self.best
         return (
-            f"validation loss rose at {self.patience} measurements in a row (steps {steps}: "
-            f"{last[0]['loss']:.4f} -> {last[-1]['loss']:.4f}) while training loss fell "
+            f"validation loss rose at {self.patience} measurements in a row (from "
+            f"{first['loss']:.4f} at step {first['step']} to {now['loss']:.4f} at step "
+            f"{now['step']}) while training loss fell "
             f"({last[0]['train_loss']:.4f} -> {last[-1]['train_loss']:.4f}): the model fits the "
             f"training set past what carries to validation; the lowest validation loss was at "
             f"step {best['step']} ({best['loss']:.4f}), which `training.keep: best` keeps"

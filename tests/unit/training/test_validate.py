@@ -22,7 +22,7 @@ def test_the_warning_needs_patience_rises_while_the_training_loss_falls():
     rising = [(0.50, 0.9), (0.40, 0.7), (0.45, 0.5), (0.50, 0.3), (0.60, 0.2)]
     v = measured(rising)
     assert v.warned["step"] == 50  # the third rise in a row
-    assert "steps 30, 40, 50: 0.4000 -> 0.6000" in v.warned["message"]
+    assert "(from 0.4000 at step 20 to 0.6000 at step 50)" in v.warned["message"]
     assert "lowest validation loss was at step 20 (0.4000)" in v.warned["message"]
     assert measured(rising[:4]).warned is None  # two rises: not yet
     both_rise = [(0.5, 0.5), (0.6, 0.6), (0.7, 0.7), (0.8, 0.8)]
