@@ -36,12 +36,21 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     assert all(c["low"] <= c["delta"] <= c["high"] for c in every_field["checks"].values())
 
     # a plain LoRA of q/v: LoRA-only engines can load it; its merged form verifies alone
-    code, exported = tl(capsys, "export", run["id"], "--lab", lab, "--merge")
+    code, exported = tl(capsys, "export", run["id"], "--lab", lab, "--merge", "--gguf", "f32")
     assert code == 0 and exported["serving"]["plain_lora"] is True
+    gguf = exported["gguf"]  # the run's tokenizer and template embedded, as trained
+    assert gguf["file"] == "gguf/model.gguf" and gguf["architecture"] == "llama"
+    assert gguf["tokenizer"]["chat_template"] and gguf["tokenizer"]["eos"] is not None
+    assert gguf["llama_cpp"].startswith("not checked")
     code, verified = tl(capsys, "verify", exported["bundle"])
-    merged = verified["items"][-1]
-    assert code == 0 and merged["name"] == "merged" and merged["passed"], merged
+    items = {i["name"]: i for i in verified["items"]}
+    merged = items["merged"]
+    assert code == 0 and merged["passed"], merged
     assert "AutoModelForCausalLM alone" in merged["detail"] and merged["exact"]
+    read_back = items["gguf"]  # f32: every answer reproduced from the file
+    assert read_back["passed"] and read_back["agreed"] == read_back["n"], read_back
+    assert "chat template, BOS and EOS as trained" in read_back["detail"]
+    assert "llama.cpp: not checked" in read_back["detail"]
 
 
 def test_format_lab_checks_answers_against_a_regex(make_extraction_lab, capsys):

@@ -51,12 +51,21 @@ def cmd_plan(args):
     arg("run", help="the run to hand over, e.g. r004-lora"),
     arg("--out", type=Path, help="bundle folder (default: bundles/RUN in the lab)"),
     arg("--merge", action="store_true", help="also fold the LoRA into merged weights (checked)"),
+    arg(
+        "--gguf",
+        nargs="?",
+        const="f16",
+        choices=["f32", "f16", "q8_0"],
+        metavar="TYPE",
+        help="also write the merged model as one GGUF file for llama.cpp (f32, f16 (default), "
+        "q8_0), with the run's tokenizer and chat template; Llama-architecture models",
+    ),
     device=True,
 )
 def cmd_export(args):
     from tunelab.stages.export.bundle import export_run
 
-    return export_run(opened(args), args.run, args.out, args.merge)
+    return export_run(opened(args), args.run, args.out, args.merge, args.gguf)
 
 
 @command(

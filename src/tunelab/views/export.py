@@ -38,6 +38,15 @@ def export(result: dict, console: Console) -> None:
         )
     elif served.get("plain_lora"):
         console.print("  a plain LoRA: LoRA-serving engines (vLLM) can load the adapter as it is")
+    g = result.get("gguf")
+    if g:
+        t = g["tokenizer"]
+        console.print(
+            f"  {g['file']}: {g['architecture']}, {g['dtype']}, {g['tensors']} tensors; tokenizer "
+            f"BOS {t['bos']}, EOS {t['eos']}, chat template "
+            f"{'embedded' if t['chat_template'] else 'none'}, pre-tokenizer {t['pre']!r}; "
+            f"llama.cpp: {escape(g['llama_cpp'])}"
+        )
     removed = result.get("leftovers_removed") or []
     if removed:
         console.print(

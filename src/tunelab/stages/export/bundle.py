@@ -67,7 +67,9 @@ class ExportError(TunelabError):
     """The run cannot be exported as asked."""
 
 
-def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = False) -> dict:
+def export_run(
+    lab: Lab, run_id: str, out: Path | None = None, merge: bool = False, gguf: str | None = None
+) -> dict:
     """Write the bundle of `run_id` and return what it holds.
 
     The bundle is written into a hidden folder beside `out` and renamed into place when it is
@@ -87,7 +89,7 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
     removed = remove_leftovers(lab.path / BUNDLES)
     try:
         with writing(bundle) as folder:
-            info, base = _write_bundle(folder, lab, record, spec, merge)
+            info, base = _write_bundle(folder, lab, record, spec, merge, gguf)
             sums = write_sums(folder)
     except KeyboardInterrupt as err:
         raise Interrupted(
@@ -103,6 +105,7 @@ def export_run(lab: Lab, run_id: str, out: Path | None = None, merge: bool = Fal
         "merged": merge,
         "merge_check": info["merge_check"],
         "serving": info["serving"],
+        "gguf": info.get("gguf"),
         "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
         "limitations": info["limitations"],
         "leftovers_removed": removed,
@@ -134,7 +137,9 @@ def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str
     return ids if len(ids) <= WHOLE_SPLIT[kind] else ids[: SAMPLE[kind]]
 
 
-def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tuple[dict, dict]:
+def _write_bundle(
+    bundle: Path, lab: Lab, record: dict, spec, merge: bool, gguf: str | None = None
+) -> tuple[dict, dict]:
     """Every file of the bundle but SHA256SUMS; returns `tunelab.json`'s content and the base
     model's identity."""
     from tunelab.modeling.image_model import load_processor
@@ -207,6 +212,10 @@ def _write_bundle(bundle: Path, lab: Lab, record: dict, spec, merge: bool) -> tu
     if merge:
         info["merge_check"] = _merge(bundle, spec, lab, info, sample)
     info["serving"] = serving(bundle, spec.method.type, merge)
+    if gguf:
+        from tunelab.stages.export.gguf_file import write_bundle_gguf
+
+        info["gguf"] = write_bundle_gguf(bundle, spec, lab, gguf)
     atomic_write_json(bundle / BUNDLE_FILE, info)
     atomic_write_text(bundle / "README.md", model_card(info))
     return info, base

@@ -30,7 +30,9 @@ from pathlib import Path
 from tunelab.core import sums as contents
 from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
+from tunelab.stages.export.gguf_file import GGUF_DIR, GGUF_FILE
 from tunelab.stages.export.load import check_base, default_base, read_bundle
+from tunelab.stages.export.verify_gguf import check_gguf
 
 DEVICE_TOLERANCE = 0.05
 """Share of the sample that may be predicted differently on another device type or dtype."""
@@ -75,6 +77,8 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
         items.append(_guarded("predictions", lambda: _predictions(bundle, info, loaded, device)))
     if (bundle / "merged").is_dir():  # the servable form, with transformers alone
         items.append(_guarded("merged", lambda: _merged(bundle, info, device)))
+    if (bundle / GGUF_DIR / GGUF_FILE).is_file():  # llama.cpp's form, read back
+        items.append(_guarded("gguf", lambda: check_gguf(bundle, info, device, _predictions, item)))
     names = [i["name"] for i in items]
     later_checks = ("base", "load", *(("preprocessing",) if info["kind"] == "image" else ()))
     for later in (*later_checks, "predictions"):

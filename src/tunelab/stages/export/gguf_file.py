@@ -1,0 +1,58 @@
+"""`export --gguf`: the run's merged model as one GGUF file in the bundle (`gguf/model.gguf`:
+a folder of its own, so that transformers' reader is not sent to the adapter's base).
+
+The model written is the one the run evaluated: a LoRA folded into its base (the bundle's
+`merged/` when `--merge` wrote it, else merged in memory), or a full fine-tune's weights. The
+tokenizer and chat template are the run's own, from the bundle; when the base was itself a GGUF
+file, llama.cpp's pre-tokenizer name is carried over from it. What was written is recorded in
+`tunelab.json` (`gguf`), and `tunelab verify` reads the file back and reproduces the run's
+answers from it (`verify_gguf.py`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunelab.core.errors import TunelabError
+
+GGUF_DIR, GGUF_FILE = "gguf", "model.gguf"
+
+
+def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tunelab.modeling.gguf_write import write_gguf
+    from tunelab.modeling.model import load_trained
+
+    if spec.model_kind != "causal" or spec.model.scratch:
+        what = "trained from scratch" if spec.model.scratch else f"a {spec.model_kind} model"
+        raise TunelabError(
+            f"--gguf writes a causal language model fine-tuned from a pretrained base; this run "
+            f"is {what}"
+        )
+    if (bundle / "merged").is_dir():
+        model = AutoModelForCausalLM.from_pretrained(bundle / "merged")
+    else:
+        model = load_trained(spec.model, lab.path, bundle, lab.device, None)
+        if hasattr(model, "merge_and_unload"):
+            model = model.merge_and_unload()
+    tokenizer = AutoTokenizer.from_pretrained(bundle)
+    (bundle / GGUF_DIR).mkdir(exist_ok=True)
+    path = bundle / GGUF_DIR / GGUF_FILE
+    written = write_gguf(model.cpu().eval(), tokenizer, path, dtype, _pre(spec, lab))
+    return written | {
+        "file": f"{GGUF_DIR}/{GGUF_FILE}",
+        "llama_cpp": "not checked: no llama.cpp runtime in this environment",
+    }
+
+
+def _pre(spec, lab) -> str | None:
+    """llama.cpp's pre-tokenizer name of a GGUF base (`tokenizer.ggml.pre`), else None."""
+    from tunelab.modeling.gguf import is_gguf_path
+
+    if not spec.model.path or not is_gguf_path(spec.model.path):
+        return None
+    import gguf
+
+    field = gguf.GGUFReader(str(spec.model.location(lab.path))).fields.get("tokenizer.ggml.pre")
+    return field.contents() if field is not None else None
