@@ -68,6 +68,9 @@ def test_the_bundle_holds_the_handover_and_peft_loads_it(exported, tiny_bert, ca
     assert info["base_model"]["files"]["model.safetensors"] == tunelab_sha(tiny_bert)
     assert info["comparison"]["row"]["id"] == "r003-lora" and info["test_access_log"] == []
     assert info["merge_check"]["agree"] and info["merge_check"]["max_abs_logit_diff"] < 1e-4
+    check = info["merge_check"]  # held in proportion to the logits' own scale
+    assert check["tolerance_rule"].startswith("0.0001 x max(1, largest |logit|)")
+    assert check["tolerance"] >= 1e-4
     card = (bundle / "README.md").read_text()
     assert card.startswith("---\nbase_model: tiny-bert\nlibrary_name: peft\n")
     assert "model-index:" in card and "## Limitations" in card

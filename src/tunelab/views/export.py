@@ -27,7 +27,7 @@ def export(result: dict, console: Console) -> None:
         mark = "[green]agree[/]" if m["agree"] else "[red]DIFFER[/]"
         console.print(
             f"  merged/: merged and adapter outputs {mark} on {m['examples']} examples "
-            f"(max |Δ logit| {m['max_abs_logit_diff']:.1e}, tolerance {m['tolerance']:.0e})"
+            f"(max |Δ logit| {m['max_abs_logit_diff']:.1e}, tolerance {m['tolerance']:.1e})"
         )
     served = result.get("serving") or {}
     if served.get("plain_lora") is False:
