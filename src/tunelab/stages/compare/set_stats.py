@@ -21,7 +21,7 @@ from functools import partial
 import numpy as np
 
 from tunelab.core.errors import TunelabError
-from tunelab.stages.compare.stats import RESAMPLES
+from tunelab.stages.compare.stats import RESAMPLES, summarise
 from tunelab.tasks.multilabel import ratio, scores_from_counts
 
 SetMetricFn = Callable[..., np.ndarray]
@@ -99,17 +99,4 @@ def set_bootstrap(
         return np.mean([metric(gold, pred, weights) for pred in arm], axis=0)
 
     diffs = arm_mean(arm_b) - arm_mean(arm_a)
-    values_a = [float(metric(gold[None], pred[None])[0]) for pred in arm_a]
-    values_b = [float(metric(gold[None], pred[None])[0]) for pred in arm_b]
-    tail = (1 - level) / 2
-    return {
-        "delta": float(np.mean(values_b) - np.mean(values_a)),
-        "low": float(np.quantile(diffs, tail)),
-        "high": float(np.quantile(diffs, 1 - tail)),
-        "level": level,
-        "resamples": resamples,
-        "seed": seed,
-        "sd": float(diffs.std(ddof=1)),
-        "values_a": values_a,
-        "values_b": values_b,
-    }
+    return summarise(metric, gold, arm_a, arm_b, diffs, resamples, seed, level)

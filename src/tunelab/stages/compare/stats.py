@@ -62,6 +62,13 @@ def arm_bootstrap(
         return np.mean([metric(resampled, pred[idx]) for pred in arm], axis=0)
 
     diffs = arm_mean(arm_b) - arm_mean(arm_a)
+    return summarise(metric, gold, arm_a, arm_b, diffs, resamples, seed, level)
+
+
+def summarise(metric, gold, arm_a, arm_b, diffs, resamples: int, seed: int, level: float) -> dict:
+    """An arm bootstrap's result from its resampled differences `diffs`: the interval, its
+    settings, the difference's standard deviation, and each run's metric on all the examples
+    (the seed-level points). `set_stats.set_bootstrap` shares it."""
     values_a = [float(metric(gold[None], pred[None])[0]) for pred in arm_a]
     values_b = [float(metric(gold[None], pred[None])[0]) for pred in arm_b]
     tail = (1 - level) / 2
