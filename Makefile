@@ -58,7 +58,7 @@ $(VENV)/.demo: $(VENV)/.base
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.demo
-	$(PIP) install -q -e ".[dev,mlflow]" $(TORCH)
+	$(PIP) install -q -e ".[dev,mlflow,datatrove]" $(TORCH)
 	touch $@
 
 clean-demo:

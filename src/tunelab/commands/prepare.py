@@ -33,10 +33,24 @@ def cmd_init(args):
     overrides=True,
 )
 def cmd_data(args):
+    import resource
+    import time
+
     from tunelab.data import build_data
 
     lab = opened(args)
-    return build_data(lab.spec, lab.path, lab.store)
+    start = time.perf_counter()
+    report = build_data(lab.spec, lab.path, lab.store)
+    from tunelab.data.batches import worker_peak_kib
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    # the step's own cost, on this machine: not part of the version's stored report
+    report["cost"] = {
+        "seconds": round(time.perf_counter() - start, 2),
+        "peak_memory_gib": round(own / 2**20, 2),
+        "worker_peak_memory_gib": round(worker_peak_kib() / 2**20, 2),
+    }
+    return report
 
 
 @command(

@@ -173,6 +173,12 @@ class DataSpec(_Section):
     allow_outside_lab: bool = False
     """Read sources that resolve outside the lab folder (`../x`, an absolute path elsewhere, a
     link that points out). Off, such a path is refused: a lab reads only its own folder."""
+    engine: Literal["local", "datatrove"] = "local"
+    """What finds near-duplicate texts: `local`, this process and its cores (millions of rows
+    on one machine), or HF's `datatrove` MinHash pipeline in stages on disk (its local
+    executor here; the same stages run under its Slurm or Ray executors for corpora past one
+    machine; `pip install 'tunelab[datatrove]'`). Both find the same pairs up to MinHash noise
+    near the threshold."""
     eval_from: str | None = None
     """A data version of this lab whose validation and test splits this version keeps as they
     are (byte for byte, the sealed test included), while train is rebuilt from the sources and

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 CHUNK = 1 << 20
+WHOLE_LIST = 64
+"""Lists up to this long are written by one `json.dumps` call when hashed (`sha256_json`)."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -21,9 +23,50 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_json(value: Any) -> str:
-    """sha256 of the canonical JSON (sorted keys, compact, UTF-8) of `value`."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return sha256_bytes(text.encode("utf-8"))
+    """sha256 of the canonical JSON (sorted keys, compact, UTF-8) of `value`, hashed as it is
+    written: a data version's million rows never become one string of all of them."""
+    digest = hashlib.sha256()
+    for chunk in utf8_chunks(_canonical(value)):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text `sha256_json` hashes: sorted keys, compact, not ASCII-escaped."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def utf8_chunks(pieces: Iterable[str]) -> Iterator[bytes]:
+    """Pieces of text joined and encoded about `CHUNK` characters at a time."""
+    pending: list[str] = []
+    size = 0
+    for piece in pieces:
+        pending.append(piece)
+        size += len(piece)
+        if size >= CHUNK:
+            yield "".join(pending).encode("utf-8")
+            pending, size = [], 0
+    yield "".join(pending).encode("utf-8")
+
+
+def _canonical(value: Any) -> Iterator[str]:
+    """The pieces of `canonical_json(value)`: long lists and string-keyed dicts piece by piece (the
+    same bytes: `json` writes a dict's items in sorted key order), anything else whole."""
+    if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+        yield "{"
+        for i, (key, item) in enumerate(sorted(value.items())):
+            yield ("," if i else "") + canonical_json(key) + ":"
+            yield from _canonical(item)
+        yield "}"
+    elif isinstance(value, (list, tuple)) and len(value) > WHOLE_LIST:
+        yield "["
+        for i, item in enumerate(value):
+            if i:
+                yield ","
+            yield from _canonical(item)
+        yield "]"
+    else:
+        yield canonical_json(value)
 
 
 def sha256_file(path: Path) -> str:

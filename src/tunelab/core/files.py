@@ -10,6 +10,7 @@ through these; it alone knows the names.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tunelab.core.chain import last_line
 from tunelab.core.stopping import held
@@ -30,6 +31,8 @@ def _umask() -> int:
 
 
 _UMASK = _umask()
+JSONL_BATCH = 4096
+"""Lines `write_jsonl` encodes and writes at a time."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -40,12 +43,20 @@ def atomic_write_text(path: Path, text: str) -> None:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temporary file, fsync, rename, fsync the folder: a kill leaves the old or
     the new file, never part of one."""
+    with atomic_file(path) as fh:
+        fh.write(data)
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file to write `path` through, in as many writes as needed: it becomes `path`
+    (fsynced, renamed, the folder fsynced) when the block ends, and is removed if it fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it 0600; a record is an ordinary file
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -141,7 +152,12 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    """One JSON object a line, written atomically a batch of lines at a time (a split of a
+    million rows is never one string in memory)."""
+    rows = iter(rows)
+    with atomic_file(path) as fh:
+        while batch := list(itertools.islice(rows, JSONL_BATCH)):
+            fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in batch).encode())
 
 
 def read_jsonl(path: Path) -> list[dict]:

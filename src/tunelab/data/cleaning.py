@@ -18,7 +18,6 @@ from tunelab.core.spec import CleaningRule
 from tunelab.data.loaders import Example, Rejection
 
 Clean = Callable[[str], str]
-_SPACES = re.compile(r"\s+")
 
 
 def _no_options(name: str, fn: Clean) -> Callable[[dict[str, Any]], Clean]:
@@ -48,7 +47,9 @@ def _strip_regex(options: dict[str, Any]) -> Clean:
 
 RULES: dict[str, Callable[[dict[str, Any]], Clean]] = {
     "unicode_nfkc": _no_options("unicode_nfkc", lambda t: unicodedata.normalize("NFKC", t)),
-    "whitespace": _no_options("whitespace", lambda t: _SPACES.sub(" ", t).strip()),
+    # runs of whitespace (every character `str.isspace` accepts, as the regex `\s`) become
+    # one space, and the ends are stripped: `re.sub(r"\s+", " ", t).strip()`, several times faster
+    "whitespace": _no_options("whitespace", lambda t: " ".join(t.split())),
     "strip_regex": _strip_regex,
     "lowercase": _no_options("lowercase", str.lower),
 }

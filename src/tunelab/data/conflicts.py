@@ -15,7 +15,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunelab.data.dedup import content_key
 from tunelab.data.loaders import Example, Rejection
 
 SHOWN = 10
@@ -44,11 +43,11 @@ def answer_of(ex: Example, generative: bool) -> str:
 
 
 def find_conflicts(examples: list[Example], generative: bool, policy: str) -> Conflicts:
-    """Group by normalised text (an image: by its pixels, `dedup.content_key`); a group with
+    """Group by normalised text (an image: by its pixels, `content.content_key`); a group with
     more than one answer is a conflict."""
-    by_text: dict[str, list[Example]] = defaultdict(list)
+    by_text: dict[bytes, list[Example]] = defaultdict(list)
     for ex in examples:
-        by_text[content_key(ex)].append(ex)
+        by_text[ex.content_digest].append(ex)
     bad: set[str] = set()
     out = Conflicts(kept=[])
     for copies in by_text.values():

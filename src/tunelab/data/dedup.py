@@ -24,19 +24,25 @@ or re-compressed copy), with similarity 1 - distance / 64.
 
 from __future__ import annotations
 
+import os
 import re
-import unicodedata
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from tunelab.core.digest import sha256_bytes
+import numpy as np
+
 from tunelab.core.spec import DedupSpec
 from tunelab.core.store import SPLITS
 from tunelab.data import near, near_images
+from tunelab.data.content import DIGEST_BYTES, content_key, normalise
 from tunelab.data.loaders import Example
-from tunelab.data.split import Splits
+from tunelab.data.split import Splits, in_id_order
+
+__all__ = ["Cluster", "Dedup", "content_key", "deduplicate", "normalise", "pairs_of"]
 
 Member = tuple[str, Example]
 """A row and the split it sits in."""
@@ -58,53 +64,91 @@ _SPACES = re.compile(r"\s+")
 SNIPPET_CHARS = 80
 
 
-def normalise(text: str) -> str:
-    """NFKC, casefold, collapse whitespace, strip: differences no reader would call new.
-    Whitespace is every character `str.isspace` accepts (the same as the regex `\\s`)."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def content_key(ex: Example) -> str:
-    """What makes two rows the same example: the normalised text, or an image's decoded
-    pixels (whatever the file's encoding). Exact duplicates and label conflicts group by it."""
-    if ex.image is not None:
-        return f"pixels:{ex.image.pixels_sha256}"
-    return normalise(ex.text)
-
-
 def _rows(splits: Splits) -> list[Member]:
     """Every row, in split order then id order: the order clusters list their members."""
-    return [
-        (split, ex)
-        for split in SPLITS
-        for ex in sorted(splits.get(split, []), key=Example.sort_key)
-    ]
+    return [(split, ex) for split in SPLITS for ex in in_id_order(splits.get(split, []))]
+
+
+def _copies(rows: list[Member]) -> tuple[np.ndarray, np.ndarray]:
+    """Which distinct content each row has: `text[r]` numbers the distinct contents in the
+    order of their first row, and `first[t]` is the first row of content t. Rows are grouped
+    by their 16-byte digests in numpy, not by a dict of a list per row."""
+    if not rows:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    digests = np.frombuffer(b"".join(ex.content_digest for _, ex in rows), dtype=f"S{DIGEST_BYTES}")
+    _, first, inverse = np.unique(digests, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the distinct contents in order of first row
+    number = np.empty_like(order)
+    number[order] = np.arange(len(order))
+    return number[inverse.reshape(-1)], first[order]
+
+
+def _rows_of(text: np.ndarray, wanted: np.ndarray) -> dict[int, list[int]]:
+    """The rows (in order) of each distinct content in `wanted`."""
+    out: dict[int, list[int]] = defaultdict(list)
+    for r in np.flatnonzero(np.isin(text, wanted)).tolist():
+        out[int(text[r])].append(r)
+    return out
 
 
 def exact_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
-    by_hash: dict[str, list[Member]] = defaultdict(list)
-    for split, ex in _rows(splits):
-        digest = sha256_bytes(content_key(ex).encode("utf-8"))
-        by_hash[digest].append((split, ex))
-    return [Cluster("exact", m) for m in by_hash.values() if len(m) > 1]
+    """One cluster per content (normalised text, or picture) that more than one row has, in
+    the order of its first row."""
+    rows = _rows(splits)
+    text, _ = _copies(rows)
+    repeated = np.flatnonzero(np.bincount(text, minlength=1) > 1)
+    copies = _rows_of(text, repeated)
+    return [Cluster("exact", [rows[r] for r in copies[t]]) for t in repeated.tolist()]
 
 
 def near_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
     """One cluster per pair of rows whose normalised texts differ but whose estimated
     Jaccard similarity reaches `spec.threshold`, in the order of their rows."""
     spec = spec or DedupSpec()
+
+    def pairs(texts: list[str]) -> list[tuple[int, int, float]]:
+        return near.near_pairs(texts, spec.shingle, spec.num_perm, spec.threshold, normalise)
+
+    return _text_clusters(splits, pairs)
+
+
+def near_datatrove_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
+    """`near_clusters` with the pairs found by datatrove's MinHash pipeline (`data.engine:
+    datatrove`), its stages' files in a temporary folder removed afterwards."""
+    from tunelab.data.near_datatrove import datatrove_pairs
+
+    spec = spec or DedupSpec()
+
+    def pairs(texts: list[str]) -> list[tuple[int, int, float]]:
+        normalised = [normalise(t) for t in texts]
+        with tempfile.TemporaryDirectory(prefix="tunelab-datatrove-") as work:
+            return datatrove_pairs(
+                normalised, spec.shingle, spec.num_perm, spec.threshold, Path(work), _cores()
+            )
+
+    return _text_clusters(splits, pairs)
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def _text_clusters(
+    splits: Splits, find_pairs: Callable[[list[str]], list[tuple[int, int, float]]]
+) -> list[Cluster]:
+    """The near clusters of the rows from the pairs `find_pairs` finds among their distinct
+    texts (one text per normalised text, in row order): every copy of one text of a pair
+    with every copy of the other."""
     rows = _rows(splits)
-    by_text: dict[str, list[int]] = defaultdict(list)
-    for i, (_, ex) in enumerate(rows):
-        by_text[normalise(ex.text)].append(i)
-    texts = list(by_text)  # distinct normalised texts, in row order
-    sigs = near.signatures(texts, spec.shingle, spec.num_perm)
+    text, first = _copies(rows)
+    pairs = find_pairs([rows[r][1].text for r in first.tolist()])
+    copies = _rows_of(text, np.array([t for a, b, _ in pairs for t in (a, b)], dtype=np.int64))
     clusters = []
-    for a, b, similarity in near.similar_pairs(sigs, spec.threshold):
-        for i in by_text[texts[a]]:
-            for j in by_text[texts[b]]:
-                first, second = sorted((i, j))
-                clusters.append((first, second, round(similarity, 3)))
+    for a, b, similarity in pairs:
+        for i in copies[a]:
+            for j in copies[b]:
+                first_row, second = sorted((i, j))
+                clusters.append((first_row, second, round(similarity, 3)))
     return [Cluster("near", [rows[i], rows[j]], s) for i, j, s in sorted(clusters)]
 
 
@@ -131,13 +175,15 @@ def near_image_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[C
 DETECTORS: dict[str, Detector] = {
     "exact": exact_clusters,
     "near": near_clusters,
+    "near_datatrove": near_datatrove_clusters,
     "near_image": near_image_clusters,
 }
 
 
-def detectors_for(spec: DedupSpec, images: bool = False) -> list[str]:
-    """The detectors the spec turns on, in a fixed order (images: their own near one)."""
-    near_name = "near_image" if images else "near"
+def detectors_for(spec: DedupSpec, images: bool = False, engine: str = "local") -> list[str]:
+    """The detectors the spec turns on, in a fixed order (images: their own near one; text
+    near-duplicates found by `engine`, `data.engine`)."""
+    near_name = "near_image" if images else ("near_datatrove" if engine == "datatrove" else "near")
     return [name for name, on in (("exact", spec.exact), (near_name, spec.near)) if on]
 
 
@@ -212,10 +258,13 @@ class Dedup:
         return out
 
 
-def deduplicate(splits: Splits, spec: DedupSpec, images: bool = False) -> Dedup:
+def deduplicate(
+    splits: Splits, spec: DedupSpec, images: bool = False, engine: str = "local"
+) -> Dedup:
     """Find duplicates with every detector the spec turns on, then apply its policy. `images`:
-    the rows are images (task image_classification)."""
-    detectors = detectors_for(spec, images)
+    the rows are images (task image_classification); `engine`: what finds near-duplicate
+    texts (`data.engine`)."""
+    detectors = detectors_for(spec, images, engine)
     clusters = [c for name in detectors for c in DETECTORS[name](splits, spec)]
     pairs = [p for c in clusters for p in pairs_of(c)]
     drop: set[str] = set()

@@ -79,11 +79,12 @@ class Format:
 def _jsonl(
     path: Path, shown: str, fields: Fields, split: str | None
 ) -> Iterator[Record | Rejection]:
-    """Decode line by line so one bad line costs only itself. CRLF line ends are accepted
-    (the \\r is stripped); a key given twice in one object is refused, not silently the last."""
-    for n, raw in enumerate(_utf8_bytes(path, shown).split(b"\n"), start=1):
+    """Decode line by line, as the file is read, so one bad line costs only itself. CRLF line
+    ends are accepted (the \\r is stripped); a key given twice in one object is refused, not
+    silently the last."""
+    for n, raw in enumerate(_utf8_lines(path, shown), start=1):
         try:
-            line = raw.decode("utf-8").removesuffix("\r")
+            line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
         except UnicodeDecodeError as err:
             yield Rejection(shown, n, "bad_encoding", f"not valid UTF-8: {err.reason}")
             continue
@@ -104,16 +105,28 @@ def _jsonl(
         yield Record(shown, n, values)
 
 
+def _utf8_lines(path: Path, shown: str) -> Iterator[bytes]:
+    """A text file's lines as bytes, read as they are needed (`_utf8_bytes`' refusal first)."""
+    with path.open("rb") as fh:
+        _refuse_utf16(fh.read(2), path, shown)
+        fh.seek(0)
+        yield from fh
+
+
 def _utf8_bytes(path: Path, shown: str) -> bytes:
     """A text file's bytes; UTF-16 (told by its byte order mark) is refused as a whole, since
     every line of it would be quarantined for the same reason."""
     data = path.read_bytes()
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+    _refuse_utf16(data[:2], path, shown)
+    return data
+
+
+def _refuse_utf16(start: bytes, path: Path, shown: str) -> None:
+    if start in (b"\xff\xfe", b"\xfe\xff"):
         raise DataError(
             f"{shown}: the file is UTF-16 text (it starts with a UTF-16 byte order mark), not "
             f"UTF-8; convert it with `iconv -f UTF-16 -t UTF-8 {path.name} > new-file`"
         )
-    return data
 
 
 class _RepeatedKey(ValueError):

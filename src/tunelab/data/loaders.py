@@ -9,8 +9,10 @@ becomes a quarantine entry with file and line. Where a source may be read from i
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tunelab.core.digest import sha256_path
 from tunelab.core.spec import DataSpec, Fields, Source
 from tunelab.core.store import SPLITS
+from tunelab.data.content import content_key, digest
 from tunelab.data.formats import (
     LOADERS,
     DataError,
@@ -70,6 +73,12 @@ class Example:
     label_set: list[str] | None = None
     """A multilabel row's labels, sorted (`data/label_sets.py`); its `label` is then the set's
     key (the sorted JSON list), which the version id hashes."""
+
+    @functools.cached_property
+    def content_digest(self) -> bytes:
+        """A digest of `content.content_key`, computed once: rows with the same one are the
+        same example. (A copy made with `dataclasses.replace` computes its own.)"""
+        return digest(content_key(self))
 
     @property
     def origin(self) -> str:
@@ -245,7 +254,7 @@ def check_keys(
     if label is None:
         kind = type(rec.values[fields.label]).__name__
         return reject("bad_label_type", f"label must be a string or an integer, got {kind}")
-    label = label.strip()
+    label = sys.intern(label.strip())  # a million rows share a few label strings
     if not label and not generative:
         return reject("empty_label", "label is empty")
     if labels is not None and label not in labels:

@@ -22,10 +22,12 @@ from __future__ import annotations
 import functools
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from datasketch import LeanMinHash, MinHash, MinHashLSH
+
+from tunelab.data.batches import map_batches
 
 SEED = 1
 """Seed of the MinHash permutations: fixed, so the same texts always give the same pairs."""
@@ -129,18 +131,71 @@ def _fmix32(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint32(16))
 
 
-def signatures(texts: Sequence[str], size: int, num_perm: int) -> np.ndarray:
+def signatures(
+    texts: Sequence[str],
+    size: int,
+    num_perm: int,
+    prepare: Callable[[str], str] | None = None,
+    workers: int | None = None,
+) -> np.ndarray:
     """MinHash hash values of normalised texts, one row per text (uint32).
 
     Row i equals `MinHash(num_perm, seed=SEED, hashfunc=shingle_hash)` updated with
-    `shingles(tokens(texts[i]), size)`.
+    `shingles(tokens(prepare(texts[i])), size)` (`prepare`, a module-level function such as
+    `content.normalise`, is applied first where given). Computed a batch at a time, on
+    `workers` processes for many texts (`batches.map_batches`).
     """
+    args = (size, num_perm, prepare)
+    return map_batches(_batch_signatures, texts, args, num_perm, np.uint32, workers)
+
+
+def near_pairs(
+    texts: Sequence[str],
+    size: int,
+    num_perm: int,
+    threshold: float,
+    prepare: Callable[[str], str] | None = None,
+    workers: int | None = None,
+) -> list[tuple[int, int, float]]:
+    """`similar_pairs(signatures(texts, ...), threshold)`, holding only the LSH band keys of
+    every text (`band_keys`: 8 bytes a band, 128 a text at the default settings, against 512
+    for its signature); the signatures of the texts in a candidate pair are computed again to
+    check them."""
+    args = (size, num_perm, prepare, threshold)
+    bands = lsh_params(threshold, num_perm)[0]
+    ij = candidates_of_keys(map_batches(_batch_keys, texts, args, bands, np.uint64, workers))
+    if not len(ij):
+        return []
+    rows = np.unique(ij)
+    sigs = signatures([texts[i] for i in rows.tolist()], size, num_perm, prepare, workers)
+    return [
+        (int(rows[a]), int(rows[b]), s)
+        for a, b, s in _checked(np.searchsorted(rows, ij), sigs, threshold)
+    ]
+
+
+def _batch_keys(
+    texts: Sequence[str],
+    size: int,
+    num_perm: int,
+    prepare: Callable[[str], str] | None,
+    threshold: float,
+) -> np.ndarray:
+    return band_keys(_batch_signatures(texts, size, num_perm, prepare), threshold)
+
+
+def _batch_signatures(
+    texts: Sequence[str], size: int, num_perm: int, prepare: Callable[[str], str] | None
+) -> np.ndarray:
+    """`signatures` of one batch, in this process."""
+    if prepare is not None:
+        texts = [prepare(t) for t in texts]
     out = np.empty((len(texts), num_perm), dtype=np.uint32)
     if not texts:
         return out
     hashes, bounds = _shingle_hashes(texts, size)
     mixed = _fmix32(hashes)
-    a, b = MinHash(num_perm=num_perm, seed=SEED, scheme=SCHEME).permutations
+    a, b = _permutations(num_perm)
     first = 0
     while first < len(texts):  # a block of texts at a time, so the loop stays in cache
         last = int(np.searchsorted(bounds, bounds[first] + BLOCK_SHINGLES, side="right")) - 1
@@ -151,6 +206,12 @@ def signatures(texts: Sequence[str], size: int, num_perm: int) -> np.ndarray:
             out[first:last, j] = np.minimum.reduceat(block * a[j] + b[j], starts)
         first = last
     return out
+
+
+@functools.cache
+def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """datasketch's affine32 permutations for SEED (the a and b of a*h + b)."""
+    return MinHash(num_perm=num_perm, seed=SEED, scheme=SCHEME).permutations
 
 
 def minhash(signature: np.ndarray) -> LeanMinHash:
@@ -165,30 +226,44 @@ def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
     return lsh.b, lsh.r
 
 
+def band_keys(sigs: np.ndarray, threshold: float) -> np.ndarray:
+    """A 64-bit hash of each LSH band of each signature (one column a band, `lsh_params`):
+    two texts share a `MinHashLSH` bucket when all values of a band are equal, so when that
+    band's keys are (a hash collision only adds a candidate, which is then checked)."""
+    bands, rows = lsh_params(threshold, sigs.shape[1])
+    mix = np.array([_position_multiplier(j) for j in range(rows)], dtype=np.uint64)
+    keys = np.empty((len(sigs), bands), dtype=np.uint64)
+    for band in range(bands):
+        values = sigs[:, band * rows : (band + 1) * rows].astype(np.uint64)
+        keys[:, band] = (values * mix).sum(axis=1, dtype=np.uint64)
+    return keys
+
+
 def candidate_pairs(sigs: np.ndarray, threshold: float) -> np.ndarray:
     """Pairs (i, j), i < j, sorted, that share at least one LSH bucket.
 
     The buckets are `MinHashLSH`'s: the same bands (`lsh_params`, consecutive slices of
     the hash values), a pair is a candidate when all values of one band are equal. The
-    bands are matched by sorting a 64-bit hash of each band instead of inserting every
-    text into a `MinHashLSH` (many times slower: see bench/README.md); a hash collision
-    only adds a candidate, which `similar_pairs` then checks.
+    bands are matched by sorting a 64-bit hash of each band (`band_keys`) instead of
+    inserting every text into a `MinHashLSH` (many times slower: see bench/README.md).
+    """
+    return candidates_of_keys(band_keys(sigs, threshold))
+
+
+def candidates_of_keys(keys: np.ndarray) -> np.ndarray:
+    """`candidate_pairs` from the band keys of every text (one row a text).
 
     A bucket of more than `FULL_BUCKET` texts (templated text: thousands of rows that
     share most of their words) gives only the pairs of its first text with each other
     one, so the work stays linear in the rows rather than quadratic.
     """
-    if len(sigs) < 2:
-        return np.empty((0, 2), dtype=np.int64)
-    bands, rows = lsh_params(threshold, sigs.shape[1])
-    mix = np.array([_position_multiplier(j) for j in range(rows)], dtype=np.uint64)
-    n = len(sigs)
+    n = len(keys)
     found: list[np.ndarray] = [np.empty((0, 2), dtype=np.int64)]
-    for band in range(bands):
-        values = sigs[:, band * rows : (band + 1) * rows].astype(np.uint64)
-        keys = (values * mix).sum(axis=1, dtype=np.uint64)
-        order = np.argsort(keys, kind="stable")  # within a bucket: rows in order
-        ordered = keys[order]
+    if n < 2:
+        return found[0]
+    for band in range(keys.shape[1]):
+        order = np.argsort(keys[:, band], kind="stable")  # within a bucket: rows in order
+        ordered = keys[order, band]
         new = np.concatenate(([True], ordered[1:] != ordered[:-1]))
         bucket = np.cumsum(new) - 1
         size = np.bincount(bucket)[bucket]
@@ -205,7 +280,11 @@ def candidate_pairs(sigs: np.ndarray, threshold: float) -> np.ndarray:
 def similar_pairs(sigs: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
     """Pairs (i, j, similarity), i < j, in order, whose estimated Jaccard similarity (the
     share of equal hash values, as `MinHash.jaccard` computes it) reaches the threshold."""
-    ij = candidate_pairs(sigs, threshold)
+    return _checked(candidate_pairs(sigs, threshold), sigs, threshold)
+
+
+def _checked(ij: np.ndarray, sigs: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
+    """The candidate pairs (rows of `sigs`) whose estimated similarity reaches the threshold."""
     out = []
     for start in range(0, len(ij), CHECK_PAIRS):
         chunk = ij[start : start + CHECK_PAIRS]

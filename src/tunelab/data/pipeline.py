@@ -42,11 +42,10 @@ from tunelab.data.split import Splits, presplit_examples, split_examples, stradd
 from tunelab.data.usable import check_usable, tally_sources
 from tunelab.data.version import (
     publish,
-    rows_id,
     same_rows,
     settings_of,
+    version_and_rows_ids,
     version_exists,
-    version_id,
     write_version,
 )
 
@@ -85,6 +84,7 @@ def _build(
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
     loaded = load_sources(data, task_labels, lab, generative, text_only, check)
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
+    loaded.examples = []  # the texts before cleaning: each text is held once, not twice
     unify = unify_set_spellings if multilabel else unify_label_spellings
     cleaned.examples = unify(cleaned.examples, [r.rule for r in data.cleaning])
     examples, too_long, long_warnings = _long_texts(
@@ -100,7 +100,7 @@ def _build(
     held_out = 0
     if data.eval_from:  # validation and test as an earlier version has them; train changes
         splits, held_out = pin_eval(splits, pinned_rows(store, data.eval_from))
-    dedup = deduplicate(splits, data.dedup, spec.images)
+    dedup = deduplicate(splits, data.dedup, spec.images, data.engine)
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
     seen = (
@@ -110,9 +110,8 @@ def _build(
     )
     labels = list(task_labels) if task_labels else sorted(seen)
     settings = settings_of(data, labels, loaded.sources, spec.images, guard)
-    version = version_id(dedup.splits, quarantine, settings)
+    version, rows = version_and_rows_ids(dedup.splits, quarantine, settings)
     new = not version_exists(store, version)
-    rows = rows_id(dedup.splits)
 
     counts = _tally(loaded.rows_read, dedup, quarantine, held_out if data.eval_from else None)
     manifest = {
@@ -133,7 +132,8 @@ def _build(
         manifest["images"] = images
     warnings = check_usable(manifest, spec) + long_warnings  # refuses unusable data
     warnings += _warnings(spec, dedup.splits, len(conflicts.groups), loaded.presplit, seen)
-    warnings += overlap_warnings(guard, {ex.text.strip() for ex in dedup.splits["train"]})
+    if guard:
+        warnings += overlap_warnings(guard, {ex.text.strip() for ex in dedup.splits["train"]})
     report = {
         "version": version,
         "new": new,

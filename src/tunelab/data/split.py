@@ -9,6 +9,7 @@ comes already split, the user's split is kept exactly.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -21,11 +22,12 @@ from tunelab.data.loaders import Example
 Splits = dict[str, list[Example]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Unit:
-    """Rows that must land in one split: one example, or every example of a group."""
+    """Rows that must land in one split: one example, or every example of a group, by their
+    places in the id-ordered rows (so each split is put back in id order by sorting ints)."""
 
-    key: tuple
+    places: list[int]
     examples: list[Example]
 
     @property
@@ -35,12 +37,23 @@ class _Unit:
 
     def stratum(self, of: Callable[[Example], str]) -> str:
         """The majority stratum of the unit's examples (ties: the first in sorted order)."""
+        if len(self.examples) == 1:
+            return of(self.examples[0])
         counts = Counter(of(ex) for ex in self.examples)
         return min(counts, key=lambda s: (-counts[s], s))
 
 
 def _label(ex: Example) -> str:
     return ex.label
+
+
+def in_id_order(rows: list[Example]) -> list[Example]:
+    """The rows in natural id order: as they are when they already are (one file read in
+    order, the usual case, costs one pass and no list of sort keys), else sorted."""
+    key = Example.sort_key
+    if all(key(a) <= key(b) for a, b in itertools.pairwise(rows)):
+        return rows
+    return sorted(rows, key=key)
 
 
 def split_examples(
@@ -53,28 +66,29 @@ def split_examples(
     `stratum` of each example when given (a multilabel row's rarest label, `label_sets`)."""
     rng = random.Random(spec.seed)
     ratios = {"train": spec.train, "validation": spec.validation, "test": spec.test}
-    units = _units(examples, grouped)
+    ordered = in_id_order(examples)
+    units = _units(ordered, grouped)
     buckets: dict[str, list[_Unit]] = defaultdict(list)
     for unit in units:
         buckets[unit.stratum(stratum or _label) if spec.stratify else ""].append(unit)
-    out: Splits = {s: [] for s in SPLITS}
+    places: dict[str, list[int]] = {s: [] for s in SPLITS}
     for name in sorted(buckets):
         bucket = buckets[name]
         rng.shuffle(bucket)
         for split, chosen in _allocate(bucket, ratios).items():
             for unit in chosen:
-                out[split].extend(unit.examples)
-    return {s: sorted(rows, key=Example.sort_key) for s, rows in out.items()}
+                places[split].extend(unit.places)
+    return {s: [ordered[i] for i in sorted(at)] for s, at in places.items()}
 
 
-def _units(examples: list[Example], grouped: bool) -> list[_Unit]:
-    ordered = sorted(examples, key=Example.sort_key)
+def _units(ordered: list[Example], grouped: bool) -> list[_Unit]:
+    """The units of rows in id order: each row, or each group (in group name order)."""
     if not grouped:
-        return [_Unit(ex.sort_key(), [ex]) for ex in ordered]
-    groups: dict[str, list[Example]] = defaultdict(list)
-    for ex in ordered:
-        groups[str(ex.group)].append(ex)
-    return [_Unit((name,), rows) for name, rows in sorted(groups.items())]
+        return [_Unit([i], [ex]) for i, ex in enumerate(ordered)]
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, ex in enumerate(ordered):
+        groups[str(ex.group)].append(i)
+    return [_Unit(at, [ordered[i] for i in at]) for _, at in sorted(groups.items())]
 
 
 def _allocate(units: list[_Unit], ratios: dict[str, float]) -> dict[str, list[_Unit]]:
@@ -104,7 +118,7 @@ def presplit_examples(examples: list[Example]) -> Splits:
     out: Splits = {s: [] for s in SPLITS}
     for ex in examples:
         out[str(ex.split)].append(ex)
-    return {s: sorted(rows, key=Example.sort_key) for s, rows in out.items()}
+    return {s: in_id_order(rows) for s, rows in out.items()}
 
 
 def straddling_groups(splits: Splits) -> list[str]:

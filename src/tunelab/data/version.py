@@ -18,14 +18,16 @@ either no version or a complete one, never half of one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.digest import sha256_file, sha256_json
+from tunelab.core.digest import canonical_json, sha256_file, utf8_chunks
 from tunelab.core.spec import DataSpec
 from tunelab.core.store import SPLITS, Store, atomic_write_json, now, write_jsonl
 from tunelab.data.cleaning import rule_settings
@@ -71,6 +73,7 @@ def settings_of(
         "long_text": data.long_text,
         # only when set, so that the versions made before the option keep their ids
         **({"eval_from": data.eval_from} if data.eval_from else {}),
+        **({"engine": data.engine} if data.engine != "local" else {}),
         **({"images": image_settings(data)} if images else {}),
         **({"guard_sets": [{"on": g.on, "sha256": g.sha256} for g in guard]} if guard else {}),
     }
@@ -89,7 +92,34 @@ def image_settings(data: DataSpec) -> dict[str, Any]:
 def rows_id(splits: Splits) -> str:
     """A hash of the kept rows alone, split by split: two versions with the same `rows_id`
     train and evaluate on identical examples."""
-    return sha256_json({s: [ex.hashed() for ex in splits.get(s, [])] for s in SPLITS})[:ID_CHARS]
+    return version_and_rows_ids(splits, [], {})[1]
+
+
+def version_and_rows_ids(
+    splits: Splits, quarantine: list[Rejection], settings: dict[str, Any]
+) -> tuple[str, str]:
+    """`version_id` and `rows_id` from one serialisation of the rows: the version's content
+    is `{"examples": <the rows_id's content>, "quarantine": ..., "settings": ...}` in canonical
+    JSON, whose keys sort in that order, so both hashes read the same pieces."""
+    version, rows = hashlib.sha256(), hashlib.sha256()
+    version.update(b'{"examples":')
+    for chunk in utf8_chunks(_rows_json(splits)):
+        version.update(chunk)
+        rows.update(chunk)
+    rest = {"quarantine": [[r.file, r.line, r.kind] for r in quarantine], "settings": settings}
+    version.update(canonical_json(rest).replace("{", ",", 1).encode("utf-8"))
+    return version.hexdigest()[:ID_CHARS], rows.hexdigest()[:ID_CHARS]
+
+
+def _rows_json(splits: Splits) -> Iterator[str]:
+    """The canonical JSON of `{split: [row.hashed(), ...]}`, a row at a time."""
+    yield "{"
+    for i, split in enumerate(sorted(SPLITS)):
+        yield ("," if i else "") + canonical_json(split) + ":["
+        for j, ex in enumerate(splits.get(split, [])):
+            yield ("," if j else "") + canonical_json(ex.hashed())
+        yield "]"
+    yield "}"
 
 
 def same_rows(store: Store, rows: str, version: str) -> list[str]:
@@ -107,12 +137,7 @@ def same_rows(store: Store, rows: str, version: str) -> list[str]:
 
 def version_id(splits: Splits, quarantine: list[Rejection], settings: dict[str, Any]) -> str:
     """First 12 hex of the sha256 of a canonical JSON of rows, quarantine and settings."""
-    content = {
-        "examples": {s: [ex.hashed() for ex in splits.get(s, [])] for s in SPLITS},
-        "quarantine": [[r.file, r.line, r.kind] for r in quarantine],
-        "settings": settings,
-    }
-    return sha256_json(content)[:ID_CHARS]
+    return version_and_rows_ids(splits, quarantine, settings)[0]
 
 
 def version_exists(store: Store, version: str) -> bool:

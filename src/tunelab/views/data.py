@@ -33,6 +33,15 @@ def data(report: dict, console: Console) -> None:
         f"  rows read {report['rows_read']:,} = kept {report['kept']:,} + quarantined "
         f"{report['quarantined']:,} + removed as duplicates {report['duplicates_removed']:,}"
     )
+    cost = report.get("cost")
+    if cost:
+        rate = report["rows_read"] / max(cost["seconds"], 1e-9)
+        workers = cost["worker_peak_memory_gib"]
+        console.print(
+            f"  took {cost['seconds']:,.1f} s ({rate:,.0f} rows/s), peak memory "
+            f"{cost['peak_memory_gib']:.2f} GiB"
+            + (f" (+ {workers:.2f} GiB in each signature worker)" if workers else "")
+        )
     if report["quarantined"]:
         reasons = ", ".join(f"{k} {v}" for k, v in q["reasons"].items())
         console.print(f"  quarantine: {reasons} -> {q['file']}")

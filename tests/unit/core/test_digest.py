@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 from tunelab.core.digest import CHUNK, sha256_file, sha256_json, sha256_path
@@ -25,3 +26,21 @@ def test_json_digest_ignores_key_order_and_a_folder_digest_its_walk_order(tmp_pa
     (tmp_path / "d" / "sub" / "y.txt").write_text("changed")
     assert sha256_path(tmp_path / "d") != before
     assert sha256_path(tmp_path / "d" / "x.txt") == hashlib.sha256(b"x").hexdigest()
+
+
+def test_json_digest_is_the_digest_of_the_canonical_text_however_it_is_streamed():
+    """Hashed piece by piece (long lists item by item, across the 1 MiB hashing chunks), the
+    digest is that of the one canonical string a data version's id has always hashed."""
+    rows = [
+        [f"f.jsonl:{i}", 'é\u2028"' * (i % 7) + "x" * 900, None, 1.5, {"b": 1, "a": [i]}]
+        for i in range(3000)
+    ]
+    for value in (
+        {"examples": {"train": rows, "test": rows[:5], "validation": []}, "settings": {"k": {}}},
+        rows,
+        {"1": 2, "a": [3] * 65},
+        [],
+        "text",
+    ):
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        assert sha256_json(value) == hashlib.sha256(text.encode("utf-8")).hexdigest()

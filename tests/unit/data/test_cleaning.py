@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tunelab.core.spec import CleaningRule
@@ -15,6 +17,15 @@ def rules(*items: dict) -> list[CleaningRule]:
 
 def rows(*texts: str) -> list[Example]:
     return [Example(f"f:{i}", t, "a", "f", i) for i, t in enumerate(texts, start=1)]
+
+
+def test_whitespace_is_every_unicode_space_as_the_regex_had_it() -> None:
+    """The rule splits on `str.isspace` characters; its versions before split on the regex
+    `\\s`. Both are the same set, so every data version keeps its id."""
+    spaces = "".join(chr(c) for c in range(0x3001) if chr(c).isspace() or re.match(r"\s", chr(c)))
+    clean = make_rule(CleaningRule(rule="whitespace"))
+    for text in (spaces + "a" + spaces + "b" + spaces, "a\u2028\u00a0\u3000b", "", "x"):
+        assert clean(text) == re.sub(r"\s+", " ", text).strip()
 
 
 def test_each_rule_does_its_one_thing() -> None:

@@ -11,7 +11,7 @@ from datasketch import MinHash, MinHashLSH
 
 from tunelab.core.spec import DedupSpec, validate_spec
 from tunelab.core.store import Store
-from tunelab.data import build_data, near
+from tunelab.data import batches, build_data, near
 from tunelab.data.dedup import DETECTORS, deduplicate, normalise
 from tunelab.data.loaders import Example
 
@@ -96,6 +96,24 @@ def test_signatures_are_datasketch_minhashes() -> None:
     sigs = near.signatures(texts[:2], 3, 128)
     estimate = near.minhash(sigs[0]).jaccard(near.minhash(sigs[1]))
     assert estimate == np.count_nonzero(sigs[0] == sigs[1]) / 128
+
+
+def test_batches_and_worker_processes_give_the_same_signatures(monkeypatch) -> None:
+    """A million rows are hashed in batches, shared among processes, and normalised as they
+    go: every row's signature is the one computed in one piece."""
+    raw = [text(i, words=5 + i % 30).upper() + "  \u00a0x" for i in range(50)]
+    raw += [changed(raw[i], 2) for i in range(0, 50, 5)]  # near copies
+    whole = near.signatures([normalise(t) for t in raw], 3, 64)
+    pairs = near.similar_pairs(whole, 0.5)
+    monkeypatch.setattr(batches, "BATCH_TEXTS", 7)
+    monkeypatch.setattr(batches, "PARALLEL_FROM", 1)
+    in_batches = near.signatures(raw, 3, 64, prepare=normalise, workers=1)
+    in_processes = near.signatures(raw, 3, 64, prepare=normalise, workers=2)
+    assert np.array_equal(in_batches, whole)
+    assert np.array_equal(in_processes, whole)
+    # only the band keys kept, the candidates' signatures computed again: the same pairs
+    assert pairs and near.near_pairs(raw, 3, 64, 0.5, normalise, workers=2) == pairs
+    assert batches.worker_peak_kib() > 0
 
 
 def test_candidates_are_the_minhash_lsh_buckets() -> None:

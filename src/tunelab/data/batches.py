@@ -1,0 +1,77 @@
+"""A function over a long list of texts, a batch at a time, on every core: the rows of one
+numpy array, however many texts there are.
+
+The data step hashes a million texts (`near`): one batch at a time keeps the work arrays the
+same size whatever the count, and worker processes (started by a forkserver, so nothing of
+the caller's state is copied) use the other cores. At most two batches wait per worker, so
+the texts in flight stay bounded too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+
+BATCH_TEXTS = 2048
+"""Texts per batch: large enough for numpy to pay, small enough that the work arrays (several
+integers per word) stay within tens of MB."""
+PARALLEL_FROM = 16_384
+"""Texts from which batches go to worker processes (below it, starting them costs more than
+they save)."""
+
+_WORKER_PEAK = [0]
+
+
+def map_batches(
+    fn: Callable[..., np.ndarray],
+    texts: Sequence[str],
+    args: tuple[Any, ...],
+    width: int,
+    dtype: Any,
+    workers: int | None = None,
+) -> np.ndarray:
+    """`fn(batch, *args)` for each batch of texts, stacked: one row of `width` per text. `fn`
+    is a module-level function (the workers import it by name). `workers`: processes to use
+    (default: every core this process may use; 1: this process alone)."""
+    out = np.empty((len(texts), width), dtype=dtype)
+    starts = range(0, len(texts), BATCH_TEXTS)
+    workers = workers or len(os.sched_getaffinity(0))
+    if workers < 2 or len(texts) < PARALLEL_FROM:
+        for i in starts:
+            out[i : i + BATCH_TEXTS] = fn(texts[i : i + BATCH_TEXTS], *args)
+        return out
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pending: deque = deque()
+        for i in starts:
+            batch = list(texts[i : i + BATCH_TEXTS])
+            pending.append((i, pool.submit(_in_worker, fn, batch, args)))
+            if len(pending) >= 2 * workers:
+                j, done = pending.popleft()
+                out[j : j + BATCH_TEXTS] = _received(done.result())
+        for j, done in pending:
+            out[j : j + BATCH_TEXTS] = _received(done.result())
+    return out
+
+
+def worker_peak_kib() -> int:
+    """The largest resident memory (KiB) a worker process of this process reached: the
+    workers are the forkserver's children, so `RUSAGE_CHILDREN` does not see them."""
+    return _WORKER_PEAK[0]
+
+
+def _in_worker(fn: Callable[..., np.ndarray], batch: list[str], args: tuple) -> tuple:
+    return fn(batch, *args), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _received(result: tuple[np.ndarray, int]) -> np.ndarray:
+    rows, peak = result
+    _WORKER_PEAK[0] = max(_WORKER_PEAK[0], peak)
+    return rows

@@ -1,0 +1,81 @@
+"""The data step gives the answers it gave before it was made to scale (commit 2c7192e): the
+same version and rows ids, duplicates and quarantine, on the demo's corpus and on a grouped lab
+read from two files out of id order. The ids below were computed by that commit's code; a
+change that moves them changes every user's data versions, and must say so."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from tunelab.core.spec import validate_spec
+from tunelab.core.store import Store
+from tunelab.data import build_data
+from tunelab.demo.assets import bbc_news
+
+
+def test_the_demo_corpus_keeps_its_version_and_duplicates(tmp_path: Path) -> None:
+    source = {"type": "folder", "path": str(bbc_news()), "name": "bbcnews"}
+    rules = [{"rule": "unicode_nfkc"}, {"rule": "whitespace"}]
+    data = {"sources": [source], "allow_outside_lab": True, "cleaning": rules}
+    report = build_data(
+        validate_spec({"data": data, "model": {"path": "x"}}), tmp_path, Store(tmp_path)
+    )
+    assert (report["version"], report["rows_id"]) == ("848abc382b70", "21ab41a047c8")
+    assert (report["kept"], report["duplicates_removed"], report["quarantined"]) == (2083, 141, 1)
+    assert report["duplicates"]["counts"] == {
+        "train-validation": 13,
+        "train-train": 60,
+        "train-test": 17,
+        "validation-test": 6,
+        "validation-validation": 3,
+        "test-test": 2,
+        "near:train-train": 30,
+        "near:train-validation": 13,
+        "near:train-test": 8,
+        "near:validation-test": 4,
+        "near:test-test": 1,
+    }
+
+
+def test_a_grouped_lab_in_two_shuffled_files_keeps_its_version(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(3000)]
+    rows = [
+        {
+            "id": f"doc-{i}",
+            "text": " ".join(rng.choice(words) for _ in range(40)),
+            "label": "abc"[i % 3],
+            "group": f"g{i % 211}",
+        }
+        for i in range(1500)
+    ]
+    for i in range(0, 1500, 50):  # a near copy and an exact copy (case only) of every 50th
+        changed = rows[i]["text"].split()
+        changed[5] = "changed"
+        label = rows[i]["label"]
+        rows.append({"id": f"copy-{i}", "text": " ".join(changed), "label": label, "group": "gc"})
+        rows.append(
+            {"id": f"same-{i}", "text": rows[i]["text"].upper(), "label": label, "group": "gs"}
+        )
+    rng.shuffle(rows)
+    (tmp_path / "data").mkdir()
+    for k, part in enumerate((rows[:900], rows[900:])):
+        text = "".join(json.dumps(r) + "\n" for r in part)
+        (tmp_path / "data" / f"part{k}.jsonl").write_text(text)
+    sources = [{"type": "jsonl", "path": f"data/part{k}.jsonl"} for k in range(2)]
+    data = {"sources": sources, "fields": {"id": "id", "group": "group"}}
+    report = build_data(
+        validate_spec({"data": data, "model": {"path": "x"}}), tmp_path, Store(tmp_path)
+    )
+    assert (report["version"], report["rows_id"]) == ("11baa051accd", "e34a7baefdb4")
+    assert (report["kept"], report["duplicates_removed"], report["quarantined"]) == (1502, 58, 0)
+    assert report["duplicates"]["counts"] == {
+        "train-train": 21,
+        "train-validation": 4,
+        "train-test": 5,
+        "near:train-train": 48,
+        "near:train-validation": 4,
+        "near:train-test": 4,
+    }
