@@ -290,10 +290,13 @@ def _has(values: dict[str, Any]) -> str:
 def _encodable(*values: Any) -> bool:
     """False when a string holds a lone surrogate (a JSON `\\ud800` escape): such a row
     could never be written back as UTF-8."""
-    try:
-        json.dumps(values, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
+    for value in values:
+        if value is None or (isinstance(value, str) and value.isascii()):
+            continue
+        try:  # a string as it is; anything else (a target object) as the JSON it is stored as
+            (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).encode()
+        except UnicodeEncodeError:
+            return False
     return True
 
 
@@ -375,6 +378,7 @@ def _read_source(
 ) -> int:
     """Read one source into `out`; return the rows it had (kept or rejected)."""
     rows, labels_as_text, numbers = 0, False, []
+    name = source.source_name
     try:
         for item in get_loader(source.type).read(where.path, where.shown, fields, source.split):
             rows += 1
@@ -385,11 +389,11 @@ def _read_source(
             if isinstance(item, Example) and item.id in seen:
                 item = item.reject("duplicate_id", f"id {item.id!r} is already used")
             if isinstance(item, Rejection):
-                item.source = source.source_name
+                item.source = name
                 out.rejections.append(item)
             else:
                 seen.add(item.id)
-                item.source = source.source_name
+                item.source = name
                 out.examples.append(item)
                 labels_as_text |= isinstance(raw, str)
                 if isinstance(raw, int) and not isinstance(raw, bool):
