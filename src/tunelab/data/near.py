@@ -170,7 +170,7 @@ def near_pairs(
     sigs = signatures([texts[i] for i in rows.tolist()], size, num_perm, prepare, workers)
     return [
         (int(rows[a]), int(rows[b]), s)
-        for a, b, s in _checked(np.searchsorted(rows, ij), sigs, threshold)
+        for a, b, s in checked_pairs(np.searchsorted(rows, ij), sigs, threshold)
     ]
 
 
@@ -280,11 +280,14 @@ def candidates_of_keys(keys: np.ndarray) -> np.ndarray:
 def similar_pairs(sigs: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
     """Pairs (i, j, similarity), i < j, in order, whose estimated Jaccard similarity (the
     share of equal hash values, as `MinHash.jaccard` computes it) reaches the threshold."""
-    return _checked(candidate_pairs(sigs, threshold), sigs, threshold)
+    return checked_pairs(candidate_pairs(sigs, threshold), sigs, threshold)
 
 
-def _checked(ij: np.ndarray, sigs: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
-    """The candidate pairs (rows of `sigs`) whose estimated similarity reaches the threshold."""
+def checked_pairs(
+    ij: np.ndarray, sigs: np.ndarray, threshold: float
+) -> list[tuple[int, int, float]]:
+    """The candidate pairs (rows of `sigs`) whose estimated similarity (the share of equal
+    hash values) reaches the threshold; `near_datatrove` checks its candidates with it too."""
     out = []
     for start in range(0, len(ij), CHECK_PAIRS):
         chunk = ij[start : start + CHECK_PAIRS]

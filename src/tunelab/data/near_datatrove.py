@@ -134,7 +134,7 @@ def datatrove_pairs(
     ).run()
     sigs = _signatures(folder["signatures"], present, starts, len(texts), bands, rows)
     candidates = _candidates(folder["buckets"], present, starts)
-    return _similar(candidates, sigs, threshold)
+    return near.checked_pairs(candidates, sigs, threshold)
 
 
 def _require_datatrove() -> None:
@@ -271,16 +271,3 @@ def _bucket_pairs(members: np.ndarray) -> np.ndarray:
     if len(members) > near.FULL_BUCKET:
         return np.stack([np.full(len(members) - 1, members[0]), members[1:]], axis=1)
     return np.array(list(itertools.combinations(members.tolist(), 2)), dtype=np.int64)
-
-
-def _similar(ij: np.ndarray, sigs: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
-    """The candidates whose share of equal MinHash values reaches the threshold."""
-    out = []
-    for start in range(0, len(ij), near.CHECK_PAIRS):
-        chunk = ij[start : start + near.CHECK_PAIRS]
-        equal = np.count_nonzero(sigs[chunk[:, 0]] == sigs[chunk[:, 1]], axis=1)
-        similarity = equal / sigs.shape[1]
-        keep = similarity >= threshold
-        kept = zip(chunk[keep].tolist(), similarity[keep].tolist(), strict=True)
-        out += [(i, j, s) for (i, j), s in kept]
-    return out
