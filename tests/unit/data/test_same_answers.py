@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 from tunelab.core.spec import validate_spec
@@ -16,13 +17,14 @@ from tunelab.demo.assets import bbc_news
 
 
 def test_the_demo_corpus_keeps_its_version_and_duplicates(tmp_path: Path) -> None:
-    source = {"type": "folder", "path": str(bbc_news()), "name": "bbcnews"}
+    shutil.copytree(bbc_news(), tmp_path / "bbcnews")  # inside the lab: the spec's path is
+    source = {"type": "folder", "path": "bbcnews"}  # the same wherever the corpus is installed
     rules = [{"rule": "unicode_nfkc"}, {"rule": "whitespace"}]
-    data = {"sources": [source], "allow_outside_lab": True, "cleaning": rules}
+    data = {"sources": [source], "cleaning": rules}
     report = build_data(
         validate_spec({"data": data, "model": {"path": "x"}}), tmp_path, Store(tmp_path)
     )
-    assert (report["version"], report["rows_id"]) == ("848abc382b70", "21ab41a047c8")
+    assert (report["version"], report["rows_id"]) == ("1db568b3cd5c", "21ab41a047c8")
     assert (report["kept"], report["duplicates_removed"], report["quarantined"]) == (2083, 141, 1)
     assert report["duplicates"]["counts"] == {
         "train-validation": 13,
