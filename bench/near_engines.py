@@ -24,28 +24,17 @@ import argparse
 import os
 import platform
 import random
-import re
 import time
 from pathlib import Path
+
+from data_scale import TARGET_CHARS, sentences_by_topic  # bench/ is on sys.path when run
 
 from tunelab.core.spec import DedupSpec
 from tunelab.data import near
 from tunelab.data.dedup import normalise
 from tunelab.data.near_datatrove import datatrove_pairs
-from tunelab.demo.assets import bbc_news
 
-TARGET_CHARS = 1800
 PLANTED = 0.03
-
-
-def sentences_by_topic() -> dict[str, list[str]]:
-    """Every sentence of the BBC News articles, by topic folder."""
-    out = {}
-    for folder in sorted(p for p in bbc_news().iterdir() if p.is_dir()):
-        text = " ".join(f.read_text(errors="replace") for f in sorted(folder.glob("*.txt")))
-        parts = re.split(r"(?<=[.!?])\s+", " ".join(text.split()))
-        out[folder.name] = [s for s in parts if len(s) > 20]
-    return out
 
 
 def corpus(docs: int, seed: int = 0) -> tuple[list[str], set[tuple[int, int]]]:
