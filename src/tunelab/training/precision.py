@@ -4,8 +4,10 @@ measured bf16 matmul beats fp32's, else fp32, with the reason and the measuremen
 Native bf16: a CUDA device that supports it without emulation; a CPU whose flags list
 `amx_bf16` or `avx512_bf16`. On a CPU without them bf16 is emulated and slower (2.8x slower
 training measured on one such machine, bench/README.md), so auto never picks it there, whatever
-a short matmul says. Where the flags are present the matmul decides: bf16 must be at least
-`MIN_SPEEDUP` times fp32's throughput.
+a short matmul says, and the bf16 matmul is not measured there (emulated, a 1024-square one
+took about 2 s, so best of 5 cost every check about 13 s). Where the flags are present the
+matmul decides: bf16 must be at least `MIN_SPEEDUP` times fp32's throughput; its repeats stop
+after `BUDGET_S`, so a bf16 that is slow in spite of its flags costs a second or two, not more.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ MIN_SPEEDUP = 1.2
 """bf16's matmul throughput over fp32's that auto asks for before it leaves fp32."""
 SIDE = 1024
 """The square matmul measured (large enough for the fast kernels, about 0.1 s on 2 cores)."""
+BUDGET_S = 0.5
+"""Seconds of timed repeats after which a matmul's measurement stops (at least one is timed)."""
 NATIVE_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
@@ -47,19 +51,26 @@ def native_bf16(device: torch.device, flags: set[str] | None = None) -> tuple[bo
     return False, "the CPU has neither amx_bf16 nor avx512_bf16 (bf16 would be emulated)"
 
 
-def matmul_gflops(device: torch.device, dtype: torch.dtype, side: int = SIDE) -> float:
-    """Throughput of a `side`-square matmul in `dtype` (best of 5, after a warm-up)."""
+def matmul_gflops(
+    device: torch.device, dtype: torch.dtype, side: int = SIDE, budget_s: float = BUDGET_S
+) -> float:
+    """Throughput of a `side`-square matmul in `dtype`: best of 5 after a warm-up, or of those
+    timed before `budget_s` had passed."""
     a = torch.randn(side, side, device=device).to(dtype)
     b = torch.randn(side, side, device=device).to(dtype)
-    best = float("inf")
-    for _ in range(6):
+    a @ b  # warm-up
+    best, spent = float("inf"), 0.0
+    for _ in range(5):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         start = time.perf_counter()
         a @ b
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        best = min(best, time.perf_counter() - start)
+        took = time.perf_counter() - start
+        best, spent = min(best, took), spent + took
+        if spent > budget_s:
+            break
     return 2 * side**3 / best / 1e9
 
 
@@ -67,11 +78,18 @@ def measure(device: torch.device, flags: set[str] | None = None) -> dict:
     """What auto would choose on `device`: native bf16 or not, both matmuls, the choice, why."""
     native, evidence = native_bf16(device, flags)
     fp32 = matmul_gflops(device, torch.float32)
+    if not native:  # never chosen, so not measured
+        return {
+            "native_bf16": False,
+            "fp32_gflops": round(fp32, 1),
+            "bf16_gflops": None,
+            "bf16_speedup": None,
+            "choice": "fp32",
+            "reason": evidence,
+        }
     bf16 = matmul_gflops(device, torch.bfloat16)
     speedup = bf16 / fp32
-    if not native:
-        choice, reason = "fp32", evidence
-    elif speedup < MIN_SPEEDUP:
+    if speedup < MIN_SPEEDUP:
         choice = "fp32"
         reason = f"{evidence}, but its bf16 matmul is only {speedup:.2f}x fp32's"
     else:

@@ -34,10 +34,20 @@ def test_auto_chooses_bf16_only_where_native_and_faster(monkeypatch, flags, bf16
     found = precision.measure(CPU, flags)
     assert found["choice"] == choice and words in found["reason"]
     assert found["fp32_gflops"] == 150.0
+    # emulated bf16 is never chosen, so its slow matmul is not run
+    assert found["bf16_gflops"] == (bf16 if flags else None)
+
+
+def test_a_slow_matmul_stops_its_repeats_at_the_budget(monkeypatch):
+    ticks = iter(range(0, 100, 2))  # every timed matmul takes 2 s
+    monkeypatch.setattr(precision.time, "perf_counter", lambda: next(ticks))
+    assert precision.matmul_gflops(CPU, torch.float32, side=8, budget_s=0.5) == 2 * 8**3 / 2e9
+    assert next(ticks) == 4  # one timed run (its start and stop read the clock), not five
 
 
 def test_an_explicit_precision_is_kept_and_auto_is_resolved_on_this_machine():
     assert precision.resolve("fp32", CPU) == ("fp32", {"asked": "fp32", "used": "fp32"})
     used, record = precision.resolve("auto", CPU)
     assert used in ("fp32", "bf16") and record["asked"] == "auto" and record["used"] == used
-    assert record["fp32_gflops"] > 0 and record["bf16_gflops"] > 0 and record["reason"]
+    assert record["fp32_gflops"] > 0 and record["reason"]
+    assert record["bf16_gflops"] > 0 if record["native_bf16"] else record["bf16_gflops"] is None

@@ -105,10 +105,11 @@ def check_backend(spec: Spec, device: torch.device, probe: dict) -> dict:
     wanted = f"model.dtype {spec.model.dtype}, precision {spec.training.precision}"
     measured = probe.get("precision")
     if measured and "fp32_gflops" in measured:
+        bf16 = measured["bf16_gflops"]
         wanted += (
             f"; matmul fp32 {measured['fp32_gflops']:,.0f} GFLOP/s, bf16 "
-            f"{measured['bf16_gflops']:,.0f}: precision auto would choose {measured['choice']} "
-            f"({measured['reason']})"
+            f"{'not measured' if bf16 is None else f'{bf16:,.0f}'}: precision auto would "
+            f"choose {measured['choice']} ({measured['reason']})"
         )
     detail = "; ".join(problems) or f"{probe['device']} runs {wanted}"
     if warnings:
