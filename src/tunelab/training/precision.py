@@ -78,18 +78,12 @@ def measure(device: torch.device, flags: set[str] | None = None) -> dict:
     """What auto would choose on `device`: native bf16 or not, both matmuls, the choice, why."""
     native, evidence = native_bf16(device, flags)
     fp32 = matmul_gflops(device, torch.float32)
-    if not native:  # never chosen, so not measured
-        return {
-            "native_bf16": False,
-            "fp32_gflops": round(fp32, 1),
-            "bf16_gflops": None,
-            "bf16_speedup": None,
-            "choice": "fp32",
-            "reason": evidence,
-        }
-    bf16 = matmul_gflops(device, torch.bfloat16)
-    speedup = bf16 / fp32
-    if speedup < MIN_SPEEDUP:
+    # emulated bf16 is never chosen, so its slow matmul is not run
+    bf16 = matmul_gflops(device, torch.bfloat16) if native else None
+    speedup = None if bf16 is None else bf16 / fp32
+    if speedup is None:
+        choice, reason = "fp32", evidence
+    elif speedup < MIN_SPEEDUP:
         choice = "fp32"
         reason = f"{evidence}, but its bf16 matmul is only {speedup:.2f}x fp32's"
     else:
@@ -97,8 +91,8 @@ def measure(device: torch.device, flags: set[str] | None = None) -> dict:
     return {
         "native_bf16": native,
         "fp32_gflops": round(fp32, 1),
-        "bf16_gflops": round(bf16, 1),
-        "bf16_speedup": round(speedup, 2),
+        "bf16_gflops": None if bf16 is None else round(bf16, 1),
+        "bf16_speedup": None if speedup is None else round(speedup, 2),
         "choice": choice,
         "reason": reason,
     }
