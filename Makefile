@@ -19,15 +19,25 @@ demo: $(VENV)/.demo
 
 test: $(VENV)/.dev lint test-fast test-slow
 
+# The tests run in one process per core (pytest-xdist), each with one thread for torch's kernels:
+# on two cores that is a quarter faster than one process with both threads (bench/README.md).
+# TEST_JOBS=1 runs them in one process with torch's own thread count.
+TEST_JOBS ?= $(shell nproc)
+# The slow suite's processes take one test at a time, in the order tests/conftest.py gives
+# (the demos, minutes each, first), so no long test is left to run alone at the end.
+SERIAL  = $(filter 1,$(TEST_JOBS))
+PYTEST := $(if $(SERIAL),,OMP_NUM_THREADS=1) $(VENV)/bin/pytest $(if $(SERIAL),,-n $(TEST_JOBS))
+
 # The fast suite runs in a random order (pytest-randomly), so an order dependence shows; the seed
-# is printed first, and `SEED=N make test-fast` runs that order again.
+# is printed first, and `SEED=N TEST_JOBS=1 make test-fast` runs that order again (in several
+# processes, which process takes which test changes from run to run).
 test-fast: $(VENV)/.dev
 	@seed=$${SEED:-$$($(PY) -c 'import random; print(random.randrange(2**32))')}; \
-	echo "fast suite in random order: --randomly-seed=$$seed (SEED=$$seed make test-fast repeats it)"; \
-	$(VENV)/bin/pytest -m "not slow" -q -p randomly --randomly-seed=$$seed
+	echo "fast suite in random order: --randomly-seed=$$seed (SEED=$$seed TEST_JOBS=1 make test-fast repeats it)"; \
+	$(PYTEST) $(if $(SERIAL),,--dist worksteal) -m "not slow" -q -p randomly --randomly-seed=$$seed
 
 test-slow: $(VENV)/.dev
-	$(VENV)/bin/pytest -m slow -q --durations=25 -p no:randomly
+	$(PYTEST) $(if $(SERIAL),,--dist load --maxschedchunk 1) -m slow -q --durations=25 -p no:randomly
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests bench

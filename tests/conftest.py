@@ -21,6 +21,25 @@ TOPICS = {
 }
 
 
+LONGEST_FIRST = (
+    "test_extraction_demo_shows_before_and_after",  # about 8 minutes in one thread
+    "test_image_demo_inspects_each_group_as_the_model_sees_it_and_hands_over",  # 2.5
+    "test_classification_demo_tells_the_whole_story",  # 6
+)
+"""The tests that take minutes, first: the slow suite runs in one process per core (`make
+test-slow`), and one of them started last would run alone at the end. pytest-xdist hands each
+process two tests to begin with, so the first process takes the longest and the shortest of
+these, and the second process starts on the classification demo at once."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: every other test keeps its place
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert")
