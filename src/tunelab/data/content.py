@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 DIGEST_BYTES = 16
 """blake2b digest size: 128 bits, so two different keys sharing one is not a concern."""
@@ -31,3 +34,9 @@ def content_key(ex: Any) -> str:
 
 def digest(key: str) -> bytes:
     return hashlib.blake2b(key.encode("utf-8"), digest_size=DIGEST_BYTES).digest()
+
+
+def text_digests(texts: Sequence[str]) -> np.ndarray:
+    """`digest(normalise(text))` of each text, one row of `DIGEST_BYTES` bytes (uint8) each."""
+    joined = b"".join(digest(normalise(t)) for t in texts)
+    return np.frombuffer(joined, dtype=np.uint8).reshape(len(texts), DIGEST_BYTES)

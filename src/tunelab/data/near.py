@@ -20,7 +20,6 @@ similarity reaches the threshold.
 from __future__ import annotations
 
 import functools
-import re
 import zlib
 from collections.abc import Callable, Sequence
 
@@ -28,6 +27,8 @@ import numpy as np
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
 from tunelab.data.batches import map_batches
+from tunelab.data.words import tokens as tokens  # what a word is: `words`
+from tunelab.data.words import word_hashes
 
 SEED = 1
 """Seed of the MinHash permutations: fixed, so the same texts always give the same pairs."""
@@ -46,13 +47,7 @@ BLOCK_SHINGLES = 1 << 16
 """Shingles per block when applying the permutations (measured: about twice as fast as
 one pass per permutation over all shingles)."""
 
-_WORDS = re.compile(r"\w+")
 _MASK64 = (1 << 64) - 1
-
-
-def tokens(normalised: str) -> list[str]:
-    """The words of a normalised text; a text without any word is one token, itself."""
-    return _WORDS.findall(normalised) or [normalised]
 
 
 def shingles(toks: Sequence[str], size: int) -> list[tuple[str, ...]]:
@@ -83,26 +78,10 @@ def shingle_hash(shingle: Sequence[str]) -> int:
     return total >> 32
 
 
-class _TokenHashes(dict):
-    """token -> CRC-32, computed once per distinct token."""
-
-    def __missing__(self, token: str) -> int:
-        value = self[token] = _token_hash(token)
-        return value
-
-
 def _shingle_hashes(texts: Sequence[str], size: int) -> tuple[np.ndarray, np.ndarray]:
     """`shingle_hash` of every shingle of every text, concatenated, and where each text's
     shingles start (one more entry than texts)."""
-    every: list[str] = []
-    counts: list[int] = []
-    for text in texts:
-        toks = tokens(text)
-        every += toks
-        counts.append(len(toks))
-    cache = _TokenHashes()
-    words = np.fromiter(map(cache.__getitem__, every), dtype=np.uint64, count=len(every))
-    lengths = np.array(counts, dtype=np.int64)
+    words, lengths = word_hashes(texts)  # the CRC-32 of each word, as `_token_hash`
     starts = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     # A shingle starting at token p takes tokens p .. p+size-1, cut at the end of its text.

@@ -24,6 +24,7 @@ from tunelab.data.conflicts import find_conflicts
 from tunelab.data.conversations import conversation_check
 from tunelab.data.conversations import summary as conversation_summary
 from tunelab.data.dedup import Dedup, deduplicate
+from tunelab.data.example import compute_digests
 from tunelab.data.guard_sets import load_guard_sets, overlap_warnings
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
 from tunelab.data.label_sets import (
@@ -90,6 +91,7 @@ def _build(
     examples, too_long, long_warnings = _long_texts(
         cleaned.examples, data.max_chars, data.long_text
     )
+    compute_digests(examples)  # what makes two rows the same example, on every core
     conflicts = find_conflicts(examples, generative, data.dedup.conflicts)
     grouped = data.fields.group is not None
     if loaded.presplit:
