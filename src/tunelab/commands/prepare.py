@@ -40,7 +40,15 @@ def cmd_data(args):
 
     lab = opened(args)
     start = time.perf_counter()
-    report = build_data(lab.spec, lab.path, lab.store)
+    console = progress(args)
+    status = console.status("data") if console else None
+    if status:
+        status.start()
+    try:
+        report = build_data(lab.spec, lab.path, lab.store, say=status.update if status else None)
+    finally:
+        if status:
+            status.stop()
     from tunelab.data.batches import worker_peak_kib
 
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux

@@ -13,6 +13,7 @@ version keeps its images beside its rows (`version.write_version`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,22 +56,35 @@ MAX_PAIRS = 25
 duplicates.jsonl holds all of them."""
 
 
-def build_data(spec: Spec, lab: Path, store: Store, current: bool = True) -> dict[str, Any]:
+Say = Callable[[str], None]
+"""Where the step says what it is doing (a status line on a terminal)."""
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def build_data(
+    spec: Spec, lab: Path, store: Store, current: bool = True, say: Say | None = None
+) -> dict[str, Any]:
     """Build (or find) the data version the spec describes, make it current (unless not
     `current`: an ablation's version, handed to its runs instead), return its report. The test
-    split is written and hashed; the report holds only its counts."""
+    split is written and hashed; the report holds only its counts. `say` hears each stage as
+    it begins (a million rows take minutes)."""
     check_image_spec(spec)  # image sources for an image lab, text ones otherwise
+    say = say or _quiet
     if not spec.images:
-        return _build(spec, Path(lab), store, current)
+        return _build(spec, Path(lab), store, current, say)
     with staged_images(store) as staging:
-        return _build(spec, Path(lab), store, current, staging)
+        return _build(spec, Path(lab), store, current, say, staging)
 
 
 def _build(
-    spec: Spec, lab: Path, store: Store, current: bool, staging: Path | None = None
+    spec: Spec, lab: Path, store: Store, current: bool, say: Say, staging: Path | None = None
 ) -> dict[str, Any]:
     """`build_data`; `staging`: where an image lab's accepted images wait for the version."""
     data = spec.data
+    say(f"data: reading {len(data.sources)} source(s)")
     for i, rule in enumerate(data.cleaning):
         make_rule(rule, i)  # a bad rule fails before any file is read
     generative = spec.task.generative  # rows carry a target; a label is an optional category
@@ -84,6 +98,7 @@ def _build(
         check = label_set_check(data.fields, spec.task)
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
     loaded = load_sources(data, task_labels, lab, generative, text_only, check)
+    say(f"data: cleaning {len(loaded.examples):,} rows")
     cleaned = apply_cleaning(loaded.examples, data.cleaning)
     loaded.examples = []  # the texts before cleaning: each text is held once, not twice
     unify = unify_set_spellings if multilabel else unify_label_spellings
@@ -91,6 +106,7 @@ def _build(
     examples, too_long, long_warnings = _long_texts(
         cleaned.examples, data.max_chars, data.long_text
     )
+    say(f"data: grouping {len(examples):,} rows by content, splitting")
     compute_digests(examples)  # what makes two rows the same example, on every core
     conflicts = find_conflicts(examples, generative, data.dedup.conflicts)
     grouped = data.fields.group is not None
@@ -102,6 +118,7 @@ def _build(
     held_out = 0
     if data.eval_from:  # validation and test as an earlier version has them; train changes
         splits, held_out = pin_eval(splits, pinned_rows(store, data.eval_from))
+    say("data: finding duplicates")
     dedup = deduplicate(splits, data.dedup, spec.images, data.engine)
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
@@ -176,6 +193,7 @@ def _build(
     if images:
         report["images"] = {**images, "folder": _shown(store.data_dir(version) / "images", lab)}
     if new:
+        say(f"data: writing version {version}")
         write_version(
             store, version, dedup.splits, quarantine, report, manifest, dedup.pairs, staging, guard
         )

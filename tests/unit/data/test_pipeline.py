@@ -246,3 +246,21 @@ def test_task_labels_filter_and_order(tmp_path: Path) -> None:
     assert report["labels"] == ["dog", "cat"]
     assert list(report["splits"]["train"]["labels"]) == ["dog", "cat"]
     assert report["quarantine"]["reasons"] == {"unknown_label": 1}
+
+
+def test_the_step_says_each_stage_as_it_begins_and_only_writes_a_new_version(
+    tmp_path: Path,
+) -> None:
+    write_rows(tmp_path / "data" / "rows.jsonl", animal_rows())
+    spec, heard = make_spec(JSONL), []
+    report = build_data(spec, tmp_path, Store(tmp_path), say=heard.append)
+    assert heard == [
+        "data: reading 1 source(s)",
+        "data: cleaning 42 rows",
+        "data: grouping 42 rows by content, splitting",
+        "data: finding duplicates",
+        f"data: writing version {report['version']}",
+    ]
+    heard.clear()
+    build_data(spec, tmp_path, Store(tmp_path), say=heard.append)
+    assert heard[-1] == "data: finding duplicates"  # the same version: found, not written
