@@ -92,7 +92,7 @@ def _numpy_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         width = np.ones(len(points), dtype=np.int64)  # each character's UTF-8 bytes
         width[other] = 2 + (points[other] >= 0x800) + (points[other] >= 0x10000)
         word = np.repeat(in_word, width)
-        starts = (np.cumsum(width) - width)[char_starts]
+        starts = np.concatenate(([0], np.cumsum(width)))[char_starts]  # in bytes
     # where a run of word bytes begins and ends: the changes of the flag, padded with False
     changes = np.flatnonzero(np.diff(word, prepend=False, append=False))
     first, end = changes[0::2], changes[1::2]

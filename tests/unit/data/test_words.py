@@ -38,12 +38,14 @@ def test_awkward_texts_hash_as_word_by_word() -> None:
     )
     check([])
     check(["?"])
+    check(["é", ""])  # an empty text last, after a character of two bytes
+    check(["", "€ x", ""])
     check(["only ascii words here"])
 
 
 def test_random_texts_in_any_mix_hash_as_word_by_word() -> None:
     rng = random.Random(0)
-    alphabet = "ab_Z9 .,;-\n\tç€中"
+    alphabet = "ab_Z9 .,;-\n\tç€中😀𝟘ǅ\u00a0"  # bytes 1 to 4; 𝟘 is a word character
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60))) for _ in range(500)]
     check(texts)
     check([t for t in texts if t.isascii()])
