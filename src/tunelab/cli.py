@@ -67,17 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     finally:
         if os.environ.get("WORLD_SIZE", "1") != "1":
-            _collect_while_alive()
+            from tunelab.training.distributed import collect_before_exit
 
-
-def _collect_while_alive() -> None:
-    """Under torchrun, free what the command left while the interpreter is whole: an FSDP
-    model's reference cycles hold objects of the process group, and when they are collected
-    during the interpreter's finalization instead, gloo aborts the process now and then
-    ("terminate called without an active exception", SIGABRT, after a run that completed)."""
-    import gc
-
-    gc.collect()
+            collect_before_exit()
 
 
 def _main(argv: list[str] | None) -> int:

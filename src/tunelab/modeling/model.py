@@ -1,4 +1,5 @@
-"""Load the base model with its identity, apply LoRA or full fine-tuning, report what trains."""
+"""Load the base model, apply LoRA or full fine-tuning, report what trains (its identity:
+`modeling.identity`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from tunelab.core.digest import sha256_file, sha256_files
 from tunelab.core.errors import TunelabError
 from tunelab.core.layout import CACHE
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
@@ -24,8 +24,6 @@ from tunelab.core.store import STORE_DIR
 from tunelab.modeling.blocks import block_linears
 from tunelab.modeling.safety import (
     MODULES,
-    WEIGHT_SUFFIXES,
-    remote_code,
     remote_kwargs,
     require_safetensors,
     use_modules_cache,
@@ -60,75 +58,6 @@ def resolve_path(spec: ModelSpec, lab: Path) -> Path:
         )
     require_safetensors(path, f"model.path {spec.path!r}")
     return path
-
-
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "spiece.model",
-    "tokenizer.model",
-    "chat_template.jinja",
-    "added_tokens.json",
-    "preprocessor_config.json",  # an image classifier's processor
-)
-
-
-def identity(
-    spec: ModelSpec,
-    lab: Path,
-    sequence_length: int | None = None,
-    data_version: str | None = None,
-) -> dict:
-    """Name, revision and sha256 digests: the base an adapter is bound to (for a scratch
-    model: `modeling.scratch_identity`, FLOPs per token at `sequence_length`). `weights_sha256`
-    covers the weight files together; `files` holds the sha256 of each weight file, of the
-    config and of the tokenizer files (only `.safetensors` weights count: pickles are refused).
-    With `trust_remote_code`, `remote_code` holds the sha256 of each Python file the folder lets
-    run. For a GGUF base the identity is the GGUF file's hash."""
-    if spec.scratch:
-        from tunelab.modeling.scratch_identity import scratch_identity
-
-        return scratch_identity(spec, lab, sequence_length, data_version)
-    source = spec.location(lab)
-    if source.suffix == ".gguf":
-        sha = sha256_file(source)
-        return {
-            "path": str(source),
-            "name": source.name,
-            "revision": spec.revision,
-            "weights_sha256": sha,
-            "weight_files": [source.name],
-            "files": {source.name: sha},
-            "format": "gguf",
-        }
-    path = resolve_path(spec, lab)
-    files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
-    combined, each = sha256_files(files)
-    others = [path / "config.json", *(path / n for n in TOKENIZER_FILES)]
-    each |= {f.name: sha256_file(f) for f in others if f.is_file()}
-    found = {
-        "path": str(path),
-        "name": _name(path),
-        "revision": spec.revision,
-        "weights_sha256": combined,
-        "weight_files": [f.name for f in files],
-        "files": dict(sorted(each.items())),
-    }
-    if spec.trust_remote_code:
-        found["remote_code"] = remote_code(path)
-    return found
-
-
-GENERIC_NAMES = frozenset({"model", "models", "weights", "base", "checkpoint"})
-
-
-def _name(path: Path) -> str:
-    """The folder's name, with its parent's when the folder itself is called `model`."""
-    return f"{path.parent.name}/{path.name}" if path.name in GENERIC_NAMES else path.name
 
 
 def load_tokenizer(

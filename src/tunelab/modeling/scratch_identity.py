@@ -1,6 +1,6 @@
 """A scratch model of a lab: its tokenizer, config and seeded weights, and its identity.
 
-The identity stands where a pretrained base's does (`modeling.model.identity`): its config and
+The identity stands where a pretrained base's does (`modeling.identity.identity`): its config and
 tokenizer digests say what the model is, `weights_sha256` combines them (the initial weights
 follow from them and the seed, which the run records), and `params`, `flops_per_token` and
 the resolved `config` are what `compare` sets side by side for a fair ablation.

@@ -34,7 +34,8 @@ from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS
 from tunelab.core.store import check_run_name, write_jsonl
 from tunelab.data.guard_sets import guard_paths
-from tunelab.modeling.model import identity, load_causal, load_encoder, load_tokenizer
+from tunelab.modeling.identity import identity
+from tunelab.modeling.model import load_causal, load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, save_head
 from tunelab.modeling.render import make_renderer
 from tunelab.training.evaluate import evaluate_rows, protocol, score

@@ -6,10 +6,10 @@ import torch
 from peft import TaskType
 
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.modeling.identity import identity
 from tunelab.modeling.model import (
     ModelError,
     apply_method,
-    identity,
     load_classifier,
     load_tokenizer,
     load_trained_classifier,

@@ -235,7 +235,7 @@ def _base(bundle: Path, lab: Lab, record: dict, spec) -> dict:
     """The identity of the run's base. A model trained from scratch has no weights to bind to:
     its base, the config and the tokenizer of the run's data version, is written into `base/`
     and must hash as the run recorded it."""
-    from tunelab.modeling.model import identity
+    from tunelab.modeling.identity import identity
     from tunelab.tasks.pretrain import sequence_length
 
     version = record["data_version"]

@@ -53,7 +53,7 @@ def check_base(info: dict, base: Path) -> dict:
     if is_scratch(info):
         return _check_scratch_base(recorded, base)
     from tunelab.core.spec import ModelSpec
-    from tunelab.modeling.model import identity
+    from tunelab.modeling.identity import identity
 
     found = identity(ModelSpec(**(info["spec"]["model"] | {"path": str(base)})), base.parent)
     if found["weights_sha256"] != recorded["weights_sha256"]:

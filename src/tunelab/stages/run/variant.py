@@ -29,7 +29,8 @@ from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
 from tunelab.modeling.head_init import init_from_probe
-from tunelab.modeling.model import identity, save_trained, trainable_model
+from tunelab.modeling.identity import identity
+from tunelab.modeling.model import save_trained, trainable_model
 from tunelab.modeling.packing import packing_record
 from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.record import check_status
