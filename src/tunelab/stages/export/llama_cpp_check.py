@@ -9,14 +9,24 @@ template's end-of-answer token or EOS. An answer is llama.cpp's own detokenisati
 generated (what a llama.cpp user reads), stripped as tunelab strips its own; it agrees when it
 equals the run's stored answer. How many agree, of how many, at the file's dtype, is returned.
 
-Where `llama_cpp` cannot be imported, the file does not load in it, or the task's sample is
-scored rather than generated, the result says "not checked" and why, never that it passed.
+llama.cpp answers in a child process of its own, so that a crash inside it is a result, not
+the end of `verify`. Its default kernels include "extra buffer types" (weights repacked for
+AMX or other instruction sets), and on a CPU with AMX its AMX matrix multiply has crashed on a
+q8_0 file (SIGSEGV; llama.cpp issue 20824). When the default crashes, the sample is answered
+again with those buffer types off (`use_extra_bufts`, llama.cpp's plain CPU kernels), and the
+result says that the default crashed on this CPU: a server that keeps the default would too.
+
+Where `llama_cpp` cannot be imported, the file does not load in it, it crashes both ways, or
+the task's sample is scored rather than generated, the result says "not checked" and why, never
+that it passed.
 """
 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -48,15 +58,20 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
     prompts, stop, tokenizer = _prompts(bundle, info, spec, sample)
     max_new = spec.evaluation.max_new_tokens
     start = time.perf_counter()
-    try:
-        llm = _load(llama_cpp, path, max(len(p) for p in prompts) + max_new + 1)
-    except Exception as err:
-        return _not_checked(
-            f"{path.name} does not load in llama.cpp (llama-cpp-python "
-            f"{llama_cpp.__version__}): {err}"
-        )
-    found = [_answer(llm, p, stop, max_new) for p in prompts]
-    llm.close()
+    runtime = f"llama-cpp-python {llama_cpp.__version__}"
+    kernels, outcome = "default", _in_child(path, prompts, stop, max_new, extra_bufts=True)
+    if outcome[0] == "crashed":
+        crash = outcome[1]
+        kernels = f"extra buffer types off: the default {crash} on this CPU"
+        outcome = _in_child(path, prompts, stop, max_new, extra_bufts=False)
+        if outcome[0] == "crashed":
+            return _not_checked(
+                f"llama.cpp ({runtime}) {crash} answering from {path.name}, and "
+                f"{outcome[1]} again with its extra buffer types off"
+            )
+    if outcome[0] == "unloadable":
+        return _not_checked(f"{path.name} does not load in llama.cpp ({runtime}): {outcome[1]}")
+    found = outcome[1]
     stored = [s["prediction"].get("output") for s in sample]
     differ = [  # the run's own decoding of llama.cpp's tokens tells a detokeniser difference
         {
@@ -71,7 +86,8 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
     share, rule = _rule(info, spec, dtype)
     return {
         "checked": True,
-        "runtime": f"llama-cpp-python {llama_cpp.__version__}",
+        "runtime": runtime,
+        "kernels": kernels,
         "dtype": dtype,
         "agreed": len(sample) - len(differ),
         "n": len(sample),
@@ -97,6 +113,7 @@ def describe(found: dict) -> str:
         f"llama.cpp ({found['runtime']}): {found['agreed']} of {found['n']} answers agree, greedy "
         f"from the same prompt token ids ({found['rule']} must)"
         + (f"; differ: {found['differ'][:5]}" if found["differ"] else "")
+        + (f"; kernels: {found['kernels']}" if found.get("kernels", "default") != "default" else "")
     )
 
 
@@ -128,6 +145,55 @@ def _prompts(bundle: Path, info: dict, spec, sample: list[dict]) -> tuple[list, 
     renderer = make_renderer(spec, tokenizer, info["labels"], bundle)
     prompts = [renderer.render(s["row"], with_target=False).prompt_ids for s in sample]
     return prompts, {renderer.template.end_id, tokenizer.eos_token_id} - {None}, tokenizer
+
+
+def _in_child(
+    path: Path, prompts: list[list[int]], stop: set[int], max_new: int, extra_bufts: bool
+) -> tuple[str, object]:
+    """`_answer` for every prompt in a fresh process: `("answered", [(text, ids), ...])`,
+    `("unloadable", llama.cpp's error)` or `("crashed", how it ended)`."""
+    context = multiprocessing.get_context("spawn")  # nothing of this process's state
+    receive, send = context.Pipe(duplex=False)
+    n_ctx = max(len(p) for p in prompts) + max_new + 1
+    args = (send, str(path), prompts, sorted(stop), max_new, n_ctx, extra_bufts)
+    child = context.Process(target=_answer_all, args=args, daemon=True)
+    child.start()
+    send.close()  # the child holds the only sending end: its death ends the wait
+    try:
+        outcome = receive.recv()
+    except EOFError:
+        outcome = None
+    child.join()
+    if outcome is None:
+        code = child.exitcode or 0
+        how = signal.Signals(-code).name if code < 0 else f"exit code {code}"
+        return "crashed", f"crashed ({how})"
+    return outcome
+
+
+def _answer_all(send, path: str, prompts, stop, max_new: int, n_ctx: int, extra: bool) -> None:
+    """The child: load the file (with or without llama.cpp's extra buffer types), answer
+    every prompt, send the outcome."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as low
+
+    if not extra:  # llama_cpp.Llama takes no argument for it: set it in the defaults it reads
+        defaults = low.llama_model_default_params
+
+        def params():
+            found = defaults()
+            found.use_extra_bufts = False
+            return found
+
+        low.llama_model_default_params = params
+    try:
+        llm = _load(llama_cpp, Path(path), n_ctx)
+    except Exception as err:
+        send.send(("unloadable", str(err)))
+        return
+    found = [_answer(llm, p, set(stop), max_new) for p in prompts]
+    llm.close()
+    send.send(("answered", found))
 
 
 def _load(llama_cpp, path: Path, n_ctx: int):

@@ -8,9 +8,10 @@ exactly; a float16 or q8_0 one at least `AGREE` of them, and the detail says how
 Then llama.cpp itself, where it is built (`make gguf-runtime`), answers the same sample from
 the file (`llama_cpp_check.py`): the same prompt token ids, greedy, the same limit and stop
 tokens. How many of its answers are the run's own is recorded (`llama_cpp`) and said; below its
-rule (every answer from f32 or f16 weights, 90% from q8_0) the item fails. Where llama.cpp is
-not built or the file does not load in it, the item says "not checked" and why (`not_checked`:
-a warning mark, never a pass).
+rule (every answer from f32 or f16 weights, 90% from q8_0) the item fails. Where its default
+kernels crash (AMX on a q8_0 file has), it answers without them and the detail says so. Where
+llama.cpp is not built, the file does not load in it or it crashes both ways, the item says
+"not checked" and why (`not_checked`: a warning mark, never a pass).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import types
 
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -142,3 +143,52 @@ def test_a_file_llama_cpp_cannot_load_is_not_checked_with_its_error(tiny_llama, 
     assert not found["checked"] and not L.passes(found)
     assert found["why"].startswith("model.gguf does not load in llama.cpp (llama-cpp-python")
     assert "gguf_init" in found["why"]  # llama.cpp's own error line, kept
+
+
+@pytest.fixture
+def fake_llama_cpp(monkeypatch):
+    """`import llama_cpp` finds a stand-in: `_in_child`, patched per test, does the rest."""
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(__version__="9.9.9"))
+
+
+def _outcomes(monkeypatch, *outcomes):
+    """`_in_child` answers with these outcomes in turn and records its `extra_bufts`."""
+    asked, queue = [], list(outcomes)
+
+    def in_child(path, prompts, stop, max_new, extra_bufts):
+        asked.append(extra_bufts)
+        return queue.pop(0)
+
+    monkeypatch.setattr(L, "_in_child", in_child)
+    return asked
+
+
+def test_a_crash_with_the_default_kernels_is_said_and_the_sample_answered_without_them(
+    fake_llama_cpp, monkeypatch, tiny_llama
+):
+    sample = [{"row": ROW, "prediction": {"id": "r1", "output": "{}"}}]
+    crashed, answered = ("crashed", "crashed (SIGSEGV)"), ("answered", [("{}", [7, 2])])
+    asked = _outcomes(monkeypatch, crashed, answered)
+    found = L.llama_cpp_answers(tiny_llama, _info(tiny_llama), sample, tiny_llama / "x", "q8_0")
+    assert asked == [True, False]  # the default first, then extra buffer types off
+    assert found["checked"] and found["agreed"] == found["n"] == 1
+    assert found["kernels"] == "extra buffer types off: the default crashed (SIGSEGV) on this CPU"
+    assert L.describe(found).endswith(f"; kernels: {found['kernels']}")
+
+
+def test_a_crash_both_ways_is_not_checked_and_the_default_kernels_say_nothing(
+    fake_llama_cpp, monkeypatch, tiny_llama
+):
+    sample = [{"row": ROW, "prediction": {"id": "r1", "output": "{}"}}]
+    crashed = ("crashed", "crashed (SIGSEGV)")
+    _outcomes(monkeypatch, crashed, ("crashed", "crashed (SIGABRT)"))
+    found = L.llama_cpp_answers(tiny_llama, _info(tiny_llama), sample, tiny_llama / "x", "q8_0")
+    assert not found["checked"] and not L.passes(found)
+    assert found["why"] == (
+        "llama.cpp (llama-cpp-python 9.9.9) crashed (SIGSEGV) answering from x, and "
+        "crashed (SIGABRT) again with its extra buffer types off"
+    )
+    asked = _outcomes(monkeypatch, ("answered", [("{}", [7, 2])]))
+    found = L.llama_cpp_answers(tiny_llama, _info(tiny_llama), sample, tiny_llama / "x", "f16")
+    assert asked == [True] and found["kernels"] == "default"
+    assert "kernels" not in L.describe(found)
