@@ -50,6 +50,7 @@ from tunelab.stages.export.leftovers import remove_leftovers, writing
 from tunelab.stages.export.limitations import limitations
 from tunelab.stages.export.load import SCRATCH_BASE
 from tunelab.stages.export.serving import serving
+from tunelab.stages.export.template_file import template_record
 from tunelab.stages.final import final_accesses
 
 WHOLE_SPLIT = {"encoder": 500, "image": 200, "causal": 100}
@@ -162,7 +163,7 @@ def _write_bundle(
     resolved = record["spec"] | {
         "task": record["spec"]["task"] | _inline_schema(spec, load_schema, lab.path)
     }
-    atomic_write_json(bundle / "template.json", _template(spec, tokenizer, record))
+    atomic_write_json(bundle / "template.json", template_record(spec, tokenizer, record))
 
     manifest = store.data_manifest(version)
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
@@ -272,38 +273,6 @@ def _inline_schema(spec, load_schema, lab_path: Path) -> dict:
     """The task's JSON Schema inlined, so the bundle does not depend on the lab's files."""
     schema = load_schema(spec.task, lab_path)
     return {"json_schema": schema} if schema is not None else {}
-
-
-def _template(spec, tokenizer, record: dict) -> dict:
-    """The exact prompt the model was trained with: chat template or plain, as text; for a
-    language model (task pretrain), how its documents were packed; for an image classifier,
-    what its processor did to every image (the run's `preprocessing`)."""
-    if spec.images:
-        return {"template": None, "kind": "image", "preprocessing": record.get("preprocessing")}
-    from tunelab.modeling.render import PLACEHOLDER, make_template
-    from tunelab.tasks.pretrain import sequence_length
-
-    out = {
-        "template": spec.model.template,
-        "kind": spec.model_kind,
-        "max_length": spec.model.max_length,
-    }
-    if spec.task.type == "pretrain":
-        out |= {
-            "template": None,
-            "sequence_length": sequence_length(spec),
-            "boundaries": spec.task.boundaries,
-            "document_separator": tokenizer.eos_token,
-        }
-    elif spec.model_kind == "causal":
-        template = make_template(tokenizer, spec.model.template, spec.task.instruction)
-        out |= {
-            "instruction": spec.task.instruction,
-            "prompt": template.text[0] + PLACEHOLDER + template.text[1],
-            "placeholder": PLACEHOLDER,
-            "end_of_answer_token_id": template.end_id,
-        }
-    return out
 
 
 def _truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict | None:
