@@ -16,6 +16,11 @@ with this tree, in one run:
 
     .venv/bin/python bench/loop_overhead.py --before 14d87c6 --ranks 1
     .venv/bin/python bench/loop_overhead.py --before 14d87c6 --ranks 2
+
+On a GPU (one process; `--before-src` where the copy has no git history):
+
+    git archive 14d87c6 src | tar -x -C .before
+    python bench/loop_overhead.py --before-src .before/src --device cuda
 """
 
 from __future__ import annotations
@@ -34,11 +39,16 @@ HOST_SIDE = {"example_order"}  # host tensors by design: the seeded order of the
 COLLECTIVES = ("all_reduce", "all_gather_object", "broadcast", "broadcast_object_list")
 
 
-def child(steps: int, micro: int, accumulation: int) -> dict:
+def child(steps: int, micro: int, accumulation: int, device_name: str) -> dict:
     """One measurement, in this process (a rank of torchrun's, or alone)."""
     import time
 
     import torch
+
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
 
     from tunelab.core.spec import TrainingSpec
     from tunelab.modeling.render import Encoded
@@ -93,8 +103,8 @@ def child(steps: int, micro: int, accumulation: int) -> dict:
     )
     from tunelab.training import loop
 
-    with tempfile.TemporaryDirectory() as run_dir, joined(world, torch.device("cpu")) as world:
-        model, _ = world.wrap(Tiny(), torch.device("cpu"), "fp32")
+    with tempfile.TemporaryDirectory() as run_dir, joined(world, device) as world:
+        model, _ = world.wrap(Tiny().to(device), device, "fp32")
         import torch.distributed as dist
 
         if world.distributed:
@@ -105,7 +115,7 @@ def child(steps: int, micro: int, accumulation: int) -> dict:
             model,
             examples,
             cfg,
-            torch.device("cpu"),
+            device,
             0,
             run_dir=Path(run_dir) if world.main else None,
             world=world,
@@ -124,10 +134,11 @@ def child(steps: int, micro: int, accumulation: int) -> dict:
     }
 
 
-def measure(src: Path, ranks: int, steps: int, micro: int, accumulation: int) -> dict:
+def measure(src: Path, ranks: int, steps: int, micro: int, accumulation: int, device: str) -> dict:
     """One fresh-process measurement of the loop under `src` (rank 0's figures)."""
-    env = os.environ | {"PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
-    args = ["--child", str(steps), str(micro), str(accumulation)]
+    path = os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = os.environ | {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    args = ["--child", str(steps), str(micro), str(accumulation), device]
     if ranks == 1:
         command = [sys.executable, __file__, *args]
     else:
@@ -157,10 +168,17 @@ def worktree(rev: str) -> Path:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         steps, micro, accumulation = map(int, sys.argv[2:5])
-        print(json.dumps(child(steps, micro, accumulation)), flush=True)
+        print(json.dumps(child(steps, micro, accumulation, sys.argv[5])), flush=True)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="a git revision to measure beside this tree")
+    parser.add_argument(
+        "--before-src",
+        type=Path,
+        help="the src folder of the loop as it was, already checked out (where there is no git "
+        "history: `git archive REV src | tar -x -C DIR`, then DIR/src)",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda (one process)")
     parser.add_argument("--ranks", type=int, default=1, choices=(1, 2))
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--micro", type=int, default=1)
@@ -172,19 +190,23 @@ def main() -> None:
     if args.before:
         made = worktree(args.before)
         trees = {"before": made / "src", **trees}
+    elif args.before_src:
+        trees = {"before": args.before_src, **trees}
+    if args.device != "cpu" and args.ranks != 1:
+        parser.error("--device cuda measures one process (--ranks 1)")
     rows = []
     try:
         for repeat in range(args.repeats):
             for name, src in trees.items():
-                r = measure(src, args.ranks, args.steps, args.micro, args.accumulation)
+                r = measure(src, args.ranks, args.steps, args.micro, args.accumulation, args.device)
                 rows.append({"tree": name, "repeat": repeat + 1, **r})
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         if made is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(made)], cwd=ROOT)
     print(
-        f"\n{args.ranks} process(es), {args.steps} steps of {args.accumulation} microbatches "
-        f"of {args.micro}\n"
+        f"\n{args.ranks} process(es) on {args.device}, {args.steps} steps of "
+        f"{args.accumulation} microbatches of {args.micro}\n"
     )
     print("| tree | # | host reads / step | collectives / step | ms / step | final loss |")
     print("|---|--:|--:|--:|--:|--:|")

@@ -81,6 +81,7 @@ def _main(argv: list[str] | None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_libraries()
+    _no_hub_kernels()
     try:
         with interrupt_on_signals():  # Ctrl-C and SIGTERM stop any command, the same way
             _one_process_unless(args.command, cmd.processes)
@@ -179,6 +180,15 @@ def _quiet_libraries() -> None:
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
+
+
+def _no_hub_kernels() -> None:
+    """The model runs its own torch code, never kernels fetched from the Hub. transformers (5.x,
+    with its dependency `kernels` installed) swaps layers for Hub kernels when a model is loaded
+    for CUDA (the rotary embedding's `kernels-community/rotary`): offline that load fails ("not
+    available in the local cache and Hugging Face Hub is in offline mode", seen on an H200), and
+    online it would run code no lab records. `USE_HUB_KERNELS=YES` set by the user is kept."""
+    os.environ.setdefault("USE_HUB_KERNELS", "NO")
 
 
 if __name__ == "__main__":

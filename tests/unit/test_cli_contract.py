@@ -168,3 +168,19 @@ def test_overrides_may_follow_an_option_after_a_positional(monkeypatch, tmp_path
     with pytest.raises(SystemExit) as stopped:
         main(["demo", "ablation", "--dir", str(tmp_path), "--nope"])
     assert stopped.value.code == 2
+
+
+def test_models_run_their_own_code_not_kernels_from_the_hub(tmp_path, monkeypatch, tiny_llama):
+    """transformers would swap layers for Hub kernels on CUDA (offline: a failed download);
+    after any command a model loads with `use_kernels` off, unless the user asked for them."""
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("USE_HUB_KERNELS", "restored after the test")
+    monkeypatch.delenv("USE_HUB_KERNELS")
+    assert AutoModelForCausalLM.from_pretrained(tiny_llama).use_kernels  # transformers' default
+    main(["runs", "--lab", str(tmp_path), "--json"])
+    assert os.environ["USE_HUB_KERNELS"] == "NO"
+    assert not AutoModelForCausalLM.from_pretrained(tiny_llama).use_kernels
+    monkeypatch.setenv("USE_HUB_KERNELS", "YES")
+    main(["runs", "--lab", str(tmp_path), "--json"])
+    assert os.environ["USE_HUB_KERNELS"] == "YES"
