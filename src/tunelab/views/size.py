@@ -33,7 +33,7 @@ def size(result: dict, console: Console) -> None:
         table.add_row(name.replace("_", " "), f"{mb:,.1f}")
     table.add_row(f"[bold]peak[/] (at {e['peak_phase'].replace('_', ' ')})", f"{e['peak_mb']:,.1f}")
     console.print(table)
-    approx = " (approximate: shape family or bf16 not exact)" if e["approximate"] else ""
+    approx = " (approximate: shape family, or bf16 on BERT)" if e["approximate"] else ""
     console.print(
         f"measured peak {result['measured_peak_mb']:,.1f} MiB; estimate error "
         f"{result['error_pct']:+.1f}%{approx}"

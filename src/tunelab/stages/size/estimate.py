@@ -7,10 +7,14 @@ a causal LM's loss (upcast to float32), the short-lived buffers of the backward 
 framework's own memory (measured by the probe, never guessed).
 
 The activations are counted tensor by tensor, as the transformers implementations save them
-on this torch (checked against autograd's saved tensors in `tests/unit/test_sizing.py`):
-two families, BERT-like encoders (post-LayerNorm, GELU, dropout) and llama-like decoders
-(RMSNorm, SwiGLU, RoPE, grouped key/value heads); other architectures use the llama count and
-are marked approximate. Sequences are unpadded (the probe measures exactly `seq_len` tokens).
+on this torch (checked against autograd's saved tensors in
+`tests/unit/stages/size/test_measure.py`): two families, BERT-like encoders (post-LayerNorm,
+GELU, dropout) and llama-like decoders (RMSNorm, SwiGLU, RoPE, grouped key/value heads); other
+architectures use the llama count and are marked approximate. Sequences are unpadded (the
+probe measures exactly `seq_len` tokens).
+Under bf16 autocast over float32 weights (llama family, `under_autocast`) the products give
+bf16 and each keeps its own bf16 copies of its input and weight; checked the same way under CPU
+autocast, and against an H200's measured peaks (within 1.1%; bench/README.md).
 
 The peak is not the sum of everything: the gradients do not exist during the first
 microbatch's forward, and the activations are freed layer by layer as gradients appear, so
@@ -19,6 +23,8 @@ the optimizer step) and the largest phase is the estimate.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from tunelab.stages.size.shape import ROLES, Shape, Trainables
 
@@ -34,11 +40,13 @@ def layer_saved(
 ) -> dict[str, int]:
     """Bytes autograd saves in one layer; `rg`: whether the layer's input requires grad (the
     first layer's does not with frozen embeddings and no checkpointing)."""
-    e, bs, h, i = sh.dtype_bytes, b * s, sh.hidden, sh.intermediate
+    e, c, bs, h, i = sh.dtype_bytes, sh.c, b * s, sh.hidden, sh.intermediate
     qd, kvd = sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim
     dims = {"attn_in": h, "ctx": qd, "ffn_in": h, "act": i}
+    outputs = {"q": qd, "k": kvd, "v": kvd, "o": h, "gate": i, "up": i, "down": h}
     le = 4 if tr.lora_fp32 else e
     out = {"attention": 0, "mlp": 0, "norms": 0, "dropout": 0, "lora": 0, "inputs": 0}
+    out |= {"casts": 0} if c != e else {}
     trains = set(tr.full) | set(tr.lora)
 
     def reads(tensor: str, input_rg: bool, shared: bool = False) -> None:
@@ -46,6 +54,9 @@ def layer_saved(
         a dropout-free LoRA), plus each LoRA's dropout mask, dropout output and rank-r input."""
         roles = [r for r, t in ROLES[sh.family].values() if t == tensor]
         n = bs * dims[tensor]
+        if c != e:
+            reads_cast(tensor, roles, n, input_rg, shared)
+            return
         direct = any(r in tr.full for r in roles) or any(
             r in tr.lora and not tr.lora_dropout and le == e for r in roles
         )
@@ -58,6 +69,25 @@ def layer_saved(
             if tr.lora_dropout or le != e:
                 out["lora"] += n * le  # lora_A's input
             out["lora"] += bs * tr.lora[r] * le  # lora_B's input
+
+    def reads_cast(tensor: str, roles: list[str], n: int, input_rg: bool, shared: bool) -> None:
+        """The same under autocast, where each product casts its own copy of its input and
+        weight to the compute dtype: the weight's copy is saved for the input's gradient, the
+        input's for the weight's. A product's output (the attention's, SwiGLU's) is already in
+        that dtype and is saved once."""
+        width, product = dims[tensor], tensor in ("ctx", "act")
+        for r in roles:
+            out["casts"] += width * outputs[r] * c if input_rg else 0
+            out["inputs"] += n * c if r in tr.full and not product else 0
+        kept = any(r in tr.full for r in roles)
+        out["inputs"] += n * c if product and kept and not shared else 0
+        for r in roles:  # PEFT casts the input to the adapter's dtype, then drops out
+            if r not in tr.lora:
+                continue
+            rank = tr.lora[r]
+            out["lora"] += n * le if tr.lora_dropout and input_rg else 0  # the mask
+            out["lora"] += n * c + bs * rank * c  # lora_A's copy of its input, lora_B's input
+            out["casts"] += ((width * rank if input_rg else 0) + rank * outputs[r]) * c
 
     def rg_of(*roles: str) -> bool:
         return any(r in trains for r in roles)
@@ -94,13 +124,13 @@ def layer_saved(
     reads("attn_in", rg)
     att = rg or rg_of("q", "k", "v")
     if att:
-        out["attention"] += bs * (2 * qd + 2 * kvd) * e + b * sh.heads * s * 4
+        out["attention"] += bs * (2 * qd + 2 * kvd) * c + b * sh.heads * s * 4
     reads("ctx", att, shared=True)
     h1 = att or rg_of("o")
     out["norms"] += (norm if h1 else 0) + (bs * h * e if tr.norms else 0)
     reads("ffn_in", h1)
     g, u = h1 or rg_of("gate"), h1 or rg_of("up")
-    out["mlp"] += bs * i * e * (2 * g + u)  # SiLU's input, up's output; SiLU's output
+    out["mlp"] += bs * i * c * (2 * g + u)  # SiLU's input, up's output; SiLU's output
     reads("act", g or u)
     return out
 
@@ -123,7 +153,8 @@ def activation_bytes(
     else:
         pre += bs * 8 if tr.embeddings else 0
         post += bs * h * 4 + bs * 4 + (bs * h * e if tr.norms else 0)  # final norm
-        post += bs * h * e if tr.head else 0  # lm_head's input
+        post += bs * h * sh.c if tr.head else 0  # lm_head's input
+        post += sh.vocab * h * sh.c if sh.c != e else 0  # autocast: lm_head's weight, copied
         post += 0 if checkpointing else 2 * s * sh.head_dim * e  # rotary cos / sin
     # checkpointing keeps each layer's input only
     layers = sh.layers * bs * h * e if checkpointing else first + (sh.layers - 1) * full_layer
@@ -151,9 +182,9 @@ def loss_bytes(sh: Shape, b: int, s: int, targets: int | None = None) -> dict[st
     if sh.kind != "causal":
         return {"forward": 3 * b * sh.num_labels * 4, "backward": 3 * b * sh.num_labels * 4}
     kept = b * target_tokens(s, targets)
-    logits = kept * sh.vocab * sh.dtype_bytes
+    logits = kept * sh.vocab * sh.c
     upcast = kept * sh.vocab * 4
-    copy = upcast if sh.dtype_bytes != 4 else 0
+    copy = upcast if sh.c != 4 else 0
     return {"forward": logits + copy + upcast, "backward": 3 * upcast, "logits": logits}
 
 
@@ -165,7 +196,7 @@ def backward_buffers(sh: Shape, tr: Trainables, b: int, s: int, device: str = "c
     e, bs = sh.dtype_bytes, b * s
     hidden = 2 * bs * sh.hidden * e
     if sh.family != "bert":
-        return 3 * bs * sh.intermediate * e + hidden
+        return 3 * bs * sh.intermediate * sh.c + hidden
     mlp = 2 * bs * sh.intermediate * e + hidden
     if not math_attention(sh, device):
         return mlp
@@ -194,8 +225,9 @@ def estimate(
 ) -> dict:
     """The breakdown (bytes) and the peak, walking the phases of one optimizer step, for
     sequences of `s` tokens ending with `targets` target tokens (`target_tokens`). bf16
-    autocast over float32 weights is not modelled (activations counted in the model's dtype):
-    the result is then marked approximate."""
+    autocast over float32 weights is counted for the llama family (`under_autocast`); for
+    BERT the activations are counted in the weights' dtype and the result marked approximate."""
+    sh = under_autocast(sh, precision)
     acts = activation_bytes(sh, tr, b, s, checkpointing, device)
     loss = loss_bytes(sh, b, s, targets)
     grads, opt = tr.trainable_bytes, 2 * tr.trainable_bytes
@@ -233,8 +265,17 @@ def estimate(
         "phases": phases,
         "peak_phase": phase,
         "peak_bytes": peak,
-        "approximate": sh.approximate or precision == "bf16",
+        "approximate": sh.approximate or (precision == "bf16" and sh.c == sh.dtype_bytes),
     }
+
+
+def under_autocast(sh: Shape, precision: str) -> Shape:
+    """The shape as bf16 autocast over float32 weights runs it: the matrix products give bf16
+    (RMSNorm keeps float32 and the residual stream stays in the weights' dtype). Counted, and
+    checked against autograd under CPU autocast, for the llama family only."""
+    if precision == "bf16" and sh.dtype_bytes == 4 and sh.family == "llama":
+        return replace(sh, compute_bytes=2)
+    return sh
 
 
 def calibrated(at: dict, measured_bytes: float, target: dict) -> dict:

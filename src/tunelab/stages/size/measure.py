@@ -243,7 +243,7 @@ def run_size(
         "microbatch": mb,
         "allocator": _allocator(device),
         "loss_normalisation": LOSS_NORMALISATION,
-        "model_shape": shape_dict(shape, tr),
+        "model_shape": shape_dict(est.under_autocast(shape, precision), tr),  # as counted
     }
     if nproc > 1:
 

@@ -50,6 +50,13 @@ class Shape:
     hidden_dropout: float = 0.0
     dtype_bytes: int = 4
     approximate: bool = False
+    compute_bytes: int | None = None
+    """Bytes per element of what the matrix products give: bf16 autocast over float32 weights
+    (2), else the weights' dtype (None: dtype_bytes)."""
+
+    @property
+    def c(self) -> int:
+        return self.compute_bytes or self.dtype_bytes
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""`tunelab size`: the estimate's parts by hand, the activation count against autograd, the
-probe process, the largest-microbatch search and the advice; run_size end to end (slow)."""
+"""`tunelab size`: the estimate's parts by hand, the activation count against autograd (also
+under bf16 autocast), the estimate against an H200's measurements, the probe process, the
+largest-microbatch search and the advice; run_size end to end (slow)."""
 
 from __future__ import annotations
 
@@ -151,6 +152,69 @@ def test_activation_count_matches_autograd(tiny_bert, tiny_llama, kind, method, 
     measured = saved_bytes(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
     estimated = est.activation_bytes(sh, tr, b, s, checkpointing)["total"]
     assert abs(estimated - measured) <= max(0.02 * measured, 8 * 1024), (estimated, measured)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        LORA_LLAMA,  # q and v, dropout 0.05
+        LoraMethod(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"]),
+        LoraMethod(r=4, alpha=8),  # every linear layer: the products' outputs adapted too
+        FullMethod(),
+    ],
+    ids=["lora-qv", "lora-qv-no-dropout", "lora-all", "full"],
+)
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_activation_count_under_bf16_autocast_matches_autograd(tiny_llama, method, checkpointing):
+    """bf16 autocast over float32 weights: the products' outputs in bf16, each product's own
+    copies of its input and weight, RMSNorm and the residual stream in float32."""
+    torch.manual_seed(0)
+    model = load_causal(ModelSpec(path=str(tiny_llama)), tiny_llama, CPU)
+    model, _ = apply_method(model, method, TaskType.CAUSAL_LM)
+    if checkpointing:
+        enable_checkpointing(model)
+    model.train()
+    sh, tr = describe(model, "causal", 3)
+    b, s = 3, 24
+    ids = torch.randint(5, sh.vocab, (b, s))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        measured = saved_bytes(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    autocast = est.under_autocast(sh, "bf16")
+    estimated = est.activation_bytes(autocast, tr, b, s, checkpointing)["total"]
+    assert abs(estimated - measured) <= max(0.02 * measured, 8 * 1024), (estimated, measured)
+    counted_in_fp32 = est.activation_bytes(sh, tr, b, s, checkpointing)["total"]
+    assert checkpointing or counted_in_fp32 > 1.1 * measured  # what the estimate said before
+    assert not est.estimate(sh, tr, b, s, precision="bf16")["approximate"]
+
+
+def test_the_estimate_gives_what_an_h200_measured_under_bf16_autocast():
+    """bench/gpu_check.sh on one H200 (bench/README.md): a 1.1B Llama (hidden 2048, 16 layers,
+    vocabulary 32,000), LoRA r=16 on q/k/v/o, 2,048 tokens ending in 37 target tokens, bf16
+    autocast over float32 weights; `torch.cuda.max_memory_allocated` of a step."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=32000,
+        tie_word_embeddings=False,
+    )
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    lora = LoraMethod(
+        r=16, alpha=32, dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+    model, _ = apply_method(model, lora, TaskType.CAUSAL_LM)
+    sh, tr = describe(model, "causal", 0)
+    measured_mb = {(2, False): 12234.8, (2, True): 5465.9, (43, False): 135528.8}
+    for (b, checkpointing), mb in measured_mb.items():
+        e = est.estimate(
+            sh, tr, b, 2048, checkpointing, device="cuda", precision="bf16", targets=37
+        )
+        assert abs(e["peak_bytes"] / 2**20 / mb - 1) < 0.03, (b, checkpointing, e["peak_bytes"])
 
 
 def test_checkpointing_with_lora_still_trains_every_adapter(tiny_llama):
