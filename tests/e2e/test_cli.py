@@ -86,6 +86,18 @@ def test_init_then_refuses_to_overwrite(tmp_path, capsys):
     assert code == 2 and "--force" in err["error"]
 
 
+def test_data_says_when_the_texts_went_past_their_memory_budget(make_lab, capsys):
+    lab = str(make_lab())
+    code, report = tl(capsys, "data", "--lab", lab)
+    assert code == 0 and report["cost"]["texts"]["spilled"] is False
+    version = report["version"]
+    assert main(["data", "--lab", lab, "data.texts_in_memory_mb=0.001"]) == 0
+    shown = capsys.readouterr().out
+    assert "went past data.texts_in_memory_mb" in shown and version in shown  # the same version
+    code, report = tl(capsys, "data", "--lab", lab, "data.texts_in_memory_mb=0.001")
+    assert report["cost"]["texts"]["spilled"] is True and report["version"] == version
+
+
 def test_commands_before_data_say_what_to_run(make_lab, capsys):
     code, err = tl(capsys, "baseline", "--lab", str(make_lab()))
     assert code == 2 and "tunelab data" in err["error"]  # the user's to fix: exit 2

@@ -44,8 +44,10 @@ def cmd_data(args):
     status = console.status("data") if console else None
     if status:
         status.start()
+    texts: dict = {}
     try:
-        report = build_data(lab.spec, lab.path, lab.store, say=status.update if status else None)
+        say = status.update if status else None
+        report = build_data(lab.spec, lab.path, lab.store, say=say, texts=texts)
     finally:
         if status:
             status.stop()
@@ -57,6 +59,7 @@ def cmd_data(args):
         "seconds": round(time.perf_counter() - start, 2),
         "peak_memory_gib": round(own / 2**20, 2),
         "worker_peak_memory_gib": round(worker_peak_kib() / 2**20, 2),
+        "texts": texts,  # held in memory, or past data.texts_in_memory_mb on disk
     }
     return report
 

@@ -79,12 +79,15 @@ class Cleaned:
     """Rows whose text each rule changed, in spec order (a repeated rule is `name#2`)."""
 
 
-def apply_cleaning(examples: list[Example], rules: list[CleaningRule]) -> Cleaned:
-    """Apply every rule to every row; all rules are built first so a bad one fails early."""
+def apply_cleaning(
+    examples: list[Example], rules: list[CleaningRule], hold: Callable[[str], Any] = str
+) -> Cleaned:
+    """Apply every rule to every row; all rules are built first so a bad one fails early.
+    `hold`: what a changed row keeps of its new text (`spill.TextSpill.hold`)."""
     built = [(name, make_rule(r, i)) for i, (name, r) in enumerate(_named(rules))]
     out = Cleaned([], [], {name: 0 for name, _ in built})
     for ex in examples:
-        text = ex.text
+        text = original = ex.text
         emptied_by = None
         for name, clean in built:
             new = clean(text)
@@ -95,7 +98,7 @@ def apply_cleaning(examples: list[Example], rules: list[CleaningRule]) -> Cleane
                 emptied_by = name
                 break
         if emptied_by is None:
-            out.examples.append(replace(ex, text=text) if text != ex.text else ex)
+            out.examples.append(replace(ex, body=hold(text)) if text != original else ex)
         else:
             out.rejections.append(
                 ex.reject("empty_after_cleaning", f"text is empty after rule {emptied_by!r}")

@@ -28,7 +28,7 @@ import os
 import re
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from tunelab.core.store import SPLITS
 from tunelab.data import near, near_images
 from tunelab.data.content import DIGEST_BYTES, content_key, normalise
 from tunelab.data.loaders import Example
+from tunelab.data.spill import Texts
 from tunelab.data.split import Splits, in_id_order
 
 __all__ = ["Cluster", "Dedup", "content_key", "deduplicate", "normalise", "pairs_of"]
@@ -106,7 +107,7 @@ def near_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster
     Jaccard similarity reaches `spec.threshold`, in the order of their rows."""
     spec = spec or DedupSpec()
 
-    def pairs(texts: list[str]) -> list[tuple[int, int, float]]:
+    def pairs(texts: Sequence[str]) -> list[tuple[int, int, float]]:
         return near.near_pairs(texts, spec.shingle, spec.num_perm, spec.threshold, normalise)
 
     return _text_clusters(splits, pairs)
@@ -119,7 +120,7 @@ def near_datatrove_clusters(splits: Splits, spec: DedupSpec | None = None) -> li
 
     spec = spec or DedupSpec()
 
-    def pairs(texts: list[str]) -> list[tuple[int, int, float]]:
+    def pairs(texts: Sequence[str]) -> list[tuple[int, int, float]]:
         normalised = [normalise(t) for t in texts]
         with tempfile.TemporaryDirectory(prefix="tunelab-datatrove-") as work:
             return datatrove_pairs(
@@ -134,14 +135,14 @@ def _cores() -> int:
 
 
 def _text_clusters(
-    splits: Splits, find_pairs: Callable[[list[str]], list[tuple[int, int, float]]]
+    splits: Splits, find_pairs: Callable[[Sequence[str]], list[tuple[int, int, float]]]
 ) -> list[Cluster]:
     """The near clusters of the rows from the pairs `find_pairs` finds among their distinct
     texts (one text per normalised text, in row order): every copy of one text of a pair
     with every copy of the other."""
     rows = _rows(splits)
     text, first = _copies(rows)
-    pairs = find_pairs([rows[r][1].text for r in first.tolist()])
+    pairs = find_pairs(Texts([rows[r][1] for r in first.tolist()]))  # read as asked for
     copies = _rows_of(text, np.array([t for a, b, _ in pairs for t in (a, b)], dtype=np.int64))
     clusters = []
     for a, b, similarity in pairs:

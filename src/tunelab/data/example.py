@@ -14,9 +14,11 @@ import numpy as np
 from tunelab.data.batches import map_batches
 from tunelab.data.content import DIGEST_BYTES, content_key, digest, text_digests
 from tunelab.data.formats import Rejection
+from tunelab.data.spill import Texts
 
 if TYPE_CHECKING:
     from tunelab.data.images import ImageInfo
+    from tunelab.data.spill import Spilled
 
 
 @dataclass(slots=True)
@@ -25,7 +27,9 @@ class Example:
     Slotted: a million rows hold their fields, not a dict each."""
 
     id: str
-    text: str
+    body: str | Spilled
+    """The text, or where it waits in the data step's scratch file past the memory budget
+    (`data/spill.py`); read it as `text`."""
     label: str
     file: str
     line: int | None
@@ -45,6 +49,11 @@ class Example:
     key (the sorted JSON list), which the version id hashes."""
 
     _digest: bytes | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        body = self.body
+        return body if isinstance(body, str) else body.read()
 
     @property
     def content_digest(self) -> bytes:
@@ -125,8 +134,7 @@ def compute_digests(examples: Sequence[Example], workers: int | None = None) -> 
     core, `batches.map_batches`): normalising and hashing a million texts one by one was the
     data step's largest cost in its own process."""
     todo = [ex for ex in examples if ex.image is None and ex._digest is None]
-    texts = [ex.text for ex in todo]
-    rows = map_batches(text_digests, texts, (), DIGEST_BYTES, np.uint8, workers)
+    rows = map_batches(text_digests, Texts(todo), (), DIGEST_BYTES, np.uint8, workers)
     for ex, row in zip(todo, rows, strict=True):
         ex._digest = row.tobytes()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,11 +113,14 @@ def read_text_rows(path: Path) -> list[dict]:
     return [{"id": f"doc{i}", "text": p} for i, p in enumerate((p for p in parts if p), 1)]
 
 
-def overlap_warnings(sets: list[GuardSet], train_texts: set[str]) -> list[str]:
-    """Documents of a forgetting set that are also training texts: not held out."""
+def overlap_warnings(sets: list[GuardSet], train_texts: Iterable[str]) -> list[str]:
+    """Documents of a forgetting set that are also training texts: not held out. The train
+    texts are read once, one at a time (a million of them need not be held at once)."""
+    wanted = {r["text"].strip() for s in sets for r in s.rows}
+    found = {t for t in map(str.strip, train_texts) if t in wanted}
     out = []
     for s in sets:
-        shared = sum(r["text"].strip() in train_texts for r in s.rows)
+        shared = sum(r["text"].strip() in found for r in s.rows)
         if shared:
             out.append(
                 f"{shared} of {len(s.rows)} documents of the forgetting set {s.on} are also "

@@ -225,11 +225,13 @@ def load_sources(
     generative: bool = False,
     text_only: bool = False,
     check: RowCheck | None = None,
+    hold: Callable[[str], Any] = str,
 ) -> Loaded:
     """Read every source; ids must be unique across them (later copies are quarantined).
     Every path is checked (`paths.locate`) before any file is read. `text_only` (task
     pretrain): a row needs its text alone, no target. `check` turns each record into an
-    example (default: `check_record`; an image lab's reads the image, `image_rows`)."""
+    example (default: `check_record`; an image lab's reads the image, `image_rows`). `hold`:
+    what an example keeps of its text (`spill.TextSpill.hold`: the text, or its place)."""
     located = [locate(s, i, lab, data.allow_outside_lab) for i, s in enumerate(data.sources)]
     whole = [
         s.type == "hf_dataset" and s.split is None and is_dataset_dict(where.path)
@@ -246,7 +248,7 @@ def load_sources(
         return check_record(rec, data.fields, labels, split, generative, text_only)
 
     for i, (source, where) in enumerate(zip(data.sources, located, strict=True)):
-        rows = _read_source(source, i, where, data.fields, check or check_text, seen, out)
+        rows = _read_source(source, i, where, data.fields, check or check_text, seen, out, hold)
         out.sources.append(
             {
                 "name": source.source_name,
@@ -269,6 +271,7 @@ def _read_source(
     check: RowCheck,
     seen: set[str],
     out: Loaded,
+    hold: Callable[[str], Any] = str,
 ) -> int:
     """Read one source into `out`; return the rows it had (kept or rejected)."""
     rows, labels_as_text, numbers = 0, False, []
@@ -288,6 +291,7 @@ def _read_source(
             else:
                 seen.add(item.id)
                 item.source = name
+                item.body = hold(item.body)
                 out.examples.append(item)
                 labels_as_text |= isinstance(raw, str)
                 if isinstance(raw, int) and not isinstance(raw, bool):

@@ -25,7 +25,7 @@ def example_of(row: dict) -> Example:
     located = bool(file) and line.isdigit()
     return Example(
         id=row["id"],
-        text=row["text"],
+        body=row["text"],
         label=row["label"],
         file=file if located else row["origin"],
         line=int(line) if located else None,

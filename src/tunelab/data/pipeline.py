@@ -40,6 +40,7 @@ from tunelab.data.label_sets import (
 from tunelab.data.label_spelling import unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
+from tunelab.data.spill import TEXTS_IN_MEMORY_MB, TextSpill, text_spill
 from tunelab.data.split import Splits, presplit_examples, split_examples, straddling_groups
 from tunelab.data.usable import check_usable, tally_sources
 from tunelab.data.version import (
@@ -65,24 +66,43 @@ def _quiet(_: str) -> None:
 
 
 def build_data(
-    spec: Spec, lab: Path, store: Store, current: bool = True, say: Say | None = None
+    spec: Spec,
+    lab: Path,
+    store: Store,
+    current: bool = True,
+    say: Say | None = None,
+    texts: dict | None = None,
 ) -> dict[str, Any]:
     """Build (or find) the data version the spec describes, make it current (unless not
     `current`: an ablation's version, handed to its runs instead), return its report. The test
     split is written and hashed; the report holds only its counts. `say` hears each stage as
-    it begins (a million rows take minutes)."""
+    it begins (a million rows take minutes). `texts`, when given, is filled with where the
+    rows' texts were held (`spill.TextSpill.summary`)."""
     check_image_spec(spec)  # image sources for an image lab, text ones otherwise
     say = say or _quiet
-    if not spec.images:
-        return _build(spec, Path(lab), store, current, say)
-    with staged_images(store) as staging:
-        return _build(spec, Path(lab), store, current, say, staging)
+    budget = spec.data.texts_in_memory_mb or TEXTS_IN_MEMORY_MB
+    with text_spill(store.data_dir("staging").parent, budget) as spill:
+        if not spec.images:
+            report = _build(spec, Path(lab), store, current, say, spill)
+        else:
+            with staged_images(store) as staging:
+                report = _build(spec, Path(lab), store, current, say, spill, staging)
+    if texts is not None:  # this build's, not the stored report's: the budget is a setting
+        texts.update(spill.summary())
+    return report
 
 
 def _build(
-    spec: Spec, lab: Path, store: Store, current: bool, say: Say, staging: Path | None = None
+    spec: Spec,
+    lab: Path,
+    store: Store,
+    current: bool,
+    say: Say,
+    spill: TextSpill,
+    staging: Path | None = None,
 ) -> dict[str, Any]:
-    """`build_data`; `staging`: where an image lab's accepted images wait for the version."""
+    """`build_data`; `spill`: where texts past the memory budget wait; `staging`: where an
+    image lab's accepted images wait for the version."""
     data = spec.data
     say(f"data: reading {len(data.sources)} source(s)")
     for i, rule in enumerate(data.cleaning):
@@ -97,9 +117,10 @@ def _build(
     if multilabel:
         check = label_set_check(data.fields, spec.task)
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
-    loaded = load_sources(data, task_labels, lab, generative, text_only, check)
+    loaded = load_sources(data, task_labels, lab, generative, text_only, check, spill.hold)
+    spill.hold_all(loaded.examples)  # past the budget, the first texts read go to disk too
     say(f"data: cleaning {len(loaded.examples):,} rows")
-    cleaned = apply_cleaning(loaded.examples, data.cleaning)
+    cleaned = apply_cleaning(loaded.examples, data.cleaning, spill.hold)
     loaded.examples = []  # the texts before cleaning: each text is held once, not twice
     unify = unify_set_spellings if multilabel else unify_label_spellings
     cleaned.examples = unify(cleaned.examples, [r.rule for r in data.cleaning])
@@ -152,7 +173,7 @@ def _build(
     warnings = check_usable(manifest, spec) + long_warnings  # refuses unusable data
     warnings += _warnings(spec, dedup.splits, len(conflicts.groups), loaded.presplit, seen)
     if guard:
-        warnings += overlap_warnings(guard, {ex.text.strip() for ex in dedup.splits["train"]})
+        warnings += overlap_warnings(guard, (ex.text for ex in dedup.splits["train"]))
     report = {
         "version": version,
         "new": new,

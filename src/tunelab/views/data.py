@@ -42,6 +42,13 @@ def data(report: dict, console: Console) -> None:
             f"{cost['peak_memory_gib']:.2f} GiB"
             + (f" (+ {workers:.2f} GiB in each signature worker)" if workers else "")
         )
+        texts = cost.get("texts") or {}
+        if texts.get("spilled"):
+            console.print(
+                f"  the texts went past data.texts_in_memory_mb ({texts['budget_mb']:,.0f} MB): "
+                f"{texts['spilled_mb']:,.0f} MB of them waited in a scratch file, read back as "
+                "needed"
+            )
     if report["quarantined"]:
         reasons = ", ".join(f"{k} {v}" for k, v in q["reasons"].items())
         console.print(f"  quarantine: {reasons} -> {q['file']}")

@@ -1,7 +1,8 @@
 """The data step gives the answers it gave before it was made to scale (commit 2c7192e): the
 same version and rows ids, duplicates and quarantine, on the demo's corpus and on a grouped lab
 read from two files out of id order. The ids below were computed by that commit's code; a
-change that moves them changes every user's data versions, and must say so."""
+change that moves them changes every user's data versions, and must say so. Each also with its
+texts past a tiny `data.texts_in_memory_mb`, so that they wait on disk (`data/spill.py`)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,34 @@ import random
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news
 
+SPILL = pytest.mark.parametrize("budget_mb", [None, 0.05], ids=["in-memory", "spilled"])
 
-def test_the_demo_corpus_keeps_its_version_and_duplicates(tmp_path: Path) -> None:
+
+def build(data: dict, lab: Path, budget_mb: float | None) -> dict:
+    """The data step's report; `budget_mb`: the texts' memory budget (None: the default)."""
+    if budget_mb is not None:
+        data = data | {"texts_in_memory_mb": budget_mb}
+    texts: dict = {}
+    spec = validate_spec({"data": data, "model": {"path": "x"}})
+    report = build_data(spec, lab, Store(lab), texts=texts)
+    assert texts["spilled"] == (budget_mb is not None)
+    assert not list((lab / ".tunelab" / "data").glob(".texts-*"))  # the scratch file is gone
+    return report
+
+
+@SPILL
+def test_the_demo_corpus_keeps_its_version_and_duplicates(tmp_path: Path, budget_mb) -> None:
     shutil.copytree(bbc_news(), tmp_path / "bbcnews")  # inside the lab: the spec's path is
     source = {"type": "folder", "path": "bbcnews"}  # the same wherever the corpus is installed
     rules = [{"rule": "unicode_nfkc"}, {"rule": "whitespace"}]
-    data = {"sources": [source], "cleaning": rules}
-    report = build_data(
-        validate_spec({"data": data, "model": {"path": "x"}}), tmp_path, Store(tmp_path)
-    )
+    report = build({"sources": [source], "cleaning": rules}, tmp_path, budget_mb)
     assert (report["version"], report["rows_id"]) == ("1db568b3cd5c", "21ab41a047c8")
     assert (report["kept"], report["duplicates_removed"], report["quarantined"]) == (2083, 141, 1)
     assert report["duplicates"]["counts"] == {
@@ -41,7 +56,8 @@ def test_the_demo_corpus_keeps_its_version_and_duplicates(tmp_path: Path) -> Non
     }
 
 
-def test_a_grouped_lab_in_two_shuffled_files_keeps_its_version(tmp_path: Path) -> None:
+@SPILL
+def test_a_grouped_lab_in_two_shuffled_files_keeps_its_version(tmp_path: Path, budget_mb) -> None:
     rng = random.Random(3)
     words = [f"w{i}" for i in range(3000)]
     rows = [
@@ -68,9 +84,7 @@ def test_a_grouped_lab_in_two_shuffled_files_keeps_its_version(tmp_path: Path) -
         (tmp_path / "data" / f"part{k}.jsonl").write_text(text)
     sources = [{"type": "jsonl", "path": f"data/part{k}.jsonl"} for k in range(2)]
     data = {"sources": sources, "fields": {"id": "id", "group": "group"}}
-    report = build_data(
-        validate_spec({"data": data, "model": {"path": "x"}}), tmp_path, Store(tmp_path)
-    )
+    report = build(data, tmp_path, budget_mb)
     assert (report["version"], report["rows_id"]) == ("11baa051accd", "e34a7baefdb4")
     assert (report["kept"], report["duplicates_removed"], report["quarantined"]) == (1502, 58, 0)
     assert report["duplicates"]["counts"] == {
