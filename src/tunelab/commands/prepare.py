@@ -8,6 +8,7 @@ from tunelab.commands.opening import (
     needs_targets,
     needs_usable,
     opened,
+    opened_records,
     progress,
 )
 from tunelab.commands.table import arg, command
@@ -38,7 +39,7 @@ def cmd_data(args):
 
     from tunelab.data import build_data
 
-    lab = opened(args)
+    lab = opened_records(args)  # no device: the data step needs none, and torch is not loaded
     start = time.perf_counter()
     console = progress(args)
     status = console.status("data") if console else None
