@@ -43,13 +43,16 @@ print(json.dumps(out))
 
 def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_path, tiny_bert):
     """`--help`, `runs`, `compare`, `invalidate` and the spec checks refuse (or answer) without
-    importing torch: a refusal does not wait for a model's libraries to load."""
+    importing torch: a refusal does not wait for a model's libraries to load. `data` builds its
+    version without it too (torch alone would be a fifth of a GiB of its memory)."""
     spec = {"data": {"sources": [{"type": "jsonl", "path": "d.jsonl"}]}, "model": {}}
     spec["model"]["path"] = str(tiny_bert)
     bare, planned = tmp_path / "bare", tmp_path / "planned"
     for lab, extra in ((bare, {}), (planned, PLAN)):
         lab.mkdir()
         (lab / "tunelab.yaml").write_text(json.dumps({**spec, **extra}))
+    rows = [{"text": f"document {i} about {'ab'[i % 2]}", "label": "ab"[i % 2]} for i in range(40)]
+    (bare / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     b, p = ["--lab", str(bare)], ["--lab", str(planned)]
     commands = [
         (["--help"], 0),
@@ -57,6 +60,7 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
         (["compare", "--help"], 0),
         (["compare", *b], 2),  # no data version yet
         (["invalidate", "r001", "--why", "x", *b], 2),  # no such run
+        (["data", *b], 0),
         (["run", *b], 2),  # no hypothesis, no guardrails
         (["run", *b, "training.lr=abc"], 2),  # an override that is not a number
         (["run", *p, "method.target_modules=[q_proj]"], 2),  # BERT has query/key/value
