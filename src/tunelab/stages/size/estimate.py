@@ -154,7 +154,8 @@ def activation_bytes(
         pre += bs * 8 if tr.embeddings else 0
         post += bs * h * 4 + bs * 4 + (bs * h * e if tr.norms else 0)  # final norm
         post += bs * h * sh.c if tr.head else 0  # lm_head's input
-        post += sh.vocab * h * sh.c if sh.c != e else 0  # autocast: lm_head's weight, copied
+        outputs = sh.vocab if sh.kind == "causal" else sh.num_labels  # lm_head, or score
+        post += outputs * h * sh.c if sh.c != e else 0  # autocast: the head's weight, copied
         post += 0 if checkpointing else 2 * s * sh.head_dim * e  # rotary cos / sin
     # checkpointing keeps each layer's input only
     layers = sh.layers * bs * h * e if checkpointing else first + (sh.layers - 1) * full_layer

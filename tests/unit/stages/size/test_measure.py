@@ -165,16 +165,23 @@ def test_activation_count_matches_autograd(tiny_bert, tiny_llama, kind, method, 
     ids=["lora-qv", "lora-qv-no-dropout", "lora-all", "full"],
 )
 @pytest.mark.parametrize("checkpointing", [False, True])
-def test_activation_count_under_bf16_autocast_matches_autograd(tiny_llama, method, checkpointing):
+@pytest.mark.parametrize("kind", ["causal", "encoder"])  # encoder: Llama's sequence classifier
+def test_activation_count_under_bf16_autocast_matches_autograd(
+    tiny_llama, method, checkpointing, kind
+):
     """bf16 autocast over float32 weights: the products' outputs in bf16, each product's own
     copies of its input and weight, RMSNorm and the residual stream in float32."""
     torch.manual_seed(0)
-    model = load_causal(ModelSpec(path=str(tiny_llama)), tiny_llama, CPU)
-    model, _ = apply_method(model, method, TaskType.CAUSAL_LM)
+    spec = ModelSpec(path=str(tiny_llama))
+    if kind == "causal":
+        model, task = load_causal(spec, tiny_llama, CPU), TaskType.CAUSAL_LM
+    else:
+        model, task = load_classifier(spec, tiny_llama, ["a", "b", "c"], CPU), TaskType.SEQ_CLS
+    model, _ = apply_method(model, method, task)
     if checkpointing:
         enable_checkpointing(model)
     model.train()
-    sh, tr = describe(model, "causal", 3)
+    sh, tr = describe(model, kind, 3)
     b, s = 3, 24
     ids = torch.randint(5, sh.vocab, (b, s))
     with torch.autocast("cpu", dtype=torch.bfloat16):
