@@ -188,3 +188,10 @@ def test_models_run_their_own_code_not_kernels_from_the_hub(tmp_path, monkeypatc
     monkeypatch.setenv("USE_HUB_KERNELS", "YES")
     main(["runs", "--lab", str(tmp_path), "--json"])
     assert os.environ["USE_HUB_KERNELS"] == "YES"
+    from tunelab.core.spec import ModelSpec
+    from tunelab.modeling.model import load_causal
+
+    monkeypatch.delenv("USE_HUB_KERNELS")  # tunelab's loaders, outside the CLI, ask for none
+    assert not load_causal(
+        ModelSpec(path=str(tiny_llama)), tiny_llama, pick_device("cpu")
+    ).use_kernels

@@ -95,8 +95,11 @@ def weights_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
 
 def attention_kwargs(spec: ModelSpec) -> dict:
     """`attn_implementation` when the spec names one (`model.attention`), else transformers'
-    own choice."""
-    return {} if spec.attention == "auto" else {"attn_implementation": spec.attention}
+    own choice; and the model's own torch code, never kernels transformers would fetch from
+    the Hub for CUDA (offline that load fails; `tunelab.load_bundle` in a user's process
+    too, where the CLI's `USE_HUB_KERNELS=NO` is not set)."""
+    own = {"use_kernels": False}
+    return own if spec.attention == "auto" else {**own, "attn_implementation": spec.attention}
 
 
 def load_encoder(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrainedModel:
