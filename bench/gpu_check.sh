@@ -43,7 +43,7 @@ set -euo pipefail
 usage() {
     cat <<'EOF'
 usage: bash bench/gpu_check.sh [--quick] [--cpu] [--steps N] [--seq-len L] [--results DIR]
-                               [--keep DIR]
+                               [--keep DIR] [--methods "lora full"]
 
 tunelab on this machine's CUDA GPUs: builds a Llama-style model from its config (random
 weights) and two generative labs (LoRA, full; bf16 autocast) with synthetic documents, runs
@@ -60,6 +60,8 @@ one markdown table: tokens/s (total, per rank), MFU, rank 0's peak memory, size'
   --results DIR  where the commands' JSON and logs go (default bench/.cache/gpu-check-TIME)
   --keep DIR     build the model and labs in DIR and keep them (default: a temporary folder,
                  removed at the end)
+  --methods M    the methods to run, in order (default "lora full"; "full" alone when a
+                 short lease must reach the full fine-tune's rows)
   -h, --help     this text
 
 Python: the first of $VENV, .venv and $TMPDIR/tunelab-venv-cuda whose torch sees CUDA and
@@ -72,7 +74,7 @@ Exits 2 with "no CUDA GPU: this check needs one" where nvidia-smi or CUDA is mis
 EOF
 }
 
-QUICK=0 CPU=0 STEPS="" SEQ="" RESULTS="" KEEP=""
+QUICK=0 CPU=0 STEPS="" SEQ="" RESULTS="" KEEP="" METHODS="lora full"
 while (($#)); do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -81,10 +83,18 @@ while (($#)); do
     --seq-len) SEQ="${2:?--seq-len needs a number}"; shift ;;
     --results) RESULTS="${2:?--results needs a folder}"; shift ;;
     --keep) KEEP="${2:?--keep needs a folder}"; shift ;;
+    --methods) METHODS="${2:?--methods needs a list such as \"lora full\"}"; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
     shift
+done
+
+for METHOD in $METHODS; do
+    case "$METHOD" in
+    lora | full) ;;
+    *) echo "gpu_check.sh: unknown method '$METHOD' in --methods (lora, full)" >&2; exit 2 ;;
+    esac
 done
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." # the repository root
@@ -205,7 +215,7 @@ except Exception:
 
 TUNELAB=("$PY" -m tunelab.cli)
 TORCHRUN=("$PY" -m torch.distributed.run --standalone --nproc_per_node "$NGPU")
-for METHOD in lora full; do
+for METHOD in $METHODS; do
     LAB="$WORK/lab-$METHOD"
     echo "$METHOD:"
     if ! "${TUNELAB[@]}" data --lab "$LAB" --json >"$RESULTS/data-$METHOD.json" \
