@@ -152,7 +152,7 @@ def trl_run(job: dict) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from tunelab.core.lab import open_lab
-    from tunelab.modeling.model import DTYPES, attention_kwargs, resolve_path
+    from tunelab.modeling.model import DTYPES, compute_kwargs, resolve_path
     from tunelab.modeling.render import lab_renderer
     from tunelab.training.evaluate import evaluate_rows
     from tunelab.training.loop import total_steps
@@ -174,7 +174,7 @@ def trl_run(job: dict) -> dict:
     )
     torch.manual_seed(spec.training.seed)  # LoRA's A matrices are drawn when PEFT wraps
     model = AutoModelForCausalLM.from_pretrained(
-        base, dtype=DTYPES[spec.model.dtype], use_safetensors=True, **attention_kwargs(spec.model)
+        base, dtype=DTYPES[spec.model.dtype], use_safetensors=True, **compute_kwargs(spec.model)
     )
     trainer = same_schedule_trainer(spec, steps)(
         model=model,

@@ -176,7 +176,7 @@ class DataSpec(_Section):
     texts_in_memory_mb: float | None = Field(None, gt=0)
     """How many MB of the rows' texts the data step holds in memory (default 1024); past it
     they wait in a scratch file of the lab's store and are read back as each step needs them
-    (slower, the same answers). What the step used is in its report's `memory`."""
+    (slower, the same answers). Where they were: `tunelab data`'s `cost.texts`."""
     engine: Literal["local", "datatrove"] = "local"
     """What finds near-duplicate texts: `local`, this process and its cores (millions of rows
     on one machine), or HF's `datatrove` MinHash pipeline in stages on disk (its local

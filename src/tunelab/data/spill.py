@@ -49,7 +49,7 @@ class TextSpill:
     def __init__(self, folder: Path, budget: int):
         self.folder, self.budget = folder, budget
         self.path: Path | None = None  # made when the first text goes past the budget
-        self.held = 0  # bytes of text kept in memory so far
+        self.held = 0  # characters of text kept in memory so far
         self.spilling = False
         self._fd: int | None = None
         self._buffer: list[bytes] = []

@@ -88,16 +88,17 @@ def weights_kwargs(spec: ModelSpec, path: Path, lab: Path) -> dict:
     return {
         "use_safetensors": True,
         "dtype": DTYPES[spec.dtype],
-        **attention_kwargs(spec),
+        **compute_kwargs(spec),
         **lab_remote_kwargs(spec, path, lab),
     }
 
 
-def attention_kwargs(spec: ModelSpec) -> dict:
-    """`attn_implementation` when the spec names one (`model.attention`), else transformers'
-    own choice; and the model's own torch code, never kernels transformers would fetch from
-    the Hub for CUDA (offline that load fails; `tunelab.load_bundle` in a user's process
-    too, where the CLI's `USE_HUB_KERNELS=NO` is not set)."""
+def compute_kwargs(spec: ModelSpec) -> dict:
+    """How the loaded model computes: `attn_implementation` when the spec names one
+    (`model.attention`), else transformers' own choice; and the model's own torch code, never
+    kernels transformers would fetch from the Hub for CUDA (offline that load fails;
+    `tunelab.load_bundle` in a user's process too, where the CLI's `USE_HUB_KERNELS=NO` is
+    not set)."""
     own = {"use_kernels": False}
     return own if spec.attention == "auto" else {**own, "attn_implementation": spec.attention}
 
@@ -320,7 +321,7 @@ def load_trained(
     if (weights / "adapter_config.json").exists():
         return PeftModel.from_pretrained(load_causal(spec, lab, device), weights).to(device).eval()
     model = AutoModelForCausalLM.from_pretrained(
-        weights, dtype=DTYPES[spec.dtype], use_safetensors=True, **attention_kwargs(spec)
+        weights, dtype=DTYPES[spec.dtype], use_safetensors=True, **compute_kwargs(spec)
     )
     return model.to(device).eval()
 
@@ -348,6 +349,6 @@ def load_trained_classifier(
         return PeftModel.from_pretrained(load(spec, lab, labels, device), weights).to(device).eval()
     auto = AutoModelForImageClassification if image else AutoModelForSequenceClassification
     model = auto.from_pretrained(
-        weights, dtype=DTYPES[spec.dtype], use_safetensors=True, **attention_kwargs(spec)
+        weights, dtype=DTYPES[spec.dtype], use_safetensors=True, **compute_kwargs(spec)
     )
     return model.to(device).eval()

@@ -127,6 +127,21 @@ def saved_bytes(model, batch: dict) -> int:
     return sum(seen.values())
 
 
+def counted_and_saved(model, kind: str, checkpointing: bool, precision: str = "fp32"):
+    """The estimate's activation count for 3 sequences of 24 tokens, and what autograd saves
+    for them in training mode (under bf16 autocast when `precision` is bf16)."""
+    if checkpointing:
+        enable_checkpointing(model)
+    model.train()
+    sh, tr = describe(model, kind, 3)
+    b, s = 3, 24
+    ids = torch.randint(5, sh.vocab, (b, s))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        saved = saved_bytes(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    counted = est.activation_bytes(est.under_autocast(sh, precision), tr, b, s, checkpointing)
+    return counted["total"], saved, (sh, tr, b, s)
+
+
 @pytest.mark.parametrize("kind", ["encoder", "causal"])
 @pytest.mark.parametrize("method", ["lora", "full"])
 @pytest.mark.parametrize("checkpointing", [False, True])
@@ -143,14 +158,7 @@ def test_activation_count_matches_autograd(tiny_bert, tiny_llama, kind, method, 
             TaskType.CAUSAL_LM,
         )
     model, _ = apply_method(model, lora if method == "lora" else FullMethod(), task)
-    if checkpointing:
-        enable_checkpointing(model)
-    model.train()
-    sh, tr = describe(model, kind, 3)
-    b, s = 3, 24
-    ids = torch.randint(5, sh.vocab, (b, s))
-    measured = saved_bytes(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
-    estimated = est.activation_bytes(sh, tr, b, s, checkpointing)["total"]
+    estimated, measured, _ = counted_and_saved(model, kind, checkpointing)
     assert abs(estimated - measured) <= max(0.02 * measured, 8 * 1024), (estimated, measured)
 
 
@@ -178,16 +186,7 @@ def test_activation_count_under_bf16_autocast_matches_autograd(
     else:
         model, task = load_classifier(spec, tiny_llama, ["a", "b", "c"], CPU), TaskType.SEQ_CLS
     model, _ = apply_method(model, method, task)
-    if checkpointing:
-        enable_checkpointing(model)
-    model.train()
-    sh, tr = describe(model, kind, 3)
-    b, s = 3, 24
-    ids = torch.randint(5, sh.vocab, (b, s))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        measured = saved_bytes(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
-    autocast = est.under_autocast(sh, "bf16")
-    estimated = est.activation_bytes(autocast, tr, b, s, checkpointing)["total"]
+    estimated, measured, (sh, tr, b, s) = counted_and_saved(model, kind, checkpointing, "bf16")
     assert abs(estimated - measured) <= max(0.02 * measured, 8 * 1024), (estimated, measured)
     counted_in_fp32 = est.activation_bytes(sh, tr, b, s, checkpointing)["total"]
     assert checkpointing or counted_in_fp32 > 1.1 * measured  # what the estimate said before
