@@ -20,6 +20,7 @@ from tunelab.core.errors import (
     TrainingInterrupted,
     TunelabError,
     disk_full,
+    out_of_memory,
     stop_cause,
 )
 from tunelab.core.stopping import interrupt_on_signals
@@ -102,8 +103,9 @@ def _main(argv: list[str] | None) -> int:
         _error(args, str(err))
         return EXIT_USAGE
     except Exception as err:  # a bug or a broken environment: say so, traceback on request
-        if full := disk_full(err):  # no space: the user's to fix, and nothing was corrupted
-            _error(args, str(full))
+        # no space, no memory: the user's to fix (and nothing was corrupted)
+        if resource := disk_full(err) or out_of_memory(err):
+            _error(args, str(resource))
             return EXIT_USAGE
         debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
         if debug:

@@ -94,6 +94,29 @@ def test_a_crash_is_recorded_as_failed_with_its_traceback(make_lab, capsys, monk
     assert record["status"] == "failed" and "RuntimeError: the GPU caught fire" in record["error"]
 
 
+def test_running_out_of_memory_is_failed_and_says_what_to_lower(make_lab, capsys, monkeypatch):
+    import torch
+
+    lab = make_lab()
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError(
+            "CUDA out of memory. Tried to allocate 1024.00 MiB. GPU 0 has a total capacity of "
+            "139.80 GiB of which 253.12 MiB is free. Of the allocated memory 138.54 GiB is "
+            "allocated by PyTorch. See documentation for Memory Management  (https://docs...)"
+        )
+
+    monkeypatch.setattr("tunelab.stages.run.variant.train", out_of_memory)
+    code, err = tl(capsys, "run", "--lab", str(lab))
+    assert code == 2 and not err["internal"]  # the user's to fix, as a full disk is
+    assert err["error"].startswith("out of memory (CUDA out of memory. Tried to allocate 1024")
+    assert "allocated by PyTorch)" in err["error"] and "https" not in err["error"]
+    assert "training.microbatch" in err["error"] and "tunelab size" in err["error"]
+    (record,) = [json.loads(p.read_text()) for p in lab.glob(".tunelab/runs/*/record.json")]
+    assert record["status"] == "failed" and "OutOfMemoryError" in record["error"]
+
+
 def test_invalidate_keeps_the_run_with_its_reason(make_lab, capsys):
     lab = str(make_lab())
     tl(capsys, "data", "--lab", lab)

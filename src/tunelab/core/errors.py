@@ -5,6 +5,8 @@
   2. It is a `ValueError`, so library callers that catch bad input as `ValueError` still do.
   A write that fails because the disk is full or a file-size limit was hit is one too
   (`disk_full` turns the `OSError` into a `DiskFullError`): the user frees space and reruns.
+  So is running out of memory (`out_of_memory`: torch's `OutOfMemoryError` on a GPU, Python's
+  `MemoryError`): the user takes a smaller microbatch, checkpointing or shorter examples.
 - Anything else that escapes a stage is a bug or an environment failure: the CLI exits 1 with a
   one-line summary, and prints the traceback with `--debug` (or `TUNELAB_DEBUG=1`).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import sys
 from pathlib import Path
 
 
@@ -83,6 +86,32 @@ def disk_full(err: BaseException) -> DiskFullError | None:
                 "place, so each record holds its last whole version (an open run is recorded "
                 "as failed, or shown as lost if even that could not be written). Free space or "
                 "raise the limit, then run the command again."
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class OutOfMemory(TunelabError):
+    """The device (or the host) ran out of memory for what the spec asks."""
+
+
+def out_of_memory(err: BaseException) -> OutOfMemory | None:
+    """`err` as an OutOfMemory when it (or an error it came from) is torch's
+    `OutOfMemoryError` or Python's `MemoryError`; None for any other error. torch is looked
+    up, never imported: a command that did not load it cannot have run out in it."""
+    torch = sys.modules.get("torch")
+    kinds = (MemoryError,) + ((torch.OutOfMemoryError,) if torch is not None else ())
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, kinds):
+            said = str(seen).split(" See documentation")[0].strip().rstrip(".") or "no detail"
+            return OutOfMemory(
+                f"out of memory ({said}). A run that was open is recorded as failed. Ask for "
+                "less: `tunelab size` finds the largest microbatch that fits; lower "
+                "training.microbatch (training.global_batch is kept by accumulating "
+                "microbatches), set training.activation_checkpointing: true, shorten "
+                "model.max_length, or lower evaluation.batch_size if it ran out while "
+                "evaluating."
             )
         seen = seen.__cause__ or seen.__context__
     return None
