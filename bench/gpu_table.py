@@ -29,8 +29,9 @@ it; STRATEGY is `single` or `largest` for one process: microbatch 2, or the larg
   table says how much they would add.
 - peak memory: rank 0's `torch.cuda.max_memory_allocated` during training (the run record's
   `training.peak_memory_mb`; the other ranks are not recorded).
-- estimate: `tunelab size`'s estimate of one process's peak at the same sequence length and
-  microbatch (size's `estimate` at microbatch 2; at the largest microbatch, the estimate size
+- estimate: `tunelab size`'s estimate of one process's peak at the same sequence length,
+  microbatch and accumulation (at microbatch 2 its variant that accumulates as the run does,
+  which holds the gradients between microbatches; at the largest microbatch, the estimate size
   gives with it: `largest_microbatch.estimated_mb`). It models one process: for
   ddp a replica (plus DDP's gradient buckets), for fsdp the unsharded figure, marked so.
 """
@@ -214,13 +215,17 @@ def rows_of(results: Path) -> tuple[list[dict], list[str]]:
         + (f"{peak:g} TFLOP/s (datasheet)" if peak else "unknown (not in PEAK_TFLOPS)")
     ]
     sizes = {m: read_json(results / f"size-{m}.json") for m in METHODS}
-    estimates = {}  # (method, microbatch) -> MiB
+    estimates = {}  # (method, microbatch, accumulation per rank) -> MiB
     for method, s in sizes.items():
         if s and "estimate" in s:
-            estimates[(method, s["microbatch"])] = s["estimate"]["peak_mb"]
+            estimates[(method, s["microbatch"], 1)] = s["estimate"]["peak_mb"]
+            for v in s.get("variants") or []:  # accumulating keeps the gradients: more
+                if not v["checkpointing"] and v.get("estimated_peak_mb"):
+                    key = (method, v["microbatch"], v["accumulation"])
+                    estimates[key] = v["estimated_peak_mb"]
             big = s.get("largest_microbatch") or {}
             if big.get("estimated_mb"):
-                estimates[(method, big["value"])] = big["estimated_mb"]
+                estimates[(method, big["value"], 1)] = big["estimated_mb"]
     for method in METHODS:
         check_path = results / f"check-{method}.json"
         check = read_json(check_path)
@@ -264,7 +269,7 @@ def rows_of(results: Path) -> tuple[list[dict], list[str]]:
         per_rank = total / int(nproc)
         fpt, how = flops_per_token(record, model)
         mfu = fpt * per_rank / (peak * 1e12) if peak else None
-        estimate = estimates.get((method, t["microbatch"]))
+        estimate = estimates.get((method, t["microbatch"], t["accumulation"]))
         rows.append(
             row
             | {

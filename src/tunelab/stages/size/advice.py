@@ -65,8 +65,9 @@ def largest_microbatch(base, estimate_mb, overhead, limit_mb, device, say, probe
         value = r["max_microbatch"]
         return {
             "value": value,
-            "budget_mb": round(r["device_free_mb"], 1),
-            "budget": "free device memory",
+            "budget_mb": round(r["device_free_mb"] - r["headroom_mb"], 1),
+            "budget": f"free device memory, {r['device_free_mb']:,.0f} MiB, less "
+            f"{r['headroom_mb']:,.0f} MiB held back for what a run holds beyond a try",
             "method": "tried, out-of-memory caught",
             "estimated_mb": estimate_mb(value, 1, False, overhead)["peak_mb"] if value else None,
             "tried": r["tried"],

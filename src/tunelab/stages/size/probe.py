@@ -203,12 +203,13 @@ def _vocab(model) -> int:
     return int(base.config.vocab_size)
 
 
-def make_step(model, examples: list, args: dict[str, Any], device):
+def make_step(model, examples: list, args: dict[str, Any], device, optimizer=None):
     """`training.step.train_step` over `examples` in microbatches, the batches built once
-    (so the timed step is the step alone): the step `tunelab run` takes."""
-    from tunelab.training.step import loss_weight, make_batch, make_optimizer, train_step
+    (so the timed step is the step alone): the step `tunelab run` takes. `optimizer`: the
+    (params, optimizer) of `new_optimizer` to step (default a new one)."""
+    from tunelab.training.step import loss_weight, make_batch, train_step
 
-    params, optimizer = make_optimizer(model, args.get("lr", 1e-5), args.get("weight_decay", 0.0))
+    params, optimizer = optimizer or new_optimizer(model, args)
     mb = int(args["microbatch"])
     batches = [make_batch(examples[i : i + mb], 0, device) for i in range(0, len(examples), mb)]
     denominator = sum(loss_weight(e) for e in examples)
@@ -218,6 +219,13 @@ def make_step(model, examples: list, args: dict[str, Any], device):
         train_step(model, optimizer, params, batches, denominator, device, precision, clip)
 
     return step
+
+
+def new_optimizer(model, args: dict[str, Any]):
+    """(params, optimizer) as `tunelab run` makes them, from the probe's arguments."""
+    from tunelab.training.step import make_optimizer
+
+    return make_optimizer(model, args.get("lr", 1e-5), args.get("weight_decay", 0.0))
 
 
 def measure_steps(model, args: dict[str, Any], device, vocab: int | None = None) -> dict[str, Any]:
@@ -310,18 +318,33 @@ def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
     }
 
 
+HEADROOM = 0.05
+"""The share of free device memory a try may not use: a run's own allocations beyond the step
+(the caching allocator's pools, cuBLAS's workspaces, its data). On an H200 a full fine-tune of a
+1.1B Llama passed a try at microbatch 30 with 135 GiB free, and the run at 30 ran out."""
+
+
 def max_microbatch(model, args: dict[str, Any], device) -> dict[str, Any]:
-    """CUDA: double the microbatch until a step runs out of memory, then bisect."""
+    """CUDA: double the microbatch until a step runs out of memory, then bisect. Every try
+    steps one optimizer whose state a first step at microbatch 1 created: in a run AdamW's
+    state (twice the trainable weights in float32) is held through every step after the
+    first, so a try without it would pass a microbatch the run cannot take. And `HEADROOM` of
+    the free memory is held back while trying: a run holds a little more than a try."""
     import torch
 
     vocab, tried = _vocab(model), {}
     free, total = torch.cuda.mem_get_info(device)
+    optimizer = new_optimizer(model, args)
+    make_step(
+        model, synthetic_examples(args, vocab, 1), args | {"microbatch": 1}, device, optimizer
+    )()
+    model.zero_grad(set_to_none=True)
+    held_back = torch.empty(int(free * HEADROOM), dtype=torch.uint8, device=device)
 
     def fits(mb: int) -> bool:
         try:
-            make_step(
-                model, synthetic_examples(args, vocab, mb), args | {"microbatch": mb}, device
-            )()
+            examples = synthetic_examples(args, vocab, mb)
+            make_step(model, examples, args | {"microbatch": mb}, device, optimizer)()
             tried[mb] = True
         except torch.cuda.OutOfMemoryError:
             tried[mb] = False
@@ -336,11 +359,13 @@ def max_microbatch(model, args: dict[str, Any], device) -> dict[str, Any]:
     while bad <= cap and bad - good > 1:
         mid = (good + bad) // 2
         good, bad = (mid, bad) if fits(mid) else (good, mid)
+    del held_back
     return {
         "max_microbatch": good,
         "tried": tried,
         "device_total_mb": total / 2**20,
         "device_free_mb": free / 2**20,
+        "headroom_mb": free * HEADROOM / 2**20,
     }
 
 
