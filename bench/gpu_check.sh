@@ -27,8 +27,9 @@
 #   - MFU counts 6·N FLOPs per token for full fine-tuning and ≈4·N for LoRA ...
 #
 # Rows: 1 GPU (strategy —) for lora and full, at microbatch 2 and at the largest microbatch
-# `tunelab size` finds (it tries microbatches until CUDA runs out of memory, one microbatch per
-# optimizer step, and gives its estimate at the microbatch found; that run does the same); with
+# `tunelab size` finds (it tries microbatches until CUDA runs out of memory, holding AdamW's
+# state and 5% of the free memory back, one microbatch per optimizer step, and gives its
+# estimate at the microbatch found; that run does the same); with
 # several GPUs also N GPUs × {ddp, fsdp} (`torchrun --standalone --nproc_per_node N`); one GPU
 # skips those rows and says so. The microbatch-2 rows share one global batch: 2 microbatches
 # per rank on N GPUs (2·N on one).
