@@ -106,7 +106,7 @@ def out_of_memory(err: BaseException) -> OutOfMemory | None:
         if isinstance(seen, kinds):
             said = str(seen).split(" See documentation")[0].strip().rstrip(".") or "no detail"
             return OutOfMemory(
-                f"out of memory ({said}). A run that was open is recorded as failed. Ask for "
+                f"out of memory ({said}). If a run was open, it is recorded as failed. Ask for "
                 "less: `tunelab size` finds the largest microbatch that fits; lower "
                 "training.microbatch (training.global_batch is kept by accumulating "
                 "microbatches), set training.activation_checkpointing: true, shorten "
