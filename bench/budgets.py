@@ -1,0 +1,145 @@
+"""The demos and the test suites against their time budgets on this machine, as one table.
+
+    .venv/bin/python bench/budgets.py [--only demos|tests] [--demos classification ...]
+        [--out /tmp/tunelab-budgets] [--json FILE]
+
+The budgets (issue 28): each demo under 10 minutes, the ablation demo under 15, and `make test`
+(the fast and the slow suite, after the lint) under 30 minutes, on a 2-core machine, the
+slowest CPU included (AVX2 only: no AVX-512, no native bf16). Each demo runs as a newcomer
+runs it (`tunelab demo TASK` at its own budget, a fresh lab, torch's default threads); the
+suites as `make test` runs them (`make lint`, `make test-fast`, `make test-slow`). Each in its
+own process, one after the other; the wall time is the child's, its peak memory `wait4`'s
+ru_maxrss (the largest of its processes, not their sum). The CPU's model and the flags that
+decide the speed of training (`avx2`, `avx512f`, `avx512_bf16`, `amx_bf16`) head the table,
+with the 1-minute load average at the start: the figures are only the machine's when it is
+idle (a load near 0 there; the steps themselves then keep it near the number of cores).
+
+Expected output (every value in <angle brackets> is a placeholder, not a measurement):
+
+    CPU: <model>, <N> cores; avx2 <yes|no>, avx512f <yes|no>, avx512_bf16 <yes|no>, amx_bf16 <..>
+    load average at the start: <load>
+    | what | wall | budget | within | peak memory | exit |
+    |---|--:|--:|---|--:|--:|
+    | demo classification | <m:ss> | 10:00 | <yes|NO> | <GiB> | 0 |
+    ...
+    | make test (lint + fast + slow) | <m:ss> | 30:00 | <yes|NO> | | |
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMOS = {"classification": 600, "extraction": 600, "ablation": 900, "images": 600}
+"""Each demo's budget in seconds."""
+SUITES = ("lint", "test-fast", "test-slow")
+"""`make test`'s steps after the set-up, in its order; together under `MAKE_TEST_BUDGET`."""
+MAKE_TEST_BUDGET = 1800
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu() -> dict:
+    """The CPU's model, cores and the flags that decide the speed of training."""
+    fields: dict[str, str] = {}
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    return {
+        "model": fields.get("model name", "?"),
+        "cores": len(os.sched_getaffinity(0)),
+        "flags": {f: f in flags for f in FLAGS},
+        "load_at_start": round(os.getloadavg()[0], 2),
+    }
+
+
+def timed(name: str, argv: list[str], budget: int | None, log: Path) -> dict:
+    """Run `argv` from the repository root, its output to `log`; its wall time and peak."""
+    start = time.perf_counter()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    seconds, code = time.perf_counter() - start, os.waitstatus_to_exitcode(status)
+    row = {
+        "what": name,
+        "command": " ".join(argv),
+        "seconds": round(seconds, 1),
+        "budget_s": budget,
+        "within": None if budget is None else seconds <= budget and code == 0,
+        "peak_gib": round(usage.ru_maxrss / 2**20, 2),
+        "exit": code,
+        "log": str(log),
+    }
+    print(f"  {name}: {mmss(seconds)} (exit {row['exit']})", file=sys.stderr, flush=True)
+    return row
+
+
+def mmss(seconds: float | None) -> str:
+    return "" if seconds is None else f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+def table(machine: dict, rows: list[dict]) -> str:
+    flags = ", ".join(f"{f} {'yes' if on else 'no'}" for f, on in machine["flags"].items())
+    lines = [
+        f"CPU: {machine['model']}, {machine['cores']} cores; {flags}",
+        f"load average at the start: {machine['load_at_start']:.2f}",
+        "| what | wall | budget | within | peak memory | exit |",
+        "|---|--:|--:|---|--:|--:|",
+    ]
+    for r in rows:
+        within = "" if r["within"] is None else ("yes" if r["within"] else "NO")
+        peak = f"{r['peak_gib']:.1f} GiB" if r.get("peak_gib") is not None else ""
+        exit_code = "" if r.get("exit") is None else r["exit"]
+        lines.append(
+            f"| {r['what']} | {mmss(r['seconds'])} | {mmss(r['budget_s'])} | {within} | "
+            f"{peak} | {exit_code} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("demos", "tests"), help="one half only")
+    parser.add_argument("--demos", nargs="+", choices=list(DEMOS), default=list(DEMOS))
+    parser.add_argument("--out", type=Path, default=Path("/tmp/tunelab-budgets"))
+    parser.add_argument("--json", type=Path, help="also write the rows and the CPU here")
+    args = parser.parse_args(argv)
+    tunelab = ROOT / ".venv" / "bin" / "tunelab"
+    if args.only != "tests" and not tunelab.exists():
+        parser.error(f"{tunelab} is missing: run `make` first (the README's set-up)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    machine, rows = cpu(), []
+    print(f"writing labs and logs under {args.out}", file=sys.stderr)
+    if args.only != "tests":
+        for demo in args.demos:
+            lab = args.out / f"demo-{demo}"
+            subprocess.run(["rm", "-rf", str(lab)], check=True)  # a fresh lab, as a newcomer's
+            argv = [str(tunelab), "demo", demo, "--dir", str(lab)]
+            rows.append(timed(f"demo {demo}", argv, DEMOS[demo], args.out / f"{demo}.log"))
+    if args.only != "demos":
+        suites = [timed(f"make {s}", ["make", s], None, args.out / f"make-{s}.log") for s in SUITES]
+        total = sum(r["seconds"] for r in suites)
+        rows += suites
+        rows.append(
+            {
+                "what": "make test (lint + fast + slow)",
+                "seconds": round(total, 1),
+                "budget_s": MAKE_TEST_BUDGET,
+                "within": total <= MAKE_TEST_BUDGET and all(r["exit"] == 0 for r in suites),
+            }
+        )
+    print(table(machine, rows))
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": machine, "rows": rows}, indent=2) + "\n")
+    return 0 if all(r["within"] is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
