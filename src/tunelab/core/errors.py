@@ -22,6 +22,7 @@ import errno
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -74,8 +75,7 @@ def disk_full(err: BaseException) -> DiskFullError | None:
     """`err` as a DiskFullError when it (or an error it came from) is an `OSError` for want of
     space, or a library's error that quotes one (safetensors: "... (os error 27)"); None for
     any other error."""
-    seen: BaseException | None = err
-    while seen is not None:
+    for seen in _chain(err):
         code = _space_errno(seen)
         if code is not None:
             where = f" while writing {seen.filename}" if getattr(seen, "filename", None) else ""
@@ -87,7 +87,6 @@ def disk_full(err: BaseException) -> DiskFullError | None:
                 "as failed, or shown as lost if even that could not be written). Free space or "
                 "raise the limit, then run the command again."
             )
-        seen = seen.__cause__ or seen.__context__
     return None
 
 
@@ -101,8 +100,7 @@ def out_of_memory(err: BaseException) -> OutOfMemory | None:
     up, never imported: a command that did not load it cannot have run out in it."""
     torch = sys.modules.get("torch")
     kinds = (MemoryError,) + ((torch.OutOfMemoryError,) if torch is not None else ())
-    seen: BaseException | None = err
-    while seen is not None:
+    for seen in _chain(err):
         if isinstance(seen, kinds):
             said = str(seen).split(" See documentation")[0].strip().rstrip(".") or "no detail"
             return OutOfMemory(
@@ -113,8 +111,16 @@ def out_of_memory(err: BaseException) -> OutOfMemory | None:
                 "model.max_length, or lower evaluation.batch_size if it ran out while "
                 "evaluating."
             )
-        seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """`err`, then the error it came from (`raise ... from`, or raised while handling), and so
+    on: a library's wrapper does not hide a full disk or an out-of-memory error."""
+    seen: BaseException | None = err
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 def _space_errno(err: BaseException) -> int | None:
