@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tunelab.core.env import reproducible_blas
+
 sys.path.insert(0, str(Path(__file__).parent / "assets"))
 
 from make_tiny import PAGE_SCHEMA, PAGES, build_tiny_bert, build_tiny_llama
+
+reproducible_blas()  # as the CLI sets it: before this process runs a BLAS kernel (read then)
 
 TOPICS = {
     "business": "market shares profits bank interest rates economy forecasts grew",

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tunelab.commands import COMMANDS
+from tunelab.core.env import reproducible_blas
 from tunelab.core.errors import (
     Interrupted,
     TrainingInterrupted,
@@ -83,6 +84,7 @@ def _main(argv: list[str] | None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_libraries()
     _no_hub_kernels()
+    reproducible_blas()
     try:
         with interrupt_on_signals():  # Ctrl-C and SIGTERM stop any command, the same way
             _one_process_unless(args.command, cmd.processes)

@@ -174,6 +174,36 @@ def test_overrides_may_follow_an_option_after_a_positional(monkeypatch, tmp_path
     assert stopped.value.code == 2
 
 
+MKL_MODE = """
+import ctypes, os, sys, torch
+from tunelab.cli import main
+main(["runs", "--lab", sys.argv[1], "--json"])
+torch.ones(64, 64) @ torch.ones(64, 64)  # MKL's first kernel, after the command
+lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+get = getattr(lib, "mkl_serv_cbwr_get", None)
+print("no MKL" if get is None else hex(get(-1)))
+"""
+
+
+@pytest.mark.parametrize("user", [None, "AUTO"])
+def test_every_command_runs_mkl_reproducibly_unless_the_user_chose(tmp_path, user):
+    """MKL's AVX2 path made a reloaded model differ from the trained one in the last bits (the
+    check failed on a CPU); strict conditional reproducibility is set for every command: MKL
+    reports branch AUTO (2) with the STRICT flag (0x10000), or what the user set."""
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    env |= {"MKL_CBWR": user} if user else {}
+    out = subprocess.run(
+        [sys.executable, "-c", MKL_MODE, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[-1]
+    if out == "MKL":
+        pytest.skip("this torch has no MKL (its BLAS is not MKL's: nothing to set)")
+    assert out == ("0x2" if user else "0x10002")
+
+
 def test_models_run_their_own_code_not_kernels_from_the_hub(tmp_path, monkeypatch, tiny_llama):
     """transformers would swap layers for Hub kernels on CUDA (offline: a failed download);
     after any command a model loads with `use_kernels` off, unless the user asked for them."""

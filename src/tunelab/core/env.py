@@ -121,6 +121,22 @@ def _driver() -> str | None:
         return None
 
 
+REPRODUCIBLE_BLAS = {"MKL_CBWR": "AUTO,STRICT"}
+"""Intel MKL's strict conditional numerical reproducibility, for every tunelab process (the CLI
+sets it before torch runs a kernel; a fresh process inherits it). Without it MKL's AVX2 code
+path, the one an AVX2-only CPU takes, gave a reloaded model outputs that differed from the
+trained one in the last bits (log-probabilities 1e-5 apart, on SmolLM2-135M in a fresh process),
+so `tunelab check` failed its exact reload on a CPU; with it the reload is identical, and the
+AVX-512 path's results and speed are unchanged (bench/README.md). A value the user set is kept."""
+
+
+def reproducible_blas() -> None:
+    """Set `REPRODUCIBLE_BLAS` unless the user set those variables: only effective before the
+    BLAS library first runs, so the CLI calls it before any command's work."""
+    for name, value in REPRODUCIBLE_BLAS.items():
+        os.environ.setdefault(name, value)
+
+
 def child_env() -> dict:
     """The environment for a fresh tunelab process (a reload check, a bundle's verify):
     the parent's, offline, with this tunelab importable even from a checkout."""
