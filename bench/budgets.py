@@ -1,7 +1,7 @@
 """The demos and the test suites against their time budgets on this machine, as one table.
 
     .venv/bin/python bench/budgets.py [--only demos|tests] [--demos classification ...]
-        [--out /tmp/tunelab-budgets] [--json FILE]
+        [--hold-avx2] [--out /tmp/tunelab-budgets] [--json FILE]
 
 The budgets (issue 28): each demo under 10 minutes, the ablation demo under 15, and `make test`
 (the fast and the slow suite, after the lint) under 30 minutes, on a 2-core machine, the
@@ -13,6 +13,11 @@ ru_maxrss (the largest of its processes, not their sum). The CPU's model and the
 decide the speed of training (`avx2`, `avx512f`, `avx512_bf16`, `amx_bf16`) head the table,
 with the 1-minute load average at the start: the figures are only the machine's when it is
 idle (a load near 0 there; the steps themselves then keep it near the number of cores).
+
+`--hold-avx2` runs every step with the libraries held to their AVX2 code paths (`HOLD_AVX2`:
+Intel MKL, torch's own kernels, oneDNN, numpy, OpenBLAS), a stand-in for an AVX2-only CPU on
+a newer one: it reproduces the instruction set and its numerics (MKL's AVX2 path once made the
+check's reload differ: bench/README.md), not an older machine's slower cores.
 
 Expected output (every value in <angle brackets> is a placeholder, not a measurement):
 
@@ -42,6 +47,14 @@ SUITES = ("lint", "test-fast", "test-slow")
 """`make test`'s steps after the set-up, in its order; together under `MAKE_TEST_BUDGET`."""
 MAKE_TEST_BUDGET = 1800
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+HOLD_AVX2 = {
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # torch's float32 matrix products on x86
+    "ATEN_CPU_CAPABILITY": "avx2",  # torch's own vectorised kernels
+    "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN (bf16 products, convolutions)
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL",  # numpy (the data step)
+    "OPENBLAS_CORETYPE": "Haswell",  # numpy's BLAS
+}
+"""The variables that hold each library to AVX2, for `--hold-avx2`."""
 
 
 def cpu() -> dict:
@@ -60,11 +73,13 @@ def cpu() -> dict:
     }
 
 
-def timed(name: str, argv: list[str], budget: int | None, log: Path) -> dict:
+def timed(
+    name: str, argv: list[str], budget: int | None, log: Path, env: dict | None = None
+) -> dict:
     """Run `argv` from the repository root, its output to `log`; its wall time and peak."""
     start = time.perf_counter()
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
     seconds, code = time.perf_counter() - start, os.waitstatus_to_exitcode(status)
     row = {
@@ -87,8 +102,10 @@ def mmss(seconds: float | None) -> str:
 
 def table(machine: dict, rows: list[dict]) -> str:
     flags = ", ".join(f"{f} {'yes' if on else 'no'}" for f, on in machine["flags"].items())
+    held = machine.get("held")
     lines = [
         f"CPU: {machine['model']}, {machine['cores']} cores; {flags}",
+        *([f"held to AVX2: {' '.join(f'{k}={v}' for k, v in held.items())}"] if held else []),
         f"load average at the start: {machine['load_at_start']:.2f}",
         "| what | wall | budget | within | peak memory | exit |",
         "|---|--:|--:|---|--:|--:|",
@@ -110,21 +127,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demos", nargs="+", choices=list(DEMOS), default=list(DEMOS))
     parser.add_argument("--out", type=Path, default=Path("/tmp/tunelab-budgets"))
     parser.add_argument("--json", type=Path, help="also write the rows and the CPU here")
+    parser.add_argument(
+        "--hold-avx2", action="store_true", help="every library on its AVX2 path (a stand-in)"
+    )
     args = parser.parse_args(argv)
     tunelab = ROOT / ".venv" / "bin" / "tunelab"
     if args.only != "tests" and not tunelab.exists():
         parser.error(f"{tunelab} is missing: run `make` first (the README's set-up)")
     args.out.mkdir(parents=True, exist_ok=True)
     machine, rows = cpu(), []
+    env = None
+    if args.hold_avx2:
+        machine["held"] = HOLD_AVX2
+        # inductor's cache is not keyed on ATEN_CPU_CAPABILITY: a compiled model from one
+        # setting loaded under the other aborted or trained to garbage (bench/README.md)
+        env = os.environ | HOLD_AVX2 | {"TORCHINDUCTOR_CACHE_DIR": str(args.out / "inductor")}
     print(f"writing labs and logs under {args.out}", file=sys.stderr)
     if args.only != "tests":
         for demo in args.demos:
             lab = args.out / f"demo-{demo}"
             subprocess.run(["rm", "-rf", str(lab)], check=True)  # a fresh lab, as a newcomer's
             argv = [str(tunelab), "demo", demo, "--dir", str(lab)]
-            rows.append(timed(f"demo {demo}", argv, DEMOS[demo], args.out / f"{demo}.log"))
+            log = args.out / f"{demo}.log"
+            rows.append(timed(f"demo {demo}", argv, DEMOS[demo], log, env))
     if args.only != "demos":
-        suites = [timed(f"make {s}", ["make", s], None, args.out / f"make-{s}.log") for s in SUITES]
+        suites = [
+            timed(f"make {s}", ["make", s], None, args.out / f"make-{s}.log", env) for s in SUITES
+        ]
         total = sum(r["seconds"] for r in suites)
         rows += suites
         rows.append(
