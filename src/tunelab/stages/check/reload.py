@@ -275,7 +275,20 @@ def reload_step(ctx: dict) -> dict:
         detail += f"; predictions differ for {diff['predictions_differ']}"
     if not ok:
         detail += f" (max abs diff {diff['max_abs_diff']}, loss {diff['loss']})"
+        detail += blas_hint() if tol == 0 else ""
     return item("reload", ok, detail, process=ran, comparison=diff)
+
+
+def blas_hint() -> str:
+    """What to try when a CPU's exact reload differs while MKL's reproducibility is not strict
+    (`core.env.REPRODUCIBLE_BLAS`, which the user's own `MKL_CBWR` replaces)."""
+    mode = os.environ.get("MKL_CBWR")
+    if mode is None or "STRICT" in mode.upper():
+        return ""
+    return (
+        f"; MKL_CBWR={mode} is set without STRICT, and MKL's results can then differ between "
+        "processes: unset it (tunelab then sets AUTO,STRICT) and check again"
+    )
 
 
 def reload_in_fresh_process(

@@ -230,6 +230,19 @@ def test_outputs_compare_exactly_on_cpu_and_within_tolerance_elsewhere():
     assert not ok and diff["predictions_differ"] == ["a"]
 
 
+def test_a_reload_that_differs_names_a_users_mkl_mode_without_strict(monkeypatch):
+    """MKL's AVX2 path differs between processes unless its reproducibility is strict
+    (bench/README.md): a user's own MKL_CBWR without STRICT is named, with what to do."""
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    assert "MKL_CBWR=AUTO is set without STRICT" in preflight_reload.blas_hint()
+    assert "unset it" in preflight_reload.blas_hint()
+    for strict in ("AUTO,STRICT", "avx2,strict"):
+        monkeypatch.setenv("MKL_CBWR", strict)
+        assert preflight_reload.blas_hint() == ""
+    monkeypatch.delenv("MKL_CBWR")
+    assert preflight_reload.blas_hint() == ""
+
+
 def test_backend_fails_what_the_device_cannot_do_and_warns_on_slow_paths(make_lab):
     spec = open_lab(make_lab(), parse_overrides(["training.precision=bf16"])).spec
     ok = {"device": "cpu", "float32": "ok", "bfloat16": "ok", "float16": "ok"}
