@@ -127,7 +127,8 @@ sets it before torch runs a kernel; a fresh process inherits it). Without it MKL
 path, the one an AVX2-only CPU takes, gave a reloaded model outputs that differed from the
 trained one in the last bits (log-probabilities 1e-5 apart, on SmolLM2-135M in a fresh process),
 so `tunelab check` failed its exact reload on a CPU; with it the reload is identical, and the
-AVX-512 path's results and speed are unchanged (bench/README.md). A value the user set is kept."""
+AVX-512 path's results and a step's speed are unchanged (bench/README.md). A value the user
+set is kept."""
 
 
 def reproducible_blas() -> None:
