@@ -49,6 +49,11 @@ SET_OR_NOT = {
 holds only whether each is set."""
 
 
+def item(name: str, passed: bool, detail: str, **data) -> dict:
+    """One line of a check: its name, whether it passed, what it found, and its data."""
+    return {"name": name, "passed": bool(passed), "detail": detail, **data}
+
+
 def wiring(spec: Spec) -> dict:
     """What the check's key hashes: the `KEYED` sections (None values included), the training
     section without its `QUALITY_ONLY` fields and with `SET_OR_NOT` ones as set / not set."""

@@ -48,15 +48,9 @@ from tunelab.core.spec import FullMethod
 from tunelab.core.store import now
 from tunelab.modeling import model as model_lib
 from tunelab.modeling.render import lab_renderer
-from tunelab.stages.check.record import check_path, platform_of, spec_hash, wiring
-from tunelab.stages.check.reload import (
-    check_backend,
-    check_versions,
-    evaluation_step,
-    item,
-    probe_backend,
-    reload_step,
-)
+from tunelab.stages.check.environment import check_backend, check_versions, probe_backend
+from tunelab.stages.check.record import check_path, item, platform_of, spec_hash, wiring
+from tunelab.stages.check.reload import evaluation_step, reload_step
 from tunelab.stages.check.update import intended_trainable, training_step
 
 SLICE_ROWS = 16

@@ -17,7 +17,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from tunelab.core.spec import Budget, FullMethod
-from tunelab.stages.check.reload import item, loss_and_logits
+from tunelab.stages.check.record import item
+from tunelab.stages.check.reload import loss_and_logits
 from tunelab.training.loop import train
 from tunelab.training.step import Example, autocast, loss_weight, make_batch
 

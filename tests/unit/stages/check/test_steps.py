@@ -13,9 +13,11 @@ from tunelab.core.lab import open_lab
 from tunelab.core.spec import parse_overrides
 from tunelab.data import build_data
 from tunelab.modeling import model as model_lib
+from tunelab.stages.check import environment as preflight_environment
 from tunelab.stages.check import reload as preflight_reload
+from tunelab.stages.check.environment import check_backend
 from tunelab.stages.check.record import check_status, latest_check, wiring
-from tunelab.stages.check.reload import check_backend, compare_outputs, loss_and_logits
+from tunelab.stages.check.reload import compare_outputs, loss_and_logits
 from tunelab.stages.check.steps import run_check
 from tunelab.training.step import summed_loss
 
@@ -260,7 +262,7 @@ def test_requirements_that_cannot_be_read_are_not_checked_never_passed(monkeypat
     def missing(name):
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(preflight_reload.metadata, "requires", missing)
-    versions = preflight_reload.check_versions()
+    monkeypatch.setattr(preflight_environment.metadata, "requires", missing)
+    versions = preflight_environment.check_versions()
     assert versions["not_checked"] and not versions["passed"]
     assert versions["detail"].startswith("not checked")
