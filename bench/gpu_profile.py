@@ -40,8 +40,20 @@ from tunelab.stages.size.shape import describe
 MIB = 2**20
 FRAMES = ("tunelab", "transformers", "torch/utils/checkpoint", "torch/optim", "torch/autograd")
 KINDS = [  # (kind, substrings of a kernel's name), the first match wins
-    ("matrix products", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "sm90_", "aten::mm")),
-    ("matrix products", ("aten::addmm", "aten::bmm")),
+    (
+        "matrix products",
+        (
+            "gemm",
+            "cutlass",
+            "xmma",
+            "nvjet",
+            "cublas",
+            "sm90_",
+            "aten::mm",
+            "aten::addmm",
+            "aten::bmm",
+        ),
+    ),
     ("attention", ("flash", "fmha", "attention", "sdpa")),
     ("optimizer", ("adam", "multi_tensor")),
     ("reductions and norms", ("reduce", "norm")),
