@@ -85,17 +85,23 @@ def measure(device: torch.device, flags: set[str] | None = None) -> dict:
         choice, reason = "fp32", evidence
     elif speedup < MIN_SPEEDUP:
         choice = "fp32"
-        reason = f"{evidence}, but its bf16 matmul is only {speedup:.2f}x fp32's"
+        reason = f"{evidence}, but its bf16 matmul is only {_times(speedup)} fp32's"
     else:
-        choice, reason = "bf16", f"{evidence} and its bf16 matmul is {speedup:.2f}x fp32's"
+        choice, reason = "bf16", f"{evidence} and its bf16 matmul is {_times(speedup)} fp32's"
     return {
         "native_bf16": native,
         "fp32_gflops": round(fp32, 1),
         "bf16_gflops": None if bf16 is None else round(bf16, 1),
-        "bf16_speedup": None if speedup is None else round(speedup, 2),
+        "bf16_speedup": None if speedup is None else float(f"{speedup:.3g}"),
         "choice": choice,
         "reason": reason,
     }
+
+
+def _times(ratio: float) -> str:
+    """A speed ratio as said: two decimals, or two significant figures below 0.1 (bf16 on
+    reference kernels, oneDNN held below AVX-512, is 0.005x)."""
+    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
 
 
 def resolve(asked: str, device: torch.device) -> tuple[str, dict]:

@@ -25,6 +25,7 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     [
         ({"amx_bf16"}, 300.0, "bf16", "2.00x fp32's"),
         ({"amx_bf16"}, 165.0, "fp32", "only 1.10x"),
+        ({"avx512_bf16"}, 0.7, "fp32", "only 0.0047x"),  # oneDNN's reference kernels
         (set(), 900.0, "fp32", "emulated"),  # never on emulated bf16, whatever a matmul says
     ],
 )
@@ -36,6 +37,7 @@ def test_auto_chooses_bf16_only_where_native_and_faster(monkeypatch, flags, bf16
     assert found["fp32_gflops"] == 150.0
     # emulated bf16 is never chosen, so its slow matmul is not run
     assert found["bf16_gflops"] == (bf16 if flags else None)
+    assert found["bf16_speedup"] == (float(f"{bf16 / 150.0:.3g}") if flags else None)
 
 
 def test_a_slow_matmul_stops_its_repeats_at_the_budget(monkeypatch):
