@@ -24,6 +24,7 @@ or re-compressed copy), with similarity 1 - distance / 64.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import tempfile
@@ -65,18 +66,35 @@ _SPACES = re.compile(r"\s+")
 SNIPPET_CHARS = 80
 
 
-def _rows(splits: Splits) -> list[Member]:
-    """Every row, in split order then id order: the order clusters list their members."""
-    return [(split, ex) for split in SPLITS for ex in in_id_order(splits.get(split, []))]
+class _Rows(Sequence[Member]):
+    """Every row, in split order then id order (the order clusters list their members), as
+    (split, example) when asked for: one list of the examples and where each split ends, not
+    a tuple per row (a million rows' tuples were about 60 MB at the data step's peak)."""
+
+    def __init__(self, splits: Splits):
+        self.examples: list[Example] = []
+        self._ends: list[int] = []  # where each split of SPLITS ends in `examples`
+        for split in SPLITS:
+            self.examples += in_id_order(splits.get(split, []))
+            self._ends.append(len(self.examples))
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> Member:  # a row at a time: no caller slices
+        if not 0 <= i < len(self.examples):
+            raise IndexError(i)
+        return SPLITS[bisect.bisect_right(self._ends, i)], self.examples[i]
 
 
-def _copies(rows: list[Member]) -> tuple[np.ndarray, np.ndarray]:
+def _copies(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
     """Which distinct content each row has: `text[r]` numbers the distinct contents in the
     order of their first row, and `first[t]` is the first row of content t. Rows are grouped
     by their 16-byte digests in numpy, not by a dict of a list per row."""
     if not rows:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    digests = np.frombuffer(b"".join(ex.content_digest for _, ex in rows), dtype=f"S{DIGEST_BYTES}")
+    digests = b"".join(ex.content_digest for ex in rows.examples)
+    digests = np.frombuffer(digests, dtype=f"S{DIGEST_BYTES}")
     _, first, inverse = np.unique(digests, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # the distinct contents in order of first row
     number = np.empty_like(order)
@@ -95,7 +113,7 @@ def _rows_of(text: np.ndarray, wanted: np.ndarray) -> dict[int, list[int]]:
 def exact_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
     """One cluster per content (normalised text, or picture) that more than one row has, in
     the order of its first row."""
-    rows = _rows(splits)
+    rows = _Rows(splits)
     text, _ = _copies(rows)
     repeated = np.flatnonzero(np.bincount(text, minlength=1) > 1)
     copies = _rows_of(text, repeated)
@@ -140,9 +158,9 @@ def _text_clusters(
     """The near clusters of the rows from the pairs `find_pairs` finds among their distinct
     texts (one text per normalised text, in row order): every copy of one text of a pair
     with every copy of the other."""
-    rows = _rows(splits)
+    rows = _Rows(splits)
     text, first = _copies(rows)
-    pairs = find_pairs(Texts([rows[r][1] for r in first.tolist()]))  # read as asked for
+    pairs = find_pairs(Texts([rows.examples[r] for r in first.tolist()]))  # read as asked for
     copies = _rows_of(text, np.array([t for a, b, _ in pairs for t in (a, b)], dtype=np.int64))
     clusters = []
     for a, b, similarity in pairs:
@@ -157,12 +175,12 @@ def near_image_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[C
     """One cluster per pair of rows whose pictures differ but whose difference hashes are at
     most `spec.image_hamming` bits apart, in the order of their rows."""
     spec = spec or DedupSpec()
-    rows = _rows(splits)
+    rows = _Rows(splits)
     by_picture: dict[str, list[int]] = defaultdict(list)
-    for i, (_, ex) in enumerate(rows):
+    for i, ex in enumerate(rows.examples):
         by_picture[content_key(ex)].append(i)
     firsts = [members[0] for members in by_picture.values()]  # one row per distinct picture
-    hashes = near_images.as_ints([rows[i][1].image.dhash for i in firsts])
+    hashes = near_images.as_ints([rows.examples[i].image.dhash for i in firsts])
     pictures = list(by_picture.values())
     clusters = []
     for a, b, distance in near_images.close_pairs(hashes, spec.image_hamming):

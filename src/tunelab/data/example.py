@@ -14,11 +14,10 @@ import numpy as np
 from tunelab.data.batches import map_batches
 from tunelab.data.content import DIGEST_BYTES, content_key, digest, text_digests
 from tunelab.data.formats import Rejection
-from tunelab.data.spill import Texts
+from tunelab.data.spill import Spilled, Texts, read_spilled
 
 if TYPE_CHECKING:
     from tunelab.data.images import ImageInfo
-    from tunelab.data.spill import Spilled
 
 
 @dataclass(slots=True)
@@ -53,7 +52,7 @@ class Example:
     @property
     def text(self) -> str:
         body = self.body
-        return body if isinstance(body, str) else body.read()
+        return body if isinstance(body, str) else read_spilled(body)
 
     @property
     def content_digest(self) -> bytes:

@@ -28,23 +28,31 @@ WRITE_BUFFER = 1 << 20
 """Bytes gathered before a write to the scratch file."""
 
 
-class Spilled:
-    """Where one text lies in a `TextSpill`'s file: a few dozen bytes instead of the text."""
+Spilled = int
+"""Where one text lies in the open `TextSpill`'s file: its offset and UTF-8 size in one
+integer (`offset << SIZE_BITS | size`). About 36 bytes a row, where an object holding the
+spill, the offset and the size took about 120: a million rows' places were a tenth of the
+data step's peak. `Example.text` reads it back (`read_spilled`)."""
+SIZE_BITS = 32
+"""Bits of a `Spilled` for the text's size: one text up to 4 GiB."""
+_OPEN: list[TextSpill] = []
+"""The data step's open spill in this process (at most one: `text_spill`), whose file the
+`Spilled` places point into."""
 
-    __slots__ = ("offset", "size", "spill")
 
-    def __init__(self, spill: TextSpill, offset: int, size: int):
-        self.spill, self.offset, self.size = spill, offset, size
-
-    def read(self) -> str:
-        return self.spill.read(self.offset, self.size)
+def read_spilled(place: Spilled) -> str:
+    """The text at `place` in the open spill's file."""
+    if not _OPEN:
+        raise RuntimeError("a spilled text was read after its data step had ended")
+    return _OPEN[0].read(place >> SIZE_BITS, place & ((1 << SIZE_BITS) - 1))
 
 
 class TextSpill:
     """Texts held in memory up to `budget` bytes (UTF-8), then in the file at `path`.
 
     `hold(text)` gives what an example keeps of a new text (the text itself, or its `Spilled`
-    place); once past the budget, `hold_all` moves the texts already held to the file too."""
+    place); once past the budget, `hold_all` moves the texts already held to the file too.
+    Its places are read back while it is the open one (`text_spill`)."""
 
     def __init__(self, folder: Path, budget: int):
         self.folder, self.budget = folder, budget
@@ -74,7 +82,9 @@ class TextSpill:
 
     def put(self, text: str) -> Spilled:
         data = text.encode("utf-8", "surrogatepass")
-        place = Spilled(self, self._end, len(data))
+        if len(data) >> SIZE_BITS:
+            raise ValueError(f"a text of {len(data):,} bytes is past a spill's 4 GiB a text")
+        place = self._end << SIZE_BITS | len(data)
         self._buffer.append(data)
         self._buffered += len(data)
         self._end += len(data)
@@ -114,11 +124,16 @@ class TextSpill:
 @contextmanager
 def text_spill(folder: Path, budget_mb: float) -> Iterator[TextSpill]:
     """A `TextSpill` whose file (created only once texts go past the budget) lives in
-    `folder` and is removed at the end, whatever happens."""
+    `folder` and is removed at the end, whatever happens; the open one until then (a data
+    step does not start another inside itself)."""
+    if _OPEN:
+        raise RuntimeError("a data step's text spill is already open in this process")
     spill = TextSpill(folder, int(budget_mb * 2**20))
+    _OPEN.append(spill)
     try:
         yield spill
     finally:
+        _OPEN.clear()
         spill.close()
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tunelab.core.spec import DedupSpec
-from tunelab.data.dedup import DETECTORS, deduplicate, normalise
+from tunelab.data.dedup import DETECTORS, _Rows, deduplicate, normalise
 from tunelab.data.loaders import Example
 
 
@@ -104,3 +106,20 @@ def test_detectors_are_a_registry() -> None:
     clusters = DETECTORS["exact"](splits_of(train=[ex("t1", "x"), ex("t2", "X")]))
     assert [[e.id for _, e in c.members] for c in clusters] == [["t1", "t2"]]
     assert clusters[0].method == "exact"
+
+
+def test_the_rows_are_each_split_in_id_order_with_its_name() -> None:
+    rows = _Rows(
+        splits_of(train=[ex("t:10", "x"), ex("t:9", "y")], validation=[], test=[ex("s:1", "z")])
+    )
+    assert len(rows) == 3
+    assert [(split, e.id) for split, e in rows] == [
+        ("train", "t:9"),
+        ("train", "t:10"),
+        ("test", "s:1"),
+    ]
+    assert rows[2][0] == "test" and rows.examples[0].id == "t:9"
+    with pytest.raises(IndexError):
+        rows[3]
+    with pytest.raises(IndexError):
+        rows[-1]  # no caller counts from the end: a negative index is a mistake

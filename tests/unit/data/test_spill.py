@@ -47,3 +47,16 @@ def test_the_scratch_file_is_removed_when_the_step_fails(tmp_path: Path) -> None
         examples(spill)[0].text  # noqa: B018  (read back once: the file exists)
         raise RuntimeError("a stage failed")
     assert not list(tmp_path.glob(".texts-*"))
+
+
+def test_a_place_is_one_integer_read_only_while_its_spill_is_open(tmp_path: Path) -> None:
+    with text_spill(tmp_path, budget_mb=0) as spill:
+        rows = examples(spill)
+        places = [ex.body for ex in rows]
+        assert all(type(p) is int for p in places)  # no object per row: offset and size
+        assert [p & 0xFFFFFFFF for p in places] == [len(t.encode()) for t in TEXTS]
+        with pytest.raises(RuntimeError, match="already open"), text_spill(tmp_path, 1):
+            pass
+        assert rows[3].text == TEXTS[3]  # the refused second spill left this one open
+    with pytest.raises(RuntimeError, match="after its data step had ended"):
+        rows[3].text  # noqa: B018
