@@ -28,6 +28,10 @@ Expected output (every value in <angle brackets> is a placeholder, not a measure
     | demo classification | <m:ss> | 10:00 | <yes|NO> | <GiB> | 0 |
     ...
     | make test (lint + fast + slow) | <m:ss> | 30:00 | <yes|NO> | | |
+    demo classification by section (numbered as in its log): 0 <m:ss>, 1 <m:ss>, ...
+
+The last lines say where each demo's time went, from the demo's own ending ("done in … (by
+section: …)"): section 0 is its set-up, the others are numbered as its report numbers them.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -96,6 +101,17 @@ def timed(
     return row
 
 
+BY_SECTION = re.compile(r"done in [\d.]+ min \(by section: ([^)]*)\)")
+"""A demo's ending, which gives its time by section."""
+
+
+def demo_sections(log: Path) -> str | None:
+    """The time by section a demo's log ends with (None when it did not get there); the
+    console may have wrapped the line."""
+    found = BY_SECTION.search(" ".join(log.read_text(errors="replace").split()))
+    return found.group(1) if found else None
+
+
 def mmss(seconds: float | None) -> str:
     return "" if seconds is None else f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
@@ -118,6 +134,11 @@ def table(machine: dict, rows: list[dict]) -> str:
             f"| {r['what']} | {mmss(r['seconds'])} | {mmss(r['budget_s'])} | {within} | "
             f"{peak} | {exit_code} |"
         )
+    lines += [
+        f"{r['what']} by section (numbered as in its log): {r['sections']}"
+        for r in rows
+        if r.get("sections")
+    ]
     return "\n".join(lines)
 
 
@@ -149,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["rm", "-rf", str(lab)], check=True)  # a fresh lab, as a newcomer's
             argv = [str(tunelab), "demo", demo, "--dir", str(lab)]
             log = args.out / f"{demo}.log"
-            rows.append(timed(f"demo {demo}", argv, DEMOS[demo], log, env))
+            row = timed(f"demo {demo}", argv, DEMOS[demo], log, env)
+            rows.append(row | {"sections": demo_sections(log)})
     if args.only != "demos":
         suites = [
             timed(f"make {s}", ["make", s], None, args.out / f"make-{s}.log", env) for s in SUITES

@@ -195,7 +195,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         "compare": result,
         "answers": answers,
         "report": page,
-        "seconds": report.finish("runs", "compare"),
+        **report.finish("runs", "compare"),
     }
 
 

@@ -125,7 +125,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         "ablation": ablation,
         "final": final,
         **handed,
-        "seconds": report.finish("runs", "compare"),
+        **report.finish("runs", "compare"),
     }
 
 

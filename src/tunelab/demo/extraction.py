@@ -141,7 +141,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         "check": check,
         "compare": result,
         **handed,
-        "seconds": report.finish("runs", "inspect"),
+        **report.finish("runs", "inspect"),
     }
 
 

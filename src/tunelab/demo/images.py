@@ -147,7 +147,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         "ablation": ablation,
         "final": final,
         **handed,
-        "seconds": report.finish("inspect", "runs", "compare"),
+        **report.finish("inspect", "runs", "compare"),
     }
 
 

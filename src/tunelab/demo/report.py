@@ -1,15 +1,17 @@
 """What every demo shares: its lab folder and spec, the opening question, sections, the ending.
 
 A demo reads like a short lab report: the question and its guardrails first, then one
-numbered section per stage, then how long it took and where to look next.
+numbered section per stage, then how long it took (in all and by section) and where to look
+next.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rich.console import Console
@@ -29,25 +31,49 @@ class DemoReport:
     """Where progress bars go (stderr; None with --json)."""
     lab: Lab
     started: float
-    sections: int = 0
     materials: dict | None = None
     """What the demo wrote into its lab before it opened (images, a converted base)."""
+    begun: list[tuple[str, float]] = field(default_factory=list)
+    """Each section's title and when it began (`time.perf_counter`)."""
 
     def section(self, title: str) -> None:
-        self.sections += 1
-        self.out.print(Rule(f"{self.sections}. {title}"))
+        self.begun.append((title, time.perf_counter()))
+        self.out.print(Rule(f"{len(self.begun)}. {title}"))
 
     def note(self, text: str) -> None:
         """A line of progress that is not part of the report (stderr, not with --json)."""
         if self.progress:
             self.progress.print(f"[dim]{text}[/]")
 
-    def finish(self, *explore: str) -> float:
-        seconds = time.perf_counter() - self.started
+    def finish(self, *explore: str) -> dict:
+        """The ending: the time in all and by section, and where to look next. Returns the
+        times as the demo's result holds them (`seconds`, `sections`)."""
+        ended = time.perf_counter()
+        sections = section_times(self.started, self.begun, ended)
         self.out.print(Rule())
+        by_section = ", ".join(f"{s['n']} {_mmss(s['seconds'])}" for s in sections)
+        self.out.print(f"done in {(ended - self.started) / 60:.1f} min (by section: {by_section}).")
         hints = ", ".join(f"`tunelab {c} --lab {self.lab.path}`" for c in explore)
-        self.out.print(f"done in {seconds / 60:.1f} min. Explore it: {hints}.")
-        return round(seconds, 1)
+        self.out.print(f"Explore it: {hints}.")
+        return {"seconds": round(ended - self.started, 1), "sections": sections}
+
+
+def section_times(
+    started: float, begun: list[tuple[str, float]], ended: float
+) -> list[dict[str, Any]]:
+    """Each section's seconds, from its start to the next one's (the last one's to `ended`);
+    section 0, the set-up (the lab, its spec and materials), before the first."""
+    starts = [("set-up", started), *begun]
+    ends = [t for _, t in begun] + [ended]
+    return [
+        {"n": n, "title": title, "seconds": round(end - start, 1)}
+        for n, ((title, start), end) in enumerate(zip(starts, ends, strict=True))
+    ]
+
+
+def _mmss(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}:{rest:02d}"
 
 
 def write_spec(lab: Path, spec: dict, header: str, paths: dict[str, Path]) -> Path:

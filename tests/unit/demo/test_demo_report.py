@@ -1,0 +1,37 @@
+"""A demo's ending says how long it took in all and by section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from tunelab.demo import report as report_module
+from tunelab.demo.report import DemoReport, section_times
+
+
+def test_each_section_runs_until_the_next_begins_and_the_set_up_comes_first():
+    times = section_times(10.0, [("The data", 12.5), ("The preflight", 20.0)], 95.25)
+    assert times == [
+        {"n": 0, "title": "set-up", "seconds": 2.5},
+        {"n": 1, "title": "The data", "seconds": 7.5},
+        {"n": 2, "title": "The preflight", "seconds": 75.2},
+    ]
+    assert section_times(3.0, [], 4.0) == [{"n": 0, "title": "set-up", "seconds": 1.0}]
+
+
+def test_the_ending_prints_and_returns_the_times_by_section(monkeypatch):
+    clock = iter([100.0, 159.6, 400.0])  # two sections begin, then the demo ends
+    monkeypatch.setattr(report_module.time, "perf_counter", lambda: next(clock))
+    out = Console(record=True, width=200)
+    report = DemoReport(out, None, SimpleNamespace(path=Path("lab")), started=90.0)
+    report.section("The data")
+    report.section("The handover")
+    result = report.finish("runs")
+    text = out.export_text()
+    assert "1. The data" in text and "2. The handover" in text
+    assert "done in 5.2 min (by section: 0 0:10, 1 1:00, 2 4:00)." in text
+    assert "Explore it: `tunelab runs --lab lab`." in text
+    assert result["seconds"] == 310.0
+    assert [s["seconds"] for s in result["sections"]] == [10.0, 59.6, 240.4]
