@@ -45,6 +45,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine import cpuinfo
+
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = {"classification": 600, "extraction": 600, "ablation": 900, "images": 600}
 """Each demo's budget in seconds."""
@@ -64,14 +66,9 @@ HOLD_AVX2 = {
 
 def cpu() -> dict:
     """The CPU's model, cores and the flags that decide the speed of training."""
-    fields: dict[str, str] = {}
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    flags = set(fields.get("flags", "").split())
+    model, flags = cpuinfo()
     return {
-        "model": fields.get("model name", "?"),
+        "model": model,
         "cores": len(os.sched_getaffinity(0)),
         "flags": {f: f in flags for f in FLAGS},
         "load_at_start": round(os.getloadavg()[0], 2),

@@ -61,8 +61,8 @@ def build(workload: str, root: Path, n_train: int) -> Path:
         from check_time import build_lab
 
         return build_lab("extraction", lab)
-    from vs_hf_trainer import build_lab as build_bbc
-    from vs_hf_trainer import (
+    from vs_hf_trainer_setup import build_lab as build_bbc
+    from vs_hf_trainer_setup import (
         choose_split,
         distinct,
         lab_spec,

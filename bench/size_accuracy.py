@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import torch
+from machine import cpuinfo
 
 from tunelab.core.spec import FullMethod, LoraMethod
 from tunelab.stages.size import estimate as est
@@ -262,12 +263,7 @@ def table(rows: list[dict]) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in ln]
-        cpu = names[0].split(":", 1)[1].strip() if names else cpu
-    except OSError:
-        pass
+    cpu = cpuinfo()[0] or platform.machine()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     import transformers
 

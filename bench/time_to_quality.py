@@ -32,14 +32,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from vs_hf_trainer import (  # noqa: E402
+from vs_hf_trainer import run_job  # noqa: E402
+from vs_hf_trainer_report import summarise  # noqa: E402
+from vs_hf_trainer_setup import (  # noqa: E402
     build_lab,
     choose_split,
     distinct,
     lab_spec,
     read_corpus,
-    run_job,
-    summarise,
     template_sections,
     write_data,
 )

@@ -77,7 +77,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from vs_hf_trainer import OFFLINE, machine  # noqa: E402
+from machine import machine  # noqa: E402
+from vs_hf_trainer_setup import OFFLINE  # noqa: E402
 
 TOOLS = ("trl", "tunelab")
 TITLE = "manual pages to JSON on SmolLM2-135M-Instruct (bench/vs_trl.py)"

@@ -22,7 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from vs_hf_trainer import read_jsonl, trainer_settings, tunelab_settings
+from vs_hf_trainer import tunelab_settings
+from vs_hf_trainer_peer import trainer_settings
+from vs_hf_trainer_setup import read_jsonl
 
 REASON = "bench/vs_trl.py: tunelab against TRL's SFTTrainer at the demo's settings"
 
