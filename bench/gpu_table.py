@@ -46,7 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from distributed import build_llama, one_line, page_rows, write_lab
+from distributed import one_line
+from tiny_llama_labs import build_llama, page_rows, write_lab
 
 GIB = 1024.0
 CONFIGS = {
