@@ -8,7 +8,7 @@ framework's own memory (measured by the probe, never guessed).
 
 The activations are counted tensor by tensor, as the transformers implementations save them
 on this torch (checked against autograd's saved tensors in
-`tests/unit/stages/size/test_measure.py`): two families, BERT-like encoders (post-LayerNorm,
+`tests/unit/stages/size/test_estimate.py`): two families, BERT-like encoders (post-LayerNorm,
 GELU, dropout) and llama-like decoders (RMSNorm, SwiGLU, RoPE, grouped key/value heads); other
 architectures use the llama count and are marked approximate. Sequences are unpadded (the
 probe measures exactly `seq_len` tokens).
