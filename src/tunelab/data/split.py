@@ -9,7 +9,6 @@ comes already split, the user's split is kept exactly.
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -49,11 +48,16 @@ def _label(ex: Example) -> str:
 
 def in_id_order(rows: list[Example]) -> list[Example]:
     """The rows in natural id order: as they are when they already are (one file read in
-    order, the usual case, costs one pass and no list of sort keys), else sorted."""
+    order, the usual case, costs one pass, each row's sort key made once, and no list of
+    them), else sorted."""
     key = Example.sort_key
-    if all(key(a) <= key(b) for a, b in itertools.pairwise(rows)):
-        return rows
-    return sorted(rows, key=key)
+    keys = map(key, rows)
+    previous = next(keys, None)
+    for current in keys:
+        if current < previous:
+            return sorted(rows, key=key)
+        previous = current
+    return rows
 
 
 def split_examples(

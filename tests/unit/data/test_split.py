@@ -9,7 +9,7 @@ import pytest
 
 from tunelab.core.spec import SplitSpec
 from tunelab.data.loaders import Example
-from tunelab.data.split import presplit_examples, split_examples, straddling_groups
+from tunelab.data.split import in_id_order, presplit_examples, split_examples, straddling_groups
 
 SPLITS = ("train", "validation", "test")
 
@@ -132,3 +132,19 @@ def test_a_group_in_two_splits_of_a_users_split_is_warned() -> None:
     assert straddling_groups(presplit_examples(rows)) == [
         "1 group(s) appear in more than one split, e.g. ['g']"
     ]
+
+
+def test_rows_already_in_id_order_come_back_as_they_are_else_sorted_naturally() -> None:
+    def row(row_id: str) -> Example:
+        return Example(id=row_id, body="t", label="a", file="f.jsonl", line=None)
+
+    ordered = [row(i) for i in ("f.jsonl:2", "f.jsonl:9", "f.jsonl:10", "f.jsonl:10")]
+    assert in_id_order(ordered) is ordered  # no copy in the usual case
+    shuffled = [row(i) for i in ("f.jsonl:10", "f.jsonl:9", "g.jsonl:1", "f.jsonl:2")]
+    assert [r.id for r in in_id_order(shuffled)] == [
+        "f.jsonl:2",
+        "f.jsonl:9",
+        "f.jsonl:10",
+        "g.jsonl:1",
+    ]
+    assert in_id_order([]) == [] and [r.id for r in in_id_order([row("a")])] == ["a"]
