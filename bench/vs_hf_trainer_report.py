@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 
+from run_cost import cost, cost_ratios
 from vs_hf_trainer_setup import BATCH
 
 
@@ -41,11 +42,7 @@ def metrics(predictions: list[dict], labels: list[str]) -> dict:
 
 def summarise(result: dict, labels: list[str]) -> dict:
     return {
-        "train_s": result["seconds"],
-        "tokens": result["tokens"],
-        "tok_s": result["tokens"] / result["seconds"],
-        "peak_mb": result["peak_mb"],
-        "delta_mb": result["peak_mb"] - result["rss_start_mb"],
+        **cost(result),
         **metrics(result["predictions"], labels),
         "steps": result["steps"],
         "threads": result["torch_threads"],
@@ -70,9 +67,7 @@ def ratios(rows: list[dict]) -> list[dict]:
                 "mode": mode,
                 "method": method,
                 "speed": h["train_s"] / t["train_s"],
-                "tok_s": t["tok_s"] / h["tok_s"],
-                "peak_mb": t["peak_mb"] / h["peak_mb"],
-                "delta_mb": t["delta_mb"] / h["delta_mb"] if h["delta_mb"] > 0 else None,
+                **cost_ratios(t, h),
                 "accuracy_pts": 100 * (t["accuracy"] - h["accuracy"]),
                 "macro_f1_pts": 100 * (t["macro_f1"] - h["macro_f1"]),
                 "medians": {"tunelab": t, "trainer": h},

@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from run_cost import cost, cost_ratios
+
 MEASURES = ("train_s", "tok_s", "peak_mb", "delta_mb", "exact_match", "json_valid")
 GOAL = 0.70
 """tunelab's training time / TRL's at which the issue's goal is met (with exact match >=)."""
@@ -45,11 +47,7 @@ def summarise(result: dict, score) -> dict:
     ]
     curve.append({"step": result["steps"], "seconds": seconds[-1], **final})
     return {
-        "train_s": result["seconds"],
-        "tokens": result["tokens"],
-        "tok_s": result["tokens"] / result["seconds"],
-        "peak_mb": result["peak_mb"],
-        "delta_mb": result["peak_mb"] - result["rss_start_mb"],
+        **cost(result),
         **final,
         "steps": result["steps"],
         "threads": result["torch_threads"],
@@ -67,9 +65,7 @@ def ratios(rows: list[dict]) -> dict:
     time = t["train_s"] / q["train_s"]
     return {
         "train_s": time,
-        "tok_s": t["tok_s"] / q["tok_s"],
-        "peak_mb": t["peak_mb"] / q["peak_mb"],
-        "delta_mb": t["delta_mb"] / q["delta_mb"] if q["delta_mb"] > 0 else None,
+        **cost_ratios(t, q),
         "exact_match_pts": 100 * (t["exact_match"] - q["exact_match"]),
         "json_valid_pts": 100 * (t["json_valid"] - q["json_valid"]),
         "goal_met": time <= GOAL and t["exact_match"] >= q["exact_match"],
