@@ -171,11 +171,15 @@ KNOWN_WARNINGS = (
 
 def _quiet_libraries() -> None:
     """transformers warns about long inputs that tunelab truncates on purpose; keep it quiet,
-    and filter the known third-party deprecation notices (KNOWN_WARNINGS) by their text."""
+    and filter the known third-party deprecation notices (KNOWN_WARNINGS) by their text. Library
+    progress bars stay off (`TQDM_DISABLE`, read when tqdm is first imported): transformers'
+    GGUF reader draws one with tqdm itself, which landed in the middle of a demo's report and
+    of every log; tunelab says what a long step is doing in its own words."""
     import warnings
 
     for message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+    os.environ.setdefault("TQDM_DISABLE", "1")
     if "transformers" not in sys.modules:  # read when a stage first imports it
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

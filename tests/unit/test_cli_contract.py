@@ -225,3 +225,29 @@ def test_models_run_their_own_code_not_kernels_from_the_hub(tmp_path, monkeypatc
     assert not load_causal(
         ModelSpec(path=str(tiny_llama)), tiny_llama, pick_device("cpu")
     ).use_kernels
+
+
+BARS = """
+import sys
+from tunelab.cli import main
+if sys.argv[2] == "command":
+    main(["runs", "--lab", sys.argv[1], "--json"])
+from transformers.modeling_gguf_pytorch_utils import tqdm  # the GGUF reader's own bar
+for _ in tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."):
+    pass
+"""
+
+
+@pytest.mark.parametrize("before", ["command", "nothing"])
+def test_library_progress_bars_stay_out_of_a_commands_output(tmp_path, before):
+    """transformers' GGUF reader drew its tqdm bar into the middle of the demo's report; after
+    any command tqdm's bars are off (the same process without a command still draws it)."""
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    run = subprocess.run(
+        [sys.executable, "-c", BARS, str(tmp_path), before],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert ("Converting and de-quantizing" in run.stderr) == (before == "nothing")
