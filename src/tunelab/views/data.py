@@ -74,7 +74,10 @@ def data(report: dict, console: Console) -> None:
         )
     by_source = report.get("by_source")  # pretrain: documents per source, no labels
     columns = sorted({s for c in by_source.values() for s in c}) if by_source else report["labels"]
-    table = Table("split", "rows", *columns, title=None, box=None, padding=(0, 2))
+    if columns == [""]:  # no row has a category (or names its source): rows are the whole story
+        columns = []
+    titles = [c or "(none)" for c in columns]  # the rows without one, beside those with one
+    table = Table("split", "rows", *titles, title=None, box=None, padding=(0, 2))
     for split, info in report["splits"].items():
         n = info["n"]
         per = by_source[split] if by_source else info["labels"]

@@ -297,3 +297,32 @@ def test_every_warning_of_a_build_is_printed_in_the_human_output(tmp_path: Path,
     shown = " ".join(capsys.readouterr().out.split())
     for warning in report["warnings"]:
         assert f"warning {' '.join(warning.split())}" in shown
+
+
+@pytest.mark.parametrize("categories", ["none", "some"])
+def test_the_split_table_has_a_column_per_category_and_none_without_categories(
+    tmp_path: Path, capsys, categories: str
+) -> None:
+    """A generative lab's rows may carry no category: its split table counts rows, with no
+    empty-titled column of every row at 100%; rows without one beside rows with one are
+    '(none)'."""
+    from tunelab.views.data import data as data_view
+    from tunelab.views.style import console
+
+    rows = [{"text": f"question {i}?", "target": f"x{'x' * (i % 3)}"} for i in range(40)]
+    if categories == "some":
+        rows = [{**r, "label": "short"} if i % 2 else r for i, r in enumerate(rows)]
+    write_rows(tmp_path / "rows.jsonl", rows)
+    report = build_data(
+        spec_of(task=GENERATIVE, fields={"text": "text", "target": "target", "label": "label"}),
+        tmp_path,
+        Store(tmp_path),
+    )
+    data_view(report, console())
+    out = capsys.readouterr().out
+    header = next(line.split() for line in out.splitlines() if "split" in line)
+    if categories == "none":
+        assert "(100%)" not in out  # no column counting every row
+    assert header == (
+        ["split", "rows"] if categories == "none" else ["split", "rows", "(none)", "short"]
+    )
