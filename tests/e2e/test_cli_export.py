@@ -96,6 +96,25 @@ def test_the_bundle_holds_the_handover_and_peft_loads_it(exported, tiny_bert, ca
     assert [p["predicted"] for p in predicted] == [s["prediction"]["predicted"] for s in sample]
 
 
+def test_the_card_says_when_test_rows_have_copies_in_validation(exported):
+    """A final whose test rows include copies of validation rows: the card's numbers say how
+    many, since the run was chosen on those copies; none, and it says nothing."""
+    from tunelab.stages.export.card import body
+
+    _, bundle = exported
+    info = json.loads((bundle / "tunelab.json").read_text())
+    metrics = {"n": 40, "accuracy": 0.9, "macro_f1": 0.88}
+    copied = {"rows": 3, "pairs": 4, "file": ".tunelab/data/v/duplicates.jsonl"}
+    card = " ".join(
+        body(info | {"final": {"metrics": metrics, "copied_in_validation": copied}}).split()
+    )
+    assert "3 of the 40 test rows have an exact or near copy in validation" in card
+    assert "(4 pairs, listed in the data version's duplicates.jsonl)" in card
+    for none in ({**copied, "rows": 0, "pairs": 0}, None):
+        quiet = body(info | {"final": {"metrics": metrics, "copied_in_validation": none}})
+        assert "copy in validation" not in quiet
+
+
 def tunelab_sha(model_dir: Path) -> str:
     import hashlib
 

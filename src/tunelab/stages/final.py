@@ -25,6 +25,10 @@ Rules:
   head, or whose head no longer has the sha256 its record holds, is refused before the seal
   is touched.
 - No per-example test predictions are stored: only the metrics leave the seal.
+- Test rows with an exact or near copy in validation (`tunelab data` keeps both, whatever the
+  policy: it removes train copies only) are counted from the version's duplicates.jsonl and
+  shown beside the score: a run chosen on validation was chosen partly on those rows, so the
+  test score is not wholly independent of the choice.
 - Task multilabel: a run (and the probe) is scored at the decision threshold it chose on
   validation, read from its record (`tasks.multilabel.recorded_threshold`); none is chosen on
   the test split. The majority baseline's constant set needs none.
@@ -40,7 +44,7 @@ from tunelab.core.lab import Lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
-from tunelab.core.store import Store, locked
+from tunelab.core.store import Store, locked, read_jsonl
 from tunelab.tasks.multilabel import recorded_threshold
 from tunelab.training.evaluate import evaluate_rows, protocol, score
 
@@ -232,6 +236,22 @@ def _evaluate_multilabel_probe(
     )
 
 
+def copied_in_validation(store: Store, version: str) -> dict | None:
+    """The test rows of data `version` that have an exact or near copy in its validation split:
+    how many, in how many pairs, and the file listing them; None when the version lists no
+    pairs (a version written before duplicates.jsonl)."""
+    path = store.data_dir(version) / "duplicates.jsonl"
+    if not path.exists():
+        return None
+    rows, pairs = set(), 0
+    for pair in read_jsonl(path):
+        sides = (pair["a"], pair["b"])
+        if sorted(side["split"] for side in sides) == ["test", "validation"]:
+            pairs += 1
+            rows.update(side["id"] for side in sides if side["split"] == "test")
+    return {"rows": len(rows), "pairs": pairs, "file": str(path.relative_to(store.lab))}
+
+
 def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     """Evaluate `run_id` once on the sealed test split and record the access."""
     from tunelab.core.env import fingerprint
@@ -284,6 +304,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         "metrics": metrics,
         "primary_metric": primary,
         "validation_metrics": record.get("metrics"),
+        "copied_in_validation": copied_in_validation(store, version),
         "protocol": protocol(spec),
         "env": fingerprint(lab.device),
         "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],

@@ -201,6 +201,14 @@ def final(result: dict, console: Console) -> None:
             f"  {primary.replace('_', ' ')}: validation {pct(val[primary])}% -> test "
             f"{pct(m[primary])}% ({100 * gap:+.1f} points)"
         )
+    copied = result.get("copied_in_validation")
+    if copied and copied["rows"]:
+        console.print(
+            f"  [yellow]note[/] {copied['rows']} of the {m['n']} test rows have an exact or near "
+            f"copy in validation ({copied['pairs']} pairs, {copied['file']}): a run chosen on "
+            "validation was chosen partly on them, so the test score is not wholly independent "
+            "of the choice"
+        )
     access = f"access {result['n']} recorded in {result['file']}"
     if result["repeated"]:
         earlier = ", ".join(f"{e['run']} ({e['time']})" for e in result["earlier"])

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import topic_rows
 from tunelab.cli import main
 from tunelab.core.lab import open_lab
-from tunelab.core.store import SealedError, Store, StoreError
+from tunelab.core.store import SPLITS, SealedError, Store, StoreError
 from tunelab.modeling.model import load_encoder, load_tokenizer
 from tunelab.modeling.probe import features, load_head
 from tunelab.stages.final import FinalError, SealBrokenError, final_accesses, run_final
@@ -288,3 +289,40 @@ def test_two_finals_at_once_open_the_seal_once_without_a_reason(lab_with_baselin
     assert sorted(outcomes, key=str)[0] == 1  # one opened it, as access 1
     assert "already opened" in next(o for o in outcomes if isinstance(o, str))
     assert [a["n"] for a in final_accesses(Store(lab_with_baselines[0]))] == [1]
+
+
+def test_the_final_counts_the_test_rows_that_have_a_copy_in_validation(make_lab, capsys):
+    """`tunelab data` removes train copies only: a test row copied in validation stays, and a
+    run chosen on validation was chosen partly on it. The final counts those rows and says so."""
+    from tunelab.core.store import read_jsonl
+    from tunelab.data.content import normalise
+    from tunelab.views.compare import final as final_view
+    from tunelab.views.style import console
+
+    rows = topic_rows()
+    rows += [dict(r) for r in rows[::3]]  # a third of the rows twice, wherever they land
+    data = {
+        "sources": [{"type": "jsonl", "path": "docs.jsonl"}],
+        "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 0},
+        "dedup": {"near": False},  # exact copies only: the count below is of those
+    }
+    lab_path = make_lab(rows, data=data)
+    report = cli(capsys, "data", "--lab", str(lab_path))
+    cli(capsys, "baseline", "--lab", str(lab_path))
+    folder = lab_path / ".tunelab" / "data" / report["version"]
+    texts = {s: [normalise(r["text"]) for r in read_jsonl(folder / f"{s}.jsonl")] for s in SPLITS}
+    copied = [t for t in texts["test"] if t in set(texts["validation"])]
+    assert copied  # the seeded split puts some copies on both sides
+
+    result = run_final(open_lab(lab_path), "r001-majority", FOR_REPORT)
+    assert result["copied_in_validation"] == {
+        "rows": len(copied),
+        "pairs": report["duplicates"]["counts"]["validation-test"],
+        "file": f".tunelab/data/{report['version']}/duplicates.jsonl",
+    }
+    final_view(result, console())
+    shown = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"{len(copied)} of the {result['metrics']['n']} test rows have an exact or near copy"
+        in shown
+    )

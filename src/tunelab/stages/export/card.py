@@ -120,6 +120,15 @@ def body(info: dict) -> str:
         lines.append(
             f"- {a['time']}: {a['run']}" + (f" ({a['reason']})" if a.get("reason") else "")
         )
+    copied = (info.get("final") or {}).get("copied_in_validation") or {}
+    if copied.get("rows"):
+        lines += [
+            "",
+            f"{copied['rows']} of the {test.get('n')} test rows have an exact or near copy in "
+            "validation, on which the run was chosen: the test score is not wholly independent "
+            f"of that choice ({copied['pairs']} pairs, listed in the data version's "
+            "duplicates.jsonl).",
+        ]
     lines += _serving_lines(info.get("serving"))
     lines += ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:

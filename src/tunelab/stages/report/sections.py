@@ -361,6 +361,7 @@ def finals(store: Store) -> dict:
                 "metric": metric,
                 "test": ((record or {}).get("metrics") or {}).get(metric),
                 "validation": ((record or {}).get("validation_metrics") or {}).get(metric),
+                "copied": ((record or {}).get("copied_in_validation") or {}).get("rows"),
             }
         )
     return {"rows": rows, "warning": warning}
