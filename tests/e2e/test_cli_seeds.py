@@ -61,6 +61,8 @@ def test_replicates_a_noise_floor_and_a_seed_aware_comparison(make_lab, capsys):
 
     code, runs = tl(capsys, "runs", *where)
     assert code == 0 and {r["group"] for r in runs} >= {group["id"], floor["group"]}
+    grouped = {r["id"] for r in runs if r["group"] == floor["group"]}
+    assert grouped == set(floor["runs"])  # the floor's first seed too, trained before its group
     # a seed of an arm is judged with its arm: final reads the arm's verdict for it
     judged = Store(Path(lab)).judgement(second["id"])
     assert judged is not None and judged[1]["id"] == first["id"]

@@ -120,11 +120,10 @@ def cmd_track(args):
 
 @command("runs", "list the runs of the lab", "runs:runs")
 def cmd_runs(args):
-    from tunelab.core.ledger import summary
+    from tunelab.core.ledger import listing
     from tunelab.core.store import Store
 
-    store = Store(args.lab)
-    return [summary(r, store.runs_dir / r["id"]) for r in store.runs()]
+    return listing(Store(args.lab))
 
 
 @command(

@@ -178,3 +178,13 @@ def summary(record: dict, run_dir: Path) -> dict:
         "seed": (record.get("spec", {}).get("training") or {}).get("seed"),
         "group": (record.get("replicate") or {}).get("group"),
     }
+
+
+def listing(store) -> list[dict]:
+    """`tunelab runs`: every run's `summary`, with its replicate group. A noise floor's first
+    seed was trained before its group existed, so its record names none: the group's does."""
+    member_of = {
+        m["run"]: g["id"] for g in store.groups() for m in g.get("members", []) if m.get("run")
+    }
+    rows = [summary(r, store.runs_dir / r["id"]) for r in store.runs()]
+    return [r | {"group": r["group"] or member_of.get(r["id"])} for r in rows]
