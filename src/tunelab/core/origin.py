@@ -4,17 +4,26 @@ spec's validation errors (`problems`) and for any other message about a field (`
 
 from __future__ import annotations
 
+import difflib
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tunelab.core.section_base import FieldError
 
 
-def problems(err: ValidationError, path: Path | str, text: str, overrides: dict[str, Any]) -> str:
-    """One line per problem: where it comes from, the dotted field, what is wrong."""
+def problems(
+    err: ValidationError,
+    path: Path | str,
+    text: str,
+    overrides: dict[str, Any],
+    model: type[BaseModel] | None = None,
+) -> str:
+    """One line per problem: where it comes from, the dotted field, what is wrong; for a field
+    `model` (the spec's class) does not have, the one it most likely meant."""
     count = err.error_count()
     source = f"{path} with the command-line overrides" if overrides else f"{path}"
     lines = [f"{source}: the spec is not valid ({count} problem{'s' if count > 1 else ''}):"]
@@ -24,8 +33,46 @@ def problems(err: ValidationError, path: Path | str, text: str, overrides: dict[
         field = ".".join(loc) or "(top level)"
         where = _origin(loc, root, overrides, scope)
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and model is not None:
+            msg += _meant(model, loc)
         lines.append(f"  - {where + ', ' if where else ''}field `{field}`: {msg}")
     return "\n".join(lines)
+
+
+def _meant(model: type[BaseModel], loc: list[str]) -> str:
+    """`; did you mean `training.lr`?` for an unknown field `training.lrr`, or the fields its
+    section takes when none is close; nothing when the section cannot be found."""
+    known = sorted(_fields_at(model, loc[:-1]))
+    if not known:
+        return ""
+    close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean `{'.'.join([*loc[:-1], close[0]])}`?"
+    return f"; {'.'.join(loc[:-1]) or 'the spec'} takes: {', '.join(known)}"
+
+
+def _fields_at(model: type[BaseModel], path: list[str]) -> set[str]:
+    """The field names of the section at `path` (list indices skipped; under a union, every
+    member's)."""
+    models = [model]
+    for part in path:
+        if part.isdigit():
+            continue
+        models = [
+            inner
+            for m in models
+            if part in m.model_fields
+            for inner in _models(m.model_fields[part].annotation)
+        ]
+    return {f.alias or name for m in models for name, f in m.model_fields.items()}
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's annotation can hold: itself, a union's members, a list's
+    or a dict's items."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
 
 
 def _error_loc(error: dict) -> tuple[list[str], list[str]]:

@@ -384,7 +384,7 @@ def validate_spec(
     try:
         return Spec.model_validate(raw)
     except ValidationError as err:
-        raise SpecError(problems(err, path, text, overrides or {})) from None
+        raise SpecError(problems(err, path, text, overrides or {}, Spec)) from None
 
 
 def dump_spec(spec: Spec) -> str:

@@ -47,6 +47,24 @@ def test_unknown_field_and_batch_divisibility_are_reported(tmp_path):
     assert "training.lr_typo" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        ({"training": {"lrr": 1e-3}}, "did you mean `training.lr`?"),
+        ({"training": {"budget": {"stepz": 3}}}, "did you mean `training.budget.steps`?"),
+        ({"method": {"type": "lora", "rr": 4}}, "did you mean `method.r`?"),  # under a union
+        ({"task": {"type": "format", "regx": "x+"}}, "did you mean `task.regex`?"),
+        ({"data": {"sources": [{"type": "jsonl", "pth": "d"}]}}, "`data.sources.0.path`?"),
+        ({"evaluation": {"zzzz": 1}}, "evaluation takes: batch_size, max_new_tokens, split"),
+        ({"trainng": {"lr": 1e-3}}, "did you mean `training`?"),
+    ],
+)
+def test_an_unknown_field_names_the_one_it_most_likely_meant(raw, said):
+    with pytest.raises(SpecError) as err:
+        validate_spec({**MINIMAL, **raw})
+    assert said in str(err.value) and "Extra inputs are not permitted" in str(err.value)
+
+
 def test_batch_must_divide(tmp_path):
     raw = {**MINIMAL, "training": {"global_batch": 10, "microbatch": 4}}
     with pytest.raises(SpecError, match="multiple of microbatch"):
