@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 from test_cli import expected_verdict, tl
 
@@ -44,6 +45,9 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     assert gguf["file"] == "gguf/model.gguf" and gguf["architecture"] == "llama"
     assert gguf["tokenizer"]["chat_template"] and gguf["tokenizer"]["eos"] is not None
     assert gguf["llama_cpp"].startswith("checked by `tunelab verify`")
+    card = " ".join((Path(exported["bundle"]) / "README.md").read_text().split())
+    assert "`gguf/model.gguf`: the LoRA merged into the base as one GGUF file" in card
+    assert "(llama, f32, " in card and "its chat template, BOS and EOS embedded" in card
     code, verified = tl(capsys, "verify", exported["bundle"])
     items = {i["name"]: i for i in verified["items"]}
     merged = items["merged"]

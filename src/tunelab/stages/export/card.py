@@ -130,6 +130,7 @@ def body(info: dict) -> str:
             "duplicates.jsonl).",
         ]
     lines += _serving_lines(info.get("serving"))
+    lines += _gguf_lines(info.get("gguf"))
     lines += ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:
         lines.append(f"- {_regressed_line(r)}")
@@ -228,3 +229,19 @@ def _serving_lines(serving: dict | None) -> list[str]:
         "gives the run's predictions."
     )
     return lines
+
+
+def _gguf_lines(gguf: dict | None) -> list[str]:
+    """The bundle's GGUF file (`export --gguf`), for llama.cpp: what it holds and how it is
+    checked."""
+    if not gguf:
+        return []
+    chat = "its chat template, " if gguf["tokenizer"].get("chat_template") else ""
+    return [
+        "",
+        f"`{gguf['file']}`: the LoRA merged into the base as one GGUF file for llama.cpp "
+        f"({gguf['architecture']}, {gguf['dtype']}, {gguf['tensors']} tensors), with the run's "
+        f"tokenizer, {chat}BOS and EOS embedded: `llama-cli -m {gguf['file']}` or any "
+        "llama.cpp-based server loads it alone. `tunelab verify` reads it back and, where "
+        "llama.cpp is installed, generates the validation sample with it.",
+    ]
