@@ -20,10 +20,13 @@ one never leaves a half-written folder under the final name.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import struct
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -180,16 +183,49 @@ def _save_plain_copy(gguf_path: Path, out: Path, dtype: torch.dtype, architectur
 
     kwargs: dict[str, Any] = {"gguf_file": gguf_path.name, "local_files_only": True}
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf_path.parent, dtype=dtype, **kwargs, **_dequantize_config()
-        )
-        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
+        with read_once():
+            model = AutoModelForCausalLM.from_pretrained(
+                gguf_path.parent, dtype=dtype, **kwargs, **_dequantize_config()
+            )
+            tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
     except (ValueError, KeyError, NotImplementedError, ImportError, OSError) as exc:
         raise _load_error(gguf_path, architecture, exc) from exc
     _make_plain(model)
     model.save_pretrained(out, safe_serialization=True)  # the default; said for 4.x
     tokenizer.save_pretrained(out)
     return type(model).__name__
+
+
+@contextmanager
+def read_once() -> Iterator[None]:
+    """Inside it, transformers reads a GGUF file's header once and maps its tensor names once.
+
+    transformers (5.x) reads the header anew for the config, for the weights and for the
+    tokenizer, and gguf's `GGUFReader` parses every metadata field in Python (about 4 s each
+    for SmolLM2's 49k-token vocabulary on a 2-core CPU); it also builds gguf's tensor-name map
+    once per module of the model (397 times for SmolLM2-135M, about 5 s). Both are pure: the
+    reader is read-only, over a memory map, and the map depends only on its arguments. So
+    inside this block the same reader serves every read of one file and the map is built once
+    per arguments; the weights, config and tokenizer are the same objects' data as without it.
+    Both names are looked up in `gguf` at each call (`from gguf import ...` inside
+    transformers' functions), which is what makes the swap take effect; outside the block
+    gguf is as it was."""
+    import gguf
+
+    real_reader, real_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = real_reader(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(real_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = real_reader, real_map
 
 
 def _dequantize_config() -> dict[str, Any]:

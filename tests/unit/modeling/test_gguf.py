@@ -228,6 +228,43 @@ def test_plain_copy_loads_without_gguf_and_matches_the_gguf(plain, direct, tiny_
         assert torch.equal(model(**ids).logits, direct[0](**ids).logits)
 
 
+def test_inside_read_once_a_file_is_read_and_names_mapped_once_and_gguf_is_restored(
+    tiny_gguf, monkeypatch
+):
+    """transformers reads the header for the config, the weights and the tokenizer and maps
+    tensor names once per module; inside `read_once` each happens once (the copy's content is
+    pinned by the test above, which `materialize` builds inside it)."""
+    import gguf
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    reads, maps = [], []
+
+    class Counted(gguf.GGUFReader):
+        def __init__(self, path, mode="r"):
+            reads.append(str(path))
+            super().__init__(path, mode)
+
+    def counted_map(*args):
+        maps.append(args)
+        return real_map(*args)
+
+    real_map = gguf.get_tensor_name_map
+    monkeypatch.setattr(gguf, "GGUFReader", Counted)
+    monkeypatch.setattr(gguf, "get_tensor_name_map", counted_map)
+    kwargs = {"gguf_file": tiny_gguf.name, "local_files_only": True}
+    AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, **kwargs)
+    AutoTokenizer.from_pretrained(tiny_gguf.parent, **kwargs)
+    without = (len(reads), len(maps))
+    reads.clear()
+    maps.clear()
+    with G.read_once():
+        AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, **kwargs)
+        AutoTokenizer.from_pretrained(tiny_gguf.parent, **kwargs)
+    assert without[0] >= 3 and without[1] > 1  # what transformers does by itself
+    assert len(reads) == 1 and len(set(maps)) == len(maps)
+    assert gguf.GGUFReader is Counted and gguf.get_tensor_name_map is counted_map
+
+
 def test_second_call_does_not_dequantize_again(plain, tiny_gguf, monkeypatch):
     folder, sha = plain
     stamp = (folder / "model.safetensors").stat().st_mtime_ns

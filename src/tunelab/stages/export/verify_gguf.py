@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tunelab.modeling.gguf import read_once
 from tunelab.stages.export.gguf_file import GGUF_DIR, GGUF_FILE
 from tunelab.stages.export.llama_cpp_check import describe, llama_cpp_answers, passes
 
@@ -33,8 +34,10 @@ def check_gguf(bundle: Path, info: dict, device: str, predictions, item) -> dict
 
     written = info.get("gguf") or {}
     folder = bundle / GGUF_DIR
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE).to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
+    with read_once():  # the file's header read once for the model and its tokenizer
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
+    model = model.to(device).eval()
     trained = AutoTokenizer.from_pretrained(bundle)
     same = {
         "chat template": tokenizer.chat_template == trained.chat_template,
