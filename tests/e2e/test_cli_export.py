@@ -115,6 +115,29 @@ def test_the_card_says_when_test_rows_have_copies_in_validation(exported):
         assert "copy in validation" not in quiet
 
 
+def test_the_cards_gguf_paragraph_says_what_the_file_holds(exported):
+    """A LoRA's GGUF file is the LoRA merged into the base; a full fine-tune's, the model."""
+    from tunelab.stages.export.card import body
+
+    _, bundle = exported
+    info = json.loads((bundle / "tunelab.json").read_text())
+    tokenizer = {"chat_template": False, "bos": 1, "eos": 2}
+    gguf = {"file": "gguf/model.gguf", "architecture": "llama", "dtype": "q8_0", "tensors": 9}
+    for method, holds in (
+        ("lora", "the LoRA merged into the base"),
+        ("full", "the fine-tuned model"),
+    ):
+        card = " ".join(
+            body(info | {"method": method, "gguf": gguf | {"tokenizer": tokenizer}}).split()
+        )
+        assert (
+            f"`gguf/model.gguf`: {holds} as one GGUF file for llama.cpp (llama, q8_0, 9 tensors)"
+            in card
+        )
+        assert "with the run's tokenizer, BOS and EOS embedded" in card  # no template to embed
+    assert "GGUF" not in body(info | {"gguf": None})
+
+
 def tunelab_sha(model_dir: Path) -> str:
     import hashlib
 

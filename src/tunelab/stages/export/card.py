@@ -130,7 +130,7 @@ def body(info: dict) -> str:
             "duplicates.jsonl).",
         ]
     lines += _serving_lines(info.get("serving"))
-    lines += _gguf_lines(info.get("gguf"))
+    lines += _gguf_lines(info.get("gguf"), info["method"])
     lines += ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:
         lines.append(f"- {_regressed_line(r)}")
@@ -231,15 +231,16 @@ def _serving_lines(serving: dict | None) -> list[str]:
     return lines
 
 
-def _gguf_lines(gguf: dict | None) -> list[str]:
+def _gguf_lines(gguf: dict | None, method: str) -> list[str]:
     """The bundle's GGUF file (`export --gguf`), for llama.cpp: what it holds and how it is
     checked."""
     if not gguf:
         return []
     chat = "its chat template, " if gguf["tokenizer"].get("chat_template") else ""
+    model = "the LoRA merged into the base" if method == "lora" else "the fine-tuned model"
     return [
         "",
-        f"`{gguf['file']}`: the LoRA merged into the base as one GGUF file for llama.cpp "
+        f"`{gguf['file']}`: {model} as one GGUF file for llama.cpp "
         f"({gguf['architecture']}, {gguf['dtype']}, {gguf['tensors']} tensors), with the run's "
         f"tokenizer, {chat}BOS and EOS embedded: `llama-cli -m {gguf['file']}` or any "
         "llama.cpp-based server loads it alone. `tunelab verify` reads it back and, where "
