@@ -104,12 +104,14 @@ def test_the_card_says_when_test_rows_have_copies_in_validation(exported):
     _, bundle = exported
     info = json.loads((bundle / "tunelab.json").read_text())
     metrics = {"n": 40, "accuracy": 0.9, "macro_f1": 0.88}
-    copied = {"rows": 3, "pairs": 4, "file": ".tunelab/data/v/duplicates.jsonl"}
+    without = {"n": 37, "metric": "macro_f1", "value": 0.8612}
+    copied = {"rows": 3, "pairs": 4, "file": ".tunelab/data/v/duplicates.jsonl", "without": without}
     card = " ".join(
         body(info | {"final": {"metrics": metrics, "copied_in_validation": copied}}).split()
     )
     assert "3 of the 40 test rows have an exact or near copy in validation" in card
     assert "(4 pairs, listed in the data version's duplicates.jsonl)" in card
+    assert "On the 37 test rows without one, macro_f1 is 86.1." in card
     for none in ({**copied, "rows": 0, "pairs": 0}, None):
         quiet = body(info | {"final": {"metrics": metrics, "copied_in_validation": none}})
         assert "copy in validation" not in quiet

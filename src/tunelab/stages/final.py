@@ -45,6 +45,7 @@ from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store, locked, read_jsonl
+from tunelab.tasks import metrics_of
 from tunelab.tasks.multilabel import recorded_threshold
 from tunelab.training.evaluate import evaluate_rows, protocol, score
 
@@ -236,10 +237,10 @@ def _evaluate_multilabel_probe(
     )
 
 
-def copied_in_validation(store: Store, version: str) -> dict | None:
-    """The test rows of data `version` that have an exact or near copy in its validation split:
-    how many, in how many pairs, and the file listing them; None when the version lists no
-    pairs (a version written before duplicates.jsonl)."""
+def copied_in_validation(store: Store, version: str) -> tuple[set[str], dict] | None:
+    """The ids of the test rows of data `version` that have an exact or near copy in its
+    validation split, and how many rows and pairs, with the file listing them; None when the
+    version lists no pairs (a version written before duplicates.jsonl)."""
     path = store.data_dir(version) / "duplicates.jsonl"
     if not path.exists():
         return None
@@ -249,7 +250,24 @@ def copied_in_validation(store: Store, version: str) -> dict | None:
         if sorted(side["split"] for side in sides) == ["test", "validation"]:
             pairs += 1
             rows.update(side["id"] for side in sides if side["split"] == "test")
-    return {"rows": len(rows), "pairs": pairs, "file": str(path.relative_to(store.lab))}
+    return rows, {"rows": len(rows), "pairs": pairs, "file": str(path.relative_to(store.lab))}
+
+
+def _copied(
+    store: Store, version: str, spec: Spec, predictions: list[dict], primary: str | None
+) -> dict | None:
+    """`copied_in_validation`'s counts, and the primary metric on the test rows without such a
+    copy (`without`: its rows and value), the score the choice on validation did not see."""
+    found = copied_in_validation(store, version)
+    if found is None:
+        return None
+    ids, copied = found
+    kept = [p for p in predictions if p["id"] not in ids]
+    if ids and kept and primary:
+        labels = store.data_manifest(version)["labels"]
+        value = metrics_of(spec.task, kept, labels).get(primary)
+        copied["without"] = {"n": len(kept), "metric": primary, "value": value}
+    return copied
 
 
 def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
@@ -286,7 +304,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         store.log_event("final", **access)
 
     try:
-        _, metrics = _evaluate(lab, record, spec, rows)
+        predictions, metrics = _evaluate(lab, record, spec, rows)
     except KeyboardInterrupt as err:  # the look is logged; say so, and that no result exists
         store.log_event("final_interrupted", n=n, run=run_id)
         raise Interrupted(
@@ -304,7 +322,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         "metrics": metrics,
         "primary_metric": primary,
         "validation_metrics": record.get("metrics"),
-        "copied_in_validation": copied_in_validation(store, version),
+        "copied_in_validation": _copied(store, version, spec, predictions, primary),
         "protocol": protocol(spec),
         "env": fingerprint(lab.device),
         "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],

@@ -79,3 +79,16 @@ def score_outputs(task_spec: Any, schema: dict | None, predictions: list[dict]) 
     for p in predictions:
         p["score"] = format_task.score_example(p["output"], p["target"], schema, task_spec.regex)
     return format_task.metrics([p["score"] for p in predictions])
+
+
+def metrics_of(task_spec: Any, predictions: list[dict], labels: list[str]) -> dict:
+    """The task's metrics of predictions already made (a generative task's scored in place by
+    `score_outputs`): what the evaluation returned for them, and the same for any subset."""
+    if task_spec.type == "extraction":
+        return extraction.metrics([p["score"] for p in predictions], task_spec.required)
+    if task_spec.type == "format":
+        return format_task.metrics([p["score"] for p in predictions])
+    if task_spec.type == "pretrain":
+        return pretrain.metrics(predictions)
+    gold = [p["gold"] for p in predictions]
+    return get_task(task_spec.type).metrics(gold, [p["predicted"] for p in predictions], labels)

@@ -309,20 +309,33 @@ def test_the_final_counts_the_test_rows_that_have_a_copy_in_validation(make_lab,
     lab_path = make_lab(rows, data=data)
     report = cli(capsys, "data", "--lab", str(lab_path))
     cli(capsys, "baseline", "--lab", str(lab_path))
+    from sklearn.metrics import f1_score
+
     folder = lab_path / ".tunelab" / "data" / report["version"]
-    texts = {s: [normalise(r["text"]) for r in read_jsonl(folder / f"{s}.jsonl")] for s in SPLITS}
-    copied = [t for t in texts["test"] if t in set(texts["validation"])]
-    assert copied  # the seeded split puts some copies on both sides
+    split = {s: read_jsonl(folder / f"{s}.jsonl") for s in SPLITS}
+    in_validation = {normalise(r["text"]) for r in split["validation"]}
+    copied = [r for r in split["test"] if normalise(r["text"]) in in_validation]
+    kept = [r["label"] for r in split["test"] if normalise(r["text"]) not in in_validation]
+    assert copied and kept  # the seeded split puts some copies on both sides
 
     result = run_final(open_lab(lab_path), "r001-majority", FOR_REPORT)
+    label = Store(lab_path).read_record("r001-majority")["baseline"]["label"]
+    labels = report["labels"]
     assert result["copied_in_validation"] == {
         "rows": len(copied),
         "pairs": report["duplicates"]["counts"]["validation-test"],
         "file": f".tunelab/data/{report['version']}/duplicates.jsonl",
+        "without": {  # the primary metric on the test rows the choice did not see
+            "n": len(kept),
+            "metric": "macro_f1",
+            "value": pytest.approx(
+                f1_score(kept, [label] * len(kept), labels=labels, average="macro", zero_division=0)
+            ),
+        },
     }
     final_view(result, console())
     shown = " ".join(capsys.readouterr().out.split())
-    assert (
-        f"{len(copied)} of the {result['metrics']['n']} test rows have an exact or near copy"
-        in shown
-    )
+    value = 100 * result["copied_in_validation"]["without"]["value"]
+    n = result["metrics"]["n"]
+    assert f"{len(copied)} of the {n} test rows have an exact or near copy" in shown
+    assert f"without them ({len(kept)} rows): macro f1 {value:.1f}%" in shown

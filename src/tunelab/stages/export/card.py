@@ -127,7 +127,7 @@ def body(info: dict) -> str:
             f"{copied['rows']} of the {test.get('n')} test rows have an exact or near copy in "
             "validation, on which the run was chosen: the test score is not wholly independent "
             f"of that choice ({copied['pairs']} pairs, listed in the data version's "
-            "duplicates.jsonl).",
+            "duplicates.jsonl)." + _without(copied.get("without")),
         ]
     lines += _serving_lines(info.get("serving"))
     lines += _gguf_lines(info.get("gguf"), info["method"])
@@ -229,6 +229,14 @@ def _serving_lines(serving: dict | None) -> list[str]:
         "gives the run's predictions."
     )
     return lines
+
+
+def _without(without: dict | None) -> str:
+    """` On the 426 test rows without one, macro_f1 is 93.6.`"""
+    if not without or without.get("value") is None:
+        return ""
+    metric, value = without["metric"], _value(without["metric"], without["value"])
+    return f" On the {without['n']} test rows without one, {metric} is {value}."
 
 
 def _gguf_lines(gguf: dict | None, method: str) -> list[str]:
