@@ -44,12 +44,38 @@ CORPUS = [
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
+BERT_VOCAB = Path(__file__).with_name("tiny_bert_vocab.txt")
+"""The tiny BERT's WordPiece vocabulary, one token a line in id order: `train_wordpiece`'s
+output, kept. tokenizers' WordPiece trainer breaks ties between equally frequent merges in its
+hash maps' order, which differs from process to process: each test worker got its own
+vocabulary (other tokens, other ids), so a test's numbers depended on the worker it ran in (a
+planted-overfitting test failed one run in six). `python tests/assets/make_tiny.py --vocab`
+trains one again and writes it here."""
+
+
 def train_wordpiece(vocab_size: int = 200) -> BertTokenizerFast:
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    """A WordPiece tokenizer trained on CORPUS (not the same twice: see `BERT_VOCAB`)."""
+    tok = _bert_tokenizer(models.WordPiece(unk_token="[UNK]"))
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
     tok.train_from_iterator(CORPUS * 5, trainer)
+    return _bert_fast(tok)
+
+
+def tiny_bert_tokenizer() -> BertTokenizerFast:
+    """The tiny BERT's tokenizer: WordPiece over the kept vocabulary (`BERT_VOCAB`)."""
+    tokens = BERT_VOCAB.read_text(encoding="utf-8").split("\n")[:-1]
+    vocab = {token: i for i, token in enumerate(tokens)}
+    return _bert_fast(_bert_tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]")))
+
+
+def _bert_tokenizer(model) -> Tokenizer:
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok
+
+
+def _bert_fast(tok: Tokenizer) -> BertTokenizerFast:
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -70,7 +96,7 @@ def train_wordpiece(vocab_size: int = 200) -> BertTokenizerFast:
 def build_tiny_bert(out: Path) -> Path:
     """A 2-layer, 32-wide BERT with its tokenizer, saved like any local model."""
     out = Path(out)
-    tokenizer = train_wordpiece()
+    tokenizer = tiny_bert_tokenizer()
     config = BertConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
@@ -166,7 +192,11 @@ def build_tiny_llama(out: Path) -> Path:
     return out
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:] == ["--vocab"]:
+    trained = train_wordpiece().get_vocab()
+    BERT_VOCAB.write_text("".join(f"{t}\n" for t in sorted(trained, key=trained.get)))
+    print(BERT_VOCAB)
+elif __name__ == "__main__":
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-models")
     print(build_tiny_bert(root / "tiny-bert"))
     print(build_tiny_llama(root / "tiny-llama"))
