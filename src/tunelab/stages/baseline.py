@@ -38,7 +38,8 @@ from tunelab.modeling.identity import identity
 from tunelab.modeling.model import load_causal, load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, save_head
 from tunelab.modeling.render import make_renderer
-from tunelab.training.evaluate import evaluate_rows, protocol, score
+from tunelab.tasks import score
+from tunelab.training.evaluate import evaluate_rows, protocol
 from tunelab.training.forgetting import score_guard_sets
 
 BASELINES = {

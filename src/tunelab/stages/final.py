@@ -45,9 +45,9 @@ from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store, locked, read_jsonl
-from tunelab.tasks import metrics_of
+from tunelab.tasks import metrics_of, score
 from tunelab.tasks.multilabel import recorded_threshold
-from tunelab.training.evaluate import evaluate_rows, protocol, score
+from tunelab.training.evaluate import evaluate_rows, protocol
 
 
 class FinalError(TunelabError):

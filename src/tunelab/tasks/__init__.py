@@ -70,15 +70,22 @@ def target_text(task_spec: Any, schema: dict | None, example: dict) -> str:
 
 def score_outputs(task_spec: Any, schema: dict | None, predictions: list[dict]) -> dict:
     """Score generated outputs in place (each prediction gains `score`); return the metrics."""
-    if task_spec.type == "extraction":
-        for p in predictions:
+    for p in predictions:
+        if task_spec.type == "extraction":
             p["score"] = extraction.score_example(
                 p["output"], p["target"], schema, task_spec.required
             )
-        return extraction.metrics([p["score"] for p in predictions], task_spec.required)
-    for p in predictions:
-        p["score"] = format_task.score_example(p["output"], p["target"], schema, task_spec.regex)
-    return format_task.metrics([p["score"] for p in predictions])
+        else:
+            p["score"] = format_task.score_example(
+                p["output"], p["target"], schema, task_spec.regex
+            )
+    return metrics_of(task_spec, predictions, [])
+
+
+def score(task_name: str, predictions: list[dict], labels: list[str]) -> dict:
+    """Classification metrics of per-example predictions, by the task's own definitions."""
+    gold = [p["gold"] for p in predictions]
+    return get_task(task_name).metrics(gold, [p["predicted"] for p in predictions], labels)
 
 
 def metrics_of(task_spec: Any, predictions: list[dict], labels: list[str]) -> dict:
@@ -90,5 +97,4 @@ def metrics_of(task_spec: Any, predictions: list[dict], labels: list[str]) -> di
         return format_task.metrics([p["score"] for p in predictions])
     if task_spec.type == "pretrain":
         return pretrain.metrics(predictions)
-    gold = [p["gold"] for p in predictions]
-    return get_task(task_spec.type).metrics(gold, [p["predicted"] for p in predictions], labels)
+    return score(task_spec.type, predictions, labels)

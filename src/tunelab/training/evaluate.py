@@ -20,7 +20,7 @@ from tunelab.modeling.render import (
     collate_prompts,
     encode_classification,
 )
-from tunelab.tasks import get_task, score_outputs
+from tunelab.tasks import score, score_outputs
 
 
 def evaluate_rows(
@@ -247,11 +247,3 @@ def generate(
         for row, i in enumerate(idx):
             out[i] = tok.decode(new[row], skip_special_tokens=True).strip()
     return out
-
-
-def score(task_name: str, predictions: list[dict], labels: list[str]) -> dict:
-    """Classification metrics of per-example predictions, by the task's own definitions."""
-    task = get_task(task_name)
-    gold = [p["gold"] for p in predictions]
-    predicted = [p["predicted"] for p in predictions]
-    return task.metrics(gold, predicted, labels)

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from tunelab.core.spec import validate_spec
-from tunelab.tasks import metrics_of, score_outputs
+from tunelab.tasks import metrics_of, score, score_outputs
 from tunelab.tasks.multilabel import score_probabilities
-from tunelab.training.evaluate import score
 
 BASE = {"data": {"sources": [{"type": "jsonl", "path": "d.jsonl"}]}, "model": {"path": "m"}}
 LABELS = ["a", "b", "c"]
@@ -63,4 +62,10 @@ def test_generative_outputs_as_score_outputs_scored_them(spec, outputs):
     schema = spec.get("json_schema")
     metrics = score_outputs(the_task, schema, predictions)  # scores each prediction in place
     assert metrics_of(the_task, predictions, []) == metrics
+    counted = (  # by hand: which outputs parse, and which are the answer
+        {"json_valid": 0.75, "exact_match": 0.25}
+        if spec["type"] == "extraction"
+        else {"format_valid": 0.75, "exact_match": 0.5}
+    )
+    assert {k: metrics[k] for k in counted} == counted
     assert metrics_of(the_task, predictions[:2], []) != metrics  # a subset: its own rows
