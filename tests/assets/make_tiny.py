@@ -24,6 +24,8 @@ from transformers import (
     BertConfig,
     BertModel,
     BertTokenizerFast,
+    GPT2Config,
+    GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
@@ -188,6 +190,33 @@ def build_tiny_llama(out: Path) -> Path:
     )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_tiny_gpt2(out: Path) -> Path:
+    """A 2-layer, 32-wide GPT-2 whose tokenizer has no pad token, as GPT-2's has none: its
+    blocks' linear layers are transformers' `Conv1D` (the weight stored transposed)."""
+    out = Path(out)
+    bpe = train_byte_bpe()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe.backend_tokenizer,
+        eos_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        unk_token=None,
+        model_max_length=256,
+    )
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=256,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    GPT2LMHeadModel(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 

@@ -9,6 +9,13 @@ EXPERIMENTS.md; QLoRA, Dettmers et al. 2023, found the same for decoders).
 from __future__ import annotations
 
 import torch
+from transformers.pytorch_utils import Conv1D
+
+
+def is_linear(module: torch.nn.Module) -> bool:
+    """A linear layer LoRA can adapt: torch's `Linear` (or `Conv1d`), or transformers' `Conv1D`,
+    the transposed linear layer of GPT-2 and its kin (PEFT adapts it with `fan_in_fan_out`)."""
+    return isinstance(module, torch.nn.Linear | torch.nn.Conv1d | Conv1D)
 
 
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -35,7 +42,7 @@ def block_linears(model: torch.nn.Module) -> list[str]:
     convolution has a few weights per channel and stays as it is)."""
     inside = {id(m) for block in blocks(model) for m in block.modules()}
     named = [(name, m) for name, m in model.named_modules() if id(m) in inside]
-    linears = [n for n, m in named if isinstance(m, torch.nn.Linear | torch.nn.Conv1d)]
+    linears = [n for n, m in named if is_linear(m)]
     if linears:
         return linears
     return [n for n, m in named if isinstance(m, torch.nn.Conv2d) and m.groups == 1]

@@ -16,12 +16,14 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.pytorch_utils import Conv1D
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.layout import CACHE
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.core.store import STORE_DIR
-from tunelab.modeling.blocks import block_linears
+from tunelab.modeling.blocks import block_linears, is_linear
+from tunelab.modeling.render import pad_id
 from tunelab.modeling.safety import (
     MODULES,
     remote_kwargs,
@@ -122,6 +124,10 @@ def load_classifier(
         label2id={label: i for i, label in enumerate(labels)},
         **weights_kwargs(spec, path, lab),
     )
+    if model.config.pad_token_id is None:
+        # a decoder's classifier (GPT-2, Llama...) pools its last non-pad token and refuses
+        # batches without a pad id in its config: the one batches are padded with
+        model.config.pad_token_id = pad_id(load_tokenizer(spec, lab))
     return model.to(device)
 
 
@@ -219,7 +225,7 @@ def _matches(name: str, pattern: str) -> bool:
 def check_targets(model: torch.nn.Module, method: LoraMethod) -> dict[str, list[str]]:
     """Each target and module to save must match a module; else name the ones that exist."""
     names = [n for n, _ in model.named_modules() if n]
-    linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if _is_linear(m)})
+    linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if is_linear(m)})
     if method.target_modules is None:  # the default: every linear layer of the blocks
         found = block_linears(model)
         if not found:
@@ -257,8 +263,8 @@ def check_targets(model: torch.nn.Module, method: LoraMethod) -> dict[str, list[
     return matched
 
 
-def _is_linear(module: torch.nn.Module) -> bool:
-    return isinstance(module, torch.nn.Linear | torch.nn.Conv1d)
+def _hits(matched: dict[str, list[str]]) -> list[str]:
+    return [n for hits in matched.values() for n in hits]
 
 
 def apply_method(
@@ -275,12 +281,16 @@ def apply_method(
             head = head_layer(model, model.config.num_labels)[0]
             method.modules_to_save = sorted({*(method.modules_to_save or []), head})
         matched = check_targets(model, method)
+        modules = dict(model.named_modules())
         config = LoraConfig(
             task_type=task_type,
             r=method.r,
             lora_alpha=method.alpha,
             lora_dropout=method.dropout,
-            target_modules=[n for hits in matched.values() for n in hits]
+            # GPT-2's Conv1D stores its weight transposed: PEFT would switch this on with a
+            # warning; a mix of layer kinds is left to PEFT, layer by layer
+            fan_in_fan_out=all(isinstance(modules[n], Conv1D) for n in _hits(matched)),
+            target_modules=_hits(matched)
             if method.target_modules is None
             else method.target_modules,
             modules_to_save=list(method.modules_to_save or []) or None,  # PEFT extends it

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from tunelab.core.errors import TunelabError
-from tunelab.modeling.render import Encoded, collate, encode_classification
+from tunelab.modeling.render import Encoded, collate, encode_classification, pad_id
 
 HEAD_FILE = "probe_head.safetensors"
 HEAD_FORMAT = "1"
@@ -65,7 +65,7 @@ def features(
     """The probe's input for `rows`: each text encoded as every classifier sees it (cut to
     `max_length`), then embedded by the frozen encoder."""
     encoded = encode_classification(tokenizer, rows, labels, max_length)
-    return embed(encoder, encoded, batch_size, device, tokenizer.pad_token_id)
+    return embed(encoder, encoded, batch_size, device, pad_id(tokenizer))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,19 @@ from transformers import PreTrainedTokenizerBase
 from tunelab.core.errors import TunelabError
 
 
+def pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The id batches are padded with: the tokenizer's pad token, else its end-of-text token
+    (GPT-2's and many decoders' tokenizers have no pad token; padding is masked either way)."""
+    for token_id in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return token_id
+    raise TunelabError(
+        "the model's tokenizer has neither a pad token nor an end-of-text token, so batches "
+        "cannot be padded; give it one (`tokenizer.pad_token = ...`, then `save_pretrained` "
+        "into model.path)"
+    )
+
+
 @dataclass(frozen=True)
 class Encoded:
     id: str
@@ -296,8 +309,7 @@ class Renderer:
 
     @property
     def pad_id(self) -> int:
-        pad = self.tokenizer.pad_token_id
-        return pad if pad is not None else self.tokenizer.eos_token_id
+        return pad_id(self.tokenizer)
 
     def training(self, rows: list[dict]) -> tuple[list, list[dict]]:
         """Training inputs, and the rows that cannot be trained on with the reason (task
