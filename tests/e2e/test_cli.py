@@ -79,6 +79,17 @@ def test_bad_spec_names_the_line_and_field(make_lab, capsys):
     assert "field `training.lr`" in err["error"] and "line " in err["error"]
 
 
+def test_the_commands_that_run_the_model_refuse_it_in_the_user_s_words(make_lab, capsys):
+    lab = make_lab()
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    for command in ("baseline", "check", "run", "size"):  # before any model loads
+        code, out = tl(capsys, command, "--lab", str(lab), "model.max_length=4096")
+        assert code == 2, command
+        assert out["error"].startswith(
+            "model.max_length=4096 (command line): 4096 positions, more than the base model's 128"
+        ), command
+
+
 def test_init_then_refuses_to_overwrite(tmp_path, capsys):
     code, _ = tl(capsys, "init", "--lab", str(tmp_path))
     assert code == 0 and (tmp_path / "tunelab.yaml").exists()

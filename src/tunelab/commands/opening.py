@@ -66,6 +66,13 @@ def needs_targets(lab) -> None:
     require_targets(lab)
 
 
+def needs_positions(lab) -> None:
+    """The spec's sequences fit the base model's positions (read from its config.json)."""
+    from tunelab.modeling.positions import require_positions
+
+    require_positions(lab)
+
+
 def progress(args: argparse.Namespace):
     """Progress bars go to stderr, only on a terminal and never with --json."""
     from rich.console import Console

@@ -4,6 +4,7 @@ preflight and the memory plan."""
 from __future__ import annotations
 
 from tunelab.commands.opening import (
+    needs_positions,
     needs_sizable,
     needs_targets,
     needs_usable,
@@ -91,7 +92,7 @@ def cmd_inspect(args):
     device=True,
 )
 def cmd_baseline(args):
-    lab = opened(args, needs_usable)
+    lab = opened(args, needs_usable, needs_positions)
     from tunelab.stages.baseline import run_baseline
 
     return run_baseline(lab, progress(args), args.name)
@@ -107,7 +108,7 @@ def cmd_baseline(args):
 )
 def cmd_check(args):
     # a LoRA target matching nothing is an item of the checklist, not a refusal
-    lab = opened(args, needs_usable)
+    lab = opened(args, needs_usable, needs_positions)
     from tunelab.stages.check.steps import run_check
 
     return run_check(lab, progress(args), args.rows)
@@ -141,7 +142,7 @@ def cmd_check(args):
     device=True,
 )
 def cmd_size(args):
-    lab = opened(args, needs_sizable, needs_targets, needs_usable)
+    lab = opened(args, needs_sizable, needs_targets, needs_usable, needs_positions)
     from tunelab.stages.size.measure import run_size
 
     return run_size(

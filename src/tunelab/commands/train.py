@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tunelab.commands.opening import (
     needs_plan,
+    needs_positions,
     needs_targets,
     needs_usable,
     opened,
@@ -44,7 +45,7 @@ def cmd_run(args):
         from tunelab.core.store import check_run_name
 
         check_run_name(args.name)
-    lab = opened(args, needs_plan, needs_targets, needs_usable)
+    lab = opened(args, needs_plan, needs_targets, needs_usable, needs_positions)
     seeds = args.seeds or lab.spec.training.replicates
     run_args = dict(allow_warnings=args.allow_warnings, parent=args.parent, reason=args.reason)
     if seeds > 1:
@@ -66,7 +67,7 @@ def cmd_run(args):
     device=True,
 )
 def cmd_ablate(args):
-    opened(args, needs_plan, needs_targets, needs_usable)  # before any model
+    opened(args, needs_plan, needs_targets, needs_usable, needs_positions)  # before any model
     from tunelab.stages.run.ablate import run_ablation
 
     return run_ablation(
@@ -117,7 +118,7 @@ def cmd_compare(args):
     processes=True,
 )
 def cmd_resume(args):
-    reopened(args, needs_targets, needs_usable)  # as `run` is
+    reopened(args, needs_targets, needs_usable, needs_positions)  # as `run` is
     from tunelab.stages.run.variant import resume_run
 
     return resume_run(args.lab, args.run, progress(args), args.device)

@@ -1,0 +1,79 @@
+"""How many positions a base model has, read from its config.json before any weights load.
+
+A model with learned position embeddings (BERT's 512, GPT-2's 1024) fails deep inside its
+embedding layer ("index out of range in self") when a sequence is longer, so a command that
+would run such a sequence is refused first, naming the fields to change. A rotary model
+(`rope_*` or `rotary_*` in its config: Llama, Qwen, SmolLM2) computes any position; past its
+training length it reads worse but runs, and is not refused here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tunelab.core.errors import TunelabError
+from tunelab.modeling.targets import model_folder
+
+LIMIT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
+"""Where a config.json states its positions (GPT-2's `n_positions` is the others' name)."""
+
+
+class PositionsError(TunelabError):
+    """The spec's sequences are longer than the base model's positions."""
+
+
+def position_limit(folder: Path) -> tuple[str, int] | None:
+    """The config key of a table of learned positions and its size (the text model's, for a
+    config that nests one under `text_config`); None for a rotary model or a config that states
+    no limit."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # the load says what is wrong with the folder
+    if not isinstance(config, dict):
+        return None
+    for section, prefix in ((config, ""), (config.get("text_config") or {}, "text_config.")):
+        if not isinstance(section, dict) or any(k.startswith(("rope", "rotary")) for k in section):
+            continue  # a rotary model has no table of positions to run past
+        for key in LIMIT_KEYS:
+            value = section.get(key)
+            if isinstance(value, int) and value > 0:
+                return prefix + key, value
+    return None
+
+
+def needed_positions(spec) -> int:
+    """The most positions one sequence can take: `model.max_length`, plus
+    `evaluation.max_new_tokens` for a task that generates (an evaluation prompt may fill
+    `model.max_length`, and the answer follows it)."""
+    extra = spec.evaluation.max_new_tokens if spec.task.generative else 0
+    return spec.model.max_length + extra
+
+
+def require_positions(lab) -> None:
+    """Refuse a spec whose sequences can be longer than the base model's positions (a model
+    built from scratch is built with `model.max_length`'s; a GGUF file is not read here)."""
+    spec = lab.spec
+    if spec.model.scratch or spec.images:
+        return
+    folder = model_folder(spec.model, lab.path)
+    limit = position_limit(folder) if folder else None
+    need = needed_positions(spec)
+    if limit is None or need <= limit[1]:
+        return
+    key, value = limit
+    where = lab.where("model.max_length")
+    length = where if where.startswith("model.max_length=") else f"model.max_length ({where})"
+    has = f"the base model's {value} ({key} in {folder / 'config.json'})"
+    if spec.task.generative:
+        raise PositionsError(
+            f"{length} + evaluation.max_new_tokens = {spec.model.max_length} + "
+            f"{spec.evaluation.max_new_tokens} = {need} positions, more than {has}: an "
+            "evaluation prompt may fill model.max_length and its answer follows, and a longer "
+            f"sequence fails inside the model. Lower either so that the sum is {value} or less."
+        )
+    raise PositionsError(
+        f"{length}: {need} positions, more than {has}: a longer sequence fails inside the model. "
+        f"Set model.max_length to {value} or less."
+    )

@@ -1,0 +1,56 @@
+"""A spec whose sequences are longer than the base model's learned positions is refused before
+any model loads, naming the fields; a rotary model is not refused. Before, BERT at
+`model.max_length=1000` ended in "internal error: IndexError: index out of range in self"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from make_tiny import build_tiny_gpt2
+
+from conftest import extraction_spec, lab_spec
+from tunelab.core.lab import open_records_lab
+from tunelab.modeling.positions import PositionsError, position_limit, require_positions
+
+
+def lab_at(tmp_path, spec: dict, overrides: dict | None = None):
+    (tmp_path / "tunelab.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return open_records_lab(tmp_path, overrides)
+
+
+def test_an_encoder_longer_than_its_positions_is_refused_with_the_field(tmp_path, tiny_bert):
+    assert position_limit(tiny_bert) == ("max_position_embeddings", 128)
+    require_positions(lab_at(tmp_path, lab_spec(tiny_bert), {"model.max_length": 128}))
+    lab = lab_at(tmp_path, lab_spec(tiny_bert), {"model.max_length": 129})
+    with pytest.raises(PositionsError) as err:
+        require_positions(lab)
+    assert str(err.value).startswith(
+        "model.max_length=129 (command line): 129 positions, more than the base model's 128 "
+        f"(max_position_embeddings in {tiny_bert / 'config.json'})"
+    )
+    assert str(err.value).endswith("Set model.max_length to 128 or less.")
+
+
+def test_generation_counts_its_new_tokens_after_a_full_prompt(tmp_path):
+    gpt2 = build_tiny_gpt2(tmp_path / "gpt2")  # 256 learned positions (n_positions)
+    spec = extraction_spec(gpt2, evaluation={"max_new_tokens": 64}, model={"path": str(gpt2)})
+    spec["model"]["max_length"] = 192
+    require_positions(lab_at(tmp_path, spec))  # 192 + 64 = 256
+    spec["model"]["max_length"] = 200
+    with pytest.raises(PositionsError) as err:
+        require_positions(lab_at(tmp_path, spec))
+    line = (tmp_path / "tunelab.yaml").read_text().splitlines().index("  max_length: 200") + 1
+    assert str(err.value).startswith(
+        f"model.max_length (tunelab.yaml line {line}) + evaluation.max_new_tokens = 200 + 64 = "
+        "264 positions, more than the base model's 256 (n_positions in "
+    )
+
+
+def test_a_rotary_model_is_not_refused(tmp_path, tiny_llama):
+    config = json.loads((tiny_llama / "config.json").read_text())
+    assert config["max_position_embeddings"] == 256 and "rope_parameters" in config
+    assert position_limit(tiny_llama) is None
+    spec = extraction_spec(tiny_llama, evaluation={"max_new_tokens": 512})
+    require_positions(lab_at(tmp_path, spec))
