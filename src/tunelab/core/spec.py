@@ -318,11 +318,17 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+BUDGET_UNITS = frozenset({"steps", "epochs", "tokens"})
+"""`training.budget` gives exactly one of these."""
+
+
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Set dotted keys in a copy of the raw spec; list items are addressed by index.
 
     Changing a section's `type` (e.g. `method.type=full`) starts that section afresh, since
-    the old type's options (a LoRA rank) mean nothing to the new one.
+    the old type's options (a LoRA rank) mean nothing to the new one. A budget is one unit, so
+    `training.budget.steps=20` replaces the file's `epochs` (two units overridden together are
+    still refused).
     """
     data = copy.deepcopy(raw)
     for dotted, value in overrides.items():
@@ -333,6 +339,10 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
         last = parts[-1]
         if last == "type" and isinstance(node, dict) and node.get("type") != value:
             node.clear()
+        if dotted.rpartition(".")[0] == "training.budget" and isinstance(node, dict):
+            for unit in BUDGET_UNITS - {last} if last in BUDGET_UNITS else ():
+                if f"training.budget.{unit}" not in overrides:
+                    node.pop(unit, None)
         if isinstance(node, list):
             node[_index(last, dotted, len(node))] = value
         else:

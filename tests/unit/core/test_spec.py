@@ -87,6 +87,16 @@ def test_overrides_parse_yaml_values_and_reset_on_type_change():
     assert raw["method"]["r"] == 8  # the raw spec is not modified
 
 
+def test_a_budget_override_replaces_the_file_s_unit():
+    raw = {**MINIMAL, "training": {"budget": {"epochs": 1}, "lr": 1e-3}}
+    spec = validate_spec(apply_overrides(raw, {"training.budget.steps": 20}))
+    assert (spec.training.budget.steps, spec.training.budget.epochs) == (20, None)
+    spec = validate_spec(apply_overrides(raw, {"training.budget.epochs": 2}))
+    assert (spec.training.budget.steps, spec.training.budget.epochs) == (None, 2)
+    assert raw["training"]["budget"] == {"epochs": 1}
+    # two units on the command line are still two (refused below, naming both)
+
+
 def test_bad_override_is_refused():
     with pytest.raises(SpecError, match="key=value"):
         parse_overrides(["training.lr"])
