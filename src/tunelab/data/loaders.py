@@ -123,14 +123,23 @@ def check_present(
             rec.file,
             rec.line,
             "missing_field",
-            f"missing field(s): {', '.join(absent)} ({_has(rec.values)})",
+            f"missing field(s): {_named(absent, fields)} ({_has(rec.values)})",
         )
     null = [f for f in needed if rec.values[f] is None]
     if null:
         return Rejection(
-            rec.file, rec.line, "null_field", f"null value in field(s): {', '.join(null)}"
+            rec.file, rec.line, "null_field", f"null value in field(s): {_named(null, fields)}"
         )
     return None
+
+
+def _named(columns: list[str], fields: Fields) -> str:
+    """Each column with the spec field that names it: `id (data.fields.id)`."""
+    roles = {c: [k for k in type(fields).model_fields if getattr(fields, k) == c] for c in columns}
+    return ", ".join(
+        f"{c} ({', '.join(f'data.fields.{k}' for k in roles[c])})" if roles[c] else c
+        for c in columns
+    )
 
 
 def check_keys(

@@ -37,8 +37,9 @@ HINTS = {
     "not_an_object": "each line must be a JSON object ({...}), not a list or a bare value",
     "duplicate_key": "each key may appear once per JSON object",
     "malformed_row": 'not comma-separated, or quotes inside a quoted cell not doubled ("")?',
-    "missing_field": "do data.fields.text and data.fields.label name the fields the rows have?",
-    "null_field": "do data.fields.text and data.fields.label name the fields the rows have?",
+    "missing_field": "does data.fields name the fields the rows have? (data.fields.id and "
+    "data.fields.group may be left out: ids are then file and line)",
+    "null_field": "does data.fields name the fields the rows have, and are they filled?",
     "bad_text_type": "does data.fields.text name the text field?",
     "empty_text": "does data.fields.text name the text field?",
     "bad_label_type": "does data.fields.label name the label field?",

@@ -328,8 +328,9 @@ FILE_CASES = [
         write("rows.csv", b"\n".join(good_csv()[1:]), "csv"),
         "refused",
         match=r"data\.sources\[0\]\.path: rows\.csv: every row was quarantined \(5 of 5\), most "
-        r"as missing_field \(5\), e\.g\. rows\.csv:2: missing field\(s\): text, label \(the row "
-        r"has 'row 0 about the apple', 'a'\)\. no header row\?",
+        r"as missing_field \(5\), e\.g\. rows\.csv:2: missing field\(s\): text "
+        r"\(data\.fields\.text\), label \(data\.fields\.label\) \(the row has 'row 0 about the "
+        r"apple', 'a'\)\. no header row\?",
     ),
     Case(
         "csv-repeated-header",
@@ -380,8 +381,8 @@ FILE_CASES = [
         "jsonl-wrong-field-names",
         write("rows.jsonl", b'{"body": "x y", "cat": "a"}\n' * 3, "jsonl"),
         "refused",
-        match=r"every row was quarantined.*missing_field.*the row has 'body', 'cat'.*"
-        r"data\.fields\.text",
+        match=r"every row was quarantined.*missing_field.*text \(data\.fields\.text\).*the row "
+        r"has 'body', 'cat'.*does data\.fields name the fields the rows have\?",
     ),
     Case(
         "directory-as-jsonl",

@@ -155,6 +155,8 @@ def test_field_mapping_ids_groups_and_duplicate_ids(tmp_path: Path) -> None:
         (3, "duplicate_id"),
         (4, "missing_field"),
     ]
+    # the reason names the spec field that asked for the column
+    assert loaded.rejections[1].reason.startswith("missing field(s): doc (data.fields.group) (")
     assert loaded.examples[0].to_row() == {
         "id": "7",
         "text": "one",
