@@ -292,7 +292,7 @@ def _truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict |
         cut = [e.id for e in encoded if e.truncated]
     else:
         renderer = make_renderer(spec, tokenizer, manifest["labels"], lab.path)
-        cut = [r["id"] for r in values if renderer.render(r, with_target=True).text_cut > 0]
+        cut = [r["id"] for r in values if _input_cut(renderer, r)]
     n = len(values)
     return {
         "split": "validation",
@@ -301,6 +301,15 @@ def _truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict |
         "n": n,
         "rate": round(len(cut) / n, 4) if n else None,
     }
+
+
+def _input_cut(renderer, row: dict) -> bool:
+    """The row's input is cut when rendered with its answer, as training renders it; an answer
+    that leaves no room for any input (training rejects that row) counts as cut."""
+    try:
+        return renderer.render(row, with_target=True).text_cut > 0
+    except ValueError:
+        return True
 
 
 def _comparison_of(store, run_id: str) -> dict | None:

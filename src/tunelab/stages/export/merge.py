@@ -62,7 +62,16 @@ def _inputs(spec, lab, bundle: Path, labels: list[str], rows: list[dict], device
     if spec.model_kind == "encoder":
         examples = encode_classification(renderer.tokenizer, rows, labels, spec.model.max_length)
     else:
-        examples = [renderer.render(r, with_target=True) for r in rows]
+        examples = [_rendered(renderer, r) for r in rows]
     batch = make_batch(examples, renderer.pad_id, device)
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     return inputs, renderer.tokenizer
+
+
+def _rendered(renderer, row: dict):
+    """The row as training renders it, or its prompt alone when its answer leaves no room for
+    any input (training rejects that row; the prompt still compares the two forms)."""
+    try:
+        return renderer.render(row, with_target=True)
+    except ValueError:
+        return renderer.render(row, with_target=False)
