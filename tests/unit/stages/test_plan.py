@@ -233,6 +233,22 @@ def test_a_too_short_rental_warns_that_the_variants_do_not_fit(tmp_path):
     assert record["warnings"][0].startswith("the variants do not fit")
 
 
+def test_a_rental_far_longer_than_the_search_says_so(tmp_path):
+    # a variant of 10 steps: 10 × 32 + 400 = 720 s; 59 h of experiments hold 295 of them
+    record = run_plan(open_records_lab(reference(tmp_path), {"training.budget.steps": 10}), days=3)
+    assert (record["variants"]["fit"], record["warnings"]) == (295, [])
+    # 30 days: 610 h hold 3,050: more than a one-change-at-a-time search runs
+    record = run_plan(open_records_lab(reference(tmp_path), {"training.budget.steps": 10}), days=30)
+    assert record["variants"]["fit"] == 3050
+    assert record["warnings"] == [
+        "3,050 variants of 720 s fit: more than a one-change-at-a-time search runs, so most of "
+        "this rental would sit idle; a larger budget per variant (training.budget: more steps, "
+        "more data) or a larger model is what such a rental is for, or run the search where it "
+        "was measured"
+    ]
+    assert "up to 3,050 variants of the current budget" in record["phases"][1]["what"]
+
+
 def test_a_short_buffer_and_no_buffer_warn(tmp_path):
     # 60,800 test rows × 4 s + 180 s -> 67.75 h of final evaluation; 2.75 h left for the buffer
     record = run_plan(open_records_lab(reference(tmp_path / "short", test_rows=60800)), days=3)
@@ -361,4 +377,4 @@ def test_replicates_and_a_noise_floor_take_their_runs_from_the_experiments(tmp_p
     assert "`tunelab noise` first (2 more seeds" in floor["phases"][1]["what"]
     assert seeded["variants"]["noise_runs"] == 0  # replicates give every arm its own seeds
     assert seeded["variants"]["fit"] == runs // 3 and seeded["variants"]["seeds"] == 3
-    assert "variant(s) × 3 seeds" in seeded["phases"][1]["what"]
+    assert f"up to {runs // 3} variants × 3 seeds" in seeded["phases"][1]["what"]

@@ -34,6 +34,9 @@ BUFFER_SHARE = 0.15
 checkpoint reload in a fresh process."""
 QUARTER_S = 900
 """Every phase is a whole number of quarter hours."""
+MANY_VARIANTS = 1000
+"""More variants than a one-change-at-a-time search runs (a few levers, a few values each, some
+seeds: tens to hundreds): past this the plan says the rental outruns the budget per variant."""
 PHASES = ("initial checks", "experiments", "evaluation", "recovery buffer", "export and verify")
 
 
@@ -103,7 +106,7 @@ def _variants(fit: int, fig: dict, experiments: dict) -> dict:
     steps = fig["steps"]
     if fit:
         stop = (
-            f"{fit} variant(s) of {steps} steps ({seconds(each)} each): start the last by "
+            f"{_count(fit)} of {steps} steps ({seconds(each)} each): start the last by "
             f"hour {last:.2f} so it ends by hour {end:g}, then stop, `tunelab compare`, and "
             "choose one run on validation for the final"
         )
@@ -120,6 +123,10 @@ def _variants(fit: int, fig: dict, experiments: dict) -> dict:
     }
 
 
+def _count(n: int) -> str:
+    return f"{n:,} variant" + ("" if n == 1 else "s")
+
+
 def _what(name: str, fit: int, counts: dict[str, int], seeds: int, noise_runs: int) -> str:
     noise = (
         f"`tunelab noise` first ({noise_runs} more seeds of the first variant), then "
@@ -130,7 +137,7 @@ def _what(name: str, fit: int, counts: dict[str, int], seeds: int, noise_runs: i
     return {
         "initial checks": "set up the rented machine, then `tunelab check` and `tunelab size` "
         "there: a new platform means the checks are redone",
-        "experiments": f"{noise}up to {fit} variant(s){each} of the current budget, one change "
+        "experiments": f"{noise}up to {_count(fit)}{each} of the current budget, one change "
         "each, then `tunelab compare`",
         "evaluation": f"`tunelab final RUN`: the chosen run, once, on the sealed test split "
         f"({counts.get('test', 0)} rows)",
@@ -176,6 +183,13 @@ def _warnings(q: dict, rule_q: int, fit: int, variants: dict, experiments: dict)
             f"the recovery buffer is {buffer / 4:g} h, short of its rule's {rule_q / 4:g} h "
             f"(max({BUFFER_SHARE:.0%} of the rental, one variant + a checkpoint reload)): a "
             "crashed variant could not be redone; rent longer or lower training.budget"
+        )
+    if fit > MANY_VARIANTS:
+        out.append(
+            f"{fit:,} variants of {variants['seconds_each']:g} s fit: more than a "
+            "one-change-at-a-time search runs, so most of this rental would sit idle; a larger "
+            "budget per variant (training.budget: more steps, more data) or a larger model is "
+            "what such a rental is for, or run the search where it was measured"
         )
     if fit == 0:
         out.append(
