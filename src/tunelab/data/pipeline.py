@@ -228,7 +228,8 @@ def _warnings(
     spec: Spec, splits: Splits, conflicts: int, presplit: bool, seen: set[str]
 ) -> list[str]:
     """What the report warns of besides usability and long texts: a group in two splits of
-    the user's split, label conflicts kept, class imbalance, task labels never seen."""
+    the user's split, label conflicts kept, class imbalance, task labels never seen, a pretrain
+    source missing from validation or test."""
     data, warnings = spec.data, []
     if data.fields.group is not None and presplit:
         warnings += straddling_groups(splits)
@@ -238,6 +239,8 @@ def _warnings(
             "different copies, all kept (dedup.conflicts: report); see duplicates.conflicts in "
             "the report"
         )
+    if spec.task.type == "pretrain":
+        warnings += _sources_missing(splits)
     if spec.task.type == "multilabel":  # per label, not per label set
         warnings += set_warnings(splits.get("train", []))
     elif not spec.task.generative:
@@ -246,6 +249,23 @@ def _warnings(
         if unseen:
             warnings.append(f"label(s) {unseen} from task.labels have no example")
     return warnings
+
+
+def _sources_missing(splits: Splits) -> list[str]:
+    """Task pretrain scores each source apart (an `every_source` guardrail, the mixture's
+    per-source bits per byte): a source with train documents and none in validation or test
+    has no score there."""
+    counts = _source_counts(splits)
+    out = []
+    for split in ("validation", "test"):
+        missing = [s for s in counts["train"] if s and not counts[split].get(s)]
+        if missing:
+            out.append(
+                f"source(s) {missing} have train documents but none in the {split} split: their "
+                f"{split} scores cannot be measured (an every_source guardrail leaves them not "
+                "checked); give them more rows, or other data.split ratios"
+            )
+    return out
 
 
 def _long_texts(

@@ -107,3 +107,24 @@ def test_a_weighted_source_without_training_rows_is_refused():
     sampler = MixtureSampler(_sources(forum=0), _mixture({"news": 1, "forum": 1}))
     with pytest.raises(ValueError, match=r"\['forum'\] have a weight but no training rows"):
         sampler.check(10)
+
+
+def test_a_source_missing_from_validation_or_test_is_warned_of():
+    from tunelab.data.example import Example
+    from tunelab.data.pipeline import _sources_missing
+
+    def rows(*sources):
+        return [Example(f"{s}{i}", "t", "", "f", i, source=s) for i, s in enumerate(sources)]
+
+    splits = {
+        "train": rows("prose", "prose", "code"),
+        "validation": rows("prose"),
+        "test": rows("prose", "code"),
+    }
+    assert _sources_missing(splits) == [
+        "source(s) ['code'] have train documents but none in the validation split: their "
+        "validation scores cannot be measured (an every_source guardrail leaves them not "
+        "checked); give them more rows, or other data.split ratios"
+    ]
+    splits["validation"] += rows("code")
+    assert _sources_missing(splits) == []

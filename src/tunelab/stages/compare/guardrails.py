@@ -45,16 +45,24 @@ def needed_n(boot: dict, max_drop: float, n: int) -> int | None:
     return max(n + 1, math.ceil(n * (half / distance) ** 2))
 
 
-def judge(g: Guardrail, pair: Pair, groups: list[str] | None) -> dict:
-    """One guardrail on one pair of runs: each scope's interval, status and margin."""
+def judge(
+    g: Guardrail, pair: Pair, groups: list[str] | None, unscored: dict[str, str] | None = None
+) -> dict:
+    """One guardrail on one pair of runs: each scope's interval, status and margin. A group in
+    `unscored` (a source without validation rows: name -> why) is not checked, so the
+    guardrail cannot hold: it is unresolved unless another group is broken."""
+    unscored = unscored or {}
     if g.scope == "overall":
         names = [None]
     elif g.source is not None:  # one named source (task pretrain)
         names = [g.source]
     else:
-        names = list(groups or [])
+        names = [*(groups or []), *(n for n in unscored if n not in (groups or []))]
     checks = {}
     for name in names:
+        if name in unscored:
+            checks[name] = {"status": UNRESOLVED, "not_checked": unscored[name]}
+            continue
         boot = pair.interval(g.metric, name)
         status = status_of(boot, g.max_drop)
         check = {
@@ -73,7 +81,13 @@ def judge(g: Guardrail, pair: Pair, groups: list[str] | None) -> dict:
         checks[name or "overall"] = check
     statuses = {c["status"] for c in checks.values()}
     status = BROKEN if BROKEN in statuses else UNRESOLVED if UNRESOLVED in statuses else HOLDS
-    worst = min(checks, key=lambda k: checks[k]["low"])
+    measured = [k for k in checks if "not_checked" not in checks[k]]
+    missing = [k for k in checks if k not in measured]
+    worst = (
+        missing[0]  # what keeps it from holding, unless a measured group is broken
+        if missing and status != BROKEN
+        else min(measured, key=lambda k: checks[k]["low"])
+    )
     return {
         "metric": g.metric,
         "scope": g.scope,
@@ -89,13 +103,13 @@ def describe(g: dict) -> str:
     """`macro_f1 (every_class) unresolved: sport -0.021 (-0.058 to +0.012), limit -0.02`."""
     head = f"{g['metric']} ({g['scope']})" + (f" on {g['on']}" if g.get("on") else "")
     missing = [c["not_checked"] for c in g["checks"].values() if "not_checked" in c]
-    if missing:
-        return f"{head} {g['status']}: not checked ({'; '.join(missing)}); limit -{g['max_drop']}"
     shown = [
         (name, c)
         for name, c in g["checks"].items()
-        if c["status"] == g["status"] or g["status"] == HOLDS
+        if "not_checked" not in c and (c["status"] == g["status"] or g["status"] == HOLDS)
     ]
+    if missing and not shown:
+        return f"{head} {g['status']}: not checked ({'; '.join(missing)}); limit -{g['max_drop']}"
     parts = []
     for name, c in shown[:3]:
         text = f"{name} {c['delta']:+.3f} ({c['low']:+.3f} to {c['high']:+.3f})"
@@ -105,4 +119,6 @@ def describe(g: dict) -> str:
             text += f", {c['needs']} would resolve it (the seeds' noise does not shrink with n)"
         parts.append(text)
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
-    return f"{head} {g['status']}: " + "; ".join(parts) + more + f"; limit -{g['max_drop']}"
+    unchecked = f"; not checked: {'; '.join(missing)}" if missing else ""
+    limit = f"; limit -{g['max_drop']}"
+    return f"{head} {g['status']}: " + "; ".join(parts) + more + unchecked + limit

@@ -84,6 +84,7 @@ def compare(
             '--reason "why" to compare anyway (recorded), or re-run the variants under them.'
         )
     by_id = {r["id"]: r for r in runs}
+    unscored = unscored_sources(store, reference, task)
     arms = Arms(store, runs, reference, same_eval)
     cache: dict[str, dict] = {}
 
@@ -108,7 +109,7 @@ def compare(
         versus["guardrails"] = [
             judge_forgetting(g, store, before, arm, trained, noise_for)
             if g.on
-            else judge(g, pair, groups_of(before[0], task))
+            else judge(g, pair, groups_of(before[0], task), unscored)
             for g in guardrails
         ]
         versus["verdict"], versus["reasons"] = verdict(
@@ -239,6 +240,23 @@ def _reference(runs: list[dict], baselines: list[dict], against, version: str, t
 def groups_of(record: dict, task) -> list[str]:
     """The classes (or fields) of a per-group guardrail, as the reference's metrics list them."""
     return list(record["metrics"].get(task.group_key) or []) if task.group_key else []
+
+
+def unscored_sources(store, record: dict, task) -> dict[str, str]:
+    """The sources of the reference's data version it has no score for (task pretrain: a
+    source without rows in the evaluated split), each with why: an `every_source` guardrail
+    leaves them not checked."""
+    if task.group_scope != "every_source":
+        return {}
+    version = record["data_version"]
+    sources = store.data_manifest(version).get("sources") or []
+    scored = set(groups_of(record, task))
+    split = record["spec"]["evaluation"]["split"]
+    return {
+        s["name"]: f"{s['name']}: no {split} rows in data version {version[:8]}"
+        for s in sources
+        if s.get("name") and s["name"] not in scored
+    }
 
 
 def _row(run: dict, task) -> dict:

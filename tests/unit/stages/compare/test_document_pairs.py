@@ -37,3 +37,47 @@ def test_unknown_source_in_a_guardrail_is_named():
     pair = make_arms([docs([1.0], ["x"])], [docs([1.0], ["x"])], [], ("a", "b"))
     with pytest.raises(Exception, match="source 'code'"):
         pair.interval("bits_per_byte", "code")
+
+
+def test_a_source_without_validation_rows_leaves_every_source_unresolved():
+    """A source the reference has no score for (no validation rows) is not checked: the
+    guardrail cannot hold on it, and is unresolved unless a scored source is broken."""
+    from tunelab.core.spec import Guardrail
+    from tunelab.stages.compare.guardrails import describe, judge
+
+    sources = ["prose"] * 20
+    ref = docs([14.0 + (i % 3) for i in range(20)], sources)
+    better = make_arms([ref], [docs([13.0 + (i % 3) for i in range(20)], sources)], [], ("a", "b"))
+    worse = make_arms([ref], [docs([16.0 + (i % 3) for i in range(20)], sources)], [], ("a", "c"))
+    rail = Guardrail(metric="bits_per_byte", scope="every_source", max_drop=0.02)
+    unscored = {"code": "code: no validation rows in data version 65052606"}
+    assert judge(rail, better, ["prose"])["status"] == "holds"
+    judged = judge(rail, better, ["prose"], unscored)
+    assert (judged["status"], judged["worst"], judged["passed"]) == ("unresolved", "code", False)
+    assert judged["checks"]["code"] == {"status": "unresolved", "not_checked": unscored["code"]}
+    assert judged["checks"]["prose"]["status"] == "holds"
+    assert describe(judged).startswith(
+        "bits_per_byte (every_source) unresolved: not checked (code: no validation rows"
+    )
+    broken = judge(rail, worse, ["prose"], unscored)
+    assert (broken["status"], broken["worst"]) == ("broken", "prose")
+    assert "; not checked: code: no validation rows" in describe(broken)
+
+
+def test_the_unscored_sources_are_those_of_the_data_version_without_a_score():
+    from tunelab.stages.compare.verdicts import unscored_sources
+
+    class Store:
+        def data_manifest(self, version):
+            assert version == "65052606dfa4"
+            return {"sources": [{"name": "prose"}, {"name": "code"}]}
+
+    record = {
+        "data_version": "65052606dfa4",
+        "spec": {"evaluation": {"split": "validation"}},
+        "metrics": {"per_source": {"prose": {"bits_per_byte": 2.5}}},
+    }
+    assert unscored_sources(Store(), record, get_task("pretrain")) == {
+        "code": "code: no validation rows in data version 65052606"
+    }
+    assert unscored_sources(Store(), record, get_task("classification")) == {}
