@@ -136,7 +136,7 @@ def describe(model, kind: str, num_labels: int = 2) -> tuple[Shape, Trainables]:
         heads=heads,
         kv_heads=getattr(c, "num_key_value_heads", None) or heads,
         head_dim=getattr(c, "head_dim", None) or c.hidden_size // heads,
-        intermediate=c.intermediate_size,
+        intermediate=_intermediate(c),
         vocab=c.vocab_size,
         num_labels=num_labels,
         attention_dropout=float(
@@ -165,6 +165,13 @@ def describe(model, kind: str, num_labels: int = 2) -> tuple[Shape, Trainables]:
         pooler=_pooler_keeps_output(model),
     )
     return shape, tr
+
+
+def _intermediate(config) -> int:
+    """The MLP's width: `intermediate_size`, or GPT-2's `n_inner` (None there means 4 × the
+    hidden size, as GPT2MLP builds it)."""
+    width = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None)
+    return width or 4 * config.hidden_size
 
 
 def _bytes(p) -> int:

@@ -72,6 +72,18 @@ def test_lora_and_full_trainables_counted_on_the_meta_device(tiny_bert):
     assert full.params == lora.params - lora.trainable  # adapters + PEFT's copy of the head
 
 
+def test_a_shape_outside_the_known_families_is_approximated_not_refused(tmp_path):
+    """GPT-2's config has no intermediate_size (`n_inner`, None meaning 4 × the hidden size):
+    `size` stopped on an AttributeError before it measured anything."""
+    from make_tiny import build_tiny_gpt2
+
+    gpt2 = build_tiny_gpt2(tmp_path / "gpt2")
+    shape, tr = sizing.model_facts(gpt2, "encoder", "float32", LoraMethod(r=2), ["a", "b"])
+    assert (shape.family, shape.approximate) == ("llama", True)
+    assert (shape.hidden, shape.intermediate, shape.layers) == (32, 128, 2)
+    assert tr.head and tr.trainable < tr.params
+
+
 def test_causal_logits_are_kept_on_the_targets_and_upcast():
     sh = shape(vocab=100)
     two = est.loss_bytes(sh, b=2, s=10)  # the probe's sequences: 5 target positions each
