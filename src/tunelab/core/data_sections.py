@@ -16,7 +16,7 @@ from tunelab.core.section_base import FieldError, _Section
 
 class Source(_Section):
     type: str
-    """Loader name: jsonl, csv, parquet (one file each), folder (one sub-folder per label) or
+    """Loader name: jsonl, csv, tsv, parquet (one file each), folder (one sub-folder per label) or
     hf_dataset (a folder written by `datasets`' `save_to_disk`; a DatasetDict's train,
     validation and test splits are kept as the user's split). An image lab (task
     image_classification) reads image_folder (one sub-folder of images per label), or jsonl,

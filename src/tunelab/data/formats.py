@@ -142,13 +142,15 @@ def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _csv(path: Path, shown: str, fields: Fields, split: str | None) -> Iterator[Record | Rejection]:
+def _csv(
+    path: Path, shown: str, fields: Fields, split: str | None, delimiter: str = ","
+) -> Iterator[Record | Rejection]:
     """The first row is the header. Bad bytes are kept as surrogates while parsing, then the
     record holding them is rejected: quoted fields may span lines, so lines cannot be decoded
     one by one. A row with more cells than the header (an unquoted comma) is rejected."""
     text = _utf8_bytes(path, shown).decode("utf-8", errors="surrogateescape")
     text = text.removeprefix("\ufeff")
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     header: list[str] | None = None
     start = 1
     while True:
@@ -182,6 +184,11 @@ def _csv(path: Path, shown: str, fields: Fields, split: str | None) -> Iterator[
             )
         else:
             yield Record(shown, line, dict(zip(header, cells, strict=False)))
+
+
+def _tsv(path: Path, shown: str, fields: Fields, split: str | None) -> Iterator[Record | Rejection]:
+    """Tab-separated values: a CSV file whose cells are separated by tabs (quoting as CSV)."""
+    return _csv(path, shown, fields, split, delimiter="\t")
 
 
 def _header(cells: list[str], shown: str) -> list[str]:
@@ -334,6 +341,7 @@ def _dataset_rows(
 LOADERS: dict[str, Format] = {
     "jsonl": Format(_jsonl, "file"),
     "csv": Format(_csv, "file"),
+    "tsv": Format(_tsv, "file"),
     "parquet": Format(_parquet, "file"),
     "folder": Format(_folder, "folder"),
     "image_folder": Format(_image_folder, "folder"),

@@ -32,7 +32,7 @@ from tunelab.data.loaders import Example, check_keys, check_present
 from tunelab.data.paths import PlaceError, locate_file
 from tunelab.data.split import Splits
 
-IMAGE_SOURCES = ("image_folder", "jsonl", "csv", "parquet", "hf_dataset")
+IMAGE_SOURCES = ("image_folder", "jsonl", "csv", "tsv", "parquet", "hf_dataset")
 
 
 def check_image_spec(spec: Spec) -> None:

@@ -151,7 +151,10 @@ def _all_quarantined(where: str, src: dict) -> str:
     reasons = src.get("reasons") or {}
     kind = max(sorted(reasons), key=lambda k: reasons[k])
     first = (src.get("first") or {}).get(kind, {})
-    hint = CSV_NO_HEADER if src["type"] == "csv" and kind == "missing_field" else HINTS.get(kind)
+    hint = CSV_NO_HEADER if src["type"] in ("csv", "tsv") and kind == "missing_field" else None
+    if src["type"] == "csv" and src["path"].lower().endswith((".tsv", ".tab")):
+        hint = "a tab-separated file? give it as `type: tsv`"
+    hint = hint or HINTS.get(kind)
     others = [f"{k} {n}" for k, n in reasons.items() if k != kind]
     return (
         f"{where}: every row was quarantined ({src['rows']:,} of {src['rows']:,}), most as "

@@ -333,6 +333,23 @@ FILE_CASES = [
         r"apple', 'a'\)\. no header row\?",
     ),
     Case(
+        "tsv",
+        write("rows.tsv", b"\n".join(r.replace(b",", b"\t") for r in good_csv()) + b"\n", "tsv"),
+        "accepted",
+        check=kept_text("row 1 about the river"),
+    ),
+    Case(
+        "tsv-given-as-csv",
+        write(
+            "rows.tsv",
+            b"\n".join(r.replace(b",", b"\t") for r in good_csv()) + b"\n",
+            "csv",
+        ),
+        "refused",
+        match=r"rows\.tsv: every row was quarantined .*a tab-separated file\? give it as "
+        r"`type: tsv`",
+    ),
+    Case(
         "csv-repeated-header",
         write("rows.csv", b"text,text,label\nx,y,a\n", "csv"),
         "refused",

@@ -119,7 +119,7 @@ def test_folder_loader_labels_from_subfolders(tmp_path: Path) -> None:
 
 
 def test_unknown_type_lists_the_known_ones(tmp_path: Path) -> None:
-    known = r"\['csv', 'folder', 'hf_dataset', 'image_folder', 'jsonl', 'parquet'\]"
+    known = r"\['csv', 'folder', 'hf_dataset', 'image_folder', 'jsonl', 'parquet', 'tsv'\]"
     with pytest.raises(ValueError, match=rf"unknown source type 'xml'; known: {known}"):
         get_loader("xml")
     (tmp_path / "r.x").write_text("x")
