@@ -73,9 +73,8 @@ def _turns_line(ex: dict) -> str:
 def _findings(findings: list[dict], console: Console) -> None:
     for f in findings:
         mark = "[bold red]BLOCKING[/]" if f["blocking"] else "[yellow]warning[/]"
-        console.print(
-            f"{mark} {f['code']}: {f['message']} ({f['count']} rows, e.g. {f['example']})"
-        )
+        example = f", e.g. {f['example']}" if f.get("example") is not None else ""
+        console.print(f"{mark} {f['code']}: {f['message']} ({f['count']} rows{example})")
     if not findings:
         console.print("[green]no findings[/]")
 

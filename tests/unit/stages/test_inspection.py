@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from conftest import page_rows, topic_rows
 from tunelab.core.lab import open_lab
@@ -14,6 +16,7 @@ from tunelab.data import build_data
 from tunelab.modeling.render import Rendered
 from tunelab.stages.inspection import causal_view, inspect_lab
 from tunelab.stages.run.variant import BlockedError, run_variant
+from tunelab.views import inspect as inspect_view
 
 
 def prepared(lab_path: Path, **overrides):
@@ -75,7 +78,11 @@ def test_loss_on_prompt_is_reported(make_extraction_lab):
 def test_chat_template_missing_and_ignored(make_extraction_lab, tiny_llama, tmp_path):
     bare = tokenizer_variant(tiny_llama, tmp_path, chat_template=None)
     lab = prepared(make_extraction_lab(), **{"model.path": str(bare)})
-    assert codes(inspect_lab(lab)) == {"chat_template_missing": True}
+    view = inspect_lab(lab)
+    assert codes(view) == {"chat_template_missing": True}
+    out = io.StringIO()
+    inspect_view.inspect(view, Console(file=out, width=200))
+    assert out.getvalue().rstrip().endswith("ships one (18 rows)")  # no example named
     plain = prepared(make_extraction_lab(), **{"model.template": "plain"})
     assert codes(inspect_lab(plain)) == {"chat_template_ignored": False}
 
