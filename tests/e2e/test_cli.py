@@ -194,6 +194,15 @@ def test_ablate_makes_one_variant_per_value_with_one_change_each(make_lab, capsy
     records = [json.loads((runs_dir / r["id"] / "record.json").read_text()) for r in result["runs"]]
     assert all(list(rec["diff"]) == ["optimizer"] for rec in records)
     assert [rec["spec"]["training"]["lr"] for rec in records] == [1e-3, 1e-2]
+    # a parent the spec differs from in more than the key: ablate has no --reason to offer
+    code, run = tl(capsys, "run", "--lab", lab, "training.budget.steps=2")
+    assert code == 0, run
+    code, err = tl(capsys, "ablate", "--lab", lab, "training.lr=1e-3", "--parent", run["id"])
+    assert code == 2 and "budget: training.budget.steps 2 -> 4" in err["error"]
+    assert err["error"].endswith(
+        "ablate changes training.lr alone: make tunelab.yaml match the parent in everything "
+        "else (or name another --parent), then ablate again."
+    )
 
 
 def test_a_data_ablation_builds_a_version_per_value_on_the_same_validation(make_lab, capsys):

@@ -14,6 +14,7 @@ are YAML, separated by commas outside brackets: `data.cleaning=[],[{rule: whites
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +24,7 @@ from tunelab.core.lab import open_lab, open_records_lab
 from tunelab.core.replicates import seed_of
 from tunelab.core.spec import parse_value
 from tunelab.data import build_data
+from tunelab.stages.run.diff import OneChangeError
 from tunelab.stages.run.replicates import run_replicates
 from tunelab.stages.run.variant import run_variant
 from tunelab.tasks import get_task
@@ -83,12 +85,28 @@ def run_ablation(
                 console.print(f"{key}={value}: data version {lab.data}")
         n = seeds or lab.spec.training.replicates
         if n > 1:
-            group = run_replicates(lab, n, run_name(key, value), console, parent=parent)
+            with _one_key(key):
+                group = run_replicates(lab, n, run_name(key, value), console, parent=parent)
             rows.append(_row(lab, value, group["runs"][0], group))
         else:
-            record = run_variant(lab, run_name(key, value), console, parent=parent)
+            with _one_key(key):
+                record = run_variant(lab, run_name(key, value), console, parent=parent)
             rows.append(_row(lab, value, record))
     return {"key": key, "values": values, "runs": rows, "data_version": current}
+
+
+@contextmanager
+def _one_key(key: str):
+    """A variant refused for changing more groups than `key`'s: ablate takes no --reason, so
+    the advice is to make the spec match the parent."""
+    try:
+        yield
+    except OneChangeError as err:
+        found = str(err).rsplit("\n", 1)[0]
+        raise OneChangeError(
+            f"{found}\nablate changes {key} alone: make tunelab.yaml match the parent in "
+            "everything else (or name another --parent), then ablate again."
+        ) from None
 
 
 def _pinned(lab_path: Path, current: str) -> dict:
