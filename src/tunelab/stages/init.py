@@ -10,7 +10,14 @@ import yaml
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import SPEC_FILE, validate_spec
 
-TEMPLATES = ("classification", "multilabel", "extraction", "format", "pretrain")
+TEMPLATES = (
+    "classification",
+    "multilabel",
+    "image_classification",
+    "extraction",
+    "format",
+    "pretrain",
+)
 
 
 class SpecExistsError(TunelabError, FileExistsError):

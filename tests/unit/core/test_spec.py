@@ -134,7 +134,7 @@ def test_init_template_is_a_valid_spec(tmp_path):
         init_lab(tmp_path, "classification")
 
 
-@pytest.mark.parametrize("task", ["classification", "extraction", "format"])
+@pytest.mark.parametrize("task", ["classification", "extraction", "format", "image_classification"])
 def test_init_writes_a_valid_template_for_each_task_type(tmp_path, task):
     from tunelab.stages.init import init_lab
 
@@ -142,7 +142,9 @@ def test_init_writes_a_valid_template_for_each_task_type(tmp_path, task):
     spec = load_spec(Path(result["spec"]))
     assert spec.task.type == task and spec.hypothesis is not None and spec.guardrails
     assert "id:" in Path(result["spec"]).read_text()  # the stable id column is shown
-    if task != "classification":
+    if task == "image_classification":
+        assert spec.model_kind == "image" and spec.data.sources[0].type == "image_folder"
+    elif task != "classification":
         assert spec.data.fields.id == "id" and spec.model.kind == "causal"
 
 
