@@ -232,17 +232,26 @@ def _bands(ax, ys: list[int], groups: list[str | None]) -> None:
 
 
 def _ci_text(row: dict) -> str:
-    return _signed(row["delta"]) + f" ({_signed(row['low'])}, {_signed(row['high'])})"
+    """`+1.2 (−0.4, +2.9)`: points with one decimal, or a row's own `digits` (four for bits
+    per byte, whose differences are hundredths)."""
+    digits = row.get("digits", 1)
+    low, high = _signed(row["low"], digits), _signed(row["high"], digits)
+    return _signed(row["delta"], digits) + f" ({low}, {high})"
 
 
-def _signed(x: float) -> str:
-    return f"{x:+.1f}".replace("-", "\u2212")
+def _signed(x: float, digits: int = 1) -> str:
+    return f"{x:+.{digits}f}".replace("-", "\u2212")
 
 
 def group_bars(
-    series: list[tuple[str, dict[str, float]]], groups: list[str], metric: str, colours: dict
+    series: list[tuple[str, dict[str, float]]],
+    groups: list[str],
+    metric: str,
+    colours: dict,
+    percent: bool = True,
 ) -> str:
-    """One metric per class or field, as grouped bars: a bar per run in each group."""
+    """One metric per class, field or source, as grouped bars: a bar per run in each group; a
+    share in percent (0 to 100), else the metric as it is (bits per byte)."""
     n = max(len(series), 1)
     width = 0.8 / n
     with _style():
@@ -250,7 +259,7 @@ def group_bars(
         ax = fig.subplots()
         for i, (run_id, values) in enumerate(series):
             xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-            heights = [100 * _num(values.get(g)) for g in groups]
+            heights = [(100 if percent else 1) * _num(values.get(g)) for g in groups]
             ax.bar(xs, heights, width=width * 0.9, color=colours.get(run_id), label=run_id)
         tilted = len(groups) > 6
         ax.set_xticks(
@@ -259,8 +268,9 @@ def group_bars(
             rotation=30 if tilted else 0,
             ha="right" if tilted else "center",
         )
-        ax.set_ylim(0, 100)
-        ax.set_ylabel(f"{metric} (%)")
+        if percent:
+            ax.set_ylim(0, 100)
+        ax.set_ylabel(f"{metric} (%)" if percent else metric.replace("_", " "))
         ax.grid(axis="x", visible=False)
         handles, labels = ax.get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))

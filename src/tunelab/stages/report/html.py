@@ -22,6 +22,7 @@ from tunelab.core.layout import EXPORTS, SIZING
 from tunelab.core.store import atomic_write_text
 from tunelab.stages.report import charts, images, sections
 from tunelab.stages.report.recorded_spec import recorded_spec
+from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
 REPORT_FILE = "lab-report.html"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -31,7 +32,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("runs", "Runs"),
     ("curves", "Loss and learning rate"),
     ("comparison", "Comparison"),
-    ("groups", "Per-class and per-field scores"),
+    ("groups", "Scores per class, field or source"),
     ("confusion", "Confusion matrices"),
     ("memory", "Memory: estimate beside measured"),
     ("plan", "Plan"),
@@ -71,7 +72,17 @@ def render(context: dict[str, Any]) -> str:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        when=when, pct=pct, pts=pts, num=num, hours=hours, ticks=ticks, tone=charts.tone
+        when=when,
+        pct=pct,
+        pts=pts,
+        num=num,
+        hours=hours,
+        ticks=ticks,
+        tone=charts.tone,
+        score=score,
+        change=change,
+        unit=unit,
+        change_unit=change_unit,
     )
     return env.get_template("report.html.j2").render(**context)
 
@@ -134,6 +145,33 @@ def pct(value: float | None) -> str:
 def pts(value: float | None) -> str:
     """A difference of shares in signed points (`+1.2`)."""
     return "-" if not _is_number(value) else f"{100 * value:+.1f}"
+
+
+def score(value: float | None, metric: str | None, sign: bool = False) -> str:
+    """A metric's value: a share in percent (`93.3`, `93.3%` with `sign`), or a pretrain
+    lab's bits per byte, loss or perplexity as it is (`2.5506`)."""
+    if not _is_number(value):
+        return "-"
+    if metric in PLAIN:
+        return num(value, 1 if metric == "perplexity" else 4)
+    return pct(value) + ("%" if sign else "")
+
+
+def unit(metric: str | None) -> str:
+    """What a column of `score`s is in: `, %` for a share, nothing for the others."""
+    return "" if metric in PLAIN else ", %"
+
+
+def change(value: float | None, metric: str | None) -> str:
+    """A difference: in signed points for a share, else as it is (a reduction for the metrics
+    where less is better, `+0.6039`)."""
+    if metric not in PLAIN:
+        return pts(value)
+    return "-" if not _is_number(value) else f"{value:+.4f}"
+
+
+def change_unit(metric: str | None) -> str:
+    return "reduction" if metric in PLAIN else "points"
 
 
 def num(value: Any, digits: int = 0) -> str:

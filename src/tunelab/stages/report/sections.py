@@ -18,6 +18,7 @@ from tunelab.tasks.pretrain import overall_metrics as PLAIN
 GROUP_KEYS = {
     "per_class": ("class", "every_class", "f1"),
     "per_field": ("field", "every_field", "exact"),
+    "per_source": ("source", "every_source", "bits_per_byte"),
 }
 """Where a task keeps its per-group metrics: the group's name, guardrail scope, default metric."""
 SPLIT_PAIRS = tuple(
@@ -134,14 +135,18 @@ def comparison(record: dict) -> dict:
     """The newest comparison: every run's metrics, each variant's interval and guardrails."""
     primary, reference = record.get("primary_metric"), record.get("reference")
     variants = [r for r in record["runs"] if r.get("vs_reference")]
+    # a rate in points; bits per byte, loss, perplexity as they are, each delta a reduction
+    scale, unit = (1, "reduction") if primary in PLAIN else (100, "points")
     forest = [
-        _interval(r["id"], r["vs_reference"]["bootstrap"], r.get("verdict")) for r in variants
+        _interval(r["id"], r["vs_reference"]["bootstrap"], r.get("verdict"), scale)
+        for r in variants
     ]
     marks = []
     if record.get("min_effect"):
-        marks = [(100 * record["min_effect"], f"minimum effect +{100 * record['min_effect']:g}")]
+        effect = scale * record["min_effect"]
+        marks = [(effect, f"minimum effect +{effect:g}")]
     level = 100 * ((record.get("rules") or {}).get("bootstrap") or {}).get("level", 0.95)
-    xlabel = f"Δ {primary} against {reference}, points ({level:g}% interval)"
+    xlabel = f"Δ {primary} against {reference}, {unit} ({level:g}% interval)"
     return {
         "id": record.get("id"),
         "created": record.get("created"),
@@ -151,7 +156,9 @@ def comparison(record: dict) -> dict:
         "metrics": record.get("metrics") or [],
         "rules": record.get("rules") or {},
         "runs": record["runs"],
-        "forest": Markup(charts.forest(forest, xlabel, marks, "forest", noise_band(variants)))
+        "forest": Markup(
+            charts.forest(forest, xlabel, marks, "forest", noise_band(variants, scale))
+        )
         if forest
         else None,
         "guardrails": _guardrail_figures(variants, level),
@@ -199,6 +206,7 @@ def _interval(label: str, ci: dict, word: str | None, scale: float = 100) -> dic
         "low": scale * ci["low"],
         "high": scale * ci["high"],
         "word": word,
+        "digits": 1 if scale == 100 else 4,
     }
     if "values_b" in ci:
         mean_a = sum(ci["values_a"]) / len(ci["values_a"])
@@ -209,19 +217,21 @@ def _interval(label: str, ci: dict, word: str | None, scale: float = 100) -> dic
     return row
 
 
-def noise_band(variants: list[dict]) -> tuple[float, float, str] | None:
-    """The noise floor as a band around zero, in points: ±1.96 × the seeds' sd × √2, how far
-    a new seed alone moves a one-seed difference (95%); from the first seed-aware interval."""
+def noise_band(variants: list[dict], scale: float = 100) -> tuple[float, float, str] | None:
+    """The noise floor as a band around zero, in points (`scale` 1: in the metric's own unit):
+    ±1.96 × the seeds' sd × √2, how far a new seed alone moves a one-seed difference (95%);
+    from the first seed-aware interval."""
     for r in variants:
         seeds = r["vs_reference"]["bootstrap"].get("seeds")
         if seeds:
-            half = 100 * 1.96 * seeds["seed_sd"] * 2**0.5
-            return -half, half, f"seed noise ±{half:.2g} (sd {100 * seeds['seed_sd']:.2g})"
+            half = scale * 1.96 * seeds["seed_sd"] * 2**0.5
+            return -half, half, f"seed noise ±{half:.2g} (sd {scale * seeds['seed_sd']:.2g})"
     return None
 
 
 def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict]) -> dict | None:
-    """Per-class (or per-field) scores of every run that has them: bars and a table."""
+    """Per-class (or per-field, or per-source) scores of every run that has them: bars and a
+    table; shares in percent, a pretrain lab's bits per byte as they are (`plain`)."""
     scored = [r for r in records if any(k in (r.get("metrics") or {}) for k in GROUP_KEYS)]
     if not scored:
         return None
@@ -235,9 +245,8 @@ def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict])
     figures = []
     for metric in metrics[:3]:
         series = [(r["id"], _column(r["metrics"][key], metric)) for r in scored]
-        figures.append(
-            {"metric": metric, "chart": Markup(charts.group_bars(series, groups, metric, colours))}
-        )
+        chart = charts.group_bars(series, groups, metric, colours, percent=metric not in PLAIN)
+        figures.append({"metric": metric, "chart": Markup(chart)})
     table = [
         {"group": g, "values": [_cell(r["metrics"][key].get(g), metrics[0]) for r in scored]}
         for g in groups
@@ -246,6 +255,7 @@ def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict])
         "kind": kind,
         "runs": [r["id"] for r in scored],
         "metric": metrics[0],
+        "plain": metrics[0] in PLAIN,
         "figures": figures,
         "table": table,
     }

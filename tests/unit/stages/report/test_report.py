@@ -307,3 +307,26 @@ def test_the_report_never_imports_torch(lab):
     )
     result = json.loads(done.stdout.splitlines()[-1])
     assert result == {"torch": False, "sha": write_report(lab)["sha256"]}
+
+
+def test_a_pretrain_lab_s_metrics_are_shown_as_they_are_not_as_shares():
+    """Bits per byte, loss and perplexity are not shares: no percent, no points; a delta is a
+    reduction. Before, the page read "bits_per_byte, %: 315.5" and "+60.4 points"."""
+    from tunelab.stages.report.html import change, change_unit, score, unit
+    from tunelab.stages.report.sections import comparison
+
+    assert (score(2.55061, "bits_per_byte"), score(856.37, "perplexity")) == ("2.5506", "856.4")
+    assert (score(0.9333, "macro_f1", True), score(None, "loss")) == ("93.3%", "-")
+    assert (unit("bits_per_byte"), unit("accuracy")) == ("", ", %")
+    assert (change(0.60391, "bits_per_byte"), change(0.012, "macro_f1")) == ("+0.6039", "+1.2")
+    assert (change_unit("loss"), change_unit("f1")) == ("reduction", "points")
+    boot = {"delta": 0.6039, "low": 0.5884, "high": 0.6183}
+    record = {
+        "primary_metric": "bits_per_byte",
+        "reference": "r001",
+        "min_effect": 0.01,
+        "runs": [{"id": "r002", "verdict": "improved", "vs_reference": {"bootstrap": boot}}],
+    }
+    svg = str(comparison(record)["forest"])
+    assert "reduction (95% interval)" in svg and "minimum effect +0.01" in svg
+    assert "+0.6039 (+0.5884, +0.6183)" in svg
