@@ -11,7 +11,6 @@ from tunelab.views.style import (
     PLAIN,
     delta_value,
     metric_value,
-    pct,
     short_id,
     verdict_text,
 )
@@ -197,9 +196,10 @@ def final(result: dict, console: Console) -> None:
     val = result.get("validation_metrics") or {}
     if primary and primary in val and primary in m:
         gap = m[primary] - val[primary]
+        change = f"{gap:+.4f}, lower is better" if primary in PLAIN else f"{100 * gap:+.1f} points"
         console.print(
-            f"  {primary.replace('_', ' ')}: validation {pct(val[primary])}% -> test "
-            f"{pct(m[primary])}% ({100 * gap:+.1f} points)"
+            f"  {primary.replace('_', ' ')}: validation {metric_value(primary, val[primary], '%')}"
+            f" -> test {metric_value(primary, m[primary], '%')} ({change})"
         )
     copied = result.get("copied_in_validation")
     if copied and copied["rows"]:

@@ -339,3 +339,31 @@ def test_the_final_counts_the_test_rows_that_have_a_copy_in_validation(make_lab,
     n = result["metrics"]["n"]
     assert f"{len(copied)} of the {n} test rows have an exact or near copy" in shown
     assert f"without them ({len(kept)} rows): macro f1 {value:.1f}%" in shown
+
+
+def test_the_final_view_shows_bits_per_byte_as_it_is():
+    """A pretrain lab's final read "bits per byte: validation 255.1% -> test 258.7% (+3.7
+    points)": not a share, so no percent and no points."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.compare import final as final_view
+
+    result = {
+        "run": "r002-full",
+        "data_version": "65052606dfa4",
+        "test_sha256": "243dd6b5c87c" * 4,
+        "primary_metric": "bits_per_byte",
+        "metrics": {"n": 21, "bits_per_byte": 2.5873, "loss": 6.73, "perplexity": 838.4},
+        "validation_metrics": {"bits_per_byte": 2.5506},
+        "n": 1,
+        "file": ".tunelab/finals/1-r002-full.json",
+        "repeated": False,
+        "earlier": [],
+    }
+    out = io.StringIO()
+    final_view(result, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "bits per byte: validation 2.5506 -> test 2.5873 (+0.0367, lower is better)" in text
+    assert "%" not in text and "points" not in text
