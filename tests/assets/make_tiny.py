@@ -95,6 +95,14 @@ def _bert_fast(tok: Tokenizer) -> BertTokenizerFast:
     )
 
 
+def saved(model_class, config, tokenizer, out: Path) -> Path:
+    """A model of `model_class` with weights drawn from seed 0, saved with its tokenizer."""
+    torch.manual_seed(0)
+    model_class(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def build_tiny_bert(out: Path) -> Path:
     """A 2-layer, 32-wide BERT with its tokenizer, saved like any local model."""
     out = Path(out)
@@ -108,10 +116,7 @@ def build_tiny_bert(out: Path) -> Path:
         max_position_embeddings=128,
         pad_token_id=tokenizer.pad_token_id,
     )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return saved(BertModel, config, tokenizer, out)
 
 
 # Man-page-like facts for the tiny extraction labs (the tests' and bench/distributed.py's).
@@ -188,10 +193,7 @@ def build_tiny_llama(out: Path) -> Path:
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
     )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return saved(LlamaForCausalLM, config, tokenizer, out)
 
 
 def build_tiny_gpt2(out: Path) -> Path:
@@ -215,10 +217,7 @@ def build_tiny_gpt2(out: Path) -> Path:
         bos_token_id=tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    torch.manual_seed(0)
-    GPT2LMHeadModel(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return saved(GPT2LMHeadModel, config, tokenizer, out)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--vocab"]:
