@@ -55,6 +55,12 @@ def check_base(info: dict, base: Path) -> dict:
     from tunelab.core.spec import ModelSpec
     from tunelab.modeling.identity import identity
 
+    if not base.exists() or (base.is_dir() and not (base / "config.json").is_file()):
+        raise WrongBaseError(
+            f"no base model at {base} (moved, or on another machine?): give its folder with "
+            "`tunelab verify BUNDLE --base PATH` (or `tunelab.load_bundle(..., base=PATH)`); "
+            f"its weights must have the recorded sha256 {recorded['weights_sha256'][:16]}…"
+        )
     found = identity(ModelSpec(**(info["spec"]["model"] | {"path": str(base)})), base.parent)
     if found["weights_sha256"] != recorded["weights_sha256"]:
         raise WrongBaseError(
