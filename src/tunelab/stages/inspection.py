@@ -17,6 +17,7 @@ from tunelab.core.lab import Lab
 from tunelab.data.balance import describe, imbalance
 from tunelab.modeling.model import load_tokenizer
 from tunelab.modeling.render import (
+    Rendered,
     Renderer,
     RenderError,
     collate_causal,
@@ -69,7 +70,8 @@ def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
         summary, findings, examples = _packed_view(renderer, rows, sample)
     else:
         _, rejected = renderer.training(rows)
-        summary, findings, examples = causal_view(renderer, rows, rejected, sample)
+        limit = lab.spec.evaluation.max_new_tokens
+        summary, findings, examples = causal_view(renderer, rows, rejected, sample, limit)
         if lab.spec.data.fields.conversations and split != "validation":
             validation = lab.store.read_split(version, "validation")
             findings += system_prompt_finding(rows, validation)
@@ -92,7 +94,9 @@ def blocking(findings: list[dict]) -> list[dict]:
     return [f for f in findings if f["blocking"]]
 
 
-def training_findings(renderer: Renderer, rows: list[dict], rejected: list[dict]) -> list[dict]:
+def training_findings(
+    renderer: Renderer, rows: list[dict], rejected: list[dict], max_new_tokens: int | None = None
+) -> list[dict]:
     """The findings `tunelab run` checks before it trains (no example views)."""
     if renderer.kind == "image":  # sizes and modes that tell the category: no contact sheets
         from tunelab.stages.inspect_images import image_findings
@@ -102,7 +106,7 @@ def training_findings(renderer: Renderer, rows: list[dict], rejected: list[dict]
         return _imbalance(rows)
     if renderer.task.type == "pretrain":  # no prompt or target to check: the packing is recorded
         return []
-    return causal_view(renderer, rows, rejected, sample=0)[1]
+    return causal_view(renderer, rows, rejected, 0, max_new_tokens)[1]
 
 
 def _percentiles(lengths: list[int]) -> dict:
@@ -114,7 +118,15 @@ def _percentiles(lengths: list[int]) -> dict:
     }
 
 
-def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], sample: int):
+def causal_view(
+    renderer: Renderer,
+    rows: list[dict],
+    rejected: list[dict],
+    sample: int,
+    max_new_tokens: int | None = None,
+):
+    """Summary, findings and `sample` token views of generative rows; with `max_new_tokens`
+    (the evaluation's), answers that generation would cut are found too."""
     ok = {r["id"]: r for r in rows if r["id"] not in {x["id"] for x in rejected}}
     rendered = [renderer.render(r) for r in ok.values()]
     conversations = any(r.turns is not None for r in rendered) or any(
@@ -125,6 +137,8 @@ def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], samp
         if conversations
         else _prompt_findings(renderer, rendered, rejected)
     )
+    if max_new_tokens is not None:
+        findings += _generation_findings(renderer, rendered, max_new_tokens)
     empty = [r.id for r in rendered if not any(r.loss_mask[1:])]  # position 0 is never predicted
     if empty:
         findings.append(
@@ -148,6 +162,36 @@ def causal_view(renderer: Renderer, rows: list[dict], rejected: list[dict], samp
         summary["turns_dropped"] = sum(r.turns_cut for r in rendered)
     picks = _sample([r.category for r in rendered], sample, total=max(sample * 2, 4))
     return summary, findings, [_token_view(renderer, rendered[i]) for i in picks]
+
+
+def answer_tokens(renderer: Renderer, r: Rendered) -> int:
+    """The tokens generation must produce before the end-of-answer token: the final
+    assistant turn's (a conversation), else everything after the prompt, less the end token."""
+    if r.turns:
+        last = r.turns[-1]
+        return last.end - last.body - 1
+    return len(r.input_ids) - r.prompt_len - (renderer.template.end_id is not None)
+
+
+def _generation_findings(renderer: Renderer, rendered: list, max_new_tokens: int) -> list[dict]:
+    """Answers longer than `evaluation.max_new_tokens`: greedy decoding stops before they end,
+    so they are never right, whatever the model learns."""
+    long = sorted(
+        ((answer_tokens(renderer, r), r.id) for r in rendered if r.loss_tokens), reverse=True
+    )
+    long = [(n, rid) for n, rid in long if n > max_new_tokens]
+    if not long:
+        return []
+    return [
+        finding(
+            "answer_longer_than_generation",
+            len(long),
+            long[0][1],
+            f"answers longer than evaluation.max_new_tokens ({max_new_tokens}): generation "
+            "stops before they end, so they can never be right; the longest is "
+            f"{long[0][0]} tokens: set evaluation.max_new_tokens to {long[0][0]} or more",
+        )
+    ]
 
 
 def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -> list[dict]:

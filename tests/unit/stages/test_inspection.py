@@ -40,8 +40,13 @@ def tokenizer_variant(tiny_llama: Path, tmp_path: Path, **config) -> Path:
     return out
 
 
+WHOLE = {"evaluation.max_new_tokens": 48}
+"""Room for the tiny pages' longest answer (36 tokens): the fixture's 12 keeps generation in
+other tests short, and `answer_longer_than_generation` says so."""
+
+
 def test_clean_generative_lab_has_no_findings(make_extraction_lab):
-    result = inspect_lab(prepared(make_extraction_lab()))
+    result = inspect_lab(prepared(make_extraction_lab(), **WHOLE))
     assert result["findings"] == []
     ex = result["examples"][0]
     assert ex["eos_trained"] and not ex["text_cut"]
@@ -83,8 +88,21 @@ def test_chat_template_missing_and_ignored(make_extraction_lab, tiny_llama, tmp_
     out = io.StringIO()
     inspect_view.inspect(view, Console(file=out, width=200))
     assert out.getvalue().rstrip().endswith("ships one (18 rows)")  # no example named
-    plain = prepared(make_extraction_lab(), **{"model.template": "plain"})
+    plain = prepared(make_extraction_lab(), **{"model.template": "plain"}, **WHOLE)
     assert codes(inspect_lab(plain)) == {"chat_template_ignored": False}
+
+
+def test_answers_longer_than_generation_are_found(make_extraction_lab):
+    """The fixture's evaluation.max_new_tokens (12) cuts every answer of the tiny pages: their
+    generations can never be right, whatever the model learns."""
+    result = inspect_lab(prepared(make_extraction_lab()))
+    found = next(f for f in result["findings"] if f["code"] == "answer_longer_than_generation")
+    assert not found["blocking"] and found["count"] == result["rows"]
+    assert (
+        "the longest is 36 tokens: set evaluation.max_new_tokens to 36 or more"
+        in (found["message"])
+    )
+    assert codes(inspect_lab(prepared(make_extraction_lab(), **WHOLE))) == {}
 
 
 def test_heavy_class_imbalance_warns(make_lab):
