@@ -43,12 +43,26 @@ def position_limit(folder: Path) -> tuple[str, int] | None:
     return None
 
 
-def needed_positions(spec) -> int:
+def needed_positions(spec, label_tokens: int = 0) -> int:
     """The most positions one sequence can take: `model.max_length`, plus
     `evaluation.max_new_tokens` for a task that generates (an evaluation prompt may fill
-    `model.max_length`, and the answer follows it)."""
-    extra = spec.evaluation.max_new_tokens if spec.task.generative else 0
-    return spec.model.max_length + extra
+    `model.max_length`, and the answer follows it), or plus the longest label's
+    `label_tokens` for a causal LM that scores labels after the prompt."""
+    if spec.task.generative:
+        return spec.model.max_length + spec.evaluation.max_new_tokens
+    return spec.model.max_length + (label_tokens if spec.model_kind == "causal" else 0)
+
+
+def label_tokens(folder: Path, labels: list[str]) -> int:
+    """The longest label's tokens by the model's own `tokenizer.json` (tokenizers alone, not
+    transformers: this runs before any model loads); 0 without one (not counted)."""
+    path = folder / "tokenizer.json"
+    if not labels or not path.is_file():
+        return 0
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    return max(len(tokenizer.encode(label, add_special_tokens=False).ids) for label in labels)
 
 
 def require_positions(lab) -> None:
@@ -59,8 +73,14 @@ def require_positions(lab) -> None:
         return
     folder = model_folder(spec.model, lab.path)
     limit = position_limit(folder) if folder else None
-    need = needed_positions(spec)
-    if limit is None or need <= limit[1]:
+    if limit is None:
+        return
+    scored = 0
+    if spec.model_kind == "causal" and not spec.task.generative:
+        labels = spec.task.labels or lab.store.data_manifest(lab.data_version)["labels"]
+        scored = label_tokens(folder, labels)
+    need = needed_positions(spec, scored)
+    if need <= limit[1]:
         return
     key, value = limit
     where = lab.where("model.max_length")
@@ -72,6 +92,13 @@ def require_positions(lab) -> None:
             f"{spec.evaluation.max_new_tokens} = {need} positions, more than {has}: an "
             "evaluation prompt may fill model.max_length and its answer follows, and a longer "
             f"sequence fails inside the model. Lower either so that the sum is {value} or less."
+        )
+    if scored:
+        raise PositionsError(
+            f"{length} + the longest label's {scored} tokens = {need} positions, more than "
+            f"{has}: a scored label follows a prompt that may fill model.max_length, and a "
+            f"longer sequence fails inside the model. Set model.max_length to {value - scored} "
+            "or less."
         )
     raise PositionsError(
         f"{length}: {need} positions, more than {has}: a longer sequence fails inside the model. "

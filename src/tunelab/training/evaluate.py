@@ -169,7 +169,7 @@ def label_scores(
     """
     tok, end = renderer.tokenizer, renderer.template.end_id
     candidates = [
-        tok(label, add_special_tokens=False)["input_ids"] + ([end] if end else [])
+        tok(label, add_special_tokens=False)["input_ids"] + ([end] if end is not None else [])
         for label in renderer.labels
     ]
     k, width = len(candidates), max(len(c) for c in candidates)

@@ -54,3 +54,25 @@ def test_a_rotary_model_is_not_refused(tmp_path, tiny_llama):
     assert position_limit(tiny_llama) is None
     spec = extraction_spec(tiny_llama, evaluation={"max_new_tokens": 512})
     require_positions(lab_at(tmp_path, spec))
+
+
+def test_a_causal_lm_scoring_labels_counts_the_longest_label(tmp_path, tiny_bert):
+    """A scored label follows a prompt that may fill model.max_length: the GPT-2's 256
+    positions hold max_length + the longest label's tokens (its end token is not an input)."""
+    from tokenizers import Tokenizer
+
+    gpt2 = build_tiny_gpt2(tmp_path / "gpt2")
+    labels = ["business", "entertainment"]
+    tokenizer = Tokenizer.from_file(str(gpt2 / "tokenizer.json"))
+    longest = max(len(tokenizer.encode(x, add_special_tokens=False).ids) for x in labels)
+    assert longest > 1
+    spec = lab_spec(tiny_bert, task={"type": "classification", "labels": labels})
+    spec["model"] = {"path": str(gpt2), "kind": "causal", "max_length": 256 - longest}
+    require_positions(lab_at(tmp_path, spec))
+    with pytest.raises(PositionsError) as err:
+        require_positions(lab_at(tmp_path, spec, {"model.max_length": 257 - longest}))
+    assert str(err.value).startswith(
+        f"model.max_length={257 - longest} (command line) + the longest label's {longest} "
+        f"tokens = 257 positions, more than the base model's 256"
+    )
+    assert str(err.value).endswith(f"Set model.max_length to {256 - longest} or less.")

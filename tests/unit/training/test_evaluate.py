@@ -1,6 +1,8 @@
 """Classification by a causal LM: prefix-shared label scoring equals scoring each full sequence."""
 
+import pytest
 import torch
+from make_tiny import build_tiny_gpt2
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tunelab.core.sections import ClassificationTask
@@ -10,10 +12,15 @@ from tunelab.training.evaluate import label_scores
 LABELS = ["business", "sport", "tech news"]  # labels of different token lengths
 
 
-def test_cached_scores_equal_full_sequence_log_likelihoods(tiny_llama):
-    tok = AutoTokenizer.from_pretrained(tiny_llama)
-    model = AutoModelForCausalLM.from_pretrained(tiny_llama).eval()
-    template = make_template(tok, "chat", "Which topic?")
+@pytest.mark.parametrize("base", ["llama", "gpt2"])
+def test_cached_scores_equal_full_sequence_log_likelihoods(base, tiny_llama, tmp_path):
+    """The llama's chat template ends an answer with `<|im_end|>` (id 2); the GPT-2's plain
+    one with its EOS, id 0, which the scoring once took for no end token at all."""
+    path = tiny_llama if base == "llama" else build_tiny_gpt2(tmp_path / "gpt2")
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    template = make_template(tok, "chat" if base == "llama" else "plain", "Which topic?")
+    assert template.end_id == (2 if base == "llama" else 0)
     renderer = Renderer(tok, "causal", ClassificationTask(), None, LABELS, 128, template=template)
     rows = [
         {"id": str(i), "text": t, "label": "sport"}
