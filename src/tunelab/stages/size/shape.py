@@ -167,11 +167,15 @@ def describe(model, kind: str, num_labels: int = 2) -> tuple[Shape, Trainables]:
     return shape, tr
 
 
+WIDTH_KEYS = ("intermediate_size", "n_inner", "hidden_dim", "ffn_dim")
+"""Where a config keeps its MLP's width: most, GPT-2 (`n_inner`, None meaning 4 × the hidden
+size), DistilBERT (`hidden_dim`), OPT (`ffn_dim`)."""
+
+
 def _intermediate(config) -> int:
-    """The MLP's width: `intermediate_size`, or GPT-2's `n_inner` (None there means 4 × the
-    hidden size, as GPT2MLP builds it)."""
-    width = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None)
-    return width or 4 * config.hidden_size
+    """The MLP's width, by the first of WIDTH_KEYS the config sets, else 4 × the hidden size."""
+    widths = (getattr(config, key, None) for key in WIDTH_KEYS)
+    return next((w for w in widths if isinstance(w, int) and w > 0), 4 * config.hidden_size)
 
 
 def _bytes(p) -> int:

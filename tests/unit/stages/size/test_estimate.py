@@ -82,6 +82,11 @@ def test_a_shape_outside_the_known_families_is_approximated_not_refused(tmp_path
     assert (shape.family, shape.approximate) == ("llama", True)
     assert (shape.hidden, shape.intermediate, shape.layers) == (32, 128, 2)
     assert tr.head and tr.trainable < tr.params
+    from transformers import DistilBertConfig
+
+    from tunelab.stages.size.shape import _intermediate
+
+    assert _intermediate(DistilBertConfig(dim=32, n_heads=2, hidden_dim=64)) == 64
 
 
 def test_causal_logits_are_kept_on_the_targets_and_upcast():
