@@ -54,6 +54,15 @@ def head_layer(model: torch.nn.Module, n_labels: int) -> tuple[str, torch.nn.Lin
     return found[-1]
 
 
+def redraw(model: torch.nn.Module, layer: torch.nn.Module) -> None:
+    """Draw `layer`'s weights anew by the model's own rule (`_init_weights`, from torch's
+    seed), even where they were loaded from the checkpoint: transformers' initialisers skip a
+    tensor marked as loaded (`_is_hf_initialized`), so the mark goes first."""
+    for param in layer.parameters(recurse=False):
+        param._is_hf_initialized = False
+    model._init_weights(layer)
+
+
 @torch.no_grad()
 def head_features(
     model: torch.nn.Module,

@@ -58,7 +58,7 @@ def load_image_classifier(
         **kwargs,
     )
     if not keep and len(base_labels) == len(labels):  # same count, other labels: not kept
-        from tunelab.modeling.head_init import head_layer
+        from tunelab.modeling.head_init import head_layer, redraw
 
-        model._init_weights(head_layer(model, len(labels))[1])
+        redraw(model, head_layer(model, len(labels))[1])
     return model.to(device)

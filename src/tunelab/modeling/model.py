@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from transformers import (
+    AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForImageClassification,
@@ -115,20 +116,38 @@ def load_encoder(spec: ModelSpec, lab: Path, device: torch.device) -> PreTrained
 def load_classifier(
     spec: ModelSpec, lab: Path, labels: list[str], device: torch.device
 ) -> PreTrainedModel:
-    """A sequence classifier on the pretrained encoder with a new head for `labels`."""
+    """A sequence classifier on the pretrained encoder with a head for `labels`: a checkpoint's
+    own head only when it already predicts exactly these labels in this order, else a new one
+    drawn from torch's seed (a head of another size, or of the same size for other labels, is
+    not kept), as an image classifier's (`image_model.load_image_classifier`)."""
+    from tunelab.modeling.head_init import head_layer, redraw
+
     path = resolve_path(spec, lab)
-    model = AutoModelForSequenceClassification.from_pretrained(
+    model, loading = AutoModelForSequenceClassification.from_pretrained(
         path,
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={label: i for i, label in enumerate(labels)},
+        ignore_mismatched_sizes=True,  # a fine-tuned checkpoint's head of other labels goes
+        output_loading_info=True,
         **weights_kwargs(spec, path, lab),
     )
+    name, layer = head_layer(model, len(labels))
+    fresh = {k for k in loading["missing_keys"]} | {k[0] for k in loading["mismatched_keys"]}
+    loaded = not any(k.startswith(f"{name}.") for k in fresh)
+    if loaded and _checkpoint_labels(path, spec, lab) != labels:  # same size, other labels
+        redraw(model, layer)
     if model.config.pad_token_id is None:
         # a decoder's classifier (GPT-2, Llama...) pools its last non-pad token and refuses
         # batches without a pad id in its config: the one batches are padded with
         model.config.pad_token_id = pad_id(load_tokenizer(spec, lab))
     return model.to(device)
+
+
+def _checkpoint_labels(path: Path, spec: ModelSpec, lab: Path) -> list[str]:
+    """The labels a checkpoint's own head predicts, in order (its config's `id2label`)."""
+    found = AutoConfig.from_pretrained(path, **lab_remote_kwargs(spec, path, lab)).id2label
+    return [found[i] for i in sorted(found)]
 
 
 def load_causal(

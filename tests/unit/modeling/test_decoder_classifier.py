@@ -78,3 +78,27 @@ def test_lora_adapts_every_conv1d_of_the_blocks_without_peft_warning(tiny_gpt2):
     assert sorted(report["adapted_modules"]) == sorted(base)
     assert peft_model.peft_config["default"].fan_in_fan_out is True
     assert "score" in report["modules_to_save"]
+
+
+def test_a_checkpoint_s_head_is_kept_only_for_the_same_labels_in_order(tiny_gpt2, tmp_path):
+    """A fine-tuned checkpoint's head of another size used to stop the load ("You set
+    `ignore_mismatched_sizes` to `False`"); one of the same size for other labels was kept, so
+    a new lab's first logits were another task's. Now: the same labels in order keep it, any
+    other head is drawn anew from torch's seed."""
+    from transformers import AutoModelForSequenceClassification
+
+    five = ["a", "b", "c", "d", "e"]
+    tuned = tmp_path / "tuned"
+    head = AutoModelForSequenceClassification.from_pretrained(
+        tiny_gpt2, num_labels=5, id2label=dict(enumerate(five)), pad_token_id=0
+    )
+    head.save_pretrained(tuned)
+    load_tokenizer(ModelSpec(path=str(tiny_gpt2)), tiny_gpt2).save_pretrained(tuned)
+    saved = head.score.weight.detach().clone()
+
+    def loaded(labels):
+        return load_classifier(ModelSpec(path=str(tuned)), tuned, labels, CPU).score.weight
+
+    torch.testing.assert_close(loaded(five), saved)  # the same labels, in order: kept
+    assert not torch.equal(loaded(["e", "d", "c", "b", "a"]), saved)  # same size, other order
+    assert loaded(LABELS).shape == (2, 32)  # another size: a new head, no error

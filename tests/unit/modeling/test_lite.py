@@ -181,3 +181,19 @@ def test_activation_checkpointing_is_refused_by_name_not_by_a_traceback() -> Non
     model = EfficientNetLiteForImageClassification(EfficientNetLiteConfig(image_size=64))
     with pytest.raises(ModelError, match=r"training\.activation_checkpointing: EfficientNetLite"):
         enable_checkpointing(model)
+
+
+def test_a_transformers_image_head_of_other_labels_is_redrawn_too(tmp_path):
+    """A ViT's `_init_weights` goes through transformers' initialisers, which skip a tensor
+    loaded from the checkpoint: a head of the same size for other labels was kept as loaded."""
+    from make_tiny import build_tiny_vit
+
+    folder = build_tiny_vit(tmp_path / "vit")  # a 5-class head: LABEL_0 ... LABEL_4
+    spec = ModelSpec(path=str(folder))
+    ours = ["a", "b", "c", "d", "e"]
+    base = AutoModelForImageClassification.from_pretrained(folder).classifier.weight
+    redrawn = load_image_classifier(spec, tmp_path, ours, CPU).classifier.weight
+    assert redrawn.shape == base.shape and not torch.equal(redrawn, base)
+    named = [f"LABEL_{i}" for i in range(5)]  # the base's own labels, in order: kept
+    kept = load_image_classifier(spec, tmp_path, named, CPU).classifier.weight
+    torch.testing.assert_close(kept, base)
