@@ -58,7 +58,7 @@ def cmd_plan(args):
         choices=["f32", "f16", "q8_0"],
         metavar="TYPE",
         help="also write the merged model as one GGUF file for llama.cpp (f32, f16 (default), "
-        "q8_0), with the run's tokenizer and chat template; Llama-architecture models",
+        "q8_0), with the run's tokenizer and chat template; Llama and Qwen2 models",
     ),
     device=True,
 )

@@ -1,14 +1,16 @@
-"""A merged Llama-architecture model and its tokenizer written as one GGUF file (llama.cpp's
-format), with the `gguf` package's writer and the conversion rules of llama.cpp's own
-`convert_hf_to_gguf.py` for the architecture, written out here so that nothing depends on a
+"""A merged Llama- or Qwen2-architecture model and its tokenizer written as one GGUF file
+(llama.cpp's format), with the `gguf` package's writer and the conversion rules of llama.cpp's
+own `convert_hf_to_gguf.py` for the architecture, written out here so that nothing depends on a
 script of another project that moves.
 
 - **Hyperparameters** from the model's config: context length, width, blocks, feed-forward
   width, heads and key/value heads, the rotary dimension and base, the RMSNorm epsilon.
-- **Tensors** under llama.cpp's names (`token_embd`, `blk.N.attn_q`, ..., `output`), the query
-  and key projections permuted from Hugging Face's rotary layout (halves) to llama.cpp's
-  (interleaved pairs), as llama.cpp's converter does; norms stay float32, the matrices are
-  float32 or float16 (`dtype`), or `q8_0` (blocks of 32 with a float16 scale, `gguf.quants`).
+- **Tensors** under llama.cpp's names (`token_embd`, `blk.N.attn_q`, ..., `output`). For
+  Llama the query and key projections are permuted from Hugging Face's rotary layout (halves)
+  to llama.cpp's (interleaved pairs), as llama.cpp's `LlamaModel` does; Qwen2 keeps the halves
+  (its `Qwen2Model` does not permute) and adds the query, key and value biases. Norms and
+  biases stay float32, the matrices are float32 or float16 (`dtype`), or `q8_0` (blocks of 32
+  with a float16 scale, `gguf.quants`).
 - **Tokenizer** from the run's own tokenizer (a byte-level BPE): every token by id, control
   tokens marked, the merges, BOS/EOS/padding ids, whether BOS is added, and the chat template
   the run was trained with. llama.cpp also picks its pre-tokenizer by a name (`pre`): the
@@ -30,6 +32,11 @@ import torch
 from tunelab.core.errors import TunelabError
 
 DTYPES = ("f32", "f16", "q8_0")
+PERMUTED = {"llama": True, "qwen2": False}
+"""The architectures written, by `model_type` (llama.cpp's name is the same), and whether the
+query and key projections are permuted to llama.cpp's rotary layout."""
+BIASES = ("q_proj", "k_proj", "v_proj")
+"""Attention projections whose biases are written when the model has them (Qwen2's)."""
 BLOCK = {
     "input_layernorm": "attn_norm",
     "self_attn.q_proj": "attn_q",
@@ -58,20 +65,22 @@ def permute(weights: torch.Tensor, heads: int) -> torch.Tensor:
 def write_gguf(
     model: torch.nn.Module, tokenizer, path: Path, dtype: str = "f16", pre: str | None = None
 ) -> dict:
-    """Write `model` (a transformers LlamaForCausalLM, merged) and `tokenizer` to `path`;
+    """Write `model` (a transformers LlamaForCausalLM or Qwen2ForCausalLM, merged) and
+    `tokenizer` to `path`;
     returns what was written (architecture, dtype, tensors, the tokenizer's special ids, the
     chat template's presence, the pre-tokenizer name)."""
     import gguf
 
     config = model.config
-    if config.model_type != "llama":
+    arch = config.model_type
+    if arch not in PERMUTED:
         raise TunelabError(
-            f"--gguf writes Llama-architecture models (this one is {config.model_type!r}); "
+            f"--gguf writes Llama- and Qwen2-architecture models (this one is {arch!r}); "
             "export --merge and convert merged/ with llama.cpp's own converter"
         )
     if dtype not in DTYPES:
         raise TunelabError(f"--gguf {dtype!r}: choose one of {list(DTYPES)}")
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), arch)
     _hyperparameters(writer, config, dtype)
     special = _tokenizer(writer, tokenizer, pre or "default")
     names = _tensors(writer, model, config, dtype)
@@ -81,7 +90,7 @@ def write_gguf(
     writer.close()
     return {
         "file": path.name,
-        "architecture": "llama",
+        "architecture": arch,
         "dtype": dtype,
         "tensors": len(names),
         "tokenizer": special | {"pre": pre or "default"},
@@ -173,17 +182,22 @@ def _tensors(writer, model, config, dtype: str) -> list[str]:
     named["output_norm.weight"] = state["model.norm.weight"]
     if not config.tie_word_embeddings:
         named["output.weight"] = state["lm_head.weight"]
+    permuted = PERMUTED[config.model_type]
     for i in range(config.num_hidden_layers):
         for module, name in BLOCK.items():
             tensor = state[f"model.layers.{i}.{module}.weight"]
-            if name == "attn_q":
+            if permuted and name == "attn_q":
                 tensor = permute(tensor, heads)
-            elif name == "attn_k":
+            elif permuted and name == "attn_k":
                 tensor = permute(tensor, kv_heads)
             named[f"blk.{i}.{name}.weight"] = tensor
+        for projection in BIASES:
+            bias = state.get(f"model.layers.{i}.self_attn.{projection}.bias")
+            if bias is not None:
+                named[f"blk.{i}.{BLOCK['self_attn.' + projection]}.bias"] = bias
     for name, tensor in named.items():
         data = tensor.numpy()
-        if data.ndim == 1 or dtype == "f32":  # norms stay float32, as llama.cpp keeps them
+        if data.ndim == 1 or dtype == "f32":  # norms and biases stay float32, as in llama.cpp
             writer.add_tensor(name, data.astype(np.float32))
         elif dtype == "f16":
             writer.add_tensor(name, data.astype(np.float16))

@@ -41,6 +41,40 @@ def test_read_back_the_logits_and_tokens_are_the_models(tiny, tmp_path, dtype, t
     )
 
 
+def test_a_qwen2_is_written_with_its_biases_and_without_the_permutation(tiny, tmp_path):
+    """Qwen2: the query, key and value biases written (random, not zero, so a missing or
+    misplaced one shows), no rotary permutation (llama.cpp's Qwen2Model keeps the halves),
+    tied embeddings; read back by transformers' GGUF reader to the same logits at f32."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = tiny[1]
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
+    written = write_gguf(model, tokenizer, tmp_path / "q.gguf", "f32")
+    assert written["architecture"] == "qwen2" and written["tensors"] == 2 + 12 * 2
+    fields = gguf.GGUFReader(str(tmp_path / "q.gguf")).fields
+    assert fields["general.architecture"].contents() == "qwen2"
+    back = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="q.gguf").eval()
+    ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert float((model(ids).logits - back(ids).logits).abs().max()) <= 1e-5
+
+
 def test_the_metadata_names_the_template_and_special_tokens(tiny, tmp_path):
     model, tokenizer = tiny
     write_gguf(model, tokenizer, tmp_path / "m.gguf", "f16", pre="smollm")
