@@ -176,18 +176,24 @@ def train_byte_bpe(vocab_size: int = 400) -> PreTrainedTokenizerFast:
     return fast
 
 
+TINY_DECODER = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+}
+"""The tiny decoders' shape (Llama-style configs: Llama, Qwen2)."""
+
+
 def build_tiny_llama(out: Path) -> Path:
     """A 2-layer, 32-wide llama with a ChatML template, saved like any local model."""
     out = Path(out)
     tokenizer = train_byte_bpe()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
+        **TINY_DECODER,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gguf
 import pytest
 import torch
+from make_tiny import TINY_DECODER
 from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel
 
 from tunelab.core.errors import TunelabError
@@ -50,12 +51,7 @@ def test_a_qwen2_is_written_with_its_biases_and_without_the_permutation(tiny, tm
     tokenizer = tiny[1]
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
+        **TINY_DECODER,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
     )
