@@ -47,10 +47,10 @@ def needed_positions(spec, label_tokens: int = 0) -> int:
     """The most positions one sequence can take: `model.max_length`, plus
     `evaluation.max_new_tokens` for a task that generates (an evaluation prompt may fill
     `model.max_length`, and the answer follows it), or plus the longest label's
-    `label_tokens` for a causal LM that scores labels after the prompt."""
+    `label_tokens` for a causal LM that scores labels after the prompt (0 for an encoder)."""
     if spec.task.generative:
         return spec.model.max_length + spec.evaluation.max_new_tokens
-    return spec.model.max_length + (label_tokens if spec.model_kind == "causal" else 0)
+    return spec.model.max_length + label_tokens
 
 
 def label_tokens(folder: Path, labels: list[str]) -> int:
