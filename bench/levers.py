@@ -83,7 +83,7 @@ def build(workload: str, root: Path, n_train: int) -> Path:
 def worker(job: dict) -> dict:
     """One training of the lab with the job's overrides (this process is fresh)."""
     from tunelab.core.lab import open_lab
-    from tunelab.core.spec import parse_value
+    from tunelab.core.overrides import parse_value
     from tunelab.modeling.head_init import init_from_probe
     from tunelab.stages.run.variant import build_model, prepare
     from tunelab.training.evaluate import evaluate_rows

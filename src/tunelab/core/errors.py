@@ -128,3 +128,7 @@ def _space_errno(err: BaseException) -> int | None:
         return err.errno if err.errno in DISK_FULL else None
     found = re.search(r"\(os error (\d+)\)", str(err))  # how Rust libraries quote errno
     return int(found[1]) if found and int(found[1]) in DISK_FULL else None
+
+
+class SpecError(TunelabError):
+    """A spec that cannot be used; the message names the file, line and field."""

@@ -7,7 +7,6 @@ dotted field, and say what is wrong.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,10 @@ from tunelab.core.data_sections import (
     Source,
     SplitSpec,
 )
-from tunelab.core.errors import TunelabError
+from tunelab.core.errors import SpecError
 from tunelab.core.multilabel import MultilabelTask, check_multilabel
 from tunelab.core.origin import origin_of, problems
+from tunelab.core.overrides import apply_overrides, parse_overrides
 from tunelab.core.scratch import check_scratch
 from tunelab.core.sections import (
     Budget,
@@ -93,10 +93,6 @@ __all__ = [
 ]
 
 SPEC_FILE = "tunelab.yaml"
-
-
-class SpecError(TunelabError):
-    """A spec that cannot be used; the message names the file, line and field."""
 
 
 class Spec(_Section):
@@ -294,76 +290,6 @@ class Spec(_Section):
 
 
 # --- loading ---------------------------------------------------------------------------------
-
-
-def parse_value(raw: str) -> Any:
-    """A command-line value read as YAML, with `1e-4` taken as the number YAML 1.1 misses."""
-    value = yaml.safe_load(raw) if raw.strip() else ""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """`a.b=1` -> {"a.b": 1}; the value is read as YAML (numbers, booleans, lists)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise SpecError(f"override {item!r}: expected key=value, e.g. training.lr=1e-4")
-        out[key.strip()] = parse_value(raw)
-    return out
-
-
-BUDGET_UNITS = frozenset({"steps", "epochs", "tokens"})
-"""`training.budget` gives exactly one of these."""
-
-
-def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Set dotted keys in a copy of the raw spec; list items are addressed by index.
-
-    Changing a section's `type` (e.g. `method.type=full`) starts that section afresh, since
-    the old type's options (a LoRA rank) mean nothing to the new one. A budget is one unit, so
-    `training.budget.steps=20` replaces the file's `epochs` (two units overridden together are
-    still refused).
-    """
-    data = copy.deepcopy(raw)
-    for dotted, value in overrides.items():
-        node: Any = data
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = _child(node, part, dotted)
-        last = parts[-1]
-        if last == "type" and isinstance(node, dict) and node.get("type") != value:
-            node.clear()
-        if dotted.rpartition(".")[0] == "training.budget" and isinstance(node, dict):
-            for unit in BUDGET_UNITS - {last} if last in BUDGET_UNITS else ():
-                if f"training.budget.{unit}" not in overrides:
-                    node.pop(unit, None)
-        if isinstance(node, list):
-            node[_index(last, dotted, len(node))] = value
-        else:
-            node[last] = value
-    return data
-
-
-def _index(part: str, dotted: str, size: int) -> int:
-    if not part.isdigit() or int(part) >= size:
-        raise SpecError(f"override {dotted!r}: {part!r} is not an index below {size}")
-    return int(part)
-
-
-def _child(node: Any, part: str, dotted: str) -> Any:
-    if isinstance(node, list):
-        return node[_index(part, dotted, len(node))]
-    if not isinstance(node, dict):
-        raise SpecError(f"override {dotted!r}: {part!r} is inside a value, not a section")
-    if part not in node or node[part] is None:
-        node[part] = {}
-    return node[part]
 
 
 def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:

@@ -19,11 +19,11 @@ from tunelab.modeling.model import load_tokenizer
 from tunelab.modeling.render import (
     Rendered,
     Renderer,
-    RenderError,
     collate_causal,
     encode_classification,
     make_renderer,
 )
+from tunelab.modeling.template import RenderError
 from tunelab.stages.findings import finding
 from tunelab.stages.inspect_turns import (
     system_prompt_finding,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tunelab.core.spec import load_spec, parse_value
+from tunelab.core.overrides import parse_value
+from tunelab.core.spec import load_spec
 from tunelab.demo.ablation import QUESTIONS, SPEC, _sentence, _settled
 from tunelab.demo.report import write_spec
 

@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from tunelab.modeling.conversation import TurnError, render_conversation
-from tunelab.modeling.render import end_of_answer
+from tunelab.modeling.template import end_of_answer
 
 TURNS = [
     {"role": "system", "content": "You index manual pages."},

@@ -5,12 +5,12 @@ import torch
 from transformers import AutoTokenizer
 
 from tunelab.modeling.render import (
-    RenderError,
     collate_causal,
     collate_prompts,
     make_template,
     render_example,
 )
+from tunelab.modeling.template import RenderError
 
 EXAMPLE = {"id": "ls.1", "text": "NAME ls - list directory contents", "label": "1"}
 TARGET = '{"name": "ls", "section": "1"}'

@@ -16,7 +16,7 @@ def template_record(spec, tokenizer, record: dict) -> dict:
     what its processor did to every image (the run's `preprocessing`)."""
     if spec.images:
         return {"template": None, "kind": "image", "preprocessing": record.get("preprocessing")}
-    from tunelab.modeling.render import PLACEHOLDER, make_template
+    from tunelab.modeling.template import PLACEHOLDER, make_template
     from tunelab.tasks.pretrain import sequence_length
 
     out = {

@@ -20,7 +20,7 @@ from tunelab.core.digest import sha256_bytes
 from tunelab.core.lab import Lab
 from tunelab.core.layout import EXPORTS, SIZING
 from tunelab.core.store import atomic_write_text
-from tunelab.stages.report import charts, images, sections
+from tunelab.stages.report import charts, comparison, images, sections
 from tunelab.stages.report.recorded_spec import recorded_spec
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
@@ -110,7 +110,7 @@ def gather(lab: Lab) -> dict[str, Any]:
         "contact_sheets": images.contact_sheets(store, data and data["version"]),
         **sections.runs(store, records),
         "curves": sections.curves(valid, colours),
-        "comparison": sections.comparison(comparisons[-1]) if comparisons else None,
+        "comparison": comparison.comparison(comparisons[-1]) if comparisons else None,
         "groups": sections.groups(valid, colours, spec.get("guardrails") or []),
         "confusions": sections.confusions(valid),
         "sizing": [sections.sizing(p) for p in store.numbered(SIZING)],

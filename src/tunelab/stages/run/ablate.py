@@ -21,8 +21,8 @@ from rich.console import Console
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import open_lab, open_records_lab
+from tunelab.core.overrides import parse_value
 from tunelab.core.replicates import seed_of
-from tunelab.core.spec import parse_value
 from tunelab.data import build_data
 from tunelab.stages.run.diff import OneChangeError
 from tunelab.stages.run.replicates import run_replicates

@@ -312,8 +312,8 @@ def test_the_report_never_imports_torch(lab):
 def test_a_pretrain_lab_s_metrics_are_shown_as_they_are_not_as_shares():
     """Bits per byte, loss and perplexity are not shares: no percent, no points; a delta is a
     reduction. Before, the page read "bits_per_byte, %: 315.5" and "+60.4 points"."""
+    from tunelab.stages.report.comparison import comparison
     from tunelab.stages.report.html import change, change_unit, score, unit
-    from tunelab.stages.report.sections import comparison
 
     assert (score(2.55061, "bits_per_byte"), score(856.37, "perplexity")) == ("2.5506", "856.4")
     assert (score(0.9333, "macro_f1", True), score(None, "loss")) == ("93.3%", "-")

@@ -1,0 +1,108 @@
+"""The report's comparison section: every variant's interval against the reference as a forest
+plot (points for a share, the metric's own unit for bits per byte, loss and perplexity), each
+guardrail's intervals, and the seeds' noise floor as a band around zero."""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from tunelab.stages.report import charts
+from tunelab.tasks.pretrain import overall_metrics as PLAIN
+
+
+def comparison(record: dict) -> dict:
+    """The newest comparison: every run's metrics, each variant's interval and guardrails."""
+    primary, reference = record.get("primary_metric"), record.get("reference")
+    variants = [r for r in record["runs"] if r.get("vs_reference")]
+    # a rate in points; bits per byte, loss, perplexity as they are, each delta a reduction
+    scale, unit = (1, "reduction") if primary in PLAIN else (100, "points")
+    forest = [
+        _interval(r["id"], r["vs_reference"]["bootstrap"], r.get("verdict"), scale)
+        for r in variants
+    ]
+    marks = []
+    if record.get("min_effect"):
+        effect = scale * record["min_effect"]
+        marks = [(effect, f"minimum effect +{effect:g}")]
+    level = 100 * ((record.get("rules") or {}).get("bootstrap") or {}).get("level", 0.95)
+    xlabel = f"Δ {primary} against {reference}, {unit} ({level:g}% interval)"
+    return {
+        "id": record.get("id"),
+        "created": record.get("created"),
+        "reference": reference,
+        "primary": primary,
+        "min_effect": record.get("min_effect"),
+        "metrics": record.get("metrics") or [],
+        "rules": record.get("rules") or {},
+        "runs": record["runs"],
+        "forest": Markup(
+            charts.forest(forest, xlabel, marks, "forest", noise_band(variants, scale))
+        )
+        if forest
+        else None,
+        "guardrails": _guardrail_figures(variants, level),
+    }
+
+
+def _guardrail_figures(variants: list[dict], level: float) -> list[dict]:
+    """One forest plot per guardrail: each variant's check per class, field or overall."""
+    by_rail: dict[tuple, list[dict]] = {}
+    for r in variants:
+        for g in r.get("guardrails") or []:
+            key = (g["metric"], g["scope"], g.get("max_drop", 0), g.get("on"))
+            rows = by_rail.setdefault(key, [])
+            scale = 1 if g["metric"] in PLAIN else 100
+            for name, check in (g.get("checks") or {}).items():
+                if "not_checked" in check:  # nothing measured: no interval to draw
+                    continue
+                label = r["id"] if g["scope"] == "overall" else f"{r['id']} · {name}"
+                row = _interval(label, check, check.get("status"), scale)
+                rows.append(row | {"group": r["id"]})
+    out = []
+    for i, ((metric, scope, max_drop, on), rows) in enumerate(by_rail.items()):
+        if not rows:
+            continue
+        scale, unit = (1, "reduction") if metric in PLAIN else (100, "points")
+        where = f" on {on}" if on else ""
+        title = (
+            f"{metric}{where} ({scope.replace('_', ' ')}), largest drop allowed "
+            f"{scale * max_drop:g}"
+        )
+        mark = [(-scale * max_drop, f"limit −{scale * max_drop:g}")]
+        xlabel = f"Δ {metric}, {unit} ({level:g}% interval)"
+        chart = charts.forest(rows, xlabel, mark, f"guard-{i}")
+        out.append({"title": title, "chart": Markup(chart)})
+    return out
+
+
+def _interval(label: str, ci: dict, word: str | None, scale: float = 100) -> dict:
+    """A forest row in points (`scale` 100; 1 for a metric that is not a rate); an arm's seeds
+    as points (each seed's value against the reference arm's mean) and the interval over the
+    examples alone beside the judged one."""
+    row = {
+        "label": label,
+        "delta": scale * ci["delta"],
+        "low": scale * ci["low"],
+        "high": scale * ci["high"],
+        "word": word,
+        "digits": 1 if scale == 100 else 4,
+    }
+    if "values_b" in ci:
+        mean_a = sum(ci["values_a"]) / len(ci["values_a"])
+        if len(ci["values_b"]) > 1:
+            row["points"] = [scale * (v - mean_a) for v in ci["values_b"]]
+        if ci.get("seeds"):
+            row["example"] = (scale * ci["example"]["low"], scale * ci["example"]["high"])
+    return row
+
+
+def noise_band(variants: list[dict], scale: float = 100) -> tuple[float, float, str] | None:
+    """The noise floor as a band around zero, in points (`scale` 1: in the metric's own unit):
+    ±1.96 × the seeds' sd × √2, how far a new seed alone moves a one-seed difference (95%);
+    from the first seed-aware interval."""
+    for r in variants:
+        seeds = r["vs_reference"]["bootstrap"].get("seeds")
+        if seeds:
+            half = scale * 1.96 * seeds["seed_sd"] * 2**0.5
+            return -half, half, f"seed noise ±{half:.2g} (sd {scale * seeds['seed_sd']:.2g})"
+    return None
