@@ -7,6 +7,8 @@ from pathlib import Path
 
 from test_cli import expected_verdict, tl
 
+from conftest import page_rows
+
 
 def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     lab = str(make_extraction_lab())
@@ -98,3 +100,31 @@ def test_classification_with_a_causal_lm_scores_labels(make_lab, tiny_llama, cap
     assert code == 0 and run["status"] == "completed"
     predictions = (tl(capsys, "compare", "--lab", lab))[1]["runs"]
     assert {r["kind"] for r in predictions} == {"baseline", "variant"}
+
+
+def test_targets_scoring_cannot_read_or_the_schema_refuses_stop_before_any_model(
+    make_extraction_lab, capsys
+):
+    rows = page_rows()
+    for row in rows[::3]:
+        del row["target"]["section"]  # a required field: scoring would stop on these
+    lab = make_extraction_lab(rows)
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    for command in ("baseline", "check", "run"):
+        code, out = tl(capsys, command, "--lab", str(lab))
+        assert code == 2, (command, out)
+        assert "have a target that scoring cannot read" in out["error"]
+        assert "lacks the required field(s) section (task.required)" in out["error"]
+    runs = lab / ".tunelab" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # nothing generated, nothing trained
+
+    rows = page_rows()
+    rows[1]["target"]["section"] = 3  # scorable, but the schema wants a string
+    lab = make_extraction_lab(rows)
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    code, view = tl(capsys, "inspect", "--lab", str(lab), "--sample", "0")
+    (found,) = [f for f in view["findings"] if f["code"] == "target_not_in_format"]
+    assert found["blocking"] and found["count"] == 1
+    assert "3 is not of type 'string'" in found["message"]
+    code, out = tl(capsys, "run", "--lab", str(lab))
+    assert code == 2 and "target_not_in_format (1 rows" in out["error"]

@@ -73,6 +73,14 @@ def needs_positions(lab) -> None:
     require_positions(lab)
 
 
+def needs_scorable(lab) -> None:
+    """A generative lab's format compiles and its train and validation targets can be scored
+    (`tasks.targets.require_scorable`): else the evaluation would stop after the work."""
+    from tunelab.tasks.targets import require_scorable
+
+    require_scorable(lab)
+
+
 def progress(args: argparse.Namespace):
     """Progress bars go to stderr, only on a terminal and never with --json."""
     from rich.console import Console

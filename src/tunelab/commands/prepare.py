@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tunelab.commands.opening import (
     needs_positions,
+    needs_scorable,
     needs_sizable,
     needs_targets,
     needs_usable,
@@ -92,7 +93,7 @@ def cmd_inspect(args):
     device=True,
 )
 def cmd_baseline(args):
-    lab = opened(args, needs_usable, needs_positions)
+    lab = opened(args, needs_usable, needs_positions, needs_scorable)
     from tunelab.stages.baseline import run_baseline
 
     return run_baseline(lab, progress(args), args.name)
@@ -108,7 +109,7 @@ def cmd_baseline(args):
 )
 def cmd_check(args):
     # a LoRA target matching nothing is an item of the checklist, not a refusal
-    lab = opened(args, needs_usable, needs_positions)
+    lab = opened(args, needs_usable, needs_positions, needs_scorable)
     from tunelab.stages.check.steps import run_check
 
     return run_check(lab, progress(args), args.rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tunelab.commands.opening import (
     needs_plan,
     needs_positions,
+    needs_scorable,
     needs_targets,
     needs_usable,
     opened,
@@ -45,7 +46,7 @@ def cmd_run(args):
         from tunelab.core.store import check_run_name
 
         check_run_name(args.name)
-    lab = opened(args, needs_plan, needs_targets, needs_usable, needs_positions)
+    lab = opened(args, needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable)
     seeds = args.seeds or lab.spec.training.replicates
     run_args = dict(allow_warnings=args.allow_warnings, parent=args.parent, reason=args.reason)
     if seeds > 1:
@@ -67,7 +68,8 @@ def cmd_run(args):
     device=True,
 )
 def cmd_ablate(args):
-    opened(args, needs_plan, needs_targets, needs_usable, needs_positions)  # before any model
+    # refused before any model, as `run` is
+    opened(args, needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable)
     from tunelab.stages.run.ablate import run_ablation
 
     return run_ablation(
@@ -118,7 +120,7 @@ def cmd_compare(args):
     processes=True,
 )
 def cmd_resume(args):
-    reopened(args, needs_targets, needs_usable, needs_positions)  # as `run` is
+    reopened(args, needs_targets, needs_usable, needs_positions, needs_scorable)  # as `run` is
     from tunelab.stages.run.variant import resume_run
 
     return resume_run(args.lab, args.run, progress(args), args.device)

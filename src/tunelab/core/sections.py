@@ -6,10 +6,11 @@ the `data` section lives in `tunelab.core.data_sections`.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tunelab.core.multilabel import MultilabelTask
 from tunelab.core.scratch import Arch, Bpe, PretrainTask, check_init
@@ -114,6 +115,16 @@ class FormatTask(_Section):
 
     generative: ClassVar[bool] = True
     needs_target: ClassVar[bool] = True
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, regex: str | None) -> str | None:
+        if regex is not None:
+            try:
+                re.compile(regex)
+            except re.error as err:
+                raise ValueError(f"not a regular expression Python can compile: {err}") from None
+        return regex
 
     @model_validator(mode="after")
     def _one_format(self) -> FormatTask:

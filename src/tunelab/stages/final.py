@@ -155,6 +155,17 @@ def _check_reason(earlier: list[dict], reason: str | None) -> None:
         )
 
 
+def _check_targets(spec: Spec, rows: list[dict]) -> None:
+    """Test targets that scoring cannot read stop `final` before the opening is recorded."""
+    from tunelab.tasks.targets import has_targets, refuse_unscorable
+
+    if has_targets(spec.task):
+        try:
+            refuse_unscorable(spec.task, rows, "test")
+        except TunelabError as err:
+            raise TunelabError(f"{err} Nothing was scored and no opening was recorded.") from None
+
+
 def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[list[dict], dict]:
     """Predictions and metrics of the run on `rows`, under its spec's shared protocol."""
     from tunelab.modeling.model import load_causal, load_trained
@@ -287,6 +298,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         version = record["data_version"]
 
         rows, digest = open_sealed(store, version)
+        _check_targets(spec, rows)
         n = len(earlier) + 1
         out = store.root / FINALS / f"{n}-{run_id}.json"
         access = {

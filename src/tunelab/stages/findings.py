@@ -18,6 +18,7 @@ BLOCKING = frozenset(
         "unknown_role",
         "template_rewrites",
         "answer_cannot_fit",
+        "target_not_in_format",
     }
 )
 

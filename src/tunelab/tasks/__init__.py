@@ -46,17 +46,28 @@ def get_task(name: str) -> Task:
 
 
 def load_schema(task_spec: Any, lab: Path) -> dict | None:
-    """The task's JSON Schema: inline in the spec, or a .json file relative to the lab."""
+    """The task's JSON Schema: inline in the spec, or a .json file relative to the lab;
+    checked against its metaschema, so a schema that is not one fails before any generation."""
+    from tunelab.tasks.jsonout import compile_schema
+
     schema = getattr(task_spec, "json_schema", None)
-    if schema is None or isinstance(schema, dict):
-        return schema
-    path = Path(schema) if Path(schema).is_absolute() else lab / schema
-    if not path.exists():
-        raise TunelabError(f"task.json_schema: {schema!r} not found (looked at {path})")
+    if schema is None:
+        return None
+    where = "task.json_schema"
+    if not isinstance(schema, dict):
+        path = Path(schema) if Path(schema).is_absolute() else lab / schema
+        if not path.exists():
+            raise TunelabError(f"task.json_schema: {schema!r} not found (looked at {path})")
+        try:
+            schema = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise TunelabError(f"task.json_schema: {path} is not valid JSON: {err}") from None
+        where = f"task.json_schema ({path})"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise TunelabError(f"task.json_schema: {path} is not valid JSON: {err}") from None
+        compile_schema(schema)
+    except TunelabError as err:
+        raise TunelabError(f"{where}: {err}; fix the schema") from None
+    return schema
 
 
 def target_text(task_spec: Any, schema: dict | None, example: dict) -> str:

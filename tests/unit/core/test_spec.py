@@ -254,3 +254,14 @@ def test_packing_is_for_causal_lm_examples_only():
     task = {"type": "extraction", "json_schema": {"type": "object"}, "required": ["name"]}
     causal = {**MINIMAL, "task": task}
     assert validate_spec({**causal, "training": {"packing": True}}).training.packing
+
+
+def test_a_regex_that_does_not_compile_is_refused_at_its_line(tmp_path):
+    raw = {**MINIMAL, "task": {"type": "format", "regex": "ANSWER: ([0-9]+"}}
+    path = write(tmp_path, raw)
+    with pytest.raises(SpecError) as err:  # not after a baseline's generation or a run
+        load_spec(path)
+    line = path.read_text().splitlines().index("  regex: 'ANSWER: ([0-9]+'") + 1
+    assert f"line {line}, field `task.regex`" in str(err.value)
+    assert "missing ), unterminated subpattern" in str(err.value)
+

@@ -367,3 +367,20 @@ def test_the_final_view_shows_bits_per_byte_as_it_is():
     text = out.getvalue()
     assert "bits per byte: validation 2.5506 -> test 2.5873 (+0.0367, lower is better)" in text
     assert "%" not in text and "points" not in text
+
+
+def test_test_targets_scoring_cannot_read_stop_final_before_the_opening_is_logged():
+    from types import SimpleNamespace
+
+    from tunelab.core.errors import TunelabError
+    from tunelab.stages.final import _check_targets
+
+    task = SimpleNamespace(type="extraction", required=["name", "section"], json_schema={})
+    spec = SimpleNamespace(task=task)
+    rows = [{"id": "p1", "origin": "pages.jsonl:4", "target": {"name": "ls"}}]
+    with pytest.raises(TunelabError) as err:
+        _check_targets(spec, rows)
+    said = str(err.value)
+    assert said.startswith("1 test row(s) have a target that scoring cannot read: p1 (pages")
+    assert said.endswith("Nothing was scored and no opening was recorded.")
+    _check_targets(spec, [{"id": "p2", "target": {"name": "ls", "section": "1"}}])

@@ -1,0 +1,91 @@
+"""A generative lab's own answers, checked against its task before a model is spent on them.
+
+Scoring reads each row's target: extraction compares the required fields of a JSON object, a
+format lab's schema mode parses its target as JSON. A target without them stops the scoring,
+after the generation (or the training) before it has run; `require_scorable` finds such rows
+first, with the task's format itself (a regex that does not compile, a schema that is not
+one). A target that scoring can read but that the task's own format refuses (`off_format`)
+teaches answers the metric counts invalid: `tunelab inspect` and `run` find those.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunelab.core.errors import TunelabError
+from tunelab.tasks import extraction, load_schema
+from tunelab.tasks import format as format_task
+from tunelab.tasks.jsonout import NotJSONError, parse_json
+
+SHOWN = 3
+"""Rows named in a refusal; the count covers the rest."""
+
+
+def has_targets(task_spec: Any) -> bool:
+    """The tasks whose rows carry an answer scored against the task's format."""
+    return task_spec.type in ("extraction", "format")
+
+
+def unscorable(task_spec: Any, target: Any) -> str | None:
+    """Why scoring cannot read `target` at all, or None."""
+    if task_spec.type == "extraction":
+        if not isinstance(target, dict):
+            return f"is not a JSON object (got {type(target).__name__})"
+        missing = [f for f in task_spec.required if f not in target]
+        if missing:
+            return f"lacks the required field(s) {', '.join(missing)} (task.required)"
+    elif task_spec.type == "format" and task_spec.json_schema is not None:
+        try:  # a string target is the JSON text the model learns; other targets are values
+            parse_json(target) if isinstance(target, str) else None
+        except NotJSONError as err:
+            return f"is not the JSON that task.json_schema asks for ({err})"
+    return None
+
+
+def off_format(task_spec: Any, schema: dict | None, target: Any) -> str | None:
+    """Why the task's own format refuses a scorable `target` as an answer, or None."""
+    if task_spec.type == "extraction":
+        text = extraction.render_target(target, schema)
+        score = extraction.score_example(text, target, schema, task_spec.required)
+        return None if score["schema_valid"] else score["error"]
+    text = format_task.render_target(target)
+    score = format_task.score_example(text, target, schema, task_spec.regex)
+    return None if score["format_valid"] else score["error"]
+
+
+def task_format(task_spec: Any, lab) -> dict | None:
+    """The task's JSON Schema (checked) and its regex (compiled): a broken format is refused
+    here, naming the field, before anything is generated."""
+    schema = load_schema(task_spec, lab)
+    if task_spec.type == "format":
+        format_task.check_format(schema, task_spec.regex)
+    return schema
+
+
+def refuse_unscorable(task_spec: Any, rows: list[dict], split: str) -> None:
+    """Refuse `rows` of `split` when any target cannot be scored, naming the first few."""
+    bad = [(r, why) for r in rows if (why := unscorable(task_spec, r.get("target")))]
+    if not bad:
+        return
+    named = "; ".join(f"{row_name(r)}: target {why}" for r, why in bad[:SHOWN])
+    more = f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
+    raise TunelabError(
+        f"{len(bad)} {split} row(s) have a target that scoring cannot read: {named}{more}. "
+        "Fix those rows (or the task's fields) and run `tunelab data` again."
+    )
+
+
+def row_name(row: dict) -> str:
+    """A row's id, with the file and line it came from when the id is not already those."""
+    origin = row.get("origin")
+    return row["id"] if origin in (None, row["id"]) else f"{row['id']} ({origin})"
+
+
+def require_scorable(lab) -> None:
+    """A generative lab's format, and its train and validation targets, can be scored."""
+    task = lab.spec.task
+    if not has_targets(task):
+        return
+    task_format(task, lab.path)
+    for split in ("train", "validation"):
+        refuse_unscorable(task, lab.store.read_split(lab.data_version, split), split)

@@ -1,0 +1,69 @@
+"""A lab's own targets checked against its task: what scoring cannot read, what the format
+refuses, and a schema or regex that is not one."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from tunelab.core.errors import TunelabError
+from tunelab.tasks import load_schema
+from tunelab.tasks.targets import off_format, refuse_unscorable, unscorable
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "section": {"type": "string"}},
+    "required": ["name"],
+}
+EXTRACTION = SimpleNamespace(type="extraction", required=["name", "section"], json_schema=SCHEMA)
+BY_REGEX = SimpleNamespace(type="format", json_schema=None, regex=r"ANSWER: -?\d+")
+BY_SCHEMA = SimpleNamespace(type="format", json_schema=SCHEMA, regex=None)
+
+
+def test_extraction_targets_scoring_cannot_read():
+    assert unscorable(EXTRACTION, {"name": "ls", "section": "1"}) is None
+    assert "section" in unscorable(EXTRACTION, {"name": "ls"})
+    assert "not a JSON object" in unscorable(EXTRACTION, "ls(1)")
+
+
+def test_a_schema_mode_format_target_must_be_json():
+    assert unscorable(BY_SCHEMA, '{"name": "ls"}') is None
+    assert unscorable(BY_SCHEMA, {"name": "ls"}) is None  # a value, dumped as JSON to train
+    assert "task.json_schema" in unscorable(BY_SCHEMA, "name: ls")
+    assert unscorable(BY_REGEX, "anything") is None  # a regex reads any text
+
+
+def test_targets_the_format_itself_refuses():
+    assert off_format(EXTRACTION, SCHEMA, {"name": "ls", "section": "1"}) is None
+    assert "not of type 'string'" in off_format(EXTRACTION, SCHEMA, {"name": "ls", "section": 1})
+    assert off_format(BY_REGEX, None, "ANSWER: -4") is None
+    assert "does not match regex" in off_format(BY_REGEX, None, "answer 4")
+    assert "is a required property" in off_format(BY_SCHEMA, SCHEMA, '{"section": "1"}')
+
+
+def test_a_refusal_names_the_rows_their_origin_and_the_count():
+    rows = [
+        {"id": f"p{i}", "origin": f"pages.jsonl:{i + 1}", "target": {"name": "x"}} for i in range(5)
+    ]
+    rows.append({"id": "ok", "origin": "pages.jsonl:9", "target": {"name": "x", "section": "1"}})
+    with pytest.raises(TunelabError) as err:
+        refuse_unscorable(EXTRACTION, rows, "validation")
+    said = str(err.value)
+    assert said.startswith("5 validation row(s) have a target that scoring cannot read")
+    assert "p0 (pages.jsonl:1): target lacks the required field(s) section" in said
+    assert "and 2 more" in said and "ok" not in said
+    refuse_unscorable(EXTRACTION, rows[-1:], "validation")  # nothing to refuse
+
+
+def test_a_schema_that_is_not_one_is_refused_naming_its_file(tmp_path):
+    (tmp_path / "schema.json").write_text(json.dumps({"type": "objec"}))
+    task = SimpleNamespace(json_schema="schema.json")
+    with pytest.raises(TunelabError) as err:
+        load_schema(task, tmp_path)
+    assert f"task.json_schema ({tmp_path / 'schema.json'}): invalid JSON Schema" in str(err.value)
+    task = SimpleNamespace(json_schema={"type": "object", "required": "name"})  # inline
+    with pytest.raises(TunelabError, match=r"^task.json_schema: invalid JSON Schema at required"):
+        load_schema(task, tmp_path)
+    assert load_schema(SimpleNamespace(json_schema=SCHEMA), tmp_path) == SCHEMA
