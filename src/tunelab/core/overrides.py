@@ -12,8 +12,24 @@ from tunelab.core.errors import SpecError
 
 
 def parse_value(raw: str) -> Any:
-    """A command-line value read as YAML, with `1e-4` taken as the number YAML 1.1 misses."""
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    """A command-line value read as YAML, with `1e-4` taken as the number YAML 1.1 misses.
+
+    A mapping or list counts only when written in brackets (`{a: 1}`, `[q_proj, v_proj]`): a
+    text that YAML alone reads as one (`task.regex=ANSWER: (` is the mapping `{ANSWER: (}`) or
+    cannot read at all (`ANSWER: [`) is kept as the text it is.
+    """
+    text = raw.strip()
+    if not text:
+        return ""
+    bracketed = text[0] in "[{"
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        if bracketed:
+            raise
+        return raw
+    if isinstance(value, dict | list) and not bracketed:
+        return raw
     if isinstance(value, str):
         try:
             return float(value)
@@ -29,7 +45,14 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise SpecError(f"override {item!r}: expected key=value, e.g. training.lr=1e-4")
-        out[key.strip()] = parse_value(raw)
+        try:
+            out[key.strip()] = parse_value(raw)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or "not valid YAML"
+            raise SpecError(
+                f"override {item!r}: the value is not a YAML list or mapping ({problem}); "
+                "close its brackets, or quote the whole value to give it as text"
+            ) from None
     return out
 
 

@@ -265,3 +265,20 @@ def test_a_regex_that_does_not_compile_is_refused_at_its_line(tmp_path):
     assert f"line {line}, field `task.regex`" in str(err.value)
     assert "missing ), unterminated subpattern" in str(err.value)
 
+
+def test_an_override_is_a_mapping_or_list_only_when_written_in_brackets():
+    said = parse_overrides(
+        ["task.regex=ANSWER: (", "task.instruction=Say: 5", "task.regex2=ANSWER: [", "a={b: 1}"]
+    )
+    assert said == {
+        "task.regex": "ANSWER: (",  # YAML alone reads the mapping {ANSWER: (}
+        "task.instruction": "Say: 5",
+        "task.regex2": "ANSWER: [",  # which YAML cannot read at all
+        "a": {"b": 1},
+    }
+    assert parse_overrides(["m=[q_proj, v_proj]", "n=- x"]) == {
+        "m": ["q_proj", "v_proj"],
+        "n": "- x",
+    }
+    with pytest.raises(SpecError, match=r"override 'm=\[q_proj, v_proj': the value is not a YAML"):
+        parse_overrides(["m=[q_proj, v_proj"])
