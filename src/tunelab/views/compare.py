@@ -128,10 +128,17 @@ def guardrail_line(g: dict) -> str:
         interval = f"{delta_value(g['metric'], c)} points, limit -{100 * g['max_drop']:.1f}"
     text = f"{name} {g['scope']} {status}:{where} " + interval
     if c.get("needed_n"):
-        text += f"; ~{c['needed_n']} validation examples would resolve it"
+        text += f"; ~{c['needed_n']:,} validation examples{_times_these(c)} would resolve it"
     elif c.get("needs"):
         text += f"; {c['needs']} would resolve it"
     return text
+
+
+def _times_these(c: dict) -> str:
+    """` (6,124x these 91)` where the examples a guardrail needs are far past those it had: a
+    change that sits on the limit itself."""
+    n = c.get("examples")
+    return f" ({c['needed_n'] / n:,.0f}x these {n:,})" if n and c["needed_n"] > 10 * n else ""
 
 
 def noise_line(b: dict, metric: str) -> str:

@@ -45,6 +45,16 @@ def needed_n(boot: dict, max_drop: float, n: int) -> int | None:
     return max(n + 1, math.ceil(n * (half / distance) ** 2))
 
 
+def needed_words(c: dict) -> str:
+    """`~173 examples`, and where that is far past those compared, how far: `~557,278 examples
+    (6,124x these 91)`, the sign of a change that sits on the limit itself."""
+    text = f"~{c['needed_n']:,} examples"
+    n = c.get("examples")
+    if n and c["needed_n"] > 10 * n:
+        text += f" ({c['needed_n'] / n:,.0f}x these {n:,})"
+    return text
+
+
 def judge(
     g: Guardrail, pair: Pair, groups: list[str] | None, unscored: dict[str, str] | None = None
 ) -> dict:
@@ -78,6 +88,7 @@ def judge(
             check["needs"] = "more seeds"
         elif status == UNRESOLVED:
             check["needed_n"] = needed_n(boot, g.max_drop, len(pair.ids))
+            check["examples"] = len(pair.ids)
         checks[name or "overall"] = check
     statuses = {c["status"] for c in checks.values()}
     status = BROKEN if BROKEN in statuses else UNRESOLVED if UNRESOLVED in statuses else HOLDS
@@ -114,7 +125,7 @@ def describe(g: dict) -> str:
     for name, c in shown[:3]:
         text = f"{name} {c['delta']:+.3f} ({c['low']:+.3f} to {c['high']:+.3f})"
         if c.get("needed_n"):
-            text += f", ~{c['needed_n']} examples would resolve it"
+            text += f", {needed_words(c)} would resolve it"
         elif c.get("needs"):
             text += f", {c['needs']} would resolve it (the seeds' noise does not shrink with n)"
         parts.append(text)

@@ -420,3 +420,19 @@ def test_a_changed_validation_split_is_refused_with_what_changed(tmp_path):
     assert "data.eval_from: v1" in warning and "vs_parent" not in rows[child]
     with pytest.raises(StoreError, match=r"--against .*2 added, 1 removed, 2 changed"):
         compare(lab, against=old)
+
+
+def test_a_guardrail_on_its_limit_says_how_far_past_the_examples_it_would_need():
+    from tunelab.stages.compare.guardrails import describe
+    from tunelab.views.compare import guardrail_line
+
+    near = {"delta": -0.046, "low": -0.142, "high": 0.039, "status": "unresolved"}
+    rail = {"metric": "f1", "scope": "every_class", "max_drop": 0.05, "status": "unresolved"}
+    rail |= {"worst": "politics", "checks": {"politics": near}}
+    near |= {"needed_n": 557278, "examples": 91}  # the interval's centre sits on the limit
+    assert "~557,278 examples (6,124x these 91) would resolve it" in describe(rail)
+    said = guardrail_line(rail)
+    assert "~557,278 validation examples (6,124x these 91) would resolve it" in said
+    near |= {"needed_n": 173}  # within reach: the count alone
+    assert "; ~173 validation examples would resolve it" in guardrail_line(rail)
+    assert ", ~173 examples would resolve it;" in describe(rail)
