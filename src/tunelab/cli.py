@@ -33,9 +33,24 @@ DEBUG_VARIABLE = "TUNELAB_DEBUG"
 # --- parsing, running, exit codes ----------------------------------------------------------------
 
 
+class UsageError(SystemExit):
+    """A command line argparse refuses (an unknown option, a bad choice): exit 2, as argparse
+    does, but said by `main`, so that `--json` gets it as JSON on stdout like any other error."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(EXIT_USAGE)
+        self.parser, self.message = parser, message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(self, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tunelab", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="tunelab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    parser.set_defaults(commands=sub.choices)  # each command's own parser, for its usage line
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.help)
         p.set_defaults(command=name)
@@ -75,13 +90,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    cmd = COMMANDS[args.command]
-    if extra and cmd.overrides and all("=" in e and not e.startswith("-") for e in extra):
-        args.overrides = [*(args.overrides or []), *extra]  # key=value after an option
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        args, extra = parser.parse_known_args(argv)
+        cmd = COMMANDS[args.command]
+        if extra and cmd.overrides and all("=" in e and not e.startswith("-") for e in extra):
+            args.overrides = [*(args.overrides or []), *extra]  # key=value after an option
+        elif extra:
+            args.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    except UsageError as err:
+        return _usage_error(err, argv)
     _quiet_libraries()
     _no_hub_kernels()
     reproducible_blas()
@@ -128,6 +147,18 @@ def _main(argv: list[str] | None) -> int:
         getattr(importlib.import_module(f"tunelab.views.{module}"), function)(result, console())
     # a result that says it did not pass (a failed `check`) exits 1, after it is shown
     return EXIT_FAIL if isinstance(result, dict) and result.get("passed") is False else EXIT_OK
+
+
+def _usage_error(err: UsageError, argv: list[str]) -> int:
+    """argparse's refusal: its usage line and message on stderr, or with `--json` the error
+    object every command prints on stdout."""
+    if "--json" in argv:
+        command = next((a for a in argv if a in COMMANDS), None)
+        print(json.dumps({"error": err.message, "command": command, "internal": False}))
+    else:
+        err.parser.print_usage(sys.stderr)
+        print(f"{err.parser.prog}: error: {err.message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _one_process_unless(name: str, processes: bool) -> None:

@@ -121,9 +121,13 @@ def test_invalidate_keeps_the_run_with_its_reason(make_lab, capsys):
     lab = str(make_lab())
     tl(capsys, "data", "--lab", lab)
     tl(capsys, "run", "--lab", lab, "--name", "lora")
-    with pytest.raises(SystemExit):  # --why is required
-        main(["invalidate", "--lab", lab, "r001-lora", "--json"])
-    capsys.readouterr()
+    assert main(["invalidate", "--lab", lab, "r001-lora", "--json"]) == 2  # --why is required
+    refused = json.loads(capsys.readouterr().out)  # said as JSON, like every other error
+    assert refused == {
+        "error": "the following arguments are required: --why",
+        "command": "invalidate",
+        "internal": False,
+    }
     code, record = tl(capsys, "invalidate", "--lab", lab, "r001-lora", "--why", "leaked labels")
     assert code == 0 and record["status"] == "invalid"
     code, runs = tl(capsys, "runs", "--lab", lab)

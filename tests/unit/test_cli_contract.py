@@ -169,9 +169,7 @@ def test_overrides_may_follow_an_option_after_a_positional(monkeypatch, tmp_path
         "lab": tmp_path,
         "overrides": {"training.budget.tokens": 4096},
     }
-    with pytest.raises(SystemExit) as stopped:
-        main(["demo", "ablation", "--dir", str(tmp_path), "--nope"])
-    assert stopped.value.code == 2
+    assert main(["demo", "ablation", "--dir", str(tmp_path), "--nope"]) == 2
 
 
 MKL_MODE = """
@@ -251,3 +249,19 @@ def test_library_progress_bars_stay_out_of_a_commands_output(tmp_path, before):
     )
     assert run.returncode == 0, run.stderr
     assert ("Converting and de-quantizing" in run.stderr) == (before == "nothing")
+
+
+def test_a_command_line_argparse_refuses_is_an_error_like_any_other(capsys):
+    """Exit 2 either way; with --json the error object on stdout (a script reads nothing on
+    stdout otherwise), without it argparse's usage and message on stderr."""
+    assert main(["plan", "--days", "5", "--json"]) == 2
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {
+        "error": "argument --days: invalid choice: 5 (choose from 3, 7, 30)",
+        "command": "plan",
+        "internal": False,
+    }
+    assert main(["runs", "--bogus"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("usage: tunelab runs")
+    assert out.err.rstrip().endswith("tunelab runs: error: unrecognized arguments: --bogus")
