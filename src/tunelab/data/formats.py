@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,7 +126,7 @@ def _refuse_utf16(start: bytes, path: Path, shown: str) -> None:
     if start in (b"\xff\xfe", b"\xfe\xff"):
         raise DataError(
             f"{shown}: the file is UTF-16 text (it starts with a UTF-16 byte order mark), not "
-            f"UTF-8; convert it with `iconv -f UTF-16 -t UTF-8 {path.name} > new-file`"
+            f"UTF-8; convert it with `iconv -f UTF-16 -t UTF-8 {shlex.quote(path.name)} > new-file`"
         )
 
 

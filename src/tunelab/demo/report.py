@@ -7,6 +7,7 @@ next.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +54,8 @@ class DemoReport:
         self.out.print(Rule())
         by_section = ", ".join(f"{s['n']} {_mmss(s['seconds'])}" for s in sections)
         self.out.print(f"done in {(ended - self.started) / 60:.1f} min (by section: {by_section}).")
-        hints = ", ".join(f"`tunelab {c} --lab {self.lab.path}`" for c in explore)
+        lab = shlex.quote(str(self.lab.path))
+        hints = ", ".join(f"`tunelab {c} --lab {lab}`" for c in explore)
         self.out.print(f"Explore it: {hints}.")
         return {"seconds": round(ended - self.started, 1), "sections": sections}
 

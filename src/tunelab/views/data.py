@@ -3,6 +3,9 @@ an image lab's images)."""
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -11,7 +14,9 @@ from tunelab.views.style import short_id
 
 
 def init(result: dict, console: Console) -> None:
-    console.print(f"wrote {result['spec']} ({result['task']}); edit it, then run `tunelab data`.")
+    lab = Path(result["spec"]).parent  # `tunelab data` reads the spec of --lab (default .)
+    data = "tunelab data" + ("" if lab == Path() else f" --lab {shlex.quote(str(lab))}")
+    console.print(f"wrote {escape(result['spec'])} ({result['task']}); edit it, then run `{data}`.")
 
 
 def data(report: dict, console: Console) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -53,7 +55,7 @@ def export(result: dict, console: Console) -> None:
             f"  removed {len(removed)} temporary folder(s) that killed exports left in "
             f"bundles/: {escape(', '.join(removed))}"
         )
-    console.print(f"  check it anywhere: `tunelab verify {result['bundle']}`")
+    console.print(f"  check it anywhere: `tunelab verify {escape(shlex.quote(result['bundle']))}`")
 
 
 def verify(result: dict, console: Console) -> None:

@@ -35,3 +35,25 @@ def test_the_ending_prints_and_returns_the_times_by_section(monkeypatch):
     assert "Explore it: `tunelab runs --lab lab`." in text
     assert result["seconds"] == 310.0
     assert [s["seconds"] for s in result["sections"]] == [10.0, 59.6, 240.4]
+
+
+def test_the_commands_it_suggests_can_be_pasted_into_a_shell(tmp_path):
+    """A lab or a store whose path has a space is quoted in the command shown."""
+    from tunelab.stages.track.track import ui_command
+    from tunelab.stages.track.uri import Target
+    from tunelab.views.data import init
+
+    out = Console(record=True, width=300)
+    DemoReport(out, None, SimpleNamespace(path=Path("my lab")), started=0.0).finish("runs")
+    assert "`tunelab runs --lab 'my lab'`" in out.export_text()
+    out = Console(record=True, width=300)
+    init({"spec": "my lab/tunelab.yaml", "task": "format"}, out)
+    init({"spec": "tunelab.yaml", "task": "format"}, out)
+    said = out.export_text()
+    assert "then run `tunelab data --lab 'my lab'`." in said
+    assert "tunelab.yaml (format); edit it, then run `tunelab data`." in said
+    uri = f"sqlite:///{tmp_path}/my lab/mlflow.db"
+    assert (
+        ui_command(Target(uri, "sqlite", None, "the default"))
+        == f"mlflow ui --backend-store-uri '{uri}'"
+    )

@@ -9,6 +9,7 @@ tunelab id and two labs both have an `r001-majority`.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from tunelab.core.store import Store
@@ -91,9 +92,10 @@ def open_experiment(mlflow, name: str, target: Target, store: Store) -> tuple[st
 def ui_command(target: Target) -> str | None:
     """How to look at a local store in MLflow's UI (which needs the full `mlflow` package)."""
     if target.kind == "sqlite":
-        return f"mlflow ui --backend-store-uri {target.uri}"
+        return f"mlflow ui --backend-store-uri {shlex.quote(target.uri)}"
     if target.kind == "file":
-        return f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {target.uri}"
+        uri = shlex.quote(target.uri)
+        return f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {uri}"
     return None
 
 
