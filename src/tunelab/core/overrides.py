@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from tunelab.core.errors import SpecError
+from tunelab.core.spec_yaml import load_yaml
 
 
 def parse_value(raw: str) -> Any:
@@ -23,7 +24,7 @@ def parse_value(raw: str) -> Any:
         return ""
     bracketed = text[0] in "[{"
     try:
-        value = yaml.safe_load(raw)
+        value = load_yaml(raw)
     except yaml.YAMLError:
         if bracketed:
             raise

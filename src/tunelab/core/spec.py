@@ -50,6 +50,7 @@ from tunelab.core.sections import (
     TrainingSpec,
     _Section,
 )
+from tunelab.core.spec_yaml import load_yaml
 
 # The sections are re-exported: `from tunelab.core.spec import ModelSpec` is the public path.
 __all__ = [
@@ -300,7 +301,7 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:
         raise SpecError(f"{path}: no spec here. Create one with `tunelab init`.")
     text = path.read_text(encoding="utf-8")
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = load_yaml(text) or {}
     except yaml.YAMLError as err:
         raise SpecError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(raw, dict):

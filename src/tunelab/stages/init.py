@@ -5,10 +5,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import SPEC_FILE, validate_spec
+from tunelab.core.spec_yaml import load_yaml
 
 TEMPLATES = (
     "classification",
@@ -35,7 +34,7 @@ def init_lab(lab: Path, task: str, force: bool = False) -> dict:
     path = Path(lab) / SPEC_FILE
     if path.exists() and not force:
         raise SpecExistsError(f"{path} exists; pass --force to overwrite it.")
-    validate_spec(yaml.safe_load(text), path, text)
+    validate_spec(load_yaml(text), path, text)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return {"spec": str(path), "task": task}

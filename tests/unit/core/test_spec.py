@@ -282,3 +282,20 @@ def test_an_override_is_a_mapping_or_list_only_when_written_in_brackets():
     }
     with pytest.raises(SpecError, match=r"override 'm=\[q_proj, v_proj': the value is not a YAML"):
         parse_overrides(["m=[q_proj, v_proj"])
+
+
+def test_on_off_yes_and_no_are_words_not_booleans(tmp_path):
+    """YAML 1.1 reads them as booleans: a forgetting guardrail's `on:` key was True ("Keys
+    should be strings"), as in the README's own example; a boolean field still takes them."""
+    path = tmp_path / "tunelab.yaml"
+    path.write_text(
+        "data: {sources: [{type: jsonl, path: d.jsonl}]}\n"
+        "model: {path: m, kind: causal}\n"
+        "task: {type: format, regex: 'A: .+'}\n"
+        "guardrails:\n"
+        "  - {metric: bits_per_byte, on: general/bbc_news.jsonl, max_drop: 0.05}\n"
+        "training: {packing: yes}\n"
+    )
+    spec = load_spec(path, parse_overrides(["task.instruction=no"]))
+    assert spec.guardrails[0].on == "general/bbc_news.jsonl"
+    assert spec.training.packing is True and spec.task.instruction == "no"
