@@ -230,11 +230,17 @@ def _reference(runs: list[dict], baselines: list[dict], against, version: str, t
                 f"{[r['id'] for r in runs]}"
             )
         return matches[0]
-    # the strongest baseline on the primary metric its own record states
+    # the strongest baseline on the primary metric its own record states; of equals, one on
+    # this data version, then the newest (recorded under the rules the lab has now, where a
+    # baseline was measured again after the spec changed)
     hypothesis, _ = frozen_rules(baselines[-1])
     metric = hypothesis.metric if hypothesis else task.default_metric
     sign = -1 if metric in task.lower_is_better else 1
-    return max(baselines, key=lambda r: sign * r["metrics"][metric])
+    ranked = enumerate(baselines)  # store.runs() lists the runs oldest first
+    return max(
+        ranked,
+        key=lambda ir: (sign * ir[1]["metrics"][metric], ir[1]["data_version"] == version, ir[0]),
+    )[1]
 
 
 def groups_of(record: dict, task) -> list[str]:

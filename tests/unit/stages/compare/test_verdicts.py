@@ -436,3 +436,18 @@ def test_a_guardrail_on_its_limit_says_how_far_past_the_examples_it_would_need()
     near |= {"needed_n": 173}  # within reach: the count alone
     assert "; ~173 validation examples would resolve it" in guardrail_line(rail)
     assert ", ~173 examples would resolve it;" in describe(rail)
+
+
+def test_of_equally_strong_baselines_the_newest_is_the_reference(tmp_path):
+    """A baseline measured again after the guardrails changed (the same score: a zero-shot
+    model that fails every answer) is the one the variants recorded since are judged against;
+    the oldest was, and they were refused as "recorded under other rules"."""
+    first = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.05}])
+    old = add_run(first, "majority", "baseline", predictions({"a": 1.0, "b": 0.0, "c": 0.0}))
+    lab = make_lab(tmp_path, [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}])
+    new = add_run(lab, "majority", "baseline", predictions({"a": 1.0, "b": 0.0, "c": 0.0}))
+    add_run(lab, "lora", "variant", predictions({"a": 1.0, "b": 0.5, "c": 0.5}))
+    result = compare(lab)
+    assert (old, result["reference"]) == ("r001-majority", new)
+    (variant,) = [r for r in result["runs"] if r["kind"] == "variant"]
+    assert [g["scope"] for g in variant["guardrails"]] == ["every_class"]
