@@ -36,6 +36,7 @@ from tunelab.core.replicates import seed_of
 from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
+from tunelab.stages.compare.collapse import collapse_warnings
 from tunelab.stages.compare.compute import compute_differences
 from tunelab.stages.compare.forgetting import judge_forgetting
 from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
@@ -146,6 +147,7 @@ def compare(
             row["vs_reference"] = {k: vs.pop(k) for k in _VERSUS_KEYS if k in vs}
             row["against"] = reference["id"]
             row.update(vs)  # guardrails, verdict, reasons, warnings, noise
+            row["warnings"] = vs["warnings"] + collapse_warnings(arm, preds_of, labels)
             row["parent"], row["reason"] = run.get("parent"), run.get("reason")
             _add_parent(row, run, by_id, store, version, arm_paired)
         rows.append(row)

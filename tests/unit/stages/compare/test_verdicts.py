@@ -451,3 +451,33 @@ def test_of_equally_strong_baselines_the_newest_is_the_reference(tmp_path):
     assert (old, result["reference"]) == ("r001-majority", new)
     (variant,) = [r for r in result["runs"] if r["kind"] == "variant"]
     assert [g["scope"] for g in variant["guardrails"]] == ["every_class"]
+
+
+def test_a_variant_that_gives_every_example_one_answer_is_said_to_separate_none():
+    from tunelab.stages.compare.collapse import collapse_warnings
+
+    one = {f"x{i}": {"id": f"x{i}", "gold": LABELS[i % 3], "predicted": "a"} for i in range(9)}
+    some = {k: {**p, "predicted": p["gold"]} for k, p in one.items()}
+    every = {  # multilabel: every label for every example, as a head at its start gives
+        f"x{i}": {"id": f"x{i}", "gold": LABELS[: 1 + i % 3], "predicted": list(LABELS)}
+        for i in range(9)
+    }
+    preds = {"r1-one": one, "r2-some": some, "r3-every": every}
+    arm = [{"id": "r1-one"}, {"id": "r2-some"}, {"id": "r3-every"}]
+    said = collapse_warnings(arm, preds.__getitem__, LABELS)
+    assert len(said) == 2 and said[0].startswith("r1-one gives all 9 validation examples one")
+    assert "answer ('a') where they have 3 different ones: it separates none of them" in said[0]
+    assert said[1].startswith("r3-every gives all 9 validation examples one answer (all 3 labels)")
+    same_gold = {k: {**p, "gold": "a"} for k, p in one.items()}  # nothing to separate
+    assert collapse_warnings([{"id": "r"}], lambda _: same_gold, LABELS) == []
+
+
+def test_compare_warns_of_a_variant_that_predicts_one_class(tmp_path):
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.05}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.7, "b": 0.7, "c": 0.7}))
+    flat = [{**p, "predicted": "a"} for p in predictions({"a": 1.0, "b": 1.0, "c": 1.0})]
+    add_run(lab, "lora", "variant", flat)
+    (variant,) = [r for r in compare(lab)["runs"] if r["kind"] == "variant"]
+    assert any(
+        "r002-lora gives all 90 validation examples one answer" in w for w in variant["warnings"]
+    )
