@@ -71,6 +71,9 @@ def measure_noise(
             f"only {len(runs)} of the {seeds} seeds of {record['id']} completed: no spread to "
             f"record; see group {group['id']} and `tunelab runs`"
         )
+    same = [n for n in store.noise_records() if set(n.get("runs", [])) == {r["id"] for r in runs}]
+    if same:  # these seeds are measured already: a second record would not be a second look
+        return {**same[0], "trained": 0, "group": group["id"], "unchanged": True}
     noise_id, out = store.reserve(NOISE, "n")
     result = {
         "id": noise_id,

@@ -102,8 +102,9 @@ def noise(result: dict, console: Console) -> None:
         f"{result['trained']} trained now, group {result['group']}): {', '.join(result['runs'])}"
     )
     console.print(table)
+    said = "already measured, these very seeds: " if result.get("unchanged") else "written to "
     console.print(
-        f"written to {result['file']}; `tunelab compare` counts it for every arm of the family "
+        f"{said}{result['file']}; `tunelab compare` counts it for every arm of the family "
         "(same data version, base model, method, budget and evaluation)"
     )
 

@@ -8,7 +8,9 @@ arm of its own: it draws no seed.
 
 A noise record applies to a pair of arms when its family (`core.replicates.family`) is either
 arm's and none of its runs is in either arm already (those seeds are counted once, as arm
-seeds); its completed runs on the same validation examples join the pooled variance.
+seeds); its completed runs on the same validation examples join the pooled variance. Records
+that share runs (`tunelab noise` twice on one run, or with more seeds the second time) are not
+independent measurements: of those, the one with the most runs counts, the others not at all.
 """
 
 from __future__ import annotations
@@ -28,11 +30,18 @@ class Arms:
         self.reference_lead = self._lead.get(reference["id"], reference["id"])
         self._by_id = {r["id"]: r for r in runs}
         self._noise = []
+        usable = []
         for record in store.noise_records():  # its completed runs on these examples
             runs = [r for r in record.get("runs", []) if r in self._by_id]
             version = (record.get("family") or {}).get("data_version")
             if len(runs) >= 2 and version and same_eval(version):
-                self._noise.append({**record, "runs": runs})
+                usable.append({**record, "runs": runs})
+        counted: set[str] = set()  # a seed's run counts once: the most seeds first, then oldest
+        for record in sorted(usable, key=lambda r: -len(r["runs"])):
+            if not counted & set(record["runs"]):
+                self._noise.append(record)
+                counted |= set(record["runs"])
+        self._noise.sort(key=lambda r: usable.index(r))
         self.used_noise: list[str] = []
 
     def of(self, run_id: str) -> list[dict]:

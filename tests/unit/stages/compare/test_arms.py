@@ -85,3 +85,30 @@ def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
     assert boot["high"] - boot["low"] > 2 * (boot["example"]["high"] - boot["example"]["low"])
     assert after["verdict"] == "within seed noise" and after["noise"] == ["noise n001"]
     assert result["rules"]["noise"] == ["n001"]
+
+
+def test_noise_records_that_share_runs_count_once_the_one_with_most_seeds(tmp_path):
+    """`tunelab noise` twice on one run writes records of the same seeds: pooling both would
+    count those seeds twice (twice the degrees of freedom, a narrower interval)."""
+    lab = make_lab(tmp_path, RAILS)
+    add_run(lab, "probe", "baseline", predictions(dict.fromkeys("abc", 0.6)))
+    single = add_run(lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.8)))
+    noisy = [
+        add_run(
+            lab,
+            "lr",
+            "variant",
+            predictions(dict.fromkeys("abc", rate)),
+            spec=seeded(lab, s, lr=1e-3),
+        )
+        for s, rate in ((5, 0.95), (6, 0.55), (7, 0.7))
+    ]
+    fam = family(lab.store.read_record(noisy[0]))
+    for n, runs in (("n001", noisy[:2]), ("n002", noisy[:2]), ("n003", noisy), ("n004", noisy[1:])):
+        atomic_write_json(
+            lab.store.root / "noise" / f"{n}.json", {"id": n, "runs": runs, "family": fam}
+        )
+    result = compare(lab)
+    after = next(r for r in result["runs"] if r["id"] == single)
+    assert after["vs_reference"]["bootstrap"]["seeds"]["sources"] == ["noise n003"]
+    assert result["rules"]["noise"] == ["n003"]
