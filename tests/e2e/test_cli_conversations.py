@@ -74,6 +74,12 @@ def test_a_multi_turn_lab_trains_on_its_answers_and_evaluates_its_last_turn(
     codes = {f["code"]: f for f in view["findings"]}
     assert not any(f["blocking"] for f in view["findings"])
     assert codes["system_prompt_differs"]["count"] == 6  # validation's system prompt
+    assert "instruction_unused" not in codes  # the task's default: nothing was asked of it
+    code, view = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "task.instruction=Be brief.")
+    (unused,) = [f for f in view["findings"] if f["code"] == "instruction_unused"]
+    assert (
+        not unused["blocking"] and "task.instruction ('Be brief.') is not used" in unused["message"]
+    )
 
     code, _ = tl(capsys, "baseline", "--lab", lab)
     assert code == 0

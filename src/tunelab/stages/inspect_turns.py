@@ -83,6 +83,20 @@ def turn_findings(renderer: Renderer, rendered: list[Rendered], rejected: list[d
                 f"({TRUNCATION_RULE})",
             )
         )
+    task = renderer.task
+    default = (
+        type(task).model_fields["instruction"].default if hasattr(task, "instruction") else None
+    )
+    if rendered and default is not None and task.instruction != default:
+        out.append(
+            finding(
+                "instruction_unused",
+                len(rendered),
+                None,
+                f"task.instruction ({task.instruction!r}) is not used: a conversation's own turns "
+                "are its prompt; put the instruction in a system or user turn of the data",
+            )
+        )
     return out
 
 
