@@ -34,9 +34,9 @@ def unscorable(task_spec: Any, target: Any) -> str | None:
         missing = [f for f in task_spec.required if f not in target]
         if missing:
             return f"lacks the required field(s) {', '.join(missing)} (task.required)"
-    elif task_spec.type == "format" and task_spec.json_schema is not None:
-        try:  # a string target is the JSON text the model learns; other targets are values
-            parse_json(target) if isinstance(target, str) else None
+    elif task_spec.type == "format" and task_spec.json_schema and isinstance(target, str):
+        try:  # a string target is the JSON text the model learns (any other is a value)
+            parse_json(target)
         except NotJSONError as err:
             return f"is not the JSON that task.json_schema asks for ({err})"
     return None
