@@ -330,3 +330,17 @@ def test_a_pretrain_lab_s_metrics_are_shown_as_they_are_not_as_shares():
     svg = str(comparison(record)["forest"])
     assert "reduction (95% interval)" in svg and "minimum effect +0.01" in svg
     assert "+0.6039 (+0.5884, +0.6183)" in svg
+
+
+def test_sections_a_task_never_fills_say_so_not_none_yet(tmp_path):
+    spec = SPEC | {
+        "task": {"type": "format", "regex": "A: .+"},
+        "hypothesis": {"behaviour": "b", "metric": "format_valid", "min_effect": 0.1},
+        "guardrails": [{"metric": "exact_match", "scope": "overall", "max_drop": 0.0}],
+        "model": {"path": "m", "kind": "causal"},
+    }
+    page = render(gather(Lab(tmp_path, validate_spec(spec), Store(tmp_path), None)))
+    groups, confusion = section(page, "groups"), section(page, "confusion")
+    assert "a format lab scores each answer whole" in groups and "none yet" not in groups
+    assert "this lab&#39;s task is format" in confusion and "none yet" not in confusion
+    assert "none yet" in section(page, "runs")  # what a format lab may still have
