@@ -317,7 +317,9 @@ def apply_method(
         model = get_peft_model(model, config)
         report["target_modules"] = {p: len(hits) for p, hits in matched.items()}
         report["adapted_modules"] = sorted(model.targeted_module_names)
-        report["modules_to_save"] = sorted(model.modules_to_save or [])
+        # PEFT lists both heads' names for a sequence classifier: only the model's own count
+        saved = model.modules_to_save or []
+        report["modules_to_save"] = sorted(m for m in saved if any(_matches(n, m) for n in modules))
     else:
         model.requires_grad_(True)
     trainable = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
