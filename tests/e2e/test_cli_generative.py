@@ -113,7 +113,7 @@ def test_targets_scoring_cannot_read_or_the_schema_refuses_stop_before_any_model
     for command in ("baseline", "check", "run"):
         code, out = tl(capsys, command, "--lab", str(lab))
         assert code == 2, (command, out)
-        assert "have a target that scoring cannot read" in out["error"]
+        assert "validation row(s) have a target that scoring cannot read" in out["error"]
         assert "lacks the required field(s) section (task.required)" in out["error"]
     runs = lab / ".tunelab" / "runs"
     assert not runs.exists() or not any(runs.iterdir())  # nothing generated, nothing trained

@@ -74,7 +74,7 @@ def needs_positions(lab) -> None:
 
 
 def needs_scorable(lab) -> None:
-    """A generative lab's format compiles and its train and validation targets can be scored
+    """A generative lab's format compiles and its validation targets can be scored
     (`tasks.targets.require_scorable`): else the evaluation would stop after the work."""
     from tunelab.tasks.targets import require_scorable
 

@@ -2,10 +2,11 @@
 
 Scoring reads each row's target: extraction compares the required fields of a JSON object, a
 format lab's schema mode parses its target as JSON. A target without them stops the scoring,
-after the generation (or the training) before it has run; `require_scorable` finds such rows
-first, with the task's format itself (a regex that does not compile, a schema that is not
-one). A target that scoring can read but that the task's own format refuses (`off_format`)
-teaches answers the metric counts invalid: `tunelab inspect` and `run` find those.
+after the generation (or the training) before it has run; `require_scorable` finds such
+validation rows first, with the task's format itself (a regex that does not compile, a schema
+that is not one). A target that the task's own format refuses (`off_format`), or a train target
+that could not be scored, teaches answers the metric counts invalid: `tunelab inspect` and
+`run` find those.
 """
 
 from __future__ import annotations
@@ -82,10 +83,10 @@ def row_name(row: dict) -> str:
 
 
 def require_scorable(lab) -> None:
-    """A generative lab's format, and its train and validation targets, can be scored."""
+    """A generative lab's format, and its validation targets, can be scored (train targets
+    are trained on, not scored: a bad one is `tunelab inspect`'s `target_not_in_format`)."""
     task = lab.spec.task
     if not has_targets(task):
         return
     task_format(task, lab.path)
-    for split in ("train", "validation"):
-        refuse_unscorable(task, lab.store.read_split(lab.data_version, split), split)
+    refuse_unscorable(task, lab.store.read_split(lab.data_version, "validation"), "validation")
