@@ -145,6 +145,7 @@ def test_variants_have_a_parent_a_diff_and_the_one_change_rule(make_lab, capsys)
     tl(capsys, "baseline", "--lab", lab)
     code, first = tl(capsys, "run", "--lab", lab, "--name", "lora")
     assert code == 0 and first["parent"] == "r002-probe" and first["diff"] == {}
+    assert "no_baseline" not in first["preflight"]
 
     two = ["training.lr=1e-3", "method.r=8"]
     code, err = tl(capsys, "run", "--lab", lab, "--name", "two", *two)

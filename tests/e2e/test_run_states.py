@@ -120,7 +120,8 @@ def test_running_out_of_memory_is_failed_and_says_what_to_lower(make_lab, capsys
 def test_invalidate_keeps_the_run_with_its_reason(make_lab, capsys):
     lab = str(make_lab())
     tl(capsys, "data", "--lab", lab)
-    tl(capsys, "run", "--lab", lab, "--name", "lora")
+    _, run = tl(capsys, "run", "--lab", lab, "--name", "lora")  # no baseline yet: said so
+    assert run["parent"] is None and "run `tunelab baseline`" in run["preflight"]["no_baseline"]
     assert main(["invalidate", "--lab", lab, "r001-lora", "--json"]) == 2  # --why is required
     refused = json.loads(capsys.readouterr().out)  # said as JSON, like every other error
     assert refused == {

@@ -202,9 +202,10 @@ def run(record: dict, console: Console) -> None:
             f"  {len(record['rejected_train'])} train rows could not be rendered "
             f"(first: {record['rejected_train'][0]['reason']})"
         )
-    warning = (record.get("preflight") or {}).get("warning")
-    if warning:
-        console.print(f"  [yellow]warning[/] {escape(warning)}")
+    preflight = record.get("preflight") or {}
+    for warning in (preflight.get("warning"), preflight.get("no_baseline")):
+        if warning:
+            console.print(f"  [yellow]warning[/] {escape(warning)}")
 
 
 def _validation_curve(t: dict, console: Console) -> None:

@@ -107,6 +107,14 @@ def diff_warnings(diff: dict[str, list[dict]], same_validation: bool = False) ->
     return out
 
 
+def no_baseline(data_version: str) -> str:
+    """What a run without a parent is told: compare needs a baseline on its validation."""
+    return (
+        f"no baseline is measured on data version {data_version}: `tunelab compare` judges a "
+        "variant against one, so run `tunelab baseline` (this run needs no retraining)"
+    )
+
+
 def resolve_parent(store: Store, data_version: str, parent: str | None) -> dict | None:
     """The parent's record: the named run, or by default the newest completed baseline
     evaluated on `data_version`'s validation split (on that version, or on another whose

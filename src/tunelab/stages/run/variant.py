@@ -35,7 +35,14 @@ from tunelab.modeling.packing import packing_record
 from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
-from tunelab.stages.run.diff import check_one_change, diff_runs, diff_warnings, resolve_parent
+from tunelab.stages.run.diff import (
+    check_one_change,
+    diff_runs,
+    diff_warnings,
+    no_baseline,
+    resolve_parent,
+)
+from tunelab.stages.run.lines import head_line, start_line
 from tunelab.training.distributed import (
     World,
     check_batch,
@@ -133,8 +140,11 @@ def run_variant(
     renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
     sampler = mixture_sampler(lab, version, train_set)  # one that cannot be followed stops here
     preflight = check_status(lab, version)
-    if console and preflight["warning"]:
-        console.print(f"[yellow]warning[/] {preflight['warning']}")
+    if parent_record is None:  # nothing to judge the run against until a baseline is measured
+        preflight["no_baseline"] = no_baseline(version)
+    for warning in (preflight["warning"], preflight.get("no_baseline")):
+        if console and warning:
+            console.print(f"[yellow]warning[/] {warning}")
     model, trainable = build_model(lab, renderer.labels, version)
     if spec.method.head_init == "probe":  # LP-FT: every rank fits the same probe
         trainable["head_init"] = init_from_probe(
@@ -146,7 +156,7 @@ def run_variant(
             lab.device,
         )
         if console:
-            console.print(_head_line(trainable["head_init"]))
+            console.print(head_line(trainable["head_init"]))
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
         return _follow(lab, world, model, renderer, train_set, sampler, version=version)
     record, run_dir = ledger.open_run(
@@ -176,7 +186,7 @@ def run_variant(
     if renderer.pack_length is not None:
         record["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)
     if console:
-        console.print(_start_line(record, spec, train_set, world))
+        console.print(start_line(record, spec, train_set, world))
     return _train_and_finish(
         lab, record, run_dir, model, renderer, train_set, sampler, console, world=world
     )
@@ -357,44 +367,6 @@ def _follow(lab, world, model, renderer, train_set, sampler, run_dir=None, versi
     return {"rank": world.rank, "training": {k: training[k] for k in ("steps", "tokens")}}
 
 
-def _head_line(init: dict) -> str:
-    return (
-        f"head {init['layer']} starts from a linear probe on its {init['features']} input "
-        f"features over {init['rows']} train rows (train accuracy "
-        f"{100 * init['train_accuracy']:.1f}%, {init['seconds']:.0f}s)"
-    )
-
-
 def _checkpoint(run_dir: Path) -> str | None:
     """The run's checkpoint folder (relative to the run) when a whole one exists."""
     return CHECKPOINT_DIR if find_checkpoint(run_dir / CHECKPOINT_DIR) else None
-
-
-def _start_line(record: dict, spec, train_set: list, world: World) -> str:
-    t, cfg, n_train = record["trainable"], spec.training, len(train_set)
-    steps = total_steps(cfg, n_train, sequence_length_of(train_set))
-    accumulation = cfg.global_batch // (cfg.microbatch * world.size)
-    processes = "1 process" if world.size == 1 else f"{world.size} processes ({cfg.strategy})"
-    return (
-        f"[bold]{record['id']}[/]: {t['method']} · {t['trainable_params']:,} of "
-        f"{t['total_params']:,} parameters train ({100 * t['trainable_fraction']:.2f}%) · "
-        f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {accumulation} "
-        f"accumulation × {processes} · {steps} steps on {n_train} examples"
-        + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
-        + (_scratch_text(record["base_model"]) if record["base_model"].get("init") else "")
-    )
-
-
-def _scratch_text(base: dict) -> str:
-    p = base["params"]
-    return (
-        f" · from scratch ({base['config_class']}): {p['total']:,} parameters, "
-        f"{p['active']:,} active per token, {base['flops_per_token']:,} FLOPs per token"
-    )
-
-
-def _mixture_text(mixture) -> str:
-    total = sum(mixture.weights.values())
-    parts = ", ".join(f"{n} {w / total:.0%}" for n, w in mixture.weights.items())
-    stages = f", then {len(mixture.stages)} more stage(s)" if mixture.stages else ""
-    return f" · mixture {parts}{stages}"

@@ -1,0 +1,45 @@
+"""The lines `tunelab run` prints as a variant starts: what trains, in which batches, over
+how many steps, from what (a probe's head, a scratch model, a mixture of sources)."""
+
+from __future__ import annotations
+
+from tunelab.training.distributed import World
+from tunelab.training.loop import sequence_length_of, total_steps
+
+
+def head_line(init: dict) -> str:
+    return (
+        f"head {init['layer']} starts from a linear probe on its {init['features']} input "
+        f"features over {init['rows']} train rows (train accuracy "
+        f"{100 * init['train_accuracy']:.1f}%, {init['seconds']:.0f}s)"
+    )
+
+
+def start_line(record: dict, spec, train_set: list, world: World) -> str:
+    t, cfg, n_train = record["trainable"], spec.training, len(train_set)
+    steps = total_steps(cfg, n_train, sequence_length_of(train_set))
+    accumulation = cfg.global_batch // (cfg.microbatch * world.size)
+    processes = "1 process" if world.size == 1 else f"{world.size} processes ({cfg.strategy})"
+    return (
+        f"[bold]{record['id']}[/]: {t['method']} · {t['trainable_params']:,} of "
+        f"{t['total_params']:,} parameters train ({100 * t['trainable_fraction']:.2f}%) · "
+        f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {accumulation} "
+        f"accumulation × {processes} · {steps} steps on {n_train} examples"
+        + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
+        + (_scratch_text(record["base_model"]) if record["base_model"].get("init") else "")
+    )
+
+
+def _scratch_text(base: dict) -> str:
+    p = base["params"]
+    return (
+        f" · from scratch ({base['config_class']}): {p['total']:,} parameters, "
+        f"{p['active']:,} active per token, {base['flops_per_token']:,} FLOPs per token"
+    )
+
+
+def _mixture_text(mixture) -> str:
+    total = sum(mixture.weights.values())
+    parts = ", ".join(f"{n} {w / total:.0%}" for n, w in mixture.weights.items())
+    stages = f", then {len(mixture.stages)} more stage(s)" if mixture.stages else ""
+    return f" · mixture {parts}{stages}"
