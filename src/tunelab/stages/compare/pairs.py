@@ -42,6 +42,15 @@ from tunelab.tasks import pretrain
 from tunelab.tasks.multilabel import multi_hot
 
 
+def share_bounds(values_a: list[float], trained: bool) -> tuple[float, float]:
+    """What a change of a share (a metric in [0, 1]) can be: against a reference that trains,
+    [-1, 1]; against an untrained one (its one value a), [-a, 1 - a]."""
+    if trained or not values_a:
+        return (-1.0, 1.0)
+    a = float(values_a[0])
+    return (0.0 - a, 1.0 - a)  # 0.0 - a: no "-0.0" against a reference at 0
+
+
 @dataclass(frozen=True)
 class Pair:
     """Two arms' per-example results on the same ids, in the form the bootstrap resamples.
@@ -96,7 +105,8 @@ class Pair:
             parts.append(sample_variance(values, source))
         variance = pooled(parts)
         weights = (arm_weight(len(a), self.trained[0]), arm_weight(len(b), self.trained[1]))
-        seeds = seed_aware(example, weights, variance) if variance else None
+        bounds = None if self.documents else share_bounds(example["values_a"], self.trained[0])
+        seeds = seed_aware(example, weights, variance, bounds=bounds) if variance else None
         return combine(example, seeds)
 
     def _documents(self, metric: str, source: str | None):

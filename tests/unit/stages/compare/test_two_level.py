@@ -95,3 +95,20 @@ def test_a_baseline_arm_carries_no_seed_noise_and_df_falls_with_few_seeds():
     assert 2 < two_trained["df"] < 10
     no_seed_noise = seed_aware(example, (0.5, 0.5), SeedVariance(0.0, 4, ("x",)))
     assert no_seed_noise["df"] is None and no_seed_noise["t"] == pytest.approx(1.96, abs=1e-3)
+
+
+def test_a_share_s_interval_stays_within_what_its_change_can_be():
+    """A format lab's three seeds against a zero-shot baseline at 0%: the t interval reached
+    +100.6 points of a share that cannot rise past +100."""
+    from tunelab.stages.compare.pairs import share_bounds
+
+    example = {"delta": 0.982, "sd": 0.01}
+    variance = SeedVariance(0.7698e-2**2 * 1e2, 2, ("r007-s3",))
+    free = seed_aware(example, (0.0, 1 / 3), variance)
+    assert free["high"] > 1.0 and "bounds" not in free
+    bounds = share_bounds([0.0], trained=False)
+    assert bounds == (0.0, 1.0) and str(bounds[0]) == "0.0"  # not -0.0
+    cut = seed_aware(example, (0.0, 1 / 3), variance, bounds=bounds)
+    assert cut["high"] == 1.0 and cut["low"] == free["low"] and cut["bounds"] == [0.0, 1.0]
+    assert share_bounds([0.3], trained=False) == (-0.3, 0.7)
+    assert share_bounds([0.3, 0.5], trained=True) == (-1.0, 1.0)  # a trained reference's mean
