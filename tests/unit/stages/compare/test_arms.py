@@ -20,6 +20,21 @@ def seeded(lab, seed: int, **training) -> dict:
     return spec
 
 
+def lr_seeds(lab, *seeds: tuple[int, float]) -> list[str]:
+    """Runs of another learning rate (the same family as the lab's spec), one per (seed, rate
+    of right answers)."""
+    return [
+        add_run(
+            lab,
+            "lr",
+            "variant",
+            predictions(dict.fromkeys("abc", rate)),
+            spec=seeded(lab, s, lr=1e-3),
+        )
+        for s, rate in seeds
+    ]
+
+
 def test_seeds_far_apart_make_a_gain_on_the_examples_within_seed_noise(tmp_path):
     lab = make_lab(tmp_path, RAILS)
     add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
@@ -62,16 +77,7 @@ def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
     assert before["vs_reference"]["bootstrap"]["basis"] == "examples"
     assert before["verdict"] == "improved on one seed"
     # another learning rate over two seeds far apart: same family, so its spread applies
-    noisy = [
-        add_run(
-            lab,
-            "lr",
-            "variant",
-            predictions(dict.fromkeys("abc", rate)),
-            spec=seeded(lab, s, lr=1e-3),
-        )
-        for s, rate in ((5, 0.95), (6, 0.55))
-    ]
+    noisy = lr_seeds(lab, (5, 0.95), (6, 0.55))
     record = lab.store.read_record(noisy[0])
     assert family(record) == family(lab.store.read_record(single))
     atomic_write_json(
@@ -93,16 +99,7 @@ def test_noise_records_that_share_runs_count_once_the_one_with_most_seeds(tmp_pa
     lab = make_lab(tmp_path, RAILS)
     add_run(lab, "probe", "baseline", predictions(dict.fromkeys("abc", 0.6)))
     single = add_run(lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.8)))
-    noisy = [
-        add_run(
-            lab,
-            "lr",
-            "variant",
-            predictions(dict.fromkeys("abc", rate)),
-            spec=seeded(lab, s, lr=1e-3),
-        )
-        for s, rate in ((5, 0.95), (6, 0.55), (7, 0.7))
-    ]
+    noisy = lr_seeds(lab, (5, 0.95), (6, 0.55), (7, 0.7))
     fam = family(lab.store.read_record(noisy[0]))
     for n, runs in (("n001", noisy[:2]), ("n002", noisy[:2]), ("n003", noisy), ("n004", noisy[1:])):
         atomic_write_json(
