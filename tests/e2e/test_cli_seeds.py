@@ -41,8 +41,10 @@ def test_replicates_a_noise_floor_and_a_seed_aware_comparison(make_lab, capsys):
     assert floor["family"]["spec"]["method.type"] == "lora"
     assert set(floor["spread"]["overall"]) >= {"accuracy", "macro_f1"}
     assert set(floor["spread"]["per_class"]) == {"business", "sport", "tech"}
+    groups = sorted(Path(lab, ".tunelab/groups").iterdir())
     code, again = tl(capsys, "noise", *where, single["id"], "--seeds", "2")  # the same seeds
     assert code == 0 and again["unchanged"] and again["id"] == floor["id"]
+    assert sorted(Path(lab, ".tunelab/groups").iterdir()) == groups  # no empty group either
     assert again["trained"] == 0 and len(list(Path(lab, ".tunelab/noise").glob("n*.json"))) == 1
 
     code, result = tl(capsys, "compare", *where)

@@ -52,6 +52,9 @@ def measure_noise(
     arm = next((ms for ms in grouped.values() if record["id"] in {m["id"] for m in ms}), [record])
     have = {seed_of(m): m["id"] for m in arm}
     wanted = replicate_seeds(seed_of(record), seeds)
+    measured = _measured(store, [have.get(s) for s in wanted])
+    if measured:  # these seeds are trained and measured already: no group, no second record
+        return {**measured, "trained": 0, "unchanged": True}
     group, path = open_group(
         store, "noise", record["name"], seed_of(record), wanted, of=record["id"]
     )
@@ -71,9 +74,6 @@ def measure_noise(
             f"only {len(runs)} of the {seeds} seeds of {record['id']} completed: no spread to "
             f"record; see group {group['id']} and `tunelab runs`"
         )
-    same = [n for n in store.noise_records() if set(n.get("runs", [])) == {r["id"] for r in runs}]
-    if same:  # these seeds are measured already: a second record would not be a second look
-        return {**same[0], "trained": 0, "group": group["id"], "unchanged": True}
     noise_id, out = store.reserve(NOISE, "n")
     result = {
         "id": noise_id,
@@ -91,6 +91,14 @@ def measure_noise(
     }
     store.save(out, result, "noise", noise=noise_id, of=record["id"], runs=result["runs"])
     return result
+
+
+def _measured(store: Store, runs: list[str | None]) -> dict | None:
+    """The noise record of exactly these runs, when every one exists: a second record of the
+    same seeds would not be a second look (compare counts shared runs once)."""
+    if None in runs:
+        return None
+    return next((n for n in store.noise_records() if set(n.get("runs", [])) == set(runs)), None)
 
 
 def _chosen(store: Store, run_id: str | None) -> dict:
