@@ -12,9 +12,10 @@ from tunelab.views.style import metric_value
 def ablation(result: dict, console: Console) -> None:
     data = result["key"].startswith("data.")
     columns = [result["key"], "run", *(["data version"] if data else []), "parent"]
-    table = Table(
-        *columns, result["runs"][0]["metric"], "train s", title=f"ablation of {result['key']}"
-    )
+    seeds = len(result["runs"][0].get("seeds") or [])  # a seeded ablation: each value's mean
+    metric = result["runs"][0]["metric"] + (f", mean of {seeds} seeds" if seeds else "")
+    seconds = "train s" + (", all seeds" if seeds else "")
+    table = Table(*columns, metric, seconds, title=f"ablation of {result['key']}")
     for r in result["runs"]:
         version = [r["data_version"]] if data else []
         table.add_row(

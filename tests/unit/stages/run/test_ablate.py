@@ -59,3 +59,18 @@ def test_a_model_ablation_trains_on_the_version_read_when_it_started(make_lab, m
     ablate.run_ablation(lab_path, "training.lr=1e-3,1e-2")
     assert Store(lab_path).current_data() != first
     assert seen == [first, first]
+
+
+def test_a_seeded_ablation_s_table_says_its_scores_are_means():
+    from rich.console import Console
+
+    from tunelab.views.runs import ablation
+
+    row = {"value": 1e-4, "id": "r011-lr", "parent": "r010", "metric": "format_valid"}
+    row |= {"score": 1.0, "seconds": 276.0, "data_version": "v"}
+    seeded = row | {"seeds": [{"run": "r011-lr", "seed": 0}, {"run": "r012-lr-s1", "seed": 1}]}
+    for runs, said in (([row], "format_valid"), ([seeded], "format_valid, mean of 2 seeds")):
+        out = Console(record=True, width=200)
+        ablation({"key": "training.lr", "runs": runs}, out)
+        header = next(line for line in out.export_text().splitlines() if "training.lr ┃" in line)
+        assert f"┃ {said} ┃" in header and ("all seeds" in header) == (runs == [seeded])
