@@ -133,7 +133,7 @@ def load_classifier(
         **weights_kwargs(spec, path, lab),
     )
     name, layer = head_layer(model, len(labels))
-    fresh = {k for k in loading["missing_keys"]} | {k[0] for k in loading["mismatched_keys"]}
+    fresh = set(loading["missing_keys"]) | {k[0] for k in loading["mismatched_keys"]}
     loaded = not any(k.startswith(f"{name}.") for k in fresh)
     if loaded and _checkpoint_labels(path, spec, lab) != labels:  # same size, other labels
         redraw(model, layer)

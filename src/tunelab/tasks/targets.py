@@ -3,10 +3,10 @@
 Scoring reads each row's target: extraction compares the required fields of a JSON object, a
 format lab's schema mode parses its target as JSON. A target without them stops the scoring,
 after the generation (or the training) before it has run; `require_scorable` finds such
-validation rows first, with the task's format itself (a regex that does not compile, a schema
-that is not one). A target that the task's own format refuses (`off_format`), or a train target
-that could not be scored, teaches answers the metric counts invalid: `tunelab inspect` and
-`run` find those.
+validation rows first, and a schema that is not one (a regex that does not compile is refused
+with the spec, at its line). A target that the task's own format refuses (`off_format`), or a
+train target that could not be scored, teaches answers the metric counts invalid: `tunelab
+inspect` and `run` find those.
 """
 
 from __future__ import annotations
@@ -54,15 +54,6 @@ def off_format(task_spec: Any, schema: dict | None, target: Any) -> str | None:
     return None if score["format_valid"] else score["error"]
 
 
-def task_format(task_spec: Any, lab) -> dict | None:
-    """The task's JSON Schema (checked) and its regex (compiled): a broken format is refused
-    here, naming the field, before anything is generated."""
-    schema = load_schema(task_spec, lab)
-    if task_spec.type == "format":
-        format_task.check_format(schema, task_spec.regex)
-    return schema
-
-
 def refuse_unscorable(task_spec: Any, rows: list[dict], split: str) -> None:
     """Refuse `rows` of `split` when any target cannot be scored, naming the first few."""
     bad = [(r, why) for r in rows if (why := unscorable(task_spec, r.get("target")))]
@@ -88,5 +79,5 @@ def require_scorable(lab) -> None:
     task = lab.spec.task
     if not has_targets(task):
         return
-    task_format(task, lab.path)
+    load_schema(task, lab.path)  # checks the schema; the spec compiled the regex already
     refuse_unscorable(task, lab.store.read_split(lab.data_version, "validation"), "validation")

@@ -29,7 +29,6 @@ class Arms:
         self._lead = {m["id"]: lead for lead, ms in self.by_lead.items() for m in ms}
         self.reference_lead = self._lead.get(reference["id"], reference["id"])
         self._by_id = {r["id"]: r for r in runs}
-        self._noise = []
         usable = []
         for record in store.noise_records():  # its completed runs on these examples
             runs = [r for r in record.get("runs", []) if r in self._by_id]
@@ -37,11 +36,12 @@ class Arms:
             if len(runs) >= 2 and version and same_eval(version):
                 usable.append({**record, "runs": runs})
         counted: set[str] = set()  # a seed's run counts once: the most seeds first, then oldest
+        kept = set()
         for record in sorted(usable, key=lambda r: -len(r["runs"])):
             if not counted & set(record["runs"]):
-                self._noise.append(record)
+                kept.add(record["id"])
                 counted |= set(record["runs"])
-        self._noise.sort(key=lambda r: usable.index(r))
+        self._noise = [r for r in usable if r["id"] in kept]
         self.used_noise: list[str] = []
 
     def of(self, run_id: str) -> list[dict]:
