@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tunelab.commands import COMMANDS
+from tunelab.commands.opening import name_runs
 from tunelab.core.env import reproducible_blas
 from tunelab.core.errors import (
     Interrupted,
@@ -107,6 +108,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         with interrupt_on_signals():  # Ctrl-C and SIGTERM stop any command, the same way
             _one_process_unless(args.command, cmd.processes)
+            name_runs(args)
             result = cmd.run(args)
     except Interrupted as err:  # the stage says what it recorded and how to go on
         _error(args, f"interrupted ({err.cause}): {err.outcome}")

@@ -154,8 +154,9 @@ def test_variants_have_a_parent_a_diff_and_the_one_change_rule(make_lab, capsys)
     code, both = tl(capsys, "run", "--lab", lab, "--name", "two", *two, "--reason", "paired")
     assert code == 0 and both["reason"] == "paired" and set(both["diff"]) == {"method", "optimizer"}
 
+    number = first["id"].split("-")[0]  # a run is named by its number alone, too: `r001`
     code, lr = tl(
-        capsys, "run", "--lab", lab, "--name", "lr", "--parent", first["id"], "training.lr=1e-3"
+        capsys, "run", "--lab", lab, "--name", "lr", "--parent", number, "training.lr=1e-3"
     )
     assert code == 0 and lr["parent"] == first["id"], lr
     assert lr["diff"] == {"optimizer": [{"key": "training.lr", "parent": 5e-3, "child": 1e-3}]}
@@ -176,8 +177,9 @@ def test_final_opens_the_seal_once_then_needs_a_reason(make_lab, capsys):
     code, run = tl(capsys, "run", "--lab", lab, "--name", "lora")
     code, err = tl(capsys, "final", "--lab", lab, run["id"])  # not judged by compare yet
     assert code == 2 and "no comparison has judged it" in err["error"]
-    code, final = tl(capsys, "final", "--lab", lab, run["id"], "--reason", "wiring")
+    code, final = tl(capsys, "final", "--lab", lab, run["id"][:4], "--reason", "wiring")  # r002
     assert code == 0 and final["metrics"]["n"] == report["splits"]["test"]["n"]
+    assert final["run"] == run["id"]
     code, err = tl(capsys, "final", "--lab", lab, run["id"])
     assert code == 2 and "already opened" in err["error"]
     assert main(["final", "--lab", lab, run["id"], "--reason", "report figure"]) == 0

@@ -8,6 +8,22 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+RUN_ARGUMENTS = ("run", "parent", "against")  # the arguments that name a run of the lab
+
+
+def name_runs(args: argparse.Namespace) -> None:
+    """The runs a command line names, as their ids: `r002` for `r002-full` (`Store.resolve_run`),
+    so that records, bundles and messages say the id itself."""
+    given = {a: getattr(args, a, None) for a in RUN_ARGUMENTS}
+    if not any(isinstance(v, str) for v in given.values()):
+        return
+    from tunelab.core.store import Store
+
+    store = Store(args.lab)
+    for name, value in given.items():
+        if isinstance(value, str):
+            setattr(args, name, store.resolve_run(value))
+
 
 def opened(args: argparse.Namespace, *checks: Callable):
     """The command's lab, with its overrides; `checks` refuse it before any model loads."""

@@ -364,6 +364,20 @@ class Store:
             raise StoreError(f"no run {run_id!r} in {self.lab}; known runs: {known}")
         return path
 
+    def resolve_run(self, given: str) -> str:
+        """The id of the run a user names: the id itself (`r002-full`) or its number alone
+        (`r002`), which no two runs share. Any other name is refused as `run_dir` refuses it."""
+        if self.runs_dir.exists() and not (self.runs_dir / given / layout.RECORD).exists():
+            named = [
+                p.name
+                for p in self.runs_dir.iterdir()
+                if p.name.split("-", 1)[0] == given and (p / layout.RECORD).exists()
+            ]
+            if len(named) == 1:
+                return named[0]
+        self.run_dir(given)  # refuses a name that is no run's, listing the runs there are
+        return given
+
     def write_record(
         self, run_id: str, record: dict, event: str = "run_record", **fields: Any
     ) -> None:

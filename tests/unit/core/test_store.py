@@ -53,6 +53,18 @@ def test_unknown_run_lists_known(tmp_path):
         store.run_dir("r009-nope")
 
 
+def test_a_run_is_named_by_its_id_or_its_number_alone(tmp_path):
+    store = Store(tmp_path)
+    for name in ("probe", "lora"):
+        run_id, _ = store.new_run(name)
+        store.write_record(run_id, {**FAKE, "id": run_id})
+    assert store.resolve_run("r002") == "r002-lora"
+    assert store.resolve_run("r001-probe") == "r001-probe"
+    for given in ("r2", "r00", "lora", "r003", "../r001-probe"):
+        with pytest.raises(StoreError, match=f"no run '{re.escape(given)}'.*r001-probe, r002-lora"):
+            store.resolve_run(given)
+
+
 @pytest.mark.parametrize("name", ["lora", "lr-0.0001", "r_16.b", "_x", "a" * 64])
 def test_run_names_a_folder_can_take_are_allowed(tmp_path, name):
     run_id, path = Store(tmp_path).new_run(name)
