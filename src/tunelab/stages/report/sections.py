@@ -56,8 +56,7 @@ def data_version(store: Store) -> dict | None:
             "rows": conflicts.get("rows", 0),
             "examples": conflicts.get("examples") or [],
         },
-        "splits": report.get("splits") or manifest.get("counts") or {},
-        "labels": report.get("labels") or manifest.get("labels") or [],
+        **_split_counts(report, manifest),
         "cleaning": report.get("cleaning") or {},
         "warnings": report.get("warnings") or [],
         "sources": manifest.get("sources") or [],
@@ -65,6 +64,19 @@ def data_version(store: Store) -> dict | None:
 
 
 ROW_KEYS = ("rows_read", "kept", "quarantined", "duplicates_removed")
+
+
+def _split_counts(report: dict, manifest: dict) -> dict:
+    """The split table: rows per split and, beside them, documents per source (pretrain) or
+    rows per label; no columns where no row has a label (`views.data` shows the same)."""
+    splits = report.get("splits") or manifest.get("counts") or {}
+    by_source = report.get("by_source")
+    if by_source:
+        splits = {k: {**v, "labels": by_source.get(k, {})} for k, v in splits.items()}
+        columns = sorted({s for c in by_source.values() for s in c})
+    else:
+        columns = report.get("labels") or manifest.get("labels") or []
+    return {"splits": splits, "labels": [] if columns == [""] else columns}
 
 
 def _duplicate_rows(counts: dict[str, int]) -> list[dict]:

@@ -344,3 +344,21 @@ def test_sections_a_task_never_fills_say_so_not_none_yet(tmp_path):
     assert "a format lab scores each answer whole" in groups and "none yet" not in groups
     assert "this lab&#39;s task is format" in confusion and "none yet" not in confusion
     assert "none yet" in section(page, "runs")  # what a format lab may still have
+
+
+def test_the_split_table_counts_sources_for_pretrain_and_no_empty_label(tmp_path):
+    """A pretrain lab's split table counts documents per source, as `tunelab data` shows it;
+    it showed one untitled column repeating each split's total (its rows have no label)."""
+    from tunelab.stages.report.sections import data_version
+
+    store = Store(tmp_path)
+    store.set_current_data("v1")
+    splits = {s: {"n": n, "labels": {"": n}} for s, n in (("train", 774), ("test", 44))}
+    by_source = {"train": {"code": 79, "prose": 695}, "test": {"code": 3, "prose": 41}}
+    report = {"labels": [""], "splits": splits}
+    atomic_write_json(store.data_dir("v1") / "report.json", report | {"by_source": by_source})
+    data = data_version(store)
+    assert data["labels"] == ["code", "prose"]
+    assert data["splits"]["train"] == {"n": 774, "labels": {"code": 79, "prose": 695}}
+    atomic_write_json(store.data_dir("v1") / "report.json", report)  # extraction: no label
+    assert data_version(store)["labels"] == []
