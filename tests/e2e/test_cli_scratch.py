@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 import tunelab
@@ -176,3 +177,46 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     (other / "config.json").write_text(json.dumps(config | {"rms_norm_eps": 1e-5}))
     with pytest.raises(WrongBaseError, match=r"trained from scratch.*\(config\.json differs\)"):
         tunelab.load_bundle(bundle, base=other)
+
+
+def test_size_measures_a_scratch_model_from_its_seeded_first_weights(tmp_path, capsys, monkeypatch):
+    """`size` of a scratch lab failed ("a scratch model has no path"), then on its packed
+    sequences ("'Packed' object has no attribute 'label'"). Its probes load the first weights a
+    run draws from the seed, saved for them in the sizing scratch and removed after, and step
+    packed sequences. The probes run in this process here (a fresh process each costs ~5 s;
+    the slow size tests run them as `size` does)."""
+    from safetensors.torch import load_file
+
+    from tunelab.core.lab import open_lab
+    from tunelab.modeling.scratch_identity import scratch_model
+    from tunelab.stages.size import measure, probe
+
+    lab = tmp_path / "lab"
+    assert tl(capsys, "init", "--lab", str(lab), "--task", "pretrain")[0] == 0
+    write_sources(lab)
+    shrink(lab)
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    seen = []
+
+    def in_process(args, timeout=None, scratch=None):
+        weights = load_file(Path(args["model_dir"]) / "model.safetensors")
+        seen.append((args["model_dir"], args["packed"], weights))
+        return probe.measure(args)
+
+    monkeypatch.setattr(measure, "run_probe", in_process)
+    code, sized = tl(capsys, "size", "--lab", str(lab))
+    assert code == 0, sized
+    assert sized["model"] == {
+        "path": None,
+        "init": "scratch",
+        "dtype": "float32",
+        "model_kind": "causal",
+    }
+    assert sized["seq_len"]["value"] == 48 and sized["target_tokens"]["value"] > 40
+    assert sized["gradient_check"]["equal"] and len(seen) == 5  # four variants, the check
+    folder, packed, weights = seen[0]
+    assert Path(folder).parent == lab / ".tunelab" / "sizing" / "scratch" and packed == "mask"
+    assert not Path(folder).exists()  # removed after
+    spec = open_lab(lab).spec
+    drawn = scratch_model(spec.model, lab, spec.training.seed).state_dict()
+    assert all(torch.equal(weights[k], drawn[k]) for k in weights) and len(weights) > 10

@@ -130,7 +130,7 @@ class Check(Shape):
 
 
 class SizedModel(Shape):
-    path: str
+    path: str | None  # None: a model built from scratch (model.arch)
     dtype: str
     model_kind: str
 

@@ -31,11 +31,13 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import SIZING
 from tunelab.core.store import now
-from tunelab.modeling.model import apply_method, load_tokenizer, resolve_path
+from tunelab.modeling.model import apply_method, load_tokenizer
+from tunelab.modeling.packing import Packed
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size.advice import advice, largest_microbatch
 from tunelab.stages.size.lengths import measured_lengths
+from tunelab.stages.size.model_folder import model_folder
 from tunelab.stages.size.processes import measure_processes, processes_record, run_rank_probes
 from tunelab.stages.size.ranks import fsdp_units, per_rank_split
 from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
@@ -140,12 +142,18 @@ def grad_examples(train_set: list, microbatch: int, k: int) -> list[dict]:
     picked = sorted(pool[::step][: k * microbatch], key=loss_weight)
     if len(picked) < k * microbatch:
         raise TunelabError(f"the gradient check needs {k * microbatch} training examples")
-    return [
-        {"input_ids": e.input_ids, "loss_mask": e.loss_mask}
-        if hasattr(e, "loss_mask")
-        else {"input_ids": e.input_ids, "label": e.label}
-        for e in picked
-    ]
+    return [_as_args(e) for e in picked]
+
+
+def _as_args(example) -> dict:
+    """A rendered example as the probe's arguments carry it (JSON)."""
+    if isinstance(example, Packed):
+        fields = ("input_ids", "labels", "position_ids", "real")
+    else:
+        fields = (
+            ("input_ids", "loss_mask") if hasattr(example, "loss_mask") else ("input_ids", "label")
+        )
+    return {f: getattr(example, f) for f in fields}
 
 
 def _mb(x: float) -> float:
@@ -167,7 +175,7 @@ def run_size(
     """Measure and estimate one training step of this lab; save and return the record.
     `nproc` > 1: one rank's step among `nproc` processes under `strategy` (default: the spec's
     training.strategy), refused unless nproc × microbatch divides the global batch."""
-    spec, store, device = lab.spec, lab.store, lab.device.type
+    spec, device = lab.spec, lab.device.type
     mb = microbatch or spec.training.microbatch
     strategy = strategy or spec.training.strategy
     if nproc < 1:
@@ -179,6 +187,15 @@ def run_size(
                 f"--nproc {nproc} needs a GPU per process; this machine has "
                 f"{torch.cuda.device_count()}"
             )
+    with model_folder(lab, lab.data_version, lab.store.root / SCRATCH) as model_dir:
+        return _measured(lab, model_dir, seq_len, mb, memory_limit_mb, console, nproc, strategy)
+
+
+def _measured(
+    lab: Lab, model_dir: Path, seq_len, mb: int, memory_limit_mb, console, nproc, strategy
+) -> dict:
+    """`run_size` on the model in `model_dir`, once its arguments are accepted."""
+    spec, store, device = lab.spec, lab.store, lab.device.type
     precision, precision_choice = resolve_precision(spec.training.precision, lab.device)
     version = lab.data_version
     labels = store.data_manifest(version)["labels"]
@@ -188,7 +205,6 @@ def run_size(
     seq = lengths["seq_len"]["value"]
     targets = (lengths["target_tokens"] or {}).get("value")
     k = min(4, max(2, spec.training.accumulation))  # 2 shows the effect; time grows with k
-    model_dir = resolve_path(spec.model, lab.path)
     meta = meta_model(
         model_dir,
         spec.model_kind,
@@ -216,6 +232,7 @@ def run_size(
         "targets": targets,
         "microbatch": mb,
         "steps": 2,
+        "packed": spec.task.boundaries if spec.task.type == "pretrain" else None,
     }
 
     def say(text: str) -> None:
@@ -235,7 +252,12 @@ def run_size(
         "data_version": version,
         "spec_hash": spec_hash(spec),
         "device": device,
-        "model": {"path": str(model_dir), "dtype": spec.model.dtype, "model_kind": spec.model_kind},
+        "model": {
+            "path": None if spec.model.scratch else str(model_dir),  # a scratch model: model.arch
+            "init": spec.model.init,
+            "dtype": spec.model.dtype,
+            "model_kind": spec.model_kind,
+        },
         "method": spec.method.type,
         "precision": precision,
         "precision_choice": precision_choice,

@@ -194,8 +194,23 @@ def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:
     if args["kind"] == "encoder":
         labels = args.get("num_labels", 2)
         return [Encoded(str(j), ids[j], j % labels, False) for j in range(n)]
+    if args.get("packed"):
+        return [_packed(str(j), ids[j], args["packed"]) for j in range(n)]
     p = s - target_tokens(s, args.get("targets"))
     return [Rendered(str(j), ids[j], [0] * p + [1] * (s - p), p, 0, None, "", "") for j in range(n)]
+
+
+def _packed(name: str, ids: list[int], boundaries: str):
+    """A packed sequence of two documents, every token learned, as task pretrain trains on:
+    with `mask` the positions restart at the second one, whose first token is not a target."""
+    from tunelab.modeling.packing import IGNORE, Packed
+
+    half = len(ids) // 2
+    labels, positions = [IGNORE, *ids[1:]], None
+    if boundaries == "mask":
+        labels[half] = IGNORE
+        positions = [*range(half), *range(len(ids) - half)]
+    return Packed(name, ids, labels, positions, len(ids), "synthetic", ())
 
 
 def _vocab(model) -> int:
@@ -281,6 +296,13 @@ def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
     rows = args["examples"]
     if args["kind"] == "encoder":
         ex = [Encoded(str(j), r["input_ids"], r["label"], False) for j, r in enumerate(rows)]
+    elif args.get("packed"):  # task pretrain: packed sequences, every token learned
+        from tunelab.modeling.packing import Packed
+
+        ex = [
+            Packed(str(j), r["input_ids"], r["labels"], r["position_ids"], r["real"], "", ())
+            for j, r in enumerate(rows)
+        ]
     else:
         ex = [
             Rendered(str(j), r["input_ids"], r["loss_mask"], 0, 0, None, "", "")
