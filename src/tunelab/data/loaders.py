@@ -283,7 +283,7 @@ def _read_source(
     hold: Callable[[str], Any] = str,
 ) -> int:
     """Read one source into `out`; return the rows it had (kept or rejected)."""
-    rows, labels_as_text, numbers = 0, False, []
+    rows, words, numbers = 0, 0, []  # rows labelled with a word, rows labelled with a number
     name = source.source_name
     try:
         for item in get_loader(source.type).read(where.path, where.shown, fields, source.split):
@@ -302,14 +302,14 @@ def _read_source(
                 item.source = name
                 item.body = hold(item.body)
                 out.examples.append(item)
-                labels_as_text |= isinstance(raw, str)
+                words += isinstance(raw, str) and not raw.strip().lstrip("-").isdigit()
                 if isinstance(raw, int) and not isinstance(raw, bool):
                     numbers.append(item)
     except OSError as err:  # unreadable (permissions), or gone while being read
         raise DataError(
             f"data.sources[{i}].path: {where.shown} cannot be read ({err.strerror or err})"
         ) from None
-    if labels_as_text and numbers:
+    if numbers and words > len(numbers):  # a few numbers among words: slips
         quarantine_numbers(out, numbers)
     out.rows_read += rows
     return rows

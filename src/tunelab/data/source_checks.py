@@ -46,16 +46,16 @@ def check_shown_apart(located: list[Located]) -> None:
 
 
 def quarantine_numbers(out: Loaded, numbers: list[Example]) -> None:
-    """Labels that are numbers in a source whose other labels are strings (a `3` among
+    """Labels that are numbers in a source whose labels are mostly words (a `3` among
     `"sport"` and `"tech"`): a slip far more often than a class, and a class of its own if
-    let through. Each goes to the quarantine with its line; a source whose labels are all
-    numbers keeps them (as strings)."""
+    let through. Each goes to the quarantine with its line. A source whose labels are mostly
+    numbers keeps them (as strings), a `"1"` among `1`s being the same class."""
     drop = {id(ex) for ex in numbers}
     out.examples = [ex for ex in out.examples if id(ex) not in drop]
     out.rejections += [
         ex.reject(
             "label_type",
-            f"label {ex.label} is a number while the other labels of {ex.file} are strings; "
+            f"label {ex.label} is a number while most labels of {ex.file} are words; "
             f'write it as the string "{ex.label}" if it is a class',
         )
         for ex in numbers

@@ -148,21 +148,47 @@ def _empty_kind(source_type: str) -> str:
 
 
 def _all_quarantined(where: str, src: dict) -> str:
-    reasons = src.get("reasons") or {}
-    kind = max(sorted(reasons), key=lambda k: reasons[k])
-    first = (src.get("first") or {}).get(kind, {})
-    hint = CSV_NO_HEADER if src["type"] in ("csv", "tsv") and kind == "missing_field" else None
+    hint = None
+    if src["type"] in ("csv", "tsv") and _main_reason(src) == "missing_field":
+        hint = CSV_NO_HEADER
     if src["type"] == "csv" and src["path"].lower().endswith((".tsv", ".tab")):
         hint = "a tab-separated file? give it as `type: tsv`"
+    return (
+        f"{where}: every row was quarantined ({src['rows']:,} of {src['rows']:,}), "
+        + _why_quarantined(src, hint)
+    )
+
+
+def _main_reason(src: dict) -> str:
+    reasons = src.get("reasons") or {}
+    return max(sorted(reasons), key=lambda k: reasons[k])
+
+
+def _why_quarantined(src: dict, hint: str | None = None) -> str:
+    """`most as label_type (297), e.g. data/d.jsonl:4: label 0 is ...; also empty_text 2. hint`
+    for one source's tally, or the sum of several (`_together`)."""
+    reasons = src.get("reasons") or {}
+    kind = _main_reason(src)
+    first = (src.get("first") or {}).get(kind, {})
     hint = hint or HINTS.get(kind)
     others = [f"{k} {n}" for k, n in reasons.items() if k != kind]
     return (
-        f"{where}: every row was quarantined ({src['rows']:,} of {src['rows']:,}), most as "
-        f"{kind} ({reasons[kind]:,})"
+        f"most as {kind} ({reasons[kind]:,})"
         + (f", e.g. {first['at']}: {first['reason']}" if first else "")
         + (f"; also {', '.join(others)}" if others else "")
         + (f". {hint}" if hint else "")
     )
+
+
+def _together(sources: list[dict]) -> dict:
+    """The quarantine tallies of several sources as one: reasons summed, each one's first."""
+    reasons: Counter = Counter()
+    first: dict = {}
+    for src in sources:
+        reasons.update(src.get("reasons") or {})
+        for kind, at in (src.get("first") or {}).items():
+            first.setdefault(kind, at)
+    return {"reasons": dict(sorted(reasons.items())), "first": first}
 
 
 def _split_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], list[str]]:
@@ -184,6 +210,10 @@ def _split_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
             )
         else:
             errors.append(f"the {split} split is empty{accounting}; {fix}")
+    tally = _together(summary.get("sources") or [])
+    if errors and tally["reasons"]:  # what the quarantine took, the likely cause
+        n = sum(tally["reasons"].values())
+        errors.append(f"the quarantine ({n:,} rows): {_why_quarantined(tally)}")
     return errors, warnings
 
 

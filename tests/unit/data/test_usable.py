@@ -61,6 +61,20 @@ def test_an_empty_validation_split_is_refused_with_the_accounting() -> None:
     )
 
 
+def test_an_empty_split_says_what_the_quarantine_took() -> None:
+    """Splits emptied by the quarantine said how many rows it took, not why."""
+    took = {"reasons": {"label_type": 8, "empty_text": 1}}
+    first = {"label_type": {"at": "d.jsonl:2", "reason": "label 3 is a number"}}
+    sources = [took | {"first": first}, {"reasons": {"label_type": 1}, "first": {}}]
+    with pytest.raises(DataError) as err:
+        check_usable(summary({**GOOD, "validation": {}}, sources=sources), spec_of())
+    assert str(err.value).splitlines()[-1] == (
+        "also: the quarantine (10 rows): most as label_type (9), e.g. d.jsonl:2: label 3 is a "
+        "number; also empty_text 1. a label written as a number among string labels: quote it, "
+        "or fix the slip"
+    )
+
+
 def test_an_empty_split_of_the_users_split_names_the_fix() -> None:
     by_source = spec_of([{"type": "jsonl", "path": "t.jsonl", "split": "train"}])
     with pytest.raises(DataError, match=r"the validation split is empty.*give a source `split: "):
