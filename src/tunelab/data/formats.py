@@ -261,12 +261,15 @@ def folder_files(path: Path) -> list[Path]:
 def _parquet(
     path: Path, shown: str, fields: Fields, split: str | None
 ) -> Iterator[Record | Rejection]:
-    """A Parquet file, read in batches; a row's `line` is its index + 1."""
+    """A Parquet file, read in batches; a row's `line` is its index + 1. A file `datasets`
+    wrote (`to_parquet`, the Hub's) keeps its features in the schema's metadata: a `ClassLabel`
+    label column gives its names, not its integers, as `hf_dataset` does."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         table = pq.ParquetFile(path)
+        names = _parquet_class_names(table.schema_arrow.metadata, fields.label)
     except (pa.ArrowException, OSError) as err:
         raise DataError(f"{shown}: not a readable Parquet file ({err})") from None
     line = 0
@@ -274,9 +277,37 @@ def _parquet(
         for batch in table.iter_batches(batch_size=BATCH):
             for values in batch.to_pylist():
                 line += 1
-                yield Record(shown, line, values)
+                yield _named(Record(shown, line, values), fields.label, names)
     except (pa.ArrowException, OSError) as err:  # a damaged row group further in
         raise DataError(f"{shown}: unreadable after row {line} ({err})") from None
+
+
+def _parquet_class_names(metadata: dict[bytes, bytes] | None, label: str) -> list[str] | None:
+    """The names of a `ClassLabel` column `label` in the features `datasets` keeps in a
+    Parquet schema's metadata (key `huggingface`), or None."""
+    try:
+        features = json.loads((metadata or {})[b"huggingface"])["info"]["features"]
+        feature = features[label]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(feature, dict) or feature.get("_type") != "ClassLabel":
+        return None
+    names = feature.get("names")
+    return [str(n) for n in names] if isinstance(names, list) and names else None
+
+
+def _named(record: Record, label: str, names: list[str] | None) -> Record | Rejection:
+    """A `ClassLabel`'s integer as its name; -1, its "no label", is rejected."""
+    value = record.values.get(label)
+    if not names or not isinstance(value, int) or isinstance(value, bool):
+        return record
+    if value == -1:
+        return Rejection(
+            record.file, record.line, "empty_label", "label -1: the ClassLabel's no label"
+        )
+    if 0 <= value < len(names):
+        record.values[label] = names[value]
+    return record
 
 
 def _hf_dataset(
@@ -330,13 +361,7 @@ def _dataset_rows(
         for values in zip(*batch.values(), strict=True):
             line += 1
             row = dict(zip(batch, values, strict=True))
-            label = row.get(fields.label)
-            if names and label == -1:
-                yield Rejection(shown, line, "empty_label", "label -1: the ClassLabel's no label")
-                continue
-            if names and isinstance(label, int) and 0 <= label < len(names):
-                row[fields.label] = names[label]
-            yield Record(shown, line, row, split)
+            yield _named(Record(shown, line, row, split), fields.label, names)
 
 
 LOADERS: dict[str, Format] = {

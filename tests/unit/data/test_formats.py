@@ -80,6 +80,21 @@ def test_integer_labels_become_strings(tmp_path: Path) -> None:
     ]
 
 
+def test_a_parquet_file_datasets_wrote_gives_its_class_names(tmp_path: Path) -> None:
+    """`datasets` keeps a ClassLabel's names in the schema's metadata (`to_parquet`, the Hub's
+    files): they were read as the integers 0 and 1, class names lost."""
+    features = datasets.Features(
+        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])}
+    )
+    rows = {"text": ["so bad", "so good", "unsure"], "label": [0, 1, -1]}
+    datasets.Dataset.from_dict(rows, features=features).to_parquet(tmp_path / "hub.parquet")
+    source = {"type": "parquet", "path": "hub.parquet"}
+    assert found(load_sources(data_spec([source]).data, None, tmp_path)) == (
+        [("hub.parquet:1", "so bad", "neg"), ("hub.parquet:2", "so good", "pos")],
+        [("hub.parquet:3", "empty_label")],
+    )
+
+
 def test_a_file_that_is_not_parquet_is_refused_by_name(tmp_path: Path) -> None:
     (tmp_path / "rows.parquet").write_text('{"text": "x", "label": "a"}\n')
     spec = data_spec([{"type": "parquet", "path": "rows.parquet"}])
