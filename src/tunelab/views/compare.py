@@ -125,7 +125,8 @@ def guardrail_line(g: dict) -> str:
             f"limit +{g['max_drop']:.4f}"
         )
     else:
-        interval = f"{delta_value(g['metric'], c)} points, limit -{100 * g['max_drop']:.1f}"
+        limit = f"-{100 * g['max_drop']:.1f}" if g["max_drop"] else "0 (no drop)"
+        interval = f"{delta_value(g['metric'], c)} points, limit {limit}"
     text = f"{name} {g['scope']} {status}:{where} " + interval
     if c.get("needed_n"):
         text += f"; ~{c['needed_n']:,} validation examples{_times_these(c)} would resolve it"

@@ -120,7 +120,7 @@ def describe(g: dict) -> str:
         if "not_checked" not in c and (c["status"] == g["status"] or g["status"] == HOLDS)
     ]
     if missing and not shown:
-        return f"{head} {g['status']}: not checked ({'; '.join(missing)}); limit -{g['max_drop']}"
+        return f"{head} {g['status']}: not checked ({'; '.join(missing)}); {limit_words(g)}"
     parts = []
     for name, c in shown[:3]:
         text = f"{name} {c['delta']:+.3f} ({c['low']:+.3f} to {c['high']:+.3f})"
@@ -131,5 +131,10 @@ def describe(g: dict) -> str:
         parts.append(text)
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
     unchecked = f"; not checked: {'; '.join(missing)}" if missing else ""
-    limit = f"; limit -{g['max_drop']}"
+    limit = f"; {limit_words(g)}"
     return f"{head} {g['status']}: " + "; ".join(parts) + more + unchecked + limit
+
+
+def limit_words(g: dict) -> str:
+    """`limit -0.02`, or where no drop is allowed `limit 0 (no drop)`: not a `-0.0`."""
+    return f"limit -{g['max_drop']}" if g["max_drop"] else "limit 0 (no drop)"

@@ -68,7 +68,7 @@ def _guardrail_figures(variants: list[dict], level: float) -> list[dict]:
             f"{metric}{where} ({scope.replace('_', ' ')}), largest drop allowed "
             f"{scale * max_drop:g}"
         )
-        mark = [(-scale * max_drop, f"limit −{scale * max_drop:g}")]
+        mark = [(-scale * max_drop, f"limit −{scale * max_drop:g}" if max_drop else "limit 0")]
         xlabel = f"Δ {metric}, {unit} ({level:g}% interval)"
         chart = charts.forest(rows, xlabel, mark, f"guard-{i}")
         out.append({"title": title, "chart": Markup(chart)})

@@ -481,3 +481,15 @@ def test_compare_warns_of_a_variant_that_predicts_one_class(tmp_path):
     assert any(
         "r002-lora gives all 90 validation examples one answer" in w for w in variant["warnings"]
     )
+
+
+def test_a_guardrail_that_allows_no_drop_says_so_not_minus_zero():
+    """The template's `accuracy overall, max_drop: 0.0` read "limit -0.0"."""
+    from tunelab.stages.compare.guardrails import describe
+    from tunelab.views.compare import guardrail_line
+
+    check = {"delta": -0.067, "low": -0.156, "high": 0.0, "status": "unresolved"}
+    rail = {"metric": "accuracy", "scope": "overall", "max_drop": 0.0, "status": "unresolved"}
+    rail |= {"worst": "overall", "checks": {"overall": check}}
+    assert guardrail_line(rail).endswith("-6.7 (-15.6, +0.0) points, limit 0 (no drop)")
+    assert describe(rail).endswith("; limit 0 (no drop)") and "limit -0" not in describe(rail)
