@@ -39,12 +39,41 @@ def problems(
     return "\n".join(lines)
 
 
+ELSEWHERE = {
+    "learning_rate": ("lr", ""),
+    "num_train_epochs": ("budget.epochs", ""),
+    "epochs": ("budget.epochs", ""),
+    "max_steps": ("budget.steps", ""),
+    "steps": ("budget.steps", ""),
+    "per_device_train_batch_size": ("microbatch", " (examples per forward and backward pass)"),
+    "gradient_accumulation_steps": (
+        "global_batch",
+        " (examples per optimizer step; accumulation = global_batch / microbatch, derived)",
+    ),
+    "lr_scheduler_type": ("schedule", ""),
+    "warmup": ("warmup_steps", ""),
+    "gradient_checkpointing": ("activation_checkpointing", ""),
+    "bf16": ("precision", " (fp32, bf16 or auto)"),
+    "fp16": ("precision", " (fp32, bf16 or auto)"),
+    "lora_alpha": ("alpha", ""),
+    "lora_dropout": ("dropout", ""),
+    "rank": ("r", ""),
+    "lora_r": ("r", ""),
+    "model_name_or_path": ("path", " (a local folder: nothing is downloaded)"),
+}
+"""What other trainers (transformers' TrainingArguments, PEFT's LoraConfig) call a field, by
+tunelab's name for it in the same section, and a note where the two do not mean the same."""
+
+
 def _meant(model: type[BaseModel], loc: list[str]) -> str:
     """`; did you mean `training.lr`?` for an unknown field `training.lrr`, or the fields its
     section takes when none is close; nothing when the section cannot be found."""
     known = sorted(_fields_at(model, loc[:-1]))
     if not known:
         return ""
+    other, note = ELSEWHERE.get(loc[-1], ("", ""))
+    if other.split(".")[0] in known:
+        return f"; tunelab calls it `{'.'.join([*loc[:-1], other])}`{note}"
     close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
     if close:
         return f"; did you mean `{'.'.join([*loc[:-1], close[0]])}`?"

@@ -57,6 +57,11 @@ def test_unknown_field_and_batch_divisibility_are_reported(tmp_path):
         ({"data": {"sources": [{"type": "jsonl", "pth": "d"}]}}, "`data.sources.0.path`?"),
         ({"evaluation": {"zzzz": 1}}, "evaluation takes: batch_size, max_new_tokens, split"),
         ({"trainng": {"lr": 1e-3}}, "did you mean `training`?"),
+        # transformers' and PEFT's names for a field, by tunelab's in the same section
+        ({"training": {"learning_rate": 1e-3}}, "tunelab calls it `training.lr`"),
+        ({"training": {"num_train_epochs": 2}}, "tunelab calls it `training.budget.epochs`"),
+        ({"method": {"type": "lora", "lora_alpha": 8}}, "tunelab calls it `method.alpha`"),
+        ({"model": {"path": "m", "model_name_or_path": "m"}}, "tunelab calls it `model.path`"),
     ],
 )
 def test_an_unknown_field_names_the_one_it_most_likely_meant(raw, said):
