@@ -139,7 +139,7 @@ def test_console_script_runs_in_a_fresh_process(make_lab):
     assert json.loads(out.stdout) == []
 
 
-def test_variants_have_a_parent_a_diff_and_the_one_change_rule(make_lab, capsys):
+def test_variants_have_a_parent_a_diff_and_the_one_change_rule(make_lab, capsys, monkeypatch):
     lab = str(make_lab())
     tl(capsys, "data", "--lab", lab)
     tl(capsys, "baseline", "--lab", lab)
@@ -148,7 +148,9 @@ def test_variants_have_a_parent_a_diff_and_the_one_change_rule(make_lab, capsys)
     assert "no_baseline" not in first["preflight"]
 
     two = ["training.lr=1e-3", "method.r=8"]
-    code, err = tl(capsys, "run", "--lab", lab, "--name", "two", *two)
+    with monkeypatch.context() as m:  # refused before the run's stage (and torch) is imported
+        m.setitem(sys.modules, "tunelab.stages.run.variant", None)
+        code, err = tl(capsys, "run", "--lab", lab, "--name", "two", *two)
     assert code == 2 and "optimizer" in err["error"] and "method" in err["error"]
     assert "--reason" in err["error"]
     code, both = tl(capsys, "run", "--lab", lab, "--name", "two", *two, "--reason", "paired")

@@ -58,6 +58,21 @@ def opened_records(args: argparse.Namespace):
     return open_records_lab(args.lab, parse_overrides(getattr(args, "overrides", None) or []))
 
 
+def needs_one_change(parent: str | None, reason: str | None) -> Callable:
+    """The one-change rule against the new run's parent (`stages.run.diff`), checked again by
+    the run itself: refused here, before torch is imported, it takes well under a second."""
+
+    def check(lab) -> None:
+        from tunelab.stages.run.diff import check_one_change, diff_runs, resolve_parent
+
+        record = resolve_parent(lab.store, lab.data_version, parent)
+        if record is not None:
+            diff = diff_runs(record, lab.spec.to_dict(), lab.data_version)
+            check_one_change(diff, reason, record["id"])
+
+    return check
+
+
 def needs_sizable(lab) -> None:
     """A lab whose memory `size` can plan (`Spec.require_sizable`: not an image lab yet)."""
     lab.spec.require_sizable()

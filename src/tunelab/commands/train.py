@@ -4,6 +4,7 @@ invalidated run, and the sealed final."""
 from __future__ import annotations
 
 from tunelab.commands.opening import (
+    needs_one_change,
     needs_plan,
     needs_positions,
     needs_scorable,
@@ -46,7 +47,9 @@ def cmd_run(args):
         from tunelab.core.store import check_run_name
 
         check_run_name(args.name)
-    lab = opened(args, needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable)
+    one_change = needs_one_change(args.parent, args.reason)
+    checks = (needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable, one_change)
+    lab = opened(args, *checks)
     seeds = args.seeds or lab.spec.training.replicates
     run_args = dict(allow_warnings=args.allow_warnings, parent=args.parent, reason=args.reason)
     if seeds > 1:
