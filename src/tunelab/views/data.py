@@ -77,20 +77,7 @@ def data(report: dict, console: Console) -> None:
             f"{conflicts['rows']} rows ({conflicts['policy']}); e.g. "
             f"{', '.join(short_id(i) for i in first['ids'][:3])}: {first['answers']}"
         )
-    by_source = report.get("by_source")  # pretrain: documents per source, no labels
-    columns = sorted({s for c in by_source.values() for s in c}) if by_source else report["labels"]
-    if columns == [""]:  # no row has a category (or names its source): rows are the whole story
-        columns = []
-    titles = [c or "(none)" for c in columns]  # the rows without one, beside those with one
-    table = Table("split", "rows", *titles, title=None, box=None, padding=(0, 2))
-    for split, info in report["splits"].items():
-        n = info["n"]
-        per = by_source[split] if by_source else info["labels"]
-        counts = [
-            f"{c} ({100 * c / n:.0f}%)" if n else "0" for c in (per.get(k, 0) for k in columns)
-        ]
-        table.add_row(split, str(n), *counts)
-    console.print(table)
+    _splits(report, console)
     if report.get("label_sets"):  # task multilabel: the columns count rows holding each label
         console.print("  " + label_sets_line(report["label_sets"]))
     dups = report["duplicates"]
@@ -145,3 +132,42 @@ def label_sets_line(per_split: dict) -> str:
         for split, s in per_split.items()
     ]
     return "label sets (a row counts under each of its labels): " + "; ".join(parts)
+
+
+WIDE = 8
+"""Past this many labels a column each would not fit a terminal: the split table summarises."""
+
+
+def _splits(report: dict, console: Console) -> None:
+    """Rows per split and, beside them, per label (or per source, task pretrain); with more than
+    `WIDE` labels, how many each split holds and the rarest labels of train instead."""
+    by_source = report.get("by_source")  # pretrain: documents per source, no labels
+    columns = sorted({s for c in by_source.values() for s in c}) if by_source else report["labels"]
+    if columns == [""]:  # no row has a category (or names its source): rows are the whole story
+        columns = []
+    per_split = {
+        split: (info["n"], by_source[split] if by_source else info["labels"])
+        for split, info in report["splits"].items()
+    }
+    if len(columns) > WIDE:
+        table = Table("split", "rows", "labels", "rows per label", box=None, padding=(0, 2))
+        for split, (n, per) in per_split.items():
+            counts = sorted(per.get(k, 0) for k in columns)
+            present = sum(1 for c in counts if c)
+            spread = f"{counts[0]} to {counts[-1]}, median {counts[len(counts) // 2]}"
+            table.add_row(split, f"{n:,}", f"{present} of {len(columns)}", spread)
+        console.print(table)
+        train = (per_split.get("train") or (0, {}))[1]
+        rarest = sorted(columns, key=lambda k: (train.get(k, 0), k))[:5]
+        rare = ", ".join(f"{escape(k or '(none)')} {train.get(k, 0)}" for k in rarest)
+        where = Path(report["quarantine"]["file"]).with_name("report.json")  # the version's
+        console.print(f"  rarest in train: {rare} (every count: {where})")
+        return
+    titles = [c or "(none)" for c in columns]  # the rows without one, beside those with one
+    table = Table("split", "rows", *titles, title=None, box=None, padding=(0, 2))
+    for split, (n, per) in per_split.items():
+        counts = [
+            f"{c} ({100 * c / n:.0f}%)" if n else "0" for c in (per.get(k, 0) for k in columns)
+        ]
+        table.add_row(split, str(n), *counts)
+    console.print(table)

@@ -340,3 +340,28 @@ def test_the_split_table_has_a_column_per_category_and_none_without_categories(
     assert header == (
         ["split", "rows"] if categories == "none" else ["split", "rows", "(none)", "short"]
     )
+
+
+def test_the_split_table_of_many_labels_summarises_them(tmp_path: Path, capsys) -> None:
+    """With 77 labels the table's columns were squeezed to nothing: four blank lines where the
+    splits were. Past WIDE labels each split says how many labels it holds and their spread,
+    then the rarest in train."""
+    from tunelab.views.data import WIDE
+    from tunelab.views.data import data as data_view
+    from tunelab.views.style import console
+
+    labels = [f"intent_{i:02d}" for i in range(WIDE + 12)]
+    rows = [
+        {"text": f"note {i} on {label}", "label": label}
+        for label in labels
+        for i in range(3 if label == "intent_07" else 8)
+    ]
+    write_rows(tmp_path / "rows.jsonl", rows)
+    report = build_data(spec_of(), tmp_path, Store(tmp_path))
+    data_view(report, console())
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
+    assert lines["split"] == ["split", "rows", "labels", "rows", "per", "label"]
+    assert lines["train"][2:5] == [f"{len(labels)}", "of", f"{len(labels)}"]
+    assert "rarest in train: intent_07 " in " ".join(out.split())
+    assert f".tunelab/data/{report['version']}/report.json" in out
