@@ -243,6 +243,10 @@ def _signed(x: float, digits: int = 1) -> str:
     return f"{x:+.{digits}f}".replace("-", "\u2212")
 
 
+MANY_GROUPS = 12
+"""More classes (fields, sources) than this: the per-group bars lie down (`group_bars`)."""
+
+
 def group_bars(
     series: list[tuple[str, dict[str, float]]],
     groups: list[str],
@@ -251,27 +255,41 @@ def group_bars(
     percent: bool = True,
 ) -> str:
     """One metric per class, field or source, as grouped bars: a bar per run in each group; a
-    share in percent (0 to 100), else the metric as it is (bits per byte)."""
+    share in percent (0 to 100), else the metric as it is (bits per byte). Past `MANY_GROUPS`
+    the bars lie down, a row per group, so that each name stays readable (77 intents)."""
     n = max(len(series), 1)
     width = 0.8 / n
+    lying = len(groups) > MANY_GROUPS
+    height = max(4.0, 0.16 * len(groups) * (1 + 0.3 * (n - 1)) + 1.2) if lying else 4.0
+    label = f"{metric} (%)" if percent else metric.replace("_", " ")
     with _style():
-        fig = Figure(figsize=(WIDTH, 4.0), layout="constrained")
+        fig = Figure(figsize=(WIDTH, height), layout="constrained")
         ax = fig.subplots()
         for i, (run_id, values) in enumerate(series):
-            xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-            heights = [(100 if percent else 1) * _num(values.get(g)) for g in groups]
-            ax.bar(xs, heights, width=width * 0.9, color=colours.get(run_id), label=run_id)
-        tilted = len(groups) > 6
-        ax.set_xticks(
-            range(len(groups)),
-            groups,
-            rotation=30 if tilted else 0,
-            ha="right" if tilted else "center",
-        )
-        if percent:
-            ax.set_ylim(0, 100)
-        ax.set_ylabel(f"{metric} (%)" if percent else metric.replace("_", " "))
-        ax.grid(axis="x", visible=False)
+            at = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
+            sizes = [(100 if percent else 1) * _num(values.get(g)) for g in groups]
+            bars = ax.barh if lying else ax.bar
+            bars(at, sizes, width * 0.9, color=colours.get(run_id), label=run_id)
+        if lying:
+            ax.set_yticks(range(len(groups)), groups, fontsize=8)
+            ax.invert_yaxis()  # the first group on top, as in the table below
+            if percent:
+                ax.set_xlim(0, 100)
+            ax.set_xlabel(label)
+            ax.tick_params(axis="x", top=True, labeltop=True)  # a long chart: the scale on top too
+            ax.grid(axis="y", visible=False)
+        else:
+            tilted = len(groups) > 6
+            ax.set_xticks(
+                range(len(groups)),
+                groups,
+                rotation=30 if tilted else 0,
+                ha="right" if tilted else "center",
+            )
+            if percent:
+                ax.set_ylim(0, 100)
+            ax.set_ylabel(label)
+            ax.grid(axis="x", visible=False)
         handles, labels = ax.get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
         return _svg(fig, f"bars-{_slug(metric)}")

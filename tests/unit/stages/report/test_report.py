@@ -362,3 +362,22 @@ def test_the_split_table_counts_sources_for_pretrain_and_no_empty_label(tmp_path
     assert data["splits"]["train"] == {"n": 774, "labels": {"code": 79, "prose": 695}}
     atomic_write_json(store.data_dir("v1") / "report.json", report)  # extraction: no label
     assert data_version(store)["labels"] == []
+
+
+def test_many_classes_lie_down_a_readable_row_each():
+    """77 intents' names, tilted under upright bars, ran into each other; past MANY_GROUPS the
+    bars lie down, a row per class, and the chart grows with them."""
+    import re
+
+    from tunelab.stages.report.charts import MANY_GROUPS, group_bars
+
+    def height(svg: str) -> float:
+        return float(re.search(r'<svg[^>]* height="([\d.]+)pt"', svg).group(1))
+
+    few = [f"class {i}" for i in range(MANY_GROUPS)]
+    many = [f"intent {i:02d}" for i in range(77)]
+    colours = {"r1": "#2563eb"}
+    upright = group_bars([("r1", {g: 0.5 for g in few})], few, "f1", colours)
+    lying = group_bars([("r1", {g: 0.5 for g in many})], many, "f1", colours)
+    assert all(f">{g}<" in lying for g in many)
+    assert height(lying) > 3 * height(upright)
