@@ -183,20 +183,55 @@ def _cell(values: dict | None, metric: str) -> float | None:
     return values.get(metric) if isinstance(values, dict) else None
 
 
+MATRIX_LABELS = 12
+"""Past this many labels a run's confusions are listed, the most frequent first: a matrix of
+77 intents is 5,929 cells no one reads."""
+PAIRS_LISTED = 15
+
+
 def confusions(records: list[dict]) -> list[dict]:
-    """Each run's confusion matrix as rows of cells shaded by the share of the true label."""
+    """Each run's confusion matrix as rows of cells shaded by the share of the true label; past
+    `MATRIX_LABELS` labels, its most frequent confusions instead (`_most_confused`)."""
     out = []
     for r in records:
         confusion = (r.get("metrics") or {}).get("confusion")
         if not confusion:
             continue
         labels, rows = confusion["labels"], []
+        if len(labels) > MATRIX_LABELS:
+            out.append({"run": r["id"], "labels": labels, **_most_confused(confusion)})
+            continue
         for i, counts in enumerate(confusion["matrix"]):
             total = sum(counts) or 1
             cells = [_shade(n, n / total, i == j) for j, n in enumerate(counts)]
             rows.append({"label": labels[i], "cells": cells, "total": sum(counts)})
         out.append({"run": r["id"], "labels": labels, "rows": rows})
     return out
+
+
+def _most_confused(confusion: dict) -> dict:
+    """The off-diagonal cells with the most examples (true label, prediction, count, share of
+    the true label's examples), and how many examples were confused in all."""
+    labels, matrix = confusion["labels"], confusion["matrix"]
+    cells = [
+        (n, labels[i], labels[j], n / (sum(counts) or 1))
+        for i, counts in enumerate(matrix)
+        for j, n in enumerate(counts)
+        if i != j and n
+    ]
+    cells.sort(key=lambda c: (-c[0], -c[3], c[1], c[2]))
+    pairs = [
+        {
+            "true": t,
+            "predicted": p,
+            "n": n,
+            "share": share,
+            "style": _shade(n, share, False)["style"],
+        }
+        for n, t, p, share in cells[:PAIRS_LISTED]
+    ]
+    total = sum(sum(counts) for counts in matrix)
+    return {"pairs": pairs, "confused": sum(c[0] for c in cells), "total": total}
 
 
 def _shade(n: int, share: float, diagonal: bool) -> dict:

@@ -381,3 +381,24 @@ def test_many_classes_lie_down_a_readable_row_each():
     lying = group_bars([("r1", {g: 0.5 for g in many})], many, "f1", colours)
     assert all(f">{g}<" in lying for g in many)
     assert height(lying) > 3 * height(upright)
+
+
+def test_past_twelve_labels_the_confusions_are_listed_most_frequent_first():
+    """A 77-label matrix was 5,929 cells in a page of 953 KB, unreadable; past MATRIX_LABELS a
+    run's most frequent confusions are listed instead, with each one's share of its label."""
+    from tunelab.stages.report.sections import MATRIX_LABELS, PAIRS_LISTED, confusions
+
+    labels = [f"l{i:02d}" for i in range(MATRIX_LABELS + 1)]
+    matrix = [[0] * len(labels) for _ in labels]
+    for i in range(len(labels)):
+        matrix[i][i] = 3
+        matrix[i][(i + 1) % len(labels)] = 1 + (i == 4)  # l04 -> l05 twice
+    record = {"id": "r2", "metrics": {"confusion": {"labels": labels, "matrix": matrix}}}
+    (listed,) = confusions([record])
+    assert "rows" not in listed and len(listed["pairs"]) == len(labels) <= PAIRS_LISTED
+    first = listed["pairs"][0]
+    assert (first["true"], first["predicted"], first["n"], first["share"]) == ("l04", "l05", 2, 0.4)
+    assert listed["confused"] == len(labels) + 1 and listed["total"] == 4 * len(labels) + 1
+    small = {"labels": labels[:3], "matrix": [row[:3] for row in matrix[:3]]}
+    (matrix_view,) = confusions([{"id": "r3", "metrics": {"confusion": small}}])
+    assert "pairs" not in matrix_view and len(matrix_view["rows"]) == 3
