@@ -71,7 +71,11 @@ def cmd_data(args):
     "inspect",
     "show examples exactly as the trainer sees them",
     "inspect:inspect",
-    arg("--sample", type=int, default=2, help="examples per category (default 2)"),
+    arg(
+        "--sample",
+        type=int,
+        help="examples per category (default 2, at most 24 examples in all unless given)",
+    ),
     arg("--split", default="train", choices=["train", "validation"]),
     overrides=True,
 )

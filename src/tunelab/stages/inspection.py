@@ -24,6 +24,7 @@ from tunelab.modeling.render import (
     make_renderer,
 )
 from tunelab.modeling.template import RenderError
+from tunelab.modeling.token_text import token_texts
 from tunelab.stages.findings import finding
 from tunelab.stages.inspect_turns import (
     system_prompt_finding,
@@ -32,7 +33,10 @@ from tunelab.stages.inspect_turns import (
 )
 
 
-def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
+def inspect_lab(lab: Lab, sample: int | None = None, split: str = "train") -> dict:
+    """`sample` examples of each category (default 2, and then at most `SHOWN` in all)."""
+    cap = SHOWN if sample is None else None
+    sample = 2 if sample is None else sample
     version = lab.data_version
     labels = lab.store.data_manifest(version)["labels"]
     rows = lab.store.read_split(version, split)
@@ -65,7 +69,7 @@ def inspect_lab(lab: Lab, sample: int = 2, split: str = "train") -> dict:
         and (lab.spec.model.template == "plain")
     )
     if renderer.kind == "encoder":
-        summary, findings, examples = _encoder_view(renderer, rows, sample)
+        summary, findings, examples = _encoder_view(renderer, rows, sample, cap)
     elif renderer.task.type == "pretrain":
         summary, findings, examples = _packed_view(renderer, rows, sample)
     else:
@@ -277,7 +281,7 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
     return findings
 
 
-def _encoder_view(renderer: Renderer, rows: list[dict], sample: int):
+def _encoder_view(renderer: Renderer, rows: list[dict], sample: int, cap: int | None):
     encoded = encode_classification(renderer.tokenizer, rows, renderer.labels, renderer.max_length)
     full = renderer.tokenizer([r["text"] for r in rows])["input_ids"]
     truncated = [e for e in encoded if e.truncated]
@@ -292,7 +296,10 @@ def _encoder_view(renderer: Renderer, rows: list[dict], sample: int):
             )
         )
     summary = {"tokens": _percentiles([len(f) for f in full]), "inputs_truncated": len(truncated)}
-    picks = _sample([r["label"] for r in rows], sample, total=None)
+    categories = [r["label"] for r in rows]
+    picks = _sample(categories, sample, total=cap)
+    summary["shown"] = {"examples": len(picks), "categories": len(set(categories))}
+    summary["shown"]["of_categories"] = len({categories[i] for i in picks})
     examples = []
     for i in picks:
         e = encoded[i]
@@ -311,6 +318,11 @@ def _encoder_view(renderer: Renderer, rows: list[dict], sample: int):
     return summary, findings, examples
 
 
+SHOWN = 24
+"""Examples a classifier's inspection shows at most unless `--sample` is given: two of each of
+77 intents was 959 lines."""
+
+
 def _sample(categories: list[str], per: int, total: int | None) -> list[int]:
     """The first `per` examples of every category (at most `total` in all), in order."""
     taken: Counter = Counter()
@@ -323,10 +335,8 @@ def _sample(categories: list[str], per: int, total: int | None) -> list[int]:
 
 
 def _tokens(renderer: Renderer, ids: list[int], mask: list[int]) -> list[dict]:
-    tok = renderer.tokenizer
-    return [
-        {"id": i, "text": tok.decode([i]), "loss": bool(m)} for i, m in zip(ids, mask, strict=True)
-    ]
+    texts = token_texts(renderer.tokenizer, ids)
+    return [{"id": i, "text": t, "loss": bool(m)} for i, t, m in zip(ids, texts, mask, strict=True)]
 
 
 def _token_view(renderer: Renderer, r) -> dict:

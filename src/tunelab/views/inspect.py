@@ -34,6 +34,12 @@ def inspect(result: dict, console: Console) -> None:
             + f"; expected: {ex['target']}[/]"
         )
     s = result.get("summary") or {}
+    shown = s.get("shown")
+    if shown and shown["of_categories"] < shown["categories"]:
+        console.print(
+            f"\n[dim]{shown['examples']} examples of the first {shown['of_categories']} of "
+            f"{shown['categories']} categories shown (`--sample 1` shows one of each)[/]"
+        )
     if "tokens" in s:
         t = s["tokens"]
         console.print(

@@ -137,3 +137,26 @@ def test_a_row_with_no_loss_token_is_flagged(make_extraction_lab):
     renderer.render = lambda row, with_target=True: hollow  # a renderer gone wrong
     findings = causal_view(renderer, [{"id": "x"}], [], sample=0)[1]
     assert {f["code"] for f in findings} >= {"empty_loss_mask", "eos_not_trained"}
+
+
+def test_many_categories_show_at_most_shown_examples_unless_asked(make_lab):
+    """Two examples of each of 77 intents was 959 lines: by default at most SHOWN examples, and
+    the view says how many categories they cover; `--sample N` shows N of every category."""
+    from tunelab.stages.inspection import SHOWN
+
+    labels = [f"intent{i:02d}" for i in range(SHOWN + 6)]
+    rows = [
+        {"text": f"a note {i} about {label}", "label": label} for label in labels for i in range(6)
+    ]
+    lab = prepared(make_lab(rows))
+    capped = inspect_lab(lab)
+    shown = capped["summary"]["shown"]
+    assert len(capped["examples"]) == shown["examples"] == SHOWN
+    assert shown["categories"] == len(labels) and shown["of_categories"] < len(labels)
+    out = Console(file=io.StringIO(), width=200)
+    inspect_view.inspect(capped, out)
+    assert (
+        f"of {len(labels)} categories shown (`--sample 1` shows one of each)" in out.file.getvalue()
+    )
+    asked = inspect_lab(lab, sample=1)
+    assert {e["category"] for e in asked["examples"]} == set(labels)
