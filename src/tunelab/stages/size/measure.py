@@ -32,17 +32,17 @@ from tunelab.core.lab import Lab
 from tunelab.core.layout import SIZING
 from tunelab.core.store import now
 from tunelab.modeling.model import apply_method, load_tokenizer
-from tunelab.modeling.packing import Packed
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size.advice import advice, largest_microbatch
+from tunelab.stages.size.grad_examples import grad_examples
 from tunelab.stages.size.lengths import measured_lengths
 from tunelab.stages.size.model_folder import model_folder
 from tunelab.stages.size.processes import measure_processes, processes_record, run_rank_probes
 from tunelab.stages.size.ranks import fsdp_units, per_rank_split
 from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
 from tunelab.training.precision import resolve as resolve_precision
-from tunelab.training.step import LOSS_NORMALISATION, loss_weight
+from tunelab.training.step import LOSS_NORMALISATION
 
 MIB = 2**20
 GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
@@ -132,28 +132,6 @@ def peak_of(result: dict, device: str) -> float:
 
 def error_pct(estimated: float, measured: float) -> float:
     return round(100 * (estimated - measured) / measured, 1)
-
-
-def grad_examples(train_set: list, microbatch: int, k: int) -> list[dict]:
-    """k x microbatch real examples, ordered by loss weight so the microbatches carry clearly
-    unequal numbers of target tokens (the case a per-microbatch mean gets wrong)."""
-    pool = sorted(train_set[: max(4 * k * microbatch, k * microbatch)], key=loss_weight)
-    step = max(1, len(pool) // (k * microbatch))
-    picked = sorted(pool[::step][: k * microbatch], key=loss_weight)
-    if len(picked) < k * microbatch:
-        raise TunelabError(f"the gradient check needs {k * microbatch} training examples")
-    return [_as_args(e) for e in picked]
-
-
-def _as_args(example) -> dict:
-    """A rendered example as the probe's arguments carry it (JSON)."""
-    if isinstance(example, Packed):
-        fields = ("input_ids", "labels", "position_ids", "real")
-    else:
-        fields = (
-            ("input_ids", "loss_mask") if hasattr(example, "loss_mask") else ("input_ids", "label")
-        )
-    return {f: getattr(example, f) for f in fields}
 
 
 def _mb(x: float) -> float:
