@@ -94,7 +94,7 @@ def update_item(model: torch.nn.Module, method, grads: dict, snapshots: list[dic
         else:
             stuck.append(name)
     problems = [
-        f"{what}: {names}"
+        f"{what}: {_some(names)}"
         for what, names in (
             ("trainable but no gradient reached them", no_grad),
             (
@@ -123,6 +123,14 @@ def update_item(model: torch.nn.Module, method, grads: dict, snapshots: list[dic
     )
 
 
+def _some(names: list[str], shown: int = 3) -> str:
+    """`74 tensors, e.g. a, b, c (all in the check's record)`: a LoRA's every A matrix is 36
+    names, a screenful each."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{len(names)} tensors, e.g. {', '.join(names[:shown])} (all in the check's record)"
+
+
 def loss_item(before: float, after: float, losses: list[float], micro: int, batch: int) -> dict:
     finite = all(map(math.isfinite, [before, after, *losses]))
     detail = (
@@ -131,8 +139,10 @@ def loss_item(before: float, after: float, losses: list[float], micro: int, batc
     )
     if not finite:
         detail = "a loss is not finite: " + detail
+    elif after > before + 1e-6 * abs(before):
+        detail = "the loss went up: " + detail + " (lr too high?)"
     elif after >= before:
-        detail = "the loss did not go down: " + detail + " (lr too high, or no gradient path?)"
+        detail = "the loss did not move: " + detail + " (lr too low, or no gradient path?)"
     return item("loss", finite and after < before, detail, before=before, after=after)
 
 

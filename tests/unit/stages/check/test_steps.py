@@ -195,9 +195,14 @@ def test_a_loss_that_does_not_go_down_fails_the_loss_item(make_lab, no_reload):
     items = by_name(run_check(ready(make_lab(), "training.lr=1e-30")))
     assert items["train_loop"]["passed"]  # the loop runs ...
     assert not items["loss"]["passed"]  # ... but the loss on its batch does not go down
-    assert "did not go down" in items["loss"]["detail"]
+    loss = items["loss"]["detail"]  # it said "lr too high" of an lr of 1e-30
+    assert "did not move" in loss and "lr too low" in loss and "too high" not in loss
     assert items["loss"]["after"] >= items["loss"]["before"]
-    assert not items["update"]["passed"] and items["update"]["unchanged"]
+    update = items["update"]
+    assert not update["passed"] and len(update["unchanged"]) > 3
+    # every LoRA A matrix was named in the line, a screenful: a count and three of them
+    assert f"{len(update['unchanged'])} tensors, e.g. " in update["detail"]
+    assert update["unchanged"][3] not in update["detail"]
 
 
 def test_loss_and_logits_takes_one_forward_pass_and_matches_two():
@@ -269,3 +274,12 @@ def test_requirements_that_cannot_be_read_are_not_checked_never_passed(monkeypat
     versions = preflight_environment.check_versions()
     assert versions["not_checked"] and not versions["passed"]
     assert versions["detail"].startswith("not checked")
+
+
+def test_the_loss_item_tells_a_rise_from_a_standstill():
+    from tunelab.stages.check.update import loss_item
+
+    assert "went up" in loss_item(0.5, 0.9, [0.5, 0.7], 8, 16)["detail"]
+    assert "(lr too high?)" in loss_item(0.5, 0.9, [0.5, 0.7], 8, 16)["detail"]
+    assert "did not move" in loss_item(0.5, 0.5, [0.5, 0.5], 8, 16)["detail"]
+    assert loss_item(0.5, 0.4, [0.5, 0.45], 8, 16)["passed"]
