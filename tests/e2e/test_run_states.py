@@ -145,6 +145,9 @@ def test_kill_9_leaves_a_lost_run(make_lab, capsys):
     tl(capsys, "data", "--lab", str(lab))
     proc = start_run(lab, "doomed")
     wait_for_step(lab / ".tunelab" / "runs" / "r001-doomed", 2, proc)
+    _, running = tl(capsys, "runs", "--lab", str(lab))  # where it is, from its heartbeat
+    (at,) = [r["at"] for r in running]
+    assert running[0]["status"] == "running" and 1 <= at["step"] < at["of"] == 400
     proc.kill()
     proc.wait()
     _, runs = tl(capsys, "runs", "--lab", str(lab))

@@ -113,8 +113,10 @@ def needs_scorable(lab) -> None:
 
 
 def progress(args: argparse.Namespace):
-    """Progress bars go to stderr, only on a terminal and never with --json."""
-    from rich.console import Console
+    """The console of a long command's progress, on stderr: live bars on a terminal, plain lines
+    where stderr is a file (`training.progress`); none with --json, nor on a rank other than
+    the first under torchrun (rank 0 reports the run)."""
+    from tunelab.training.distributed import main_process
+    from tunelab.views.style import console
 
-    err = Console(stderr=True)
-    return None if args.json or not err.is_terminal else err
+    return None if args.json or not main_process() else console(stderr=True)

@@ -166,10 +166,12 @@ def summary(record: dict, run_dir: Path) -> dict:
         from tunelab.tasks import get_task
 
         metric = get_task(record["task"]).default_metric
+    status = effective_status(record, run_dir)
     return {
         "id": record["id"],
         "kind": record["kind"],
-        "status": effective_status(record, run_dir),
+        "status": status,
+        "at": _last_beat(run_dir) if status == "running" else None,
         "data_version": record["data_version"],
         "method": record.get("method"),
         "metric": metric,
@@ -178,6 +180,15 @@ def summary(record: dict, run_dir: Path) -> dict:
         "seed": (record.get("spec", {}).get("training") or {}).get("seed"),
         "group": (record.get("replicate") or {}).get("group"),
     }
+
+
+def _last_beat(run_dir: Path) -> dict | None:
+    """Where a running run was at its last heartbeat: step, of how many, loss, time."""
+    try:
+        beat = json.loads((run_dir / HEARTBEAT).read_text())
+    except (OSError, ValueError):
+        return None
+    return {k: beat.get(k) for k in ("step", "of", "loss", "time")} if "of" in beat else None
 
 
 def listing(store) -> list[dict]:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tunelab.core.errors import TrainingInterrupted, TunelabError
 from tunelab.core.files import write_jsonl
@@ -40,6 +39,7 @@ from tunelab.training.distributed import World, check_batch, main_process
 from tunelab.training.levers import apply_threads, by_length, compiled
 from tunelab.training.memory import peak_mb, start_peak
 from tunelab.training.precision import resolve as resolve_precision
+from tunelab.training.progress import step_progress
 from tunelab.training.step import (
     LOSS_NORMALISATION,
     Example,
@@ -242,19 +242,9 @@ def train(
     start = time.perf_counter() - elapsed_before
     started, my_tokens = time.perf_counter(), 0  # this rank, since this process started
     train_mode(model)
-    progress = Progress(
-        TextColumn("[bold]train[/]"),
-        BarColumn(),
-        TextColumn("step {task.completed}/{task.total}  loss {task.fields[loss]:.4f}"),
-        TextColumn("{task.fields[tps]:,.0f} " + PER_SECOND[counted(examples)]),
-        TimeRemainingColumn(),
-        console=console or Console(stderr=True),
-        disable=console is None,
-        transient=True,
-    )
     log = HistoryFile(run_dir / HISTORY if run_dir is not None and world.main else None)
-    with progress, log:
-        bar = progress.add_task("train", total=steps, completed=done, loss=float("nan"), tps=0.0)
+    unit = PER_SECOND[counted(examples)]
+    with step_progress(console, steps, done, unit) as show, log:
         if sampler is not None:
             order = sampler.order(steps, cfg.global_batch, cfg.seed)
         else:
@@ -309,15 +299,14 @@ def train(
                     console.print(f"[yellow]warning[/] overfitting: {warning}")
             else:
                 history.append(entry)
-            progress.update(bar, advance=1, loss=step_loss, tps=tokens_seen / elapsed)
+            show(step + 1, step_loss, tokens_seen / elapsed)
             if run_dir is None:
                 continue
             if world.main:
                 log.append(entry)
                 if heartbeat.due(step + 1 == steps or stopping):
-                    atomic_write_json(
-                        run_dir / HEARTBEAT, {"step": step + 1, "time": now(), "pid": os.getpid()}
-                    )
+                    beat = {"step": step + 1, "of": steps, "loss": step_loss, "pid": os.getpid()}
+                    atomic_write_json(run_dir / HEARTBEAT, beat | {"time": now()})
             every = cfg.checkpoint_every
             if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
                 log.sync()  # the history a resume reads back is on disk with the checkpoint

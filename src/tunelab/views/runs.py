@@ -47,10 +47,12 @@ def runs(rows: list[dict], console: Console) -> None:
     table.columns[0].no_wrap = True
     for r in rows:
         created = r["created"][:16].replace("T", " ")
+        at = r.get("at")  # a running run's last heartbeat
+        status = r["status"] + (f", step {at['step']}/{at['of']}" if at else "")
         table.add_row(
             r["id"],
             r["kind"],
-            r["status"],
+            status,
             r["data_version"][:8],
             "" if r["kind"] == "baseline" else str(r.get("seed", "")),
             f"{r['metric'].replace('_', ' ')} {metric_value(r['metric'], r['value'])}",
