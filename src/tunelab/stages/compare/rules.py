@@ -126,7 +126,9 @@ def verdict(
         ]
     if boot["low"] <= 0:
         reasons.append("the interval includes zero")
-    if boot["delta"] < hypothesis.min_effect:
+    if boot["delta"] <= 0:
+        reasons.append("the estimate is a loss, not a gain")
+    elif boot["delta"] < hypothesis.min_effect:
         reasons.append("the gain is below the minimum effect")
     return NO_EVIDENCE, [*reasons, *unresolved, *extra]
 

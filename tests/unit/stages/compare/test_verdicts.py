@@ -209,6 +209,17 @@ def test_tiny_gain_is_no_evidence(tmp_path):
     assert any("below the minimum effect" in r for r in variant["reasons"])
 
 
+def test_a_small_loss_is_not_called_a_gain_below_the_minimum(tmp_path):
+    """A variant 6.7 points below its reference read "the gain is below the minimum effect"."""
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.5}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.9, "c": 0.8}))
+    variant = compare(lab)["runs"][-1]
+    assert variant["verdict"] == "no evidence" and variant["vs_reference"]["bootstrap"]["delta"] < 0
+    assert "the estimate is a loss, not a gain" in variant["reasons"]
+    assert not any("gain is below" in r for r in variant["reasons"])
+
+
 def labelled(right: list[bool]) -> list[dict]:
     """Hand-made predictions: example i has gold LABELS[i % 3] and is right when right[i]."""
     rows = []
