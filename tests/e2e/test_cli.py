@@ -103,8 +103,10 @@ def test_data_says_when_the_texts_went_past_their_memory_budget(make_lab, capsys
     assert code == 0 and report["cost"]["texts"]["spilled"] is False
     version = report["version"]
     assert main(["data", "--lab", lab, "data.texts_in_memory_mb=0.001"]) == 0
-    shown = capsys.readouterr().out
-    assert "went past data.texts_in_memory_mb" in shown and version in shown  # the same version
+    shown = capsys.readouterr()
+    assert "went past data.texts_in_memory_mb" in shown.out and version in shown.out  # the same
+    # stderr, a file here: each stage a line (a terminal gets a spinner), none with --json
+    assert "data: reading 1 source(s) (" in shown.err and "data: finding duplicates (" in shown.err
     code, report = tl(capsys, "data", "--lab", lab, "data.texts_in_memory_mb=0.001")
     assert report["cost"]["texts"]["spilled"] is True and report["version"] == version
 

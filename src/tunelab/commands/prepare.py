@@ -44,12 +44,12 @@ def cmd_data(args):
     lab = opened_records(args)  # no device: the data step needs none, and torch is not loaded
     start = time.perf_counter()
     console = progress(args)
-    status = console.status("data") if console else None
+    status = console.status("data") if console and console.is_terminal else None
     if status:
         status.start()
     texts: dict = {}
     try:
-        say = status.update if status else None
+        say = status.update if status else _lines(console, start) if console else None
         report = build_data(lab.spec, lab.path, lab.store, say=say, texts=texts)
     finally:
         if status:
@@ -65,6 +65,16 @@ def cmd_data(args):
         "texts": texts,  # held in memory, or past data.texts_in_memory_mb on disk
     }
     return report
+
+
+def _lines(console, start: float):
+    """Where stderr is a file: each stage of the data step a line, with the seconds so far."""
+    import time
+
+    def say(text: str) -> None:
+        console.print(f"{text} ({time.perf_counter() - start:.0f} s)", highlight=False)
+
+    return say
 
 
 @command(
