@@ -167,3 +167,15 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+@contextmanager
+def locked(path: Path, shared: bool = False) -> Iterator[None]:
+    """Hold a lock on `path` (created if missing): exclusive, or `shared` among readers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

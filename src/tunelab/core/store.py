@@ -9,12 +9,10 @@ by name; `require_intact_log` refuses to judge from a lab whose log or records w
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from tunelab.core.files import (  # noqa: F401  (the store's writers, imported f
     atomic_dir,
     atomic_write_json,
     atomic_write_text,
+    locked,
     read_json,
     read_jsonl,
     write_jsonl,
@@ -72,18 +71,6 @@ def check_run_name(name: str) -> str:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@contextmanager
-def locked(path: Path, shared: bool = False) -> Iterator[None]:
-    """Hold a lock on `path` (created if missing): exclusive, or `shared` among readers."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 class Store:
@@ -175,7 +162,7 @@ class Store:
         """The log's chain (`core.chain.verify`) and `records`: each record whose file no
         longer has the sha256 its last event gave it, or is gone (`{record, line, problem}`);
         read under the log's lock, so a record being saved is seen whole with its event."""
-        with locked(self.log_path, shared=True) if self.log_path.exists() else _nothing():
+        with locked(self.log_path, shared=True) if self.log_path.exists() else nullcontext():
             state = verify(self.log_path)
             last: dict[str, tuple[int, str]] = {}
             for number, event in self._numbered_events():
@@ -399,8 +386,3 @@ class Store:
             if record.exists():
                 out.append(self.load(record))
         return out
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield

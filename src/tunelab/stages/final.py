@@ -40,11 +40,12 @@ from pathlib import Path
 
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
+from tunelab.core.files import locked, read_jsonl
 from tunelab.core.lab import Lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
-from tunelab.core.store import Store, locked, read_jsonl
+from tunelab.core.store import Store
 from tunelab.tasks import metrics_of, score
 from tunelab.tasks.multilabel import recorded_threshold
 from tunelab.training.evaluate import evaluate_rows, protocol
