@@ -95,6 +95,8 @@ def test_init_then_refuses_to_overwrite(tmp_path, capsys):
     assert code == 0 and (tmp_path / "tunelab.yaml").exists()
     code, err = tl(capsys, "init", "--lab", str(tmp_path))
     assert code == 2 and "--force" in err["error"]
+    code, err = tl(capsys, "init", "--lab", str(tmp_path / "new"), "--task", "classfication")
+    assert code == 2 and "did you mean 'classification'?" in err["error"]
 
 
 def test_data_says_when_the_texts_went_past_their_memory_budget(make_lab, capsys):

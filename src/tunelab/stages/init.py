@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from importlib import resources
 from pathlib import Path
 
@@ -25,7 +26,9 @@ class SpecExistsError(TunelabError, FileExistsError):
 
 def template(task: str) -> str:
     if task not in TEMPLATES:
-        raise TunelabError(f"no spec template for task {task!r}; known: {list(TEMPLATES)}")
+        close = difflib.get_close_matches(task, TEMPLATES, n=1)
+        meant = f"did you mean {close[0]!r}? " if close else ""
+        raise TunelabError(f"no spec template for task {task!r}; {meant}known: {list(TEMPLATES)}")
     return resources.files("tunelab").joinpath(f"templates/{task}.yaml").read_text("utf-8")
 
 
@@ -33,7 +36,9 @@ def init_lab(lab: Path, task: str, force: bool = False) -> dict:
     text = template(task)
     path = Path(lab) / SPEC_FILE
     if path.exists() and not force:
-        raise SpecExistsError(f"{path} exists; pass --force to overwrite it.")
+        raise SpecExistsError(
+            f"{path} exists; pass --force to overwrite it (each run keeps the spec it ran with)."
+        )
     validate_spec(load_yaml(text), path, text)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
