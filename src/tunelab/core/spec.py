@@ -303,7 +303,8 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:
     try:
         raw = load_yaml(text) or {}
     except yaml.YAMLError as err:
-        raise SpecError(f"{path}: not valid YAML: {err}") from err
+        tabs = " (indent with spaces: YAML takes no tabs)" if "'\\t'" in str(err) else ""
+        raise SpecError(f"{path}: not valid YAML{tabs}: {err}") from err
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: the spec must be a mapping of sections (compass, task, ...)")
     overrides = overrides or {}

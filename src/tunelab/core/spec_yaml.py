@@ -1,4 +1,4 @@
-"""How a spec's YAML is read: YAML 1.2's booleans, `true` and `false` alone.
+"""How a spec's YAML is read: YAML 1.2's booleans, `true` and `false` alone, and each key once.
 
 PyYAML follows YAML 1.1, where `on`, `off`, `yes` and `no` are booleans too: a forgetting
 guardrail's key `on:` was read as the boolean True ("Keys should be strings"), and a text
@@ -14,10 +14,29 @@ from typing import Any
 import yaml
 
 BOOL = "tag:yaml.org,2002:bool"
+MERGE = "tag:yaml.org,2002:merge"
 
 
 class SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2's booleans."""
+    """PyYAML's safe loader with YAML 1.2's booleans, refusing a key given twice in one
+    mapping (PyYAML keeps the last silently: an `lr` edited in below the old one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE:  # `<<: *defaults` and the keys that override it
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} is given twice in one mapping, at lines {seen[key]} and "
+                    f"{key_node.start_mark.line + 1}: keep one",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
 
 
 SpecLoader.yaml_implicit_resolvers = {

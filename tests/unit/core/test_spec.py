@@ -12,6 +12,7 @@ from tunelab.core.spec import (
     parse_overrides,
     validate_spec,
 )
+from tunelab.core.spec_yaml import load_yaml
 
 MINIMAL = {"data": {"sources": [{"type": "jsonl", "path": "d.jsonl"}]}, "model": {"path": "m"}}
 
@@ -304,3 +305,26 @@ def test_on_off_yes_and_no_are_words_not_booleans(tmp_path):
     spec = load_spec(path, parse_overrides(["task.instruction=no"]))
     assert spec.guardrails[0].on == "general/bbc_news.jsonl"
     assert spec.training.packing is True and spec.task.instruction == "no"
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path):
+    """PyYAML kept the last of two `lr`s silently: an edit below the old value won unseen."""
+    text = yaml.safe_dump(MINIMAL, sort_keys=False) + "training:\n  lr: 5.0e-4\n  lr: 1.0e-3\n"
+    (tmp_path / "tunelab.yaml").write_text(text)
+    with pytest.raises(SpecError, match=r"the key 'lr' is given twice in one mapping, at lines"):
+        load_spec(tmp_path / "tunelab.yaml")
+    merged = (  # a merge key and the key that overrides it are not a key given twice
+        "defaults: &d {lr: 5.0e-4, seed: 1}\n"
+        "data: {sources: [{type: jsonl, path: d.jsonl}]}\n"
+        "model: {path: m}\n"
+        "training:\n  <<: *d\n  lr: 1.0e-3\n"
+    )
+    raw = load_yaml(merged)
+    assert raw["training"] == {"lr": 1.0e-3, "seed": 1}
+
+
+def test_a_tab_in_the_indentation_says_so(tmp_path):
+    text = yaml.safe_dump(MINIMAL, sort_keys=False) + "training:\n\tlr: 1.0e-3\n"
+    (tmp_path / "tunelab.yaml").write_text(text)
+    with pytest.raises(SpecError, match=r"indent with spaces: YAML takes no tabs"):
+        load_spec(tmp_path / "tunelab.yaml")
