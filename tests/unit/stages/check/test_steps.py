@@ -283,3 +283,18 @@ def test_the_loss_item_tells_a_rise_from_a_standstill():
     assert "(lr too high?)" in loss_item(0.5, 0.9, [0.5, 0.7], 8, 16)["detail"]
     assert "did not move" in loss_item(0.5, 0.5, [0.5, 0.5], 8, 16)["detail"]
     assert loss_item(0.5, 0.4, [0.5, 0.45], 8, 16)["passed"]
+
+
+def test_the_slice_takes_every_category_in_turn():
+    """The first 16 train rows in id order were all `business/...` (or all of the `code`
+    source before `prose`): the slice checked a classifier on one label."""
+    from tunelab.stages.check.steps import spread
+
+    ids = ["a0", "a1", "a2", "b0", "b1", "c0"]
+    rows = [{"id": i, "label": i[0]} for i in ids]
+    assert [r["id"] for r in spread(rows, 4)] == ["a0", "b0", "c0", "a1"]
+    assert len(spread(rows, 99)) == len(rows)
+    sources = [
+        {"id": f"{s}{i}", "label": "", "source": s} for s in ("code", "prose") for i in range(9)
+    ]
+    assert [r["source"] for r in spread(sources, 4)] == ["code", "prose", "code", "prose"]
