@@ -8,6 +8,7 @@ from pathlib import Path
 from test_cli import expected_verdict, tl
 
 from conftest import page_rows
+from tunelab.cli import main
 
 
 def test_the_whole_extraction_lab(make_extraction_lab, capsys):
@@ -40,6 +41,12 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     every_field = variant["guardrails"][1]
     assert set(every_field["checks"]) == {"name", "section", "summary"}
     assert all(c["low"] <= c["delta"] <= c["high"] for c in every_field["checks"].values())
+    # five metrics: the verdict table keeps the primary one (eleven columns cut the run ids to
+    # `r001-ze…` in 120), the others get a table of their own
+    assert main(["compare", "--lab", lab]) == 0
+    shown = capsys.readouterr().out
+    assert variant["id"] in shown and "…" not in shown.split("other metrics")[0]
+    assert "other metrics" in shown and "schema valid" in shown.split("other metrics")[1]
 
     # a plain LoRA of q/v: LoRA-only engines can load it; its merged form verifies alone
     code, exported = tl(capsys, "export", run["id"], "--lab", lab, "--merge", "--gguf", "f32")

@@ -22,8 +22,15 @@ GROUP_VIEW = {
 }
 
 
+TABLE_METRICS = 3
+"""More metrics than this (extraction's five) and the verdict table keeps the primary one, the
+others a table of their own: eleven columns did not fit 120, and ids were cut to `r001-ze…`."""
+
+
 def compare(result: dict, console: Console) -> None:
     primary, metrics = result["primary_metric"], result["metrics"]
+    others = [m for m in metrics if m != primary] if len(metrics) > TABLE_METRICS else []
+    metrics = [primary] if others else metrics
     table = Table(
         "run",
         *[m.replace("_", " ") for m in metrics],
@@ -35,6 +42,7 @@ def compare(result: dict, console: Console) -> None:
         title=f"against {result['reference']} (minimum effect {result['min_effect']})"
         + (f", comparison {result['id']}" if result.get("id") else ""),
     )
+    table.columns[0].no_wrap = True  # a run id is never cut
     for r in result["runs"]:
         values = [metric_value(m, r[m]) for m in metrics]
         seeds = str(len(r["seeds"])) if r.get("seeds") else "-" if r["kind"] == "baseline" else "1"
@@ -68,6 +76,8 @@ def compare(result: dict, console: Console) -> None:
             verdict_text(r["verdict"]),
         )
     console.print(table)
+    if others:
+        _other_metrics(result, others, console)
     if any(r.get("arm") for r in result["runs"]):
         console.print(
             "[dim]a row 'k of n' is another seed of an arm, against the arm's first seed: only "
@@ -96,6 +106,15 @@ def _flips_line(vs: dict) -> str:
         return f"{name} {p['count']}" + (f" ({ids})" if ids else "")
 
     return f"{part('fixed')}, {part('broken')}"
+
+
+def _other_metrics(result: dict, metrics: list[str], console: Console) -> None:
+    """The metrics beside the primary one, a row each, a column per run (as per-class)."""
+    runs = result["runs"]
+    table = Table("other metrics", *[r["id"] for r in runs], box=None, padding=(0, 2))
+    for m in metrics:
+        table.add_row(m.replace("_", " "), *[metric_value(m, r[m]) for r in runs])
+    console.print(table)
 
 
 def _guards_cell(guardrails: list[dict]) -> str:
