@@ -54,13 +54,15 @@ def _bar(console: Console, steps: int, done: int, unit: str) -> Iterator[Show]:
 
 
 def _lines(console: Console, steps: int, done: int, unit: str) -> Show:
-    start, last = time.monotonic(), [None]
+    start = time.monotonic()
+    last: float | None = None  # when the last line was written
 
     def show(step: int, loss: float, per_second: float) -> None:
+        nonlocal last
         now = time.monotonic()
-        if step < steps and last[0] is not None and now - last[0] < LINE_EVERY_S:
+        if step < steps and last is not None and now - last < LINE_EVERY_S:
             return
-        last[0] = now
+        last = now
         left = (now - start) / (step - done) * (steps - step) if step > done else 0.0
         console.print(
             f"train: step {step}/{steps}, loss {loss:.4f}, {per_second:,.0f} {unit}"
