@@ -97,15 +97,17 @@ FLIP_IDS = 3
 
 
 def _flips_line(vs: dict) -> str:
-    """`fixed 3 (e03, e04, e07), broken 2 (e00, e08)`; ids beyond the first three as `…`."""
+    """`fixed 3 (e03, e04, e07), broken 2 (e00, e08)`; ids beyond the first three as `…`. A
+    document's bits per byte is not fixed or broken: `better 41 (...), worse 4 (...)`."""
+    scored = vs.get("metric") in PLAIN  # a per-document score, not a right or wrong answer
 
-    def part(name: str) -> str:
+    def part(name: str, word: str) -> str:
         p = vs["flips"][name]
         shown = [short_id(i) for i in p["ids"][:FLIP_IDS]]
         ids = ", ".join(shown) + (", …" if p["count"] > len(shown) else "")
-        return f"{name} {p['count']}" + (f" ({ids})" if ids else "")
+        return f"{word if scored else name} {p['count']}" + (f" ({ids})" if ids else "")
 
-    return f"{part('fixed')}, {part('broken')}"
+    return f"{part('fixed', 'better')}, {part('broken', 'worse')}"
 
 
 def _other_metrics(result: dict, metrics: list[str], console: Console) -> None:

@@ -504,3 +504,13 @@ def test_a_guardrail_that_allows_no_drop_says_so_not_minus_zero():
     rail |= {"worst": "overall", "checks": {"overall": check}}
     assert guardrail_line(rail).endswith("-6.7 (-15.6, +0.0) points, limit 0 (no drop)")
     assert describe(rail).endswith("; limit 0 (no drop)") and "limit -0" not in describe(rail)
+
+
+def test_a_document_scored_better_is_not_said_to_be_fixed():
+    """A pretrain lab's bits per byte read "fixed 45, broken 0": a document is scored better
+    or worse, not fixed; an answer still is."""
+    from tunelab.views.compare import _flips_line
+
+    flips = {"fixed": {"count": 2, "ids": ["a", "b"]}, "broken": {"count": 0, "ids": []}}
+    assert _flips_line({"metric": "bits_per_byte", "flips": flips}) == "better 2 (a, b), worse 0"
+    assert _flips_line({"metric": "accuracy", "flips": flips}) == "fixed 2 (a, b), broken 0"
