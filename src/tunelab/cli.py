@@ -99,7 +99,10 @@ def _main(argv: list[str] | None) -> int:
         if extra and cmd.overrides and all("=" in e and not e.startswith("-") for e in extra):
             args.overrides = [*(args.overrides or []), *extra]  # key=value after an option
         elif extra:
-            args.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+            settings = all("=" in e and not e.startswith("-") for e in extra)
+            why = f"; `tunelab {args.command}` takes no key=value{cmd.no_overrides}"
+            unknown = f"unrecognized arguments: {' '.join(extra)}"
+            args.commands[args.command].error(unknown + (why if settings else ""))
     except UsageError as err:
         return _usage_error(err, argv)
     _quiet_libraries()

@@ -265,3 +265,9 @@ def test_a_command_line_argparse_refuses_is_an_error_like_any_other(capsys):
     out = capsys.readouterr()
     assert out.out == "" and out.err.startswith("usage: tunelab runs")
     assert out.err.rstrip().endswith("tunelab runs: error: unrecognized arguments: --bogus")
+    # a setting where none is taken says so; ablate's, where the others go
+    assert main(["ablate", "training.lr=1e-4,1e-3", "method.r=4", "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == (
+        "unrecognized arguments: method.r=4; `tunelab ablate` takes no key=value beside its one "
+        "KEY=V1,V2,...: set the others in tunelab.yaml"
+    )

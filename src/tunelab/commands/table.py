@@ -25,6 +25,8 @@ class Command:
     """Takes `--lab` (the lab folder)."""
     overrides: bool = False
     """Takes `key=value` spec overrides."""
+    no_overrides: str = ""
+    """Where it takes none, what its refusal of a `key=value` adds (ablate: where the others go)."""
     device: bool = False
     """Takes `--device` (default: TUNELAB_DEVICE, else CUDA when present, else CPU)."""
     processes: bool = False

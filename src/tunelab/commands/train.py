@@ -69,6 +69,7 @@ def cmd_run(args):
     arg("--parent", help="common parent (default: newest baseline)"),
     SEEDS,
     device=True,
+    no_overrides=" beside its one KEY=V1,V2,...: set the others in tunelab.yaml",
 )
 def cmd_ablate(args):
     # refused before any model, as `run` is
