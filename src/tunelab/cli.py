@@ -96,10 +96,10 @@ def _main(argv: list[str] | None) -> int:
     try:
         args, extra = parser.parse_known_args(argv)
         cmd = COMMANDS[args.command]
-        if extra and cmd.overrides and all("=" in e and not e.startswith("-") for e in extra):
+        settings = all("=" in e and not e.startswith("-") for e in extra)  # key=value ones
+        if extra and cmd.overrides and settings:
             args.overrides = [*(args.overrides or []), *extra]  # key=value after an option
         elif extra:
-            settings = all("=" in e and not e.startswith("-") for e in extra)
             why = f"; `tunelab {args.command}` takes no key=value{cmd.no_overrides}"
             unknown = f"unrecognized arguments: {' '.join(extra)}"
             args.commands[args.command].error(unknown + (why if settings else ""))

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tunelab.data.split_columns import split_columns
 from tunelab.views.style import short_id
 
 
@@ -141,14 +142,7 @@ WIDE = 8
 def _splits(report: dict, console: Console) -> None:
     """Rows per split and, beside them, per label (or per source, task pretrain); with more than
     `WIDE` labels, how many each split holds and the rarest labels of train instead."""
-    by_source = report.get("by_source")  # pretrain: documents per source, no labels
-    columns = sorted({s for c in by_source.values() for s in c}) if by_source else report["labels"]
-    if columns == [""]:  # no row has a category (or names its source): rows are the whole story
-        columns = []
-    per_split = {
-        split: (info["n"], by_source[split] if by_source else info["labels"])
-        for split, info in report["splits"].items()
-    }
+    columns, per_split = split_columns(report)  # pretrain: documents per source, no labels
     if len(columns) > WIDE:
         table = Table("split", "rows", "labels", "rows per label", box=None, padding=(0, 2))
         for split, (n, per) in per_split.items():

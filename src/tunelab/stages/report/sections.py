@@ -12,6 +12,7 @@ from markupsafe import Markup
 from tunelab.core.layout import PLANS
 from tunelab.core.ledger import summary
 from tunelab.core.store import RUN_STATES, Store, StoreError, read_json
+from tunelab.data.split_columns import split_columns
 from tunelab.stages.report import charts
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
@@ -67,16 +68,10 @@ ROW_KEYS = ("rows_read", "kept", "quarantined", "duplicates_removed")
 
 
 def _split_counts(report: dict, manifest: dict) -> dict:
-    """The split table: rows per split and, beside them, documents per source (pretrain) or
-    rows per label; no columns where no row has a label (`views.data` shows the same)."""
-    splits = report.get("splits") or manifest.get("counts") or {}
-    by_source = report.get("by_source")
-    if by_source:
-        splits = {k: {**v, "labels": by_source.get(k, {})} for k, v in splits.items()}
-        columns = sorted({s for c in by_source.values() for s in c})
-    else:
-        columns = report.get("labels") or manifest.get("labels") or []
-    return {"splits": splits, "labels": [] if columns == [""] else columns}
+    """The split table in the template's shape (`data.split_columns`, as `tunelab data`)."""
+    columns, per_split = split_columns(report, manifest)
+    splits = {split: {"n": n, "labels": per} for split, (n, per) in per_split.items()}
+    return {"splits": splits, "labels": columns}
 
 
 def _duplicate_rows(counts: dict[str, int]) -> list[dict]:
