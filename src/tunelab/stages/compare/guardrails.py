@@ -3,7 +3,9 @@
 For a guardrail "metric must not drop by more than `max_drop`", the paired bootstrap gives
 an interval (low, high) for metric(variant) - metric(reference) on the same examples:
 
-- *holds* when low > -max_drop: even the pessimistic end of the interval is within the limit;
+- *holds* when low >= -max_drop: even the pessimistic end of the interval is within the limit
+  (a limit of 0, "no drop", holds when no resampling of the examples shows a drop: on every
+  example the variant scored at least what the reference did);
 - *broken* when high < -max_drop: even the optimistic end drops more than allowed;
 - *unresolved* otherwise: these examples cannot tell. `needed_n` says how many validation
   examples would resolve it at the observed variance (the interval narrows as 1/sqrt(n)); on a
@@ -22,11 +24,11 @@ from tunelab.core.spec import Guardrail
 from tunelab.stages.compare.pairs import Pair
 
 HOLDS, BROKEN, UNRESOLVED = "holds", "broken", "unresolved"
-GUARDRAIL_RULE = "holds: low > -max_drop; broken: high < -max_drop; else unresolved"
+GUARDRAIL_RULE = "holds: low >= -max_drop; broken: high < -max_drop; else unresolved"
 
 
 def status_of(boot: dict, max_drop: float) -> str:
-    if boot["low"] > -max_drop:
+    if boot["low"] >= -max_drop:
         return HOLDS
     if boot["high"] < -max_drop:
         return BROKEN

@@ -35,6 +35,12 @@ VERDICT_RULE = (
 )
 
 
+ONE_SEED_CAUTION = (
+    "one seed per arm and no noise record: a new seed alone could move it this far "
+    "(`tunelab noise` measures the floor, `--seeds N` replicates the runs)"
+)
+
+
 def excludes_zero(interval: dict) -> bool:
     return interval["low"] > 0 or interval["high"] < 0
 
@@ -91,15 +97,13 @@ def verdict(
     unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
     word = judged_verdict(boot, hypothesis.min_effect)
     if word == WORSE:
-        return WORSE, [*reasons, "the whole interval is below zero", *broken, *extra]
+        one_seed = [ONE_SEED_CAUTION] if boot["basis"] != SEEDS else []
+        return WORSE, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]
     if broken:
         return BROKEN_VERDICT, [*broken, *reasons, *extra]
     if word in (IMPROVED, ONE_SEED):
         if word == ONE_SEED:
-            reasons.append(
-                "one seed per arm and no noise record: a new seed alone could move it this far "
-                "(`tunelab noise` measures the floor, `--seeds N` replicates the runs)"
-            )
+            reasons.append(ONE_SEED_CAUTION)
         if not unresolved:
             return word, reasons + extra
         if accept_unresolved:
@@ -124,10 +128,14 @@ def verdict(
             *unresolved,
             *extra,
         ]
-    if boot["low"] <= 0:
+    if boot["low"] == boot["high"] == 0:
+        reasons.append("every example scored the same in both runs: no difference at all")
+    elif boot["low"] <= 0:
         reasons.append("the interval includes zero")
-    if boot["delta"] <= 0:
+    if boot["delta"] < 0:
         reasons.append("the estimate is a loss, not a gain")
+    elif boot["delta"] == 0 and boot["low"] != boot["high"]:
+        reasons.append("the estimate is zero: the gains and the losses cancel")
     elif boot["delta"] < hypothesis.min_effect:
         reasons.append("the gain is below the minimum effect")
     return NO_EVIDENCE, [*reasons, *unresolved, *extra]

@@ -116,6 +116,8 @@ def test_a_significantly_worse_variant_is_worse_not_broken(tmp_path):
     variant = compare(lab)["runs"][-1]
     assert variant["vs_reference"]["bootstrap"]["high"] < 0
     assert variant["verdict"] == "worse" and variant["guardrails"][0]["status"] == "broken"
+    # one seed per arm: a new seed could move a loss as far as a gain, and the reasons say so
+    assert any("a new seed alone could move it this far" in r for r in variant["reasons"])
 
 
 def test_editing_the_spec_after_the_runs_changes_no_verdict(tmp_path):
@@ -218,6 +220,17 @@ def test_a_small_loss_is_not_called_a_gain_below_the_minimum(tmp_path):
     assert variant["verdict"] == "no evidence" and variant["vs_reference"]["bootstrap"]["delta"] < 0
     assert "the estimate is a loss, not a gain" in variant["reasons"]
     assert not any("gain is below" in r for r in variant["reasons"])
+
+
+def test_the_same_score_on_every_example_is_not_called_a_loss(tmp_path):
+    """A LoRA that changed no answer's score read "the estimate is a loss, not a gain"."""
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.5}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
+    variant = compare(lab)["runs"][-1]
+    assert variant["verdict"] == "no evidence"
+    assert "every example scored the same in both runs: no difference at all" in variant["reasons"]
+    assert not any("loss" in r or "includes zero" in r for r in variant["reasons"])
 
 
 def labelled(right: list[bool]) -> list[dict]:
@@ -504,6 +517,22 @@ def test_a_guardrail_that_allows_no_drop_says_so_not_minus_zero():
     rail |= {"worst": "overall", "checks": {"overall": check}}
     assert guardrail_line(rail).endswith("-6.7 (-15.6, +0.0) points, limit 0 (no drop)")
     assert describe(rail).endswith("; limit 0 (no drop)") and "limit -0" not in describe(rail)
+
+
+def test_a_no_drop_guardrail_holds_where_no_example_dropped(tmp_path):
+    """Two LoRAs with 100% JSON validity each read "unresolved: +0.0 (+0.0, +0.0), limit 0 (no
+    drop); more seeds would resolve it", and that blocked `improved`."""
+    from tunelab.stages.compare.guardrails import status_of
+
+    assert status_of({"low": 0.0, "high": 0.0}, 0.0) == "holds"  # the same on every example
+    assert status_of({"low": -0.02, "high": 0.1}, 0.02) == "holds"  # at the limit: allowed
+    assert status_of({"low": -0.01, "high": 0.0}, 0.0) == "unresolved"  # some resample drops
+    assert status_of({"low": -0.2, "high": -0.05}, 0.02) == "broken"
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.0}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
+    (rail,) = compare(lab)["runs"][-1]["guardrails"]
+    assert rail["status"] == "holds", rail
 
 
 def test_a_document_scored_better_is_not_said_to_be_fixed():
