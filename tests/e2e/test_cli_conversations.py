@@ -5,11 +5,13 @@ answers alone), trained, and evaluated by generating the last assistant turn."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 from test_cli import tl
 
 from conftest import extraction_spec, page_rows
+from tunelab.core.store import read_jsonl
 
 SYSTEM = "You index manual pages."
 
@@ -113,3 +115,42 @@ def test_prompt_completion_rows_train_and_evaluate_the_completion(tmp_path, tiny
     assert [t["role"] for t in view["examples"][0]["turns"]] == ["user", "assistant"]
     code, run = tl(capsys, "run", "--lab", lab, "--name", "lora")
     assert code == 0 and run["metrics"]["n"] == 6
+
+
+def test_sharegpt_rows_make_the_version_their_role_content_copy_makes(tmp_path, tiny_llama, capsys):
+    fields = {"id": "id", "messages": "messages", "split": "split"}
+    rows = chats()
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    lab = write_lab(tmp_path / "a", tiny_llama, rows, fields=fields)
+    names = {"user": "human", "assistant": "gpt"}
+    shared = [
+        {
+            **r,
+            "messages": [
+                {"from": names.get(t["role"], t["role"]), "value": t["content"]}
+                for t in r["messages"]
+            ],
+        }
+        for r in rows
+    ]
+    other = write_lab(tmp_path / "b", tiny_llama, shared, fields=fields)
+    code, plain = tl(capsys, "data", "--lab", lab)
+    assert code == 0 and plain["conversations"]["sharegpt_rows"] == 0
+    assert plain["conversations"]["content_parts_rows"] == 0
+    code, data = tl(capsys, "data", "--lab", other)
+    assert code == 0 and data["kept"] == 30 and data["conversations"]["sharegpt_rows"] == 30
+    kept = [
+        [r["messages"] for r in read_jsonl(Path(lab_) / ".tunelab/data" / v / "train.jsonl")]
+        for lab_, v in ((lab, plain["version"]), (other, data["version"]))
+    ]
+    assert kept[0] == kept[1]  # the same turns kept, as role and content
+
+
+def test_text_parts_rows_are_counted_in_the_data_report(tmp_path, tiny_llama, capsys):
+    rows = chats()
+    for r in rows[:5]:  # the chat APIs' form: a list of text parts
+        r["messages"][3]["content"] = [{"type": "text", "text": r["messages"][3]["content"]}]
+    fields = {"id": "id", "messages": "messages", "split": "split"}
+    lab = write_lab(tmp_path, tiny_llama, rows, fields=fields)
+    code, data = tl(capsys, "data", "--lab", lab)
+    assert code == 0 and data["kept"] == 30 and data["conversations"]["content_parts_rows"] == 5

@@ -94,6 +94,10 @@ class SplitSpec(_Section):
     """Seed of the deterministic split."""
     stratify: bool = True
     """Keep the label proportions in every split."""
+    validation_from_train: float | None = Field(None, gt=0, lt=1)
+    """For data that comes already split with no validation rows (a DatasetDict of train and
+    test): hold out this share of the user's train split as validation, seeded by `seed`,
+    stratified by label if `stratify`, a group kept whole."""
 
     @model_validator(mode="after")
     def _sum_to_one(self) -> SplitSpec:

@@ -6,6 +6,9 @@ prompt and a completion, each a string or a list of turns. Both become one list 
 A turn holds a non-empty string `role` and a string `content`, nothing else (a key the chat
 template might read, such as `tool_calls`, is refused rather than silently dropped); which
 roles the template knows is `tunelab inspect`'s question, since only the template can say.
+A conversation whose every turn is `{from, value}` (ShareGPT's form, kept by many public chat
+datasets) is read as `{role, content}`, `human` as `user` and `gpt` as `assistant` (other
+roles as they are); `tunelab data` says how many rows were read so.
 
 The answer is the last turn, which must be the assistant's: a conversation that ends on a user
 (or any other) turn has nothing to learn or to evaluate and is quarantined, naming its last
@@ -32,15 +35,52 @@ from tunelab.data.loaders import (
 )
 
 ASSISTANT = "assistant"
+SHAREGPT_KEYS = {"from", "value"}
+SHAREGPT_ROLES = {"human": "user", "gpt": ASSISTANT}
+"""ShareGPT's speakers that have another name in `{role, content}` turns."""
+
+
+class ConversationCheck:
+    """The row check (`loaders.RowCheck`) of a conversation source; `sharegpt` counts the rows
+    read from ShareGPT's `{from, value}` turns, `parts` those with a turn's content given as
+    text parts (joined)."""
+
+    def __init__(self, fields: Fields, labels: list[str] | None, task_type: str):
+        self.fields, self.labels, self.task_type = fields, labels, task_type
+        self.sharegpt = 0
+        self.parts = 0
+
+    def __call__(self, rec: Record, split: str | None) -> Example | Rejection:
+        checked = check_conversation(rec, self.fields, self.labels, split, self.task_type)
+        f = self.fields
+        content = [f.messages] if f.messages else [f.prompt, f.completion]
+        if isinstance(checked, Example):
+            raw = [rec.values.get(name) for name in content]
+            self.sharegpt += any(sharegpt_turns(value) is not None for value in raw)
+            self.parts += any(
+                isinstance(turn, dict) and isinstance(turn.get("content"), list)
+                for value in raw
+                if isinstance(value, list)
+                for turn in value
+            )
+        return checked
+
+
+def sharegpt_turns(value) -> list[dict] | None:
+    """ShareGPT's turns (`[{from, value}, ...]`, every turn so) as `{role, content}` ones, or
+    None when `value` is not in that form."""
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(t, dict) and set(t) == SHAREGPT_KEYS for t in value):
+        return None
+    return [
+        {"role": SHAREGPT_ROLES.get(t["from"], t["from"]), "content": t["value"]} for t in value
+    ]
 
 
 def conversation_check(fields: Fields, labels: list[str] | None, task_type: str):
-    """The row check (`loaders.RowCheck`) of a conversation source."""
-
-    def check(rec: Record, split: str | None) -> Example | Rejection:
-        return check_conversation(rec, fields, labels, split, task_type)
-
-    return check
+    """The row check of a conversation source (`ConversationCheck`)."""
+    return ConversationCheck(fields, labels, task_type)
 
 
 def check_conversation(
@@ -104,25 +144,51 @@ def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
     the field is not a conversation."""
     if isinstance(value, str) and role is not None:
         return [{"role": role, "content": value}]
+    value = sharegpt_turns(value) or value
     if not isinstance(value, list) or not value:
         kind = type(value).__name__ if not isinstance(value, list) else "an empty list"
         wanted = "a string or a list of turns" if role else "a list of turns"
         return f"{field} must be {wanted} ({{role, content}}), got {kind}"
+    turns = []
     for i, turn in enumerate(value):
         where = f"{field}[{i}]"
         if not isinstance(turn, dict):
             return f"{where} must be an object {{role, content}}, got {type(turn).__name__}"
         extra = sorted(set(turn) - {"role", "content"})
         if extra:
+            sharegpt = " (ShareGPT's from and value are read when every turn has them alone)"
             return (
                 f"{where} has {extra}: only role and content are read, and a key the chat "
                 "template would use is not dropped silently"
+                + (sharegpt if SHAREGPT_KEYS & set(extra) else "")
             )
         if not isinstance(turn.get("role"), str) or not turn["role"].strip():
             return f"{where}.role must be a non-empty string"
-        if not isinstance(turn.get("content"), str):
-            return f"{where}.content must be a string, got {type(turn.get('content')).__name__}"
-    return [{"role": t["role"].strip(), "content": t["content"]} for t in value]
+        content = turn.get("content")
+        if isinstance(content, list) and content:
+            content, why = joined_parts(content, f"{where}.content")
+            if why:
+                return why
+        elif not isinstance(content, str):
+            return f"{where}.content must be a string, got {type(content).__name__}"
+        turns.append({"role": turn["role"].strip(), "content": content})
+    return turns
+
+
+def joined_parts(parts: list, where: str) -> tuple[str, str | None]:
+    """The text of a content given as parts (`[{"type": "text", "text": "..."}, ...]`, the chat
+    APIs' form), joined as those APIs join them, and None; or "" and why it cannot be read: a
+    part that is not text (an image, audio) or holds another key."""
+    texts = []
+    for j, part in enumerate(parts):
+        if not isinstance(part, dict) or set(part) != {"type", "text"} or part["type"] != "text":
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            text_part = '{"type": "text", "text": ...}'
+            return "", f"{where}[{j}] is a {kind!r} part: only text parts ({text_part}) are read"
+        if not isinstance(part["text"], str):
+            return "", f"{where}[{j}].text must be a string"
+        texts.append(part["text"])
+    return "".join(texts), None
 
 
 def _target(answer: str, task_type: str):

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import Fields
 from tunelab.core.store import SPLITS
+from tunelab.data.class_labels import class_names, parquet_class_names
 
 BATCH = 1024
 """Rows converted to Python at a time by the columnar readers."""
@@ -269,7 +270,7 @@ def _parquet(
 
     try:
         table = pq.ParquetFile(path)
-        names = _parquet_class_names(table.schema_arrow.metadata, fields.label)
+        names = parquet_class_names(table.schema_arrow.metadata, fields.label)
     except (pa.ArrowException, OSError) as err:
         raise DataError(f"{shown}: not a readable Parquet file ({err})") from None
     line = 0
@@ -282,32 +283,29 @@ def _parquet(
         raise DataError(f"{shown}: unreadable after row {line} ({err})") from None
 
 
-def _parquet_class_names(metadata: dict[bytes, bytes] | None, label: str) -> list[str] | None:
-    """The names of a `ClassLabel` column `label` in the features `datasets` keeps in a
-    Parquet schema's metadata (key `huggingface`), or None."""
-    try:
-        features = json.loads((metadata or {})[b"huggingface"])["info"]["features"]
-        feature = features[label]
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not isinstance(feature, dict) or feature.get("_type") != "ClassLabel":
-        return None
-    names = feature.get("names")
-    return [str(n) for n in names] if isinstance(names, list) and names else None
-
-
 def _named(record: Record, label: str, names: list[str] | None) -> Record | Rejection:
-    """A `ClassLabel`'s integer as its name; -1, its "no label", is rejected."""
+    """A `ClassLabel`'s integer as its name (each one, in a list of them); -1, its "no
+    label", is rejected."""
     value = record.values.get(label)
+    if names and isinstance(value, list):
+        record.values[label] = [_name_of(v, names) for v in value]
+        return record
     if not names or not isinstance(value, int) or isinstance(value, bool):
         return record
     if value == -1:
         return Rejection(
             record.file, record.line, "empty_label", "label -1: the ClassLabel's no label"
         )
-    if 0 <= value < len(names):
-        record.values[label] = names[value]
+    record.values[label] = _name_of(value, names)
     return record
+
+
+def _name_of(value: Any, names: list[str]) -> Any:
+    """An in-range integer as its class name; anything else as it is (the label checks say
+    what is wrong with it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
+        return names[value]
+    return value
 
 
 def _hf_dataset(
@@ -354,8 +352,7 @@ def _dataset_rows(
 
     if isinstance(dataset.features.get(fields.image), datasets.Image):
         dataset = dataset.cast_column(fields.image, datasets.Image(decode=False))
-    feature = dataset.features.get(fields.label)
-    names = getattr(feature, "names", None)  # a ClassLabel
+    names = class_names(dataset.features.get(fields.label))
     line = 0
     for batch in dataset.iter(batch_size=BATCH):
         for values in zip(*batch.values(), strict=True):

@@ -26,6 +26,7 @@ from tunelab.data.conversations import conversation_check
 from tunelab.data.conversations import summary as conversation_summary
 from tunelab.data.dedup import Dedup, deduplicate
 from tunelab.data.example import compute_digests
+from tunelab.data.formats import DataError
 from tunelab.data.guard_sets import load_guard_sets, overlap_warnings
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
 from tunelab.data.label_sets import (
@@ -41,7 +42,13 @@ from tunelab.data.label_spelling import unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.spill import TEXTS_IN_MEMORY_MB, TextSpill, text_spill
-from tunelab.data.split import Splits, presplit_examples, split_examples, straddling_groups
+from tunelab.data.split import (
+    Splits,
+    carve_validation,
+    presplit_examples,
+    split_examples,
+    straddling_groups,
+)
 from tunelab.data.usable import check_usable, tally_sources
 from tunelab.data.version import (
     publish,
@@ -111,8 +118,9 @@ def _build(
     task_labels = None if generative else spec.task.labels
     text_only = generative and not spec.task.needs_target  # pretrain: the text is all
     check = ImageIntake.of(spec, lab, staging).check if staging else None
+    conversations = None
     if data.fields.conversations:  # `messages` or prompt/completion rows
-        check = conversation_check(data.fields, task_labels, spec.task.type)
+        check = conversations = conversation_check(data.fields, task_labels, spec.task.type)
     multilabel = spec.task.type == "multilabel"  # label sets: `label_sets.py`
     if multilabel:
         check = label_set_check(data.fields, spec.task)
@@ -131,10 +139,19 @@ def _build(
     compute_digests(examples)  # what makes two rows the same example, on every core
     conflicts = find_conflicts(examples, generative, data.dedup.conflicts)
     grouped = data.fields.group is not None
+    strata = stratum(conflicts.kept) if multilabel else None
+    carve = data.split.validation_from_train
     if loaded.presplit:
         splits = presplit_examples(conflicts.kept)
+        if carve is not None:
+            splits = carve_validation(splits, data.split, grouped, strata)
+    elif carve is not None:
+        raise DataError(
+            "data.split.validation_from_train holds out validation rows from a train split "
+            "that comes with the data; this data is split by data.split's shares, so set "
+            "data.split.validation instead"
+        )
     else:
-        strata = stratum(conflicts.kept) if multilabel else None
         splits = split_examples(conflicts.kept, data.split, grouped, strata)
     held_out = 0
     if data.eval_from:  # validation and test as an earlier version has them; train changes
@@ -200,13 +217,19 @@ def _build(
         "rows_id": rows,
         "same_rows_as": same_rows(store, rows, version),
         "presplit": loaded.presplit,
+        "validation_from_train": (
+            {"share": carve, "rows": len(splits["validation"]), "seed": data.split.seed}
+            if carve is not None
+            else None
+        ),
         "eval_from": data.eval_from,
         # this build's examples kept out of train as the pinned validation and test ones
         "held_out_of_train": held_out if data.eval_from else None,
         "guard_sets": manifest.get("guard_sets"),
         "conversations": (
             conversation_summary([ex for rows in dedup.splits.values() for ex in rows])
-            if data.fields.conversations
+            | {"sharegpt_rows": conversations.sharegpt, "content_parts_rows": conversations.parts}
+            if conversations
             else None
         ),
         "warnings": warnings,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from tunelab.core.spec import SplitSpec
 from tunelab.core.store import SPLITS
+from tunelab.data.formats import DataError
 from tunelab.data.loaders import Example
 
 Splits = dict[str, list[Example]]
@@ -68,8 +69,39 @@ def split_examples(
 ) -> Splits:
     """Seeded split by the ratios in `spec`, stratified by (majority) label if asked, or by
     `stratum` of each example when given (a multilabel row's rarest label, `label_sets`)."""
-    rng = random.Random(spec.seed)
     ratios = {"train": spec.train, "validation": spec.validation, "test": spec.test}
+    return _split_by(examples, ratios, spec, grouped, stratum)
+
+
+def carve_validation(
+    splits: Splits,
+    spec: SplitSpec,
+    grouped: bool,
+    stratum: Callable[[Example], str] | None = None,
+) -> Splits:
+    """A user's split without validation rows, with `spec.validation_from_train` of its train
+    split held out as validation (seeded, stratified and grouped as `split_examples` is)."""
+    share = spec.validation_from_train
+    if splits["validation"]:
+        raise DataError(
+            f"data.split.validation_from_train: the data comes with its own validation split "
+            f"({len(splits['validation']):,} rows); keep it and remove the setting, or leave "
+            "those rows out"
+        )
+    carved = _split_by(
+        splits["train"], {"train": 1 - share, "validation": share}, spec, grouped, stratum
+    )
+    return {**splits, "train": carved["train"], "validation": carved["validation"]}
+
+
+def _split_by(
+    examples: list[Example],
+    ratios: dict[str, float],
+    spec: SplitSpec,
+    grouped: bool,
+    stratum: Callable[[Example], str] | None,
+) -> Splits:
+    rng = random.Random(spec.seed)
     ordered = in_id_order(examples)
     units = _units(ordered, grouped)
     buckets: dict[str, list[_Unit]] = defaultdict(list)

@@ -230,9 +230,16 @@ def _empty_fix(split: str, presplit: bool, spec: Spec) -> str:
             f"add rows: data.split ({ratios.train:g} / {ratios.validation:g} / "
             f"{ratios.test:g}) needs at least one row in each split"
         )
+    carve = (
+        "; or hold out a share of the train split with data.split.validation_from_train: 0.1"
+        if split == "validation"
+        else ""
+    )
     if spec.data.fields.split:
-        return f"give some rows {split!r} in the split column ({spec.data.fields.split!r})"
-    return f"give a source `split: {split}` (its rows may all have been quarantined or removed)"
+        return f"give some rows {split!r} in the split column ({spec.data.fields.split!r}){carve}"
+    return (
+        f"give a source `split: {split}` (its rows may all have been quarantined or removed){carve}"
+    )
 
 
 def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], list[str]]:

@@ -67,7 +67,11 @@ def settings_of(
         "source_sha256": [s["sha256"] for s in sources],
         "fields": data.fields.model_dump(mode="json", exclude=left_out.get("fields")),
         "cleaning": rule_settings(data.cleaning),
-        "split": data.split.model_dump(mode="json"),
+        # validation_from_train only when set: the versions made before it keep their ids
+        "split": data.split.model_dump(
+            mode="json",
+            exclude=None if data.split.validation_from_train else {"validation_from_train"},
+        ),
         "dedup": data.dedup.model_dump(mode="json", exclude=left_out.get("dedup")),
         "max_chars": data.max_chars,
         "long_text": data.long_text,

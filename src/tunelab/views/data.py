@@ -105,7 +105,14 @@ def data(report: dict, console: Console) -> None:
     if dups.get("pairs_file"):
         console.print(f"    every pair, with its similarity and action: {dups['pairs_file']}")
     console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
-    if report.get("presplit"):
+    carved = report.get("validation_from_train")
+    if carved:
+        console.print(
+            f"  the data came already split, without validation rows: {carved['rows']:,} "
+            f"({carved['share']:.0%}) were held out of its train split as validation "
+            f"(data.split.validation_from_train, seed {carved['seed']}); the rest kept as it is"
+        )
+    elif report.get("presplit"):
         console.print("  the data came already split: the user's split was kept as it is")
     c = report.get("conversations")
     if c and c["rows"]:
@@ -115,6 +122,16 @@ def data(report: dict, console: Console) -> None:
             f"  conversations: {c['rows']} kept, turns per conversation {t['min']} to "
             f"{t['max']} (median {t['p50']}); turns by role: {escape(roles)}"
         )
+        if c.get("content_parts_rows"):
+            console.print(
+                f"  {c['content_parts_rows']} rows have a turn whose content is a list of text "
+                "parts: each read as its parts' texts joined, as the chat APIs join them"
+            )
+        if c.get("sharegpt_rows"):
+            console.print(
+                f"  {c['sharegpt_rows']} rows read in ShareGPT's form ({{from, value}} turns): "
+                "from as role (human as user, gpt as assistant), value as content"
+            )
     for on, g in (report.get("guard_sets") or {}).items():
         console.print(
             f"  forgetting set {escape(on)}: {g['documents']} documents, "

@@ -54,6 +54,46 @@ def test_prompt_and_completion_as_strings_or_turns():
     assert [t["role"] for t in ex.messages] == ["system", "user", "assistant"]
 
 
+def test_sharegpt_turns_are_read_as_role_and_content():
+    sharegpt = [
+        {"from": "system", "value": "be brief"},
+        {"from": "human", "value": "page?"},
+        {"from": "gpt", "value": json.dumps(ANSWER)},
+    ]
+    ex = check({"id": "a", "messages": sharegpt})
+    expected = turns(("system", "be brief"), ("user", "page?"), ("assistant", json.dumps(ANSWER)))
+    assert isinstance(ex, Example) and ex.messages == expected and ex.target == ANSWER
+    pairs = {"prompt": sharegpt[:2], "completion": sharegpt[2:]}
+    assert check(pairs, PAIRS).messages == expected
+    mixed = [sharegpt[1], {"role": "assistant", "content": json.dumps(ANSWER)}]
+    rejected = check({"id": "m", "messages": mixed})  # every turn so, or none
+    assert isinstance(rejected, Rejection) and rejected.kind == "bad_turn"
+    assert "ShareGPT's from and value are read when every turn has them alone" in rejected.reason
+
+
+def test_content_given_as_text_parts_is_joined_and_other_parts_are_refused():
+    def text(t: str) -> dict:
+        return {"type": "text", "text": t}
+
+    chat = [
+        {"role": "user", "content": [text("page?"), text(" ls(1)")]},
+        {"role": "assistant", "content": [text(json.dumps(ANSWER))]},
+    ]
+    ex = check({"id": "p", "messages": chat})
+    expected = turns(("user", "page? ls(1)"), ("assistant", json.dumps(ANSWER)))
+    assert isinstance(ex, Example) and ex.messages == expected and ex.target == ANSWER
+    image = {"type": "image_url", "image_url": {"url": "x.png"}}
+    for part, words in (
+        (image, "messages[0].content[1] is a 'image_url' part: only text parts"),
+        ({**text("x"), "cache_control": {}}, "messages[0].content[1] is a 'text' part"),
+        ({"type": "text", "text": 3}, "messages[0].content[1].text must be a string"),
+    ):
+        bad = [{"role": "user", "content": [text("q"), part]}, chat[1]]
+        rejected = check({"id": "b", "messages": bad})
+        assert isinstance(rejected, Rejection) and rejected.kind == "bad_turn"
+        assert words in rejected.reason
+
+
 @pytest.mark.parametrize(
     "values, kind, words",
     [

@@ -13,6 +13,7 @@ import pytest
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store
 from tunelab.data import DataError, build_data, formats
+from tunelab.data.label_sets import label_set_check
 from tunelab.data.loaders import load_sources
 
 WORDS = ["otter", "maple", "copper", "lantern", "meadow", "glacier", "saffron", "quartz"]
@@ -153,6 +154,32 @@ def test_a_saved_dataset_gives_class_label_names(tmp_path: Path) -> None:
     assert "state.json" in loaded.sources[0]["files"]
 
 
+def test_a_list_of_class_labels_gives_their_names(tmp_path: Path) -> None:
+    """A multilabel column as the Hub keeps one (`List(ClassLabel)`, go_emotions' shape) was
+    quarantined whole: "label 3 in the list is a number"."""
+    features = datasets.Features(
+        {
+            "text": datasets.Value("string"),
+            "labels": datasets.List(datasets.ClassLabel(names=["neg", "pos", "mixed"])),
+        }
+    )
+    columns = {"text": ["good", "both", "none"], "labels": [[1], [0, 2], []]}
+    dataset = datasets.Dataset.from_dict(columns, features=features)
+    dataset.save_to_disk(tmp_path / "ds")
+    dataset.to_parquet(tmp_path / "ds.parquet")
+    for source in ({"type": "hf_dataset", "path": "ds"}, {"type": "parquet", "path": "ds.parquet"}):
+        spec = validate_spec(
+            {
+                "task": {"type": "multilabel"},
+                "data": {"sources": [source], "fields": {"label": "labels"}},
+                "model": {"path": "x"},
+            }
+        )
+        check = label_set_check(spec.data.fields, spec.task)
+        loaded = load_sources(spec.data, None, tmp_path, check=check)
+        assert [e.label_set for e in loaded.examples] == [["pos"], ["mixed", "neg"], []], source
+
+
 def save_dict(path: Path, splits: dict[str, int]) -> None:
     offsets = {"train": 0, "validation": 100, "test": 200, "dev": 300}
     parts = {
@@ -176,6 +203,27 @@ def test_a_dataset_dict_brings_its_own_split(tmp_path: Path) -> None:
     assert report["labels"] == ["neg", "pos"]
     train = Store(tmp_path).read_split(report["version"], "train")
     assert train[0]["origin"] == "dd/train:1" and train[0]["label"] == "neg"
+
+
+def test_a_dataset_dict_of_train_and_test_gets_validation_from_its_train(tmp_path: Path) -> None:
+    save_dict(tmp_path / "dd", {"train": 20, "test": 6})
+    sources = [{"type": "hf_dataset", "path": "dd"}]
+    with pytest.raises(DataError, match=r"data\.split\.validation_from_train: 0\.1"):
+        build_data(data_spec(sources), tmp_path, Store(tmp_path))  # says how
+    split = {"validation_from_train": 0.2, "seed": 0}
+    report = build_data(data_spec(sources, split=split), tmp_path, Store(tmp_path))
+    assert {s: c["n"] for s, c in report["splits"].items()} == {
+        "train": 16,
+        "validation": 4,
+        "test": 6,
+    }
+    assert report["validation_from_train"] == {"share": 0.2, "rows": 4, "seed": 0}
+    validation = Store(tmp_path).read_split(report["version"], "validation")
+    assert {r["origin"].split(":")[0] for r in validation} == {"dd/train"}
+    ratio = data_spec([{"type": "jsonl", "path": "rows.jsonl"}], split=split)
+    (tmp_path / "rows.jsonl").write_text('{"text": "a note", "label": "pos"}\n')
+    with pytest.raises(DataError, match=r"set data\.split\.validation instead"):
+        build_data(ratio, tmp_path, Store(tmp_path))
 
 
 def test_split_on_a_dataset_dict_reads_only_that_split(tmp_path: Path) -> None:

@@ -8,8 +8,15 @@ from collections import Counter
 import pytest
 
 from tunelab.core.spec import SplitSpec
+from tunelab.data.formats import DataError
 from tunelab.data.loaders import Example
-from tunelab.data.split import in_id_order, presplit_examples, split_examples, straddling_groups
+from tunelab.data.split import (
+    carve_validation,
+    in_id_order,
+    presplit_examples,
+    split_examples,
+    straddling_groups,
+)
 
 SPLITS = ("train", "validation", "test")
 
@@ -121,6 +128,31 @@ def test_presplit_keeps_the_users_split_exactly() -> None:
     ]
     splits = presplit_examples(rows)
     assert ids(splits) == {"train": ["r1", "r2", "r4"], "validation": ["r3"], "test": ["r0"]}
+
+
+def test_validation_is_carved_from_a_users_train_split_seeded_stratified_grouped() -> None:
+    train = make_rows({"a": 40, "b": 20}, groups=10)
+    test = [Example(f"t{i}", f"test {i}", "a", "f", i, split="test") for i in range(5)]
+    users = presplit_examples(
+        [*(Example(**{**_fields(e), "split": "train"}) for e in train), *test]
+    )
+    spec = SplitSpec(seed=3, validation_from_train=0.25)
+    carved = carve_validation(users, spec, grouped=True)
+    assert ids(carved)["test"] == ids(users)["test"]  # the user's test split untouched
+    assert sorted(ids(carved)["train"] + ids(carved)["validation"]) == sorted(ids(users)["train"])
+    labels = Counter(e.label for e in carved["validation"])
+    assert 12 <= len(carved["validation"]) <= 18 and labels["a"] > labels["b"] > 0
+    groups = {e.group for e in carved["validation"]}
+    assert not groups & {e.group for e in carved["train"]}  # a group kept whole
+    assert ids(carve_validation(users, spec, grouped=True)) == ids(carved)  # seeded
+    other = carve_validation(users, SplitSpec(seed=4, validation_from_train=0.25), grouped=True)
+    assert ids(other) != ids(carved)
+    with pytest.raises(DataError, match="comes with its own validation split"):
+        carve_validation(carved, spec, grouped=True)
+
+
+def _fields(e: Example) -> dict:
+    return {k: getattr(e, k) for k in ("id", "body", "label", "file", "line", "group")}
 
 
 def test_a_group_in_two_splits_of_a_users_split_is_warned() -> None:

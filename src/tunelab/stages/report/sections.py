@@ -59,6 +59,8 @@ def data_version(store: Store) -> dict | None:
         },
         **_split_counts(report, manifest),
         "cleaning": report.get("cleaning") or {},
+        "presplit": bool(report.get("presplit")),
+        "validation_from_train": report.get("validation_from_train"),
         "warnings": report.get("warnings") or [],
         "sources": manifest.get("sources") or [],
     }

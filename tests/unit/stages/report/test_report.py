@@ -402,3 +402,22 @@ def test_past_twelve_labels_the_confusions_are_listed_most_frequent_first():
     small = {"labels": labels[:3], "matrix": [row[:3] for row in matrix[:3]]}
     (matrix_view,) = confusions([{"id": "r3", "metrics": {"confusion": small}}])
     assert "pairs" not in matrix_view and len(matrix_view["rows"]) == 3
+
+
+def test_the_data_section_says_where_validation_came_from(tmp_path):
+    """Validation held out of a DatasetDict's train split was said by `tunelab data` only."""
+    lab = build_lab(tmp_path)
+    folder = lab.store.data_dir("v1")
+    report = json.loads((folder / "report.json").read_text())
+    carved = {"share": 0.1, "rows": 22, "seed": 0}
+    atomic_write_json(
+        folder / "report.json", report | {"presplit": True, "validation_from_train": carved}
+    )
+    data = section(render(gather(lab)), "data")
+    assert "22 (10.0%) were held out of its train split as validation" in data
+    atomic_write_json(folder / "report.json", report | {"presplit": True})
+    assert "The data came already split: its own split was kept." in section(
+        render(gather(lab)), "data"
+    )
+    atomic_write_json(folder / "report.json", report)
+    assert "already split" not in section(render(gather(lab)), "data")
