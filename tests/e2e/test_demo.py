@@ -45,6 +45,7 @@ def test_classification_demo_tells_the_whole_story(tmp_path, capsys):
         (lab / ".tunelab" / "runs" / runs["lora"]["id"] / "record.json").read_text()
     )
     assert record["trainable"]["head_init"]["from"] == "probe"  # LP-FT, recorded
+    assert "mean-pooled" in record["trainable"]["pooling_note"]  # what the head reads, said
     assert len(record["trainable"]["adapted_modules"]) == 36  # 6 blocks x 6 linear layers
     # the ablation is paired with its parent: what LP-FT buys, with its interval
     versus = runs["head_init-new"]["vs_parent"]

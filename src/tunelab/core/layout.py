@@ -20,7 +20,8 @@ Layout (format 2)::
       sizing/<version>-<key>.json   memory plans (`tunelab size`), and sizing/scratch/
       inspect/<version>/            contact sheets of an image lab (`tunelab inspect`)
       cache/                        derived files (a GGUF's dequantized copy, trained BPEs,
-                                    remote-code modules), rebuilt when missing
+                                    remote-code modules, LP-FT's head features), rebuilt
+                                    when missing
     bundles/<run>/                  beside the store: exported bundles (`tunelab export`)
 
 Numbered records are ordered by their number (`c2` before `c10`, `2-r…` before `10-r…`), and

@@ -30,6 +30,7 @@ import torch
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import Spec
+from tunelab.modeling.feature_cache import FeatureCache
 from tunelab.modeling.probe import Head, fit_head
 from tunelab.modeling.render import Encoded, classifier_batch, lab_renderer
 
@@ -86,6 +87,28 @@ def head_features(
     return torch.cat(captured).cpu().numpy()
 
 
+def probe_features(
+    model: torch.nn.Module,
+    layer: tuple[str, torch.nn.Linear],
+    examples: list,
+    batch_size: int,
+    pad_id: int,
+    device: torch.device,
+    cache: FeatureCache | None = None,
+) -> tuple[np.ndarray, bool]:
+    """`head_features` of the named `layer`, read from `cache` when an earlier run of the same
+    base, method and examples kept them (and kept there when not); and whether they were."""
+    if cache is None:
+        return head_features(model, layer[1], examples, batch_size, pad_id, device), False
+    key = cache.key(model, layer[0], examples, batch_size, pad_id, device)
+    x = cache.load(key, len(examples))
+    if x is not None:
+        return x, True
+    x = head_features(model, layer[1], examples, batch_size, pad_id, device)
+    cache.save(key, x)
+    return x, False
+
+
 def base_features(
     model: torch.nn.Module, examples: list, n_labels: int, batch_size: int, device: torch.device
 ) -> np.ndarray:
@@ -136,18 +159,21 @@ def init_from_probe(
     batch_size: int,
     pad_id: int,
     device: torch.device,
+    cache: FeatureCache | None = None,
 ) -> dict:
     """Fit the probe on `examples` (the run's train split) and load it into the head; return
-    what the record keeps: the layer, the rows, the probe's train accuracy and the seconds.
-    Multilabel examples (a 0/1 target per label) get the one-vs-rest probe
-    (`multilabel_head.init_from_multilabel_probe`)."""
+    what the record keeps: the layer, the rows, the probe's train accuracy, the seconds and
+    whether the features came from `cache` (`feature_cache`). Multilabel examples (a 0/1
+    target per label) get the one-vs-rest probe (`multilabel_head.init_from_multilabel_probe`)."""
     if examples and isinstance(examples[0].label, tuple):
         from tunelab.modeling.multilabel_head import init_from_multilabel_probe
 
-        return init_from_multilabel_probe(model, examples, labels, batch_size, pad_id, device)
+        return init_from_multilabel_probe(
+            model, examples, labels, batch_size, pad_id, device, cache
+        )
     start = time.perf_counter()
     name, layer = head_layer(model, len(labels))
-    x = head_features(model, layer, examples, batch_size, pad_id, device)
+    x, cached = probe_features(model, (name, layer), examples, batch_size, pad_id, device, cache)
     gold = [labels[e.label] for e in examples]
     missing = sorted(set(labels) - set(gold))
     if missing:
@@ -169,4 +195,5 @@ def init_from_probe(
         "rows": len(examples),
         "train_accuracy": round(float(np.mean(predicted == np.asarray(gold))), 4),
         "seconds": round(time.perf_counter() - start, 2),
+        "features_cached": cached,
     }

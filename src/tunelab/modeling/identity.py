@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tunelab.core.digest import sha256_file, sha256_files
 from tunelab.core.spec import ModelSpec
+from tunelab.modeling.hub_cache import hub_snapshot, locate
 from tunelab.modeling.model import resolve_path
 from tunelab.modeling.safety import WEIGHT_SUFFIXES, remote_code
 
@@ -41,7 +42,7 @@ def identity(
         from tunelab.modeling.scratch_identity import scratch_identity
 
         return scratch_identity(spec, lab, sequence_length, data_version)
-    source = spec.location(lab)
+    source = locate(spec, lab)
     if source.suffix == ".gguf":
         sha = sha256_file(source)
         return {
@@ -58,10 +59,11 @@ def identity(
     combined, each = sha256_files(files)
     others = [path / "config.json", *(path / n for n in TOKENIZER_FILES)]
     each |= {f.name: sha256_file(f) for f in others if f.is_file()}
+    snapshot = hub_snapshot(path)
     found = {
         "path": str(path),
-        "name": _name(path),
-        "revision": spec.revision,
+        "name": snapshot[0] if snapshot else _name(path),
+        "revision": spec.revision or (snapshot[1] if snapshot else None),
         "weights_sha256": combined,
         "weight_files": [f.name for f in files],
         "files": dict(sorted(each.items())),

@@ -47,18 +47,17 @@ class ModelError(TunelabError):
 
 
 def resolve_path(spec: ModelSpec, lab: Path) -> Path:
-    """The folder to load from: the model folder, or the cached plain copy of a GGUF file
-    (dequantized once into the lab's store, keyed by the file's sha256)."""
-    path = spec.location(lab)
+    """The folder to load from: the model folder (`locate`), or the cached plain copy of a
+    GGUF file (dequantized once into the lab's store, keyed by the file's sha256)."""
+    from tunelab.modeling.hub_cache import locate, missing_base
+
+    path = locate(spec, lab)
     if path.suffix == ".gguf":
         from tunelab.modeling.gguf import materialize
 
         return materialize(path, lab / STORE_DIR / "cache" / "gguf")[0]
     if not (path / "config.json").exists():
-        raise ModelError(
-            f"model.path {spec.path!r}: no config.json in {path}. tunelab loads local models "
-            "only; point model.path at a folder saved with save_pretrained."
-        )
+        raise ModelError(missing_base(spec, path))
     require_safetensors(path, f"model.path {spec.path!r}")
     return path
 

@@ -146,16 +146,18 @@ def init_from_multilabel_probe(
     batch_size: int,
     pad_id: int,
     device: torch.device,
+    cache=None,
 ) -> dict:
     """LP-FT for a multilabel head (`head_init.init_from_probe`'s counterpart): fit the
     one-vs-rest probe on the head's input features over `examples` (the run's train split,
-    each with its 0/1 targets) and load it into the head's last layer. Returns what the record
-    keeps; `train_accuracy` is the probe's subset accuracy at 0.5 on train."""
-    from tunelab.modeling.head_init import head_features, head_layer
+    each with its 0/1 targets; from `cache` when kept there) and load it into the head's last
+    layer. Returns what the record keeps; `train_accuracy` is the probe's subset accuracy at
+    0.5 on train."""
+    from tunelab.modeling.head_init import head_layer, probe_features
 
     start = time.perf_counter()
     name, layer = head_layer(model, len(labels))
-    x = head_features(model, layer, examples, batch_size, pad_id, device)
+    x, cached = probe_features(model, (name, layer), examples, batch_size, pad_id, device, cache)
     gold = np.asarray([e.label for e in examples], dtype=float) > 0.5
     if not gold.any():
         raise TunelabError(
@@ -177,4 +179,5 @@ def init_from_multilabel_probe(
         "rows": len(examples),
         "train_accuracy": round(float(exact.all(-1).mean()), 4),
         "seconds": round(time.perf_counter() - start, 2),
+        "features_cached": cached,
     }

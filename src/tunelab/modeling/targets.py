@@ -16,6 +16,7 @@ from pathlib import Path
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import LoraMethod, ModelSpec
+from tunelab.modeling.hub_cache import locate
 
 HEAD_NAMES = frozenset(
     {
@@ -72,7 +73,7 @@ def require_targets(lab: Lab) -> None:
 def model_folder(model: ModelSpec, lab: Path) -> Path | None:
     """The model folder `model.path` names (relative to the lab unless absolute), or None when
     it is not a folder with a config.json (a GGUF file, a wrong path: the load says which)."""
-    folder = model.location(lab)
+    folder = locate(model, lab)
     return folder if (folder / "config.json").is_file() else None
 
 

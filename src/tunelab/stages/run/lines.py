@@ -8,10 +8,11 @@ from tunelab.training.loop import sequence_length_of, total_steps
 
 
 def head_line(init: dict) -> str:
+    cached = ", features from an earlier run's cache" * bool(init.get("features_cached"))
     return (
         f"head {init['layer']} starts from a linear probe on its {init['features']} input "
         f"features over {init['rows']} train rows (train accuracy "
-        f"{100 * init['train_accuracy']:.1f}%, {init['seconds']:.0f}s)"
+        f"{100 * init['train_accuracy']:.1f}%, {init['seconds']:.0f}s{cached})"
     )
 
 

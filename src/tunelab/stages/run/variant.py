@@ -28,10 +28,12 @@ from tunelab.data.guard_sets import guard_paths
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
+from tunelab.modeling.feature_cache import run_cache
 from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.identity import identity
-from tunelab.modeling.model import save_trained, trainable_model
+from tunelab.modeling.model import resolve_path, save_trained, trainable_model
 from tunelab.modeling.packing import packing_record
+from tunelab.modeling.pooling import pooling_note
 from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
@@ -146,7 +148,13 @@ def run_variant(
         if console and warning:
             console.print(f"[yellow]warning[/] {warning}")
     model, trainable = build_model(lab, renderer.labels, version)
+    if spec.model_kind == "encoder":  # recorded once, not on a resume's or a rebuild's
+        note = pooling_note(resolve_path(spec.model, lab.path))
+        if note:
+            trainable["pooling_note"] = note
+    base = None
     if spec.method.head_init == "probe":  # LP-FT: every rank fits the same probe
+        base = identity(spec.model, lab.path, renderer.pack_length, version)
         trainable["head_init"] = init_from_probe(
             model,
             train_set,
@@ -154,9 +162,12 @@ def run_variant(
             spec.evaluation.batch_size,
             renderer.pad_id,
             lab.device,
+            run_cache(store.root, spec, base),
         )
         if console:
             console.print(head_line(trainable["head_init"]))
+    if console and trainable.get("pooling_note") and world.main:
+        console.print(f"[yellow]note[/] {trainable['pooling_note']}")
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
         return _follow(lab, world, model, renderer, train_set, sampler, version=version)
     record, run_dir = ledger.open_run(
@@ -165,7 +176,7 @@ def run_variant(
         "variant",
         version,
         method=spec.method.type,
-        base_model=identity(spec.model, lab.path, renderer.pack_length, version),
+        base_model=base or identity(spec.model, lab.path, renderer.pack_length, version),
         trainable=trainable,
         protocol=protocol(lab.spec),
         rejected_train=rejected,

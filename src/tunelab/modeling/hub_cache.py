@@ -1,0 +1,75 @@
+"""Bases in Hugging Face's local hub cache: a `model.path` that names a Hub repository
+(`ORG/NAME`) and is no folder of the lab is looked up in the cache `transformers` and
+`huggingface_hub` download into (`HF_HUB_CACHE`, by default `~/.cache/huggingface/hub`), never
+on the network; a snapshot folder of that cache is named by its repository and commit; and a
+base found in neither place is refused saying what to do (`missing_base`).
+
+The cache keeps a repository as `models--ORG--NAME/`, its downloaded commits as
+`snapshots/<commit>/` (files linked into `blobs/`) and its branch heads in `refs/`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tunelab.core.spec import ModelSpec
+
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""A Hub repository id: an owner and a name, one slash between."""
+
+
+def locate(spec: ModelSpec, lab: Path) -> Path:
+    """Where `model.path` is: the file or folder it names (relative to the lab unless
+    absolute), else, for a Hub repository id, its snapshot in the local hub cache
+    (`cached_snapshot`), else the path as named (the load then says what is missing)."""
+    path = spec.location(lab)
+    if path.exists() or spec.path is None:
+        return path
+    return cached_snapshot(spec.path, spec.revision) or path
+
+
+def looks_like_repo_id(name: str) -> bool:
+    return REPO_ID.fullmatch(name) is not None and not name.startswith((".", "~"))
+
+
+def cached_snapshot(name: str, revision: str | None = None) -> Path | None:
+    """The snapshot folder of repository `name` at `revision` (a branch, tag or commit; None:
+    `main`) in the local hub cache, if it holds that snapshot's config.json; else None."""
+    if not looks_like_repo_id(name):
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(name, "config.json", revision=revision)
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def cache_folder() -> str:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
+
+
+def hub_snapshot(path: Path) -> tuple[str, str] | None:
+    """The repository id and commit of a snapshot folder of the hub cache
+    (`.../models--<org>--<name>/snapshots/<commit>`), or None for any other folder."""
+    snapshots, repo = path.parent, path.parent.parent
+    if snapshots.name != "snapshots" or not repo.name.startswith("models--"):
+        return None
+    return repo.name.removeprefix("models--").replace("--", "/"), path.name
+
+
+def missing_base(spec: ModelSpec, path: Path) -> str:
+    """Why there is no base where `model.path` says, and what to do."""
+    if spec.path is not None and looks_like_repo_id(spec.path) and not path.exists():
+        at = f" at revision {spec.revision!r}" if spec.revision else ""
+        return (
+            f"model.path {spec.path!r}: no folder {path}, and Hugging Face's local cache "
+            f"({cache_folder()}) holds no snapshot of {spec.path}{at}. tunelab never downloads: "
+            f"fetch it once where the Hub is reachable (`hf download {spec.path}`, into that "
+            "cache), or point model.path at a folder saved with save_pretrained."
+        )
+    return (
+        f"model.path {spec.path!r}: no config.json in {path}. tunelab loads local models only; "
+        "point model.path at a folder saved with save_pretrained."
+    )
