@@ -56,9 +56,18 @@ def document_nll(
             mask[row, : len(inputs)] = 1
             targets[row, : len(tgt)] = torch.tensor(tgt)
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-        losses = F.cross_entropy(
-            logits.transpose(1, 2), targets.to(device), ignore_index=-100, reduction="none"
-        ).sum(-1)
+        # the vocabulary as the last, contiguous axis: cross_entropy over (batch, vocabulary,
+        # positions), its other layout, took 5.7x as long on a CPU for SmolLM2's 49,152 words
+        losses = (
+            F.cross_entropy(
+                logits.flatten(0, 1),
+                targets.flatten().to(device),
+                ignore_index=-100,
+                reduction="none",
+            )
+            .view(targets.shape)
+            .sum(-1)
+        )
         for row, (i, _, _) in enumerate(chunk):
             nll[i] += float(losses[row])
     return nll
