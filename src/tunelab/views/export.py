@@ -11,6 +11,22 @@ from rich.table import Table
 from tunelab.views.check import mark_of
 
 
+def regressions(regressed: list[dict], shown: int = 3) -> str:
+    """What the guardrails measured below the reference, named, worst first (the model card
+    gives each one's interval): `regressed: f1 of sport (holds), …`."""
+    if not regressed:
+        return "no guardrail measured a regression"
+    names = []
+    for r in regressed[:shown]:
+        if r.get("on"):
+            where = f"on {r['on']}"
+        else:
+            where = "overall" if r["scope"] == "overall" else f"of {r['scope']}"
+        names.append(f"{r['metric']} {where} ({r['status']})")
+    more = f" and {len(regressed) - shown} more" if len(regressed) > shown else ""
+    return f"regressed: {escape(', '.join(names))}{more}, in the model card"
+
+
 def export(result: dict, console: Console) -> None:
     base = result["base_model"]
     console.print(f"[bold]bundle of {result['run']}[/]: {result['bundle']}")
@@ -20,8 +36,7 @@ def export(result: dict, console: Console) -> None:
     )
     lim, cut = result["limitations"], result["limitations"]["truncation"]
     console.print(
-        f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); "
-        f"{len(lim['regressed'])} class/field regressions recorded"
+        f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); {regressions(lim['regressed'])}"
         + (f"; truncation {cut['truncated']} of {cut['n']} validation inputs" if cut else "")
     )
     m = result.get("merge_check")

@@ -1,0 +1,27 @@
+"""The export view names what regressed, where the model card gives the intervals."""
+
+from __future__ import annotations
+
+from tunelab.views.export import regressions
+
+
+def _r(metric: str, scope: str = "overall", on: str | None = None, status: str = "holds"):
+    return {"metric": metric, "scope": scope, "on": on, "status": status, "delta": -0.01}
+
+
+def test_each_regression_is_named_with_its_status_worst_first():
+    line = regressions([_r("f1", "sport"), _r("bits_per_byte", on="general/news.jsonl")])
+    assert line == (
+        "regressed: f1 of sport (holds), bits_per_byte on general/news.jsonl (holds), "
+        "in the model card"
+    )
+
+
+def test_past_three_the_rest_are_counted_and_none_says_so():
+    many = [_r("f1", c, status="broken") for c in ("a", "b", "c", "d", "e")]
+    assert regressions(many).endswith("f1 of c (broken) and 2 more, in the model card")
+    assert (
+        regressions([_r("json_valid")])
+        == "regressed: json_valid overall (holds), in the model card"
+    )
+    assert regressions([]) == "no guardrail measured a regression"
