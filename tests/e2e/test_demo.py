@@ -118,8 +118,8 @@ def assert_handed_over(result: dict, run_id: str, lab, images: bool = False) -> 
 
 @pytest.mark.slow
 def test_image_demo_inspects_each_group_as_the_model_sees_it_and_hands_over(tmp_path, capsys):
-    lab = tmp_path / "images"  # 12 steps, not the demo's 40: the whole chain, once
-    assert main(["demo", "images", "--dir", str(lab), "training.budget.steps=12", "--json"]) == 0
+    lab = tmp_path / "images"  # 6 steps, not the demo's 40: the whole chain, once
+    assert main(["demo", "images", "--dir", str(lab), "training.budget.steps=6", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     data = result["data"]
     assert result["materials"]["images"] == data["rows_read"] == 480
