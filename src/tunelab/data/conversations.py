@@ -56,7 +56,7 @@ class ConversationCheck:
         content = [f.messages] if f.messages else [f.prompt, f.completion]
         if isinstance(checked, Example):
             raw = [rec.values.get(name) for name in content]
-            self.sharegpt += any(sharegpt_turns(value) is not None for value in raw)
+            self.sharegpt += any(is_sharegpt(value) for value in raw)
             self.parts += any(
                 isinstance(turn, dict) and isinstance(turn.get("content"), list)
                 for value in raw
@@ -66,12 +66,19 @@ class ConversationCheck:
         return checked
 
 
+def is_sharegpt(value) -> bool:
+    """Whether `value` is a conversation in ShareGPT's form: turns `{from, value}`, every one."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(t, dict) and set(t) == SHAREGPT_KEYS for t in value)
+    )
+
+
 def sharegpt_turns(value) -> list[dict] | None:
-    """ShareGPT's turns (`[{from, value}, ...]`, every turn so) as `{role, content}` ones, or
-    None when `value` is not in that form."""
-    if not isinstance(value, list) or not value:
-        return None
-    if not all(isinstance(t, dict) and set(t) == SHAREGPT_KEYS for t in value):
+    """ShareGPT's turns (`is_sharegpt`) as `{role, content}` ones, or None when `value` is not
+    in that form."""
+    if not is_sharegpt(value):
         return None
     return [
         {"role": SHAREGPT_ROLES.get(t["from"], t["from"]), "content": t["value"]} for t in value
