@@ -42,14 +42,15 @@ SCHEMA = {
     },
     "required": FIELDS,
 }
-# 24 steps of 8 pages (192 of the 360 train pages, ~200 tokens each) keep the LoRA run to a few
-# minutes on two CPU cores; 40 steps scored no better (exact match 85.0% against 88.3% here).
+# 24 steps of 8 pages (192 of the 360 train pages, ~230 tokens each) keep the LoRA run to a few
+# minutes on two CPU cores; 40 steps scored no better (exact match 85.0% against 88.3%, with
+# LoRA dropout 0.05).
 # float32: on a CPU without native bf16 units (no AVX512-BF16 or AMX) bf16 autocast is emulated
 # and was 2.8x slower per step here (8 s against 22 s).
 # No LoRA dropout: 24 steps see each page at most once, so there is no repetition for it to
 # regularise, and on a CPU its random masks (one per adapted projection) cost a fifth of each
-# step: 137 s against 112 s of training, exact match 88.3% against 86.7% on seed 0 (one page)
-# (bench/README.md, "LoRA dropout on a CPU").
+# step (137 s against 112 s of training) for the same exact match over three seeds (84.4% on
+# average both ways; bench/README.md, "LoRA dropout on a CPU").
 SPEC = {
     "compass": {
         "kind": "research",
