@@ -125,7 +125,9 @@ def expected_verdict(row: dict, min_effect: float) -> str:
         return "worse"
     if "broken" in statuses:
         return "guardrail broken"
-    if b["delta"] >= min_effect and b["low"] > 0 and "unresolved" not in statuses:
+    if b["delta"] >= min_effect and b["low"] > 0:
+        if "unresolved" in statuses:
+            return "guardrail unresolved"
         return "improved" if b["basis"] == "seeds and examples" else "improved on one seed"
     if b["basis"] == "seeds and examples" and (b["example"]["low"] > 0 or b["example"]["high"] < 0):
         return "within seed noise"

@@ -144,6 +144,7 @@ def test_a_multilabel_lab_from_data_to_final(tmp_path, tiny_bert, capsys, monkey
         assert overall["metric"] == "subset_accuracy" and set(overall["checks"]) == {"overall"}
         assert "mcnemar" in row["vs_reference"] and row["verdict"] in {
             "improved on one seed",
+            "guardrail unresolved",
             "no evidence",
             "worse",
             "guardrail broken",

@@ -176,6 +176,12 @@ def _conclusion(result: dict, variants: list[dict]) -> str:
             return f"{', '.join(won)} beat {reference} {how or 'on one seed each'}" + (
                 ": whether a new seed would too is not measured here." if not how else "."
             )
+    held = [r["id"] for r in variants if r["verdict"] == "guardrail unresolved"]
+    if held:
+        return (
+            f"{', '.join(held)} gained on {reference}, but a guardrail is unresolved: more "
+            "validation examples, or a limit accepted with a reason, would settle what it costs."
+        )
     worse = [r["id"] for r in variants if r["verdict"] == "worse"]
     below = f" ({', '.join(worse)} did worse)" if worse else ""
     if reference.endswith("-probe"):

@@ -198,6 +198,11 @@ def conclusion(result: dict) -> str:
     won = [r["id"] for r in variants if r["verdict"] in ("improved", "improved on one seed")]
     if won:
         return f"{said} Fine-tuning beat the reference here ({', '.join(won)})."
+    if best["verdict"] == "guardrail unresolved":
+        return (
+            f"{said} It gained, but a guardrail is unresolved: more validation images would say "
+            "what it costs."
+        )
     return (
         f"{said} No variant beat the reference beyond the noise: on this budget, what the "
         "frozen ImageNet features tell is what the fine-tunes know."

@@ -7,6 +7,7 @@ from rich.console import Console
 VERDICT_STYLE = {
     "improved": "bold green",
     "improved on one seed": "green",
+    "guardrail unresolved": "yellow",
     "within seed noise": "yellow",
     "no evidence": "yellow",
     "guardrail broken": "bold red",

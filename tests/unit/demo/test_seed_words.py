@@ -40,6 +40,9 @@ def test_the_conclusion_reads_the_verdicts():
     beyond = _conclusion({"reference": "r001-majority"}, [row("r003-lora", "improved")])
     assert beyond == "r003-lora beat r001-majority beyond the seeds' noise."
     assert "No variant beats r001-majority" in _conclusion({"reference": "r001-majority"}, [])
+    held = _conclusion(probe, [row("r003-lora", "guardrail unresolved")])
+    assert held.startswith("r003-lora gained on r002-probe, but a guardrail is unresolved")
+    assert "not beaten" not in held  # a gain blocked by its guardrail is not a loss
 
 
 def test_the_image_demo_answer_reads_the_best_variant_and_its_verdict():
@@ -59,5 +62,7 @@ def test_the_image_demo_answer_reads_the_best_variant_and_its_verdict():
     said = conclusion(runs("no evidence"))
     assert "r003-lora, scores 85.0% macro-F1 against 80.0% for r002-probe" in said
     assert "No variant beat the reference beyond the noise" in said
+    held = conclusion(runs("guardrail unresolved"))
+    assert "It gained, but a guardrail is unresolved" in held and "No variant" not in held
     won = conclusion(runs("improved on one seed"))
     assert "verdict improved on one seed" in won and "beat the reference here (r003-lora)" in won

@@ -10,6 +10,8 @@ alone, and the verdict says which:
   guardrail is unresolved (or the user accepted the unresolved ones with a recorded reason);
 - **improved on one seed**: the same, judged on the examples alone: a new seed could have
   produced it; `final` opens the test split for it only with a reason;
+- **guardrail unresolved**: improved or improved on one seed, but a guardrail is unresolved
+  and nobody accepted it: the gain is shown, its cost is not yet known either way;
 - **within seed noise**: the example-level interval excludes zero but the seed-aware one does
   not; and always for two runs that differ only in `training.seed` (they measure the noise);
 - **no evidence**: anything else.
@@ -23,13 +25,15 @@ from tunelab.stages.compare.two_level import SEEDS
 
 IMPROVED, ONE_SEED, SEED_NOISE = "improved", "improved on one seed", "within seed noise"
 WORSE, BROKEN_VERDICT, NO_EVIDENCE = "worse", "guardrail broken", "no evidence"
-VERDICTS = (IMPROVED, ONE_SEED, SEED_NOISE, NO_EVIDENCE, WORSE, BROKEN_VERDICT)
+UNRESOLVED_VERDICT = "guardrail unresolved"
+VERDICTS = (IMPROVED, ONE_SEED, UNRESOLVED_VERDICT, SEED_NOISE, NO_EVIDENCE, WORSE, BROKEN_VERDICT)
 
 VERDICT_RULE = (
     "worse: judged interval below zero; guardrail broken: a guardrail's judged interval past its "
     "limit; improved: minimum effect met, seed-aware interval above zero, no guardrail "
     "unresolved (or accepted with a reason); improved on one seed: the same on the example-level "
-    "interval alone (no replicates, no noise record); within seed noise: the example-level "
+    "interval alone (no replicates, no noise record); guardrail unresolved: either of those "
+    "with a guardrail unresolved and not accepted; within seed noise: the example-level "
     "interval excludes zero but the seed-aware one does not, or the two runs differ only in "
     "training.seed; otherwise no evidence"
 )
@@ -113,7 +117,7 @@ def verdict(
                 f"unresolved guardrails accepted: {accept_unresolved}",
                 *extra,
             ]
-        return NO_EVIDENCE, [
+        return UNRESOLVED_VERDICT, [
             *reasons,
             *unresolved,
             "an unresolved guardrail blocks `improved`: add validation examples, or accept it "

@@ -19,9 +19,11 @@ interval, McNemar (0/1 per-example values), per-example flips and the concentrat
 Verdicts (VERDICT_RULE): `worse` when the interval is below zero; `guardrail broken` when a
 guardrail's interval is past its limit (`guardrails.py`); `improved` when the minimum effect is
 met, the interval is above zero and no guardrail is unresolved (or the user accepted the
-unresolved ones with a recorded reason); otherwise `no evidence`. Without a hypothesis there is
-no verdict (None), only the metrics. A concentrated gain, a different platform or protocol are
-warnings: they say where to look before trusting a verdict, and do not change it.
+unresolved ones with a recorded reason); `guardrail unresolved` when that gain is there but an
+unresolved guardrail, not accepted, stands in its way; otherwise `no evidence`. Without a
+hypothesis there is no verdict (None), only the metrics. A concentrated gain, a different
+platform or protocol are warnings: they say where to look before trusting a verdict, and do not
+change it.
 """
 
 from __future__ import annotations

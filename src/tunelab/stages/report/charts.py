@@ -41,6 +41,7 @@ TONES = {
     "holds": "good",
     "completed": "good",
     "no evidence": "warn",
+    "guardrail unresolved": "warn",
     "unresolved": "warn",
     "interrupted": "warn",
     "running": "info",
