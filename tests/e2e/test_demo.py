@@ -112,6 +112,7 @@ def assert_handed_over(result: dict, run_id: str, lab, images: bool = False) -> 
     plan = result["plan"]
     assert plan["days"] == 7 and sum(p["hours"] for p in plan["phases"]) == plan["hours_total"]
     assert plan["variants"]["fit"] >= 1
+    assert plan["based_on"]["run"]["id"] == run_id  # the speed of the run handed over
     page = (
         (lab / result["report"]["file"])
         if not str(result["report"]["file"]).startswith("/")

@@ -35,13 +35,21 @@ from tunelab.commands.table import arg, command
         metavar="T",
         help="training throughput measured on that device; recorded with the plan",
     ),
+    arg(
+        "--run",
+        metavar="RUN",
+        help="the completed variant whose speed the plan uses, e.g. the one you hand over "
+        "(default: the newest one measured on the device)",
+    ),
     overrides=True,
 )
 def cmd_plan(args):
     lab = opened_records(args)
     from tunelab.stages.plan.rental import run_plan
 
-    return run_plan(lab, args.days, args.price_per_hour, args.device, args.tokens_per_second)
+    return run_plan(
+        lab, args.days, args.price_per_hour, args.device, args.tokens_per_second, args.run
+    )
 
 
 @command(

@@ -133,7 +133,8 @@ def _rail_text(g) -> str:
 
 def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:
     """The demo's last section: export the chosen run, verify the bundle in a fresh process,
-    plan a 7-day rental from the demo's own measurements, and write the lab report."""
+    plan a 7-day rental from the handed-over run's own measurements (in brief: the full plan is
+    in its record and the lab report), and write the lab report."""
     from tunelab.stages.export.bundle import export_run, record_verification
     from tunelab.stages.export.verify import verify_bundle
     from tunelab.stages.plan.rental import run_plan
@@ -149,8 +150,8 @@ def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:
     verified = verify_bundle(Path(bundle["bundle"]))
     record_verification(lab.store, bundle, verified)
     export_view.verify(verified, out)
-    plan = run_plan(lab, days=7)
-    plan_view.plan(plan, out)
+    plan = run_plan(lab, days=7, run_id=run_id)
+    plan_view.summary(plan, out)
     page = write_report(lab)
     state = "verified in a fresh process" if verified["passed"] else "NOT verified"
     out.print(

@@ -46,6 +46,30 @@ def plan(result: dict, console: Console) -> None:
     console.print(f"[dim]saved to {result['file']}[/]")
 
 
+def summary(result: dict, console: Console) -> None:
+    """The plan in a few lines, for a report that has more to say (the demos): its phases on
+    one line, how many variants fit, its warnings, and where the whole plan is."""
+    t, v = result["throughput"], result["variants"]
+    console.print(
+        f"[bold]plan {result['id']}[/]: a {result['days']}-day rental on "
+        f"{escape(result['device'])} at {result['based_on']['run']['id']}'s measured "
+        f"{t['tokens_per_s']:,.0f} {t.get('unit', 'tokens')}/s, so one variant of "
+        f"{v['steps_each']} steps takes {v['seconds_each']:,.0f} s"
+    )
+    phases = " · ".join(f"{p['name']} {p['hours']:g} h" for p in result["phases"])
+    console.print(f"  {phases}")
+    stop = escape(v["stop_after"]) if v["fit"] else f"[bold red]{escape(v['stop_after'])}[/]"
+    console.print(f"  stop: {stop}")
+    if result["cost"] is not None:
+        console.print(f"  {_cost(result)}")
+    for warning in result["warnings"]:
+        console.print(f"  [yellow]warning[/] {escape(warning)}")
+    console.print(
+        f"  [dim]every figure with the record it stands on: {result['file']} (and the lab "
+        "report)[/]"
+    )
+
+
 def _cost(result: dict) -> str:
     if result["cost"] is None:
         return "cost: no price given (--price-per-hour, or rental.price_per_hour in the spec)"

@@ -23,6 +23,7 @@ from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, atomic_write_json, read_json
 from tunelab.stages.plan.rental import run_plan
 from tunelab.views.plan import plan as show_plan
+from tunelab.views.plan import summary as show_summary
 
 PHASES = ["initial checks", "experiments", "evaluation", "recovery buffer", "export and verify"]
 CPU = {"type": "cpu", "name": "x86_64", "count": 1}
@@ -313,6 +314,34 @@ def test_the_run_measured_on_the_target_device_is_preferred(tmp_path):
     assert (record["measured_on"], record["throughput"]["tokens_per_s"]) == ("cuda", 640.0)
 
 
+def test_a_named_run_is_used_instead_of_the_newest(tmp_path):
+    store = make_lab(tmp_path)
+    chosen = add_run(store, "chosen")
+    add_run(store, "ablation", seconds=1600, wall="00:30:00")  # newer, twice as fast
+    add_check(store)
+    default = run_plan(open_records_lab(tmp_path), days=7)
+    named = run_plan(open_records_lab(tmp_path), days=7, run_id=chosen)
+    assert default["based_on"]["run"]["id"] == "r002-ablation"
+    assert default["based_on"]["run"]["chosen"].startswith("the newest completed variant")
+    assert (named["based_on"]["run"]["id"], named["based_on"]["run"]["chosen"]) == (
+        chosen,
+        "named (--run)",
+    )
+    assert named["throughput"]["tokens_per_s"] == 64.0  # r001's 204,800 tokens in 3,200 s
+    assert named["variants"]["fit"] < default["variants"]["fit"]
+
+
+def test_a_named_run_that_cannot_be_measured_from_is_refused(tmp_path):
+    store = make_lab(tmp_path)
+    baseline = add_run(store, "probe", kind="baseline")
+    add_run(store)
+    lab = open_records_lab(tmp_path)
+    with pytest.raises(TunelabError, match=r"--run r009: no such run .*its variants: r002-lora"):
+        run_plan(lab, days=7, run_id="r009")
+    with pytest.raises(TunelabError, match=rf"--run {baseline}: .* a completed baseline"):
+        run_plan(lab, days=7, run_id=baseline)
+
+
 def test_bad_inputs_are_refused(tmp_path):
     lab = open_records_lab(reference(tmp_path))
     with pytest.raises(TunelabError, match="3, 7 or 30 days"):
@@ -351,6 +380,28 @@ def test_the_view_shows_the_phases_stop_and_cost(tmp_path):
     assert "variants: 140 fit, 1 h (3,600 s) each, 100 steps" in text
     assert "cost: 168 h × 2.5 per hour = 420.00" in text
     assert "saved to .tunelab/plans/p001.json" in text
+
+
+def test_the_summary_shows_the_phases_stop_and_warnings_in_a_few_lines(tmp_path):
+    record = run_plan(open_records_lab(reference(tmp_path)), days=30, price_per_hour=2.5)
+    out = io.StringIO()
+    show_summary(record, Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        "plan p001: a 30-day rental on cpu at r001-lora's measured 64 tokens/s, so one variant "
+        "of 100 steps takes 3,600 s"
+    )
+    assert lines[1] == (
+        "  initial checks 1.25 h · experiments 610 h · evaluation 0.5 h · recovery buffer 108 h"
+        " · export and verify 0.25 h"
+    )
+    assert lines[2].startswith("  stop: 610 variants of 100 steps (3,600 s (1 h) each): start")
+    assert lines[3] == "  cost: 720 h × 2.5 per hour = 1,800.00"
+    assert [x for x in lines if x.startswith("  warning")] == [
+        f"  warning {w}" for w in record["warnings"]
+    ]
+    assert lines[-1].endswith(".tunelab/plans/p001.json (and the lab report)")
+    assert len(lines) == 5 + len(record["warnings"])
 
 
 def test_an_image_lab_names_its_throughput_in_images_per_second(tmp_path):

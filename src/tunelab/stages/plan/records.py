@@ -1,6 +1,7 @@
 """What the lab has measured, read from its records; nothing here computes a plan.
 
-- the reference run: the newest completed variant with a timed training (`training.steps`,
+- the reference run: the one the user names (`--run`; the demos name the run they hand
+  over), else the newest completed variant with a timed training (`training.steps`,
   `seconds`, `tokens`), preferring one measured on the target device, then one on the current
   data version, then one of the spec's method;
 - the newest `tunelab check` and `tunelab size` records measured on the same device type as
@@ -25,8 +26,13 @@ class PlanError(TunelabError):
     """The plan cannot be made from what the lab has measured, or for what was asked."""
 
 
-def reference_run(runs: list[dict], target: str, version: str, method: str) -> dict:
-    """The completed variant the plan measures from (see the module docstring)."""
+def reference_run(
+    runs: list[dict], target: str, version: str, method: str, run_id: str | None = None
+) -> dict:
+    """The completed variant the plan measures from: `run_id`'s, else the best-ranked one (see
+    the module docstring)."""
+    if run_id is not None:
+        return named_run(runs, run_id)
     usable = [
         r
         for r in runs
@@ -48,6 +54,25 @@ def reference_run(runs: list[dict], target: str, version: str, method: str) -> d
         for i, r in enumerate(usable)
     ]
     return usable[max(ranked)[-1]]
+
+
+def named_run(runs: list[dict], run_id: str) -> dict:
+    """The run `--run` names, refused unless it is a completed variant with a timed training."""
+    run = next((r for r in runs if r.get("id") == run_id), None)
+    if run is None:
+        known = ", ".join(r["id"] for r in runs if r.get("kind") == "variant") or "none yet"
+        raise PlanError(f"--run {run_id}: no such run in this lab (its variants: {known})")
+    if run.get("kind") != "variant" or run.get("status") != "completed":
+        raise PlanError(
+            f"--run {run_id}: a plan measures from a completed variant, and this is a "
+            f"{run.get('status')} {run.get('kind')}; name a variant that `tunelab run` finished"
+        )
+    if not _timed(run):
+        raise PlanError(
+            f"--run {run_id}: its record has no timed training (training.steps, seconds, "
+            "tokens), so it gives no speed to plan from; name another run"
+        )
+    return run
 
 
 def _timed(run: dict) -> bool:

@@ -1,4 +1,4 @@
-"""`tunelab plan --days 3|7|30`: the rental laid out in phases, written as a record.
+"""`tunelab plan --days 3|7|30 [--run RUN]`: the rental laid out in phases, written as a record.
 
 The plan reads only records (`records.py`: the reference run, the check and size records,
 exports), turns them into durations that each name their record and field (`figures.py`), and
@@ -43,8 +43,10 @@ def run_plan(
     price_per_hour: float | None = None,
     device: str | None = None,
     tokens_per_second: float | None = None,
+    run_id: str | None = None,
 ) -> dict:
-    """Lay a rental out in phases from the lab's records; write the plan and return it."""
+    """Lay a rental out in phases from the lab's records (from `run_id`'s speed when given,
+    else the reference run's: records.py); write the plan and return it."""
     rental, store = lab.spec.rental or RentalSpec(), lab.store
     days = rental.days if days is None else days
     price = rental.price_per_hour if price_per_hour is None else price_per_hour
@@ -52,7 +54,7 @@ def run_plan(
     _check_inputs(days, price, tokens_per_second)
     version = lab.data_version
     counts = {split: c["n"] for split, c in store.data_manifest(version)["counts"].items()}
-    run = reference_run(store.runs(), target, version, lab.spec.method.type)
+    run = reference_run(store.runs(), target, version, lab.spec.method.type, run_id)
     measured = run["env"]["device"]
     if tokens_per_second is None and not same_device(target, measured):
         raise PlanError(
@@ -83,7 +85,7 @@ def run_plan(
         "buffer_rule": plan["buffer_rule"],
         "throughput": fig["throughput"],
         "warnings": fig["warnings"] + plan["warnings"],
-        "based_on": _based_on(run, check, size, version, counts, fig),
+        "based_on": _based_on(run, check, size, version, counts, fig, named=run_id is not None),
         "file": str(path.relative_to(store.lab)),
     }
     store.save(
@@ -120,12 +122,13 @@ def _check_inputs(days: int, price: float | None, tokens_per_second: float | Non
         )
 
 
-def _based_on(run, check, size, version: str, counts: dict, fig: dict) -> dict:
+def _based_on(run, check, size, version: str, counts: dict, fig: dict, named: bool) -> dict:
     """Which records the plan stands on, the fields read from each, and every figure."""
     t = run["training"]
     return {
         "run": {
             "id": run["id"],
+            "chosen": "named (--run)" if named else "the newest completed variant (records.py)",
             "device": run["env"]["device"],
             "data_version": run.get("data_version"),
             "method": (run.get("spec") or {}).get("method", {}).get("type"),
