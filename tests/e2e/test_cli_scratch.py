@@ -141,6 +141,13 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert [r["base_model"]["config"]["num_key_value_heads"] for r in runs] == [2, 1]
     assert runs[1]["base_model"]["params"]["total"] < runs[0]["base_model"]["params"]["total"]
 
+    # experts without a shared one: its empty projections and gate are frozen, and the check
+    # (which failed on them as "trainable but no gradient reached them") passes and says so
+    code, checked = tl(capsys, "check", *where, "model.arch.moe.num_experts=4")
+    assert code == 0 and checked["passed"], [i for i in checked["items"] if not i["passed"]]
+    (trainable,) = [i for i in checked["items"] if i["name"] == "trainable_set"]
+    assert "tensors frozen, no gradient can reach them" in trainable["detail"]
+
     code, comparison = tl(capsys, "compare", *where, "--against", mha["id"])
     assert code == 0, comparison
     assert comparison["primary_metric"] == "bits_per_byte" and comparison["groups"] == "per_source"
@@ -152,6 +159,13 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert any("more than 5% apart" in w for w in mqa["warnings"])  # MQA: fewer parameters
     assert mqa["guardrails"][0]["scope"] == "every_source"
     assert set(mqa["guardrails"][0]["checks"]) == {"prose", "code"}
+    # as people read it: bits per byte alone beside the reduction (loss and perplexity, the same
+    # measure in other units, in a table of their own), no McNemar column for a per-document score
+    assert main(["compare", *where, "--against", mha["id"]]) == 0
+    shown = capsys.readouterr().out
+    verdicts, _, others = shown.partition("other metrics")
+    assert "reduction (95% CI)" in verdicts and "McNemar" not in verdicts
+    assert "perplexity" not in verdicts and "perplexity" in others.splitlines()[0]
     assert tl(capsys, "report", *where)[0] == 0  # the page names no base model path
     page = (lab / "lab-report.html").read_text()
     # bits per byte as it is, each delta a reduction: not a share in percent or points

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, manpages
-from tunelab.demo.report import open_demo
+from tunelab.demo.report import check_new_wiring, open_demo
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.compute import TOLERANCE, mismatched
@@ -164,10 +164,12 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     floor = measure_noise(handle.path, reference["id"], NOISE_SEEDS, progress)
     runs_view.noise(floor, out)
 
-    ablations = []
+    ablations, checked = [], check_new_wiring(report)
     for question in QUESTIONS:
         report.section(f"{question.title}  ({question.assignment})")
-        ablation = run_ablation(handle.path, question.assignment, reference["id"], progress)
+        ablation = run_ablation(
+            handle.path, question.assignment, reference["id"], progress, prepare=checked
+        )
         runs_view.ablation(ablation, out)
         ablations.append(ablation)
 

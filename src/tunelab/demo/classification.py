@@ -14,7 +14,13 @@ from rich.console import Console
 
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, minilm
-from tunelab.demo.report import choose_for_final, handover, open_demo, seed_note
+from tunelab.demo.report import (
+    check_new_wiring,
+    choose_for_final,
+    handover,
+    open_demo,
+    seed_note,
+)
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
@@ -104,7 +110,9 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     runs_view.run(lora, out)
 
     report.section(f"An ablation of the LoRA run: {ABLATION}")
-    ablation = run_ablation(handle.path, ABLATION, lora["id"], progress)
+    ablation = run_ablation(
+        handle.path, ABLATION, lora["id"], progress, prepare=check_new_wiring(report)
+    )
     runs_view.ablation(ablation, out)
 
     report.section("The verdict")

@@ -19,7 +19,13 @@ from rich.console import Console
 from tunelab.data import build_data
 from tunelab.demo.image_base import IMAGENET, check_photos, lite0_folder
 from tunelab.demo.image_data import LABELS, write_image_folder
-from tunelab.demo.report import choose_for_final, handover, open_demo, seed_note
+from tunelab.demo.report import (
+    check_new_wiring,
+    choose_for_final,
+    handover,
+    open_demo,
+    seed_note,
+)
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
@@ -121,7 +127,9 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     runs_view.run(lora, out)
 
     report.section(f"An ablation of the LoRA run: {ABLATION}")
-    ablation = run_ablation(handle.path, ABLATION, lora["id"], progress)
+    ablation = run_ablation(
+        handle.path, ABLATION, lora["id"], progress, prepare=check_new_wiring(report)
+    )
     runs_view.ablation(ablation, out)
 
     report.section("The verdict")

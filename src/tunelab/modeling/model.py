@@ -288,7 +288,8 @@ def _hits(matched: dict[str, list[str]]) -> list[str]:
 def apply_method(
     model: PreTrainedModel, method: LoraMethod | FullMethod, task_type: TaskType | None
 ) -> tuple[torch.nn.Module, dict]:
-    """Wrap with LoRA (PEFT) or leave every weight trainable; return the trainable report.
+    """Wrap with LoRA (PEFT) or leave every weight trainable but those no gradient can reach
+    (`scratch.untrainable`, in the report); return the trainable report.
     Without a task type (an image classifier) the new head is added to the modules LoRA trains
     whole and saves, as PEFT does itself for a sequence classifier's."""
     report: dict = {"method": method.type}
@@ -320,7 +321,14 @@ def apply_method(
         saved = model.modules_to_save or []
         report["modules_to_save"] = sorted(m for m in saved if any(_matches(n, m) for n in modules))
     else:
+        from tunelab.modeling.scratch import untrainable
+
         model.requires_grad_(True)
+        dead = untrainable(model)
+        for name, param in model.named_parameters():
+            param.requires_grad_(name not in dead)
+        if dead:  # frozen, and said so: the check holds them to it
+            report["untrainable"] = {"tensors": sorted(dead), "why": sorted(set(dead.values()))}
     trainable = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
     total = sum(p.numel() for p in model.parameters())
     report["trainable_params"] = sum(trainable.values())

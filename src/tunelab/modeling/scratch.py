@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
@@ -89,9 +92,36 @@ def _smollm3(common: dict, arch: Arch) -> PretrainedConfig:
     )
 
 
+@contextmanager
+def _empty_shared_expert() -> Iterator[None]:
+    """Experts without a shared one are Qwen2MoE with a shared expert of width 0, whose empty
+    linear layers make torch warn "Initializing zero-element tensors is a no-op" at every
+    build; that one warning is expected here and kept out of the output."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+        yield
+
+
+def untrainable(model: torch.nn.Module) -> dict[str, str]:
+    """The parameters no gradient can reach by construction, each with why, for full
+    fine-tuning to freeze. Experts without a shared one are Qwen2MoE with a shared expert of
+    width 0: its projections are empty, and the sigmoid gate in front of it scales that
+    expert's output of zeros, so none of them can learn (`tunelab check` found them: "trainable
+    but no gradient reached them"). Every other model: none."""
+    config = getattr(model, "config", None)
+    if getattr(config, "shared_expert_intermediate_size", None) != 0:
+        return {}
+    why = "the shared expert has width 0 (moe.shared_expert_size 0): its output is all zeros"
+    return {
+        n: why
+        for n, _ in model.named_parameters()
+        if ".mlp.shared_expert." in n or ".mlp.shared_expert_gate." in n
+    }
+
+
 def build_scratch(config: PretrainedConfig, seed: int, dtype: torch.dtype) -> PreTrainedModel:
     """Fresh weights for `config`, the same for the same seed (the caller's RNG untouched)."""
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), _empty_shared_expert():
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     return model
@@ -100,7 +130,7 @@ def build_scratch(config: PretrainedConfig, seed: int, dtype: torch.dtype) -> Pr
 def parameter_counts(config: PretrainedConfig) -> dict[str, int]:
     """Total parameters, active ones per token (the routed experts a token skips left out),
     and the input embedding's, counted on a weightless (meta) copy of the model."""
-    with torch.device("meta"):
+    with torch.device("meta"), _empty_shared_expert():
         model = AutoModelForCausalLM.from_config(config)
     total = sum(p.numel() for p in model.parameters())  # a tied head is counted once
     embedding = model.get_input_embeddings().weight.numel()

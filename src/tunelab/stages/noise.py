@@ -127,6 +127,11 @@ def _stats(values: list[float]) -> dict:
     }
 
 
+COUNTS = ("n", "support", "bytes", "tokens")
+"""Per-group fields that count the validation data (examples of a class, a source's bytes and
+tokens), the same for every seed: not metrics, so they have no spread."""
+
+
 def spread(runs: list[dict], task_name: str) -> dict:
     """Seed-to-seed spread of every overall metric and every per-group metric."""
     task = get_task(task_name)
@@ -137,7 +142,7 @@ def spread(runs: list[dict], task_name: str) -> dict:
             name: {
                 m: _stats([x[task.group_key][name][m] for x in metrics])
                 for m, v in values.items()
-                if m not in ("n", "support") and isinstance(v, int | float)
+                if m not in COUNTS and isinstance(v, int | float)
             }
             for name, values in metrics[0][task.group_key].items()
         }

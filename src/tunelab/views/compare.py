@@ -24,24 +24,31 @@ GROUP_VIEW = {
 
 TABLE_METRICS = 3
 """More metrics than this (extraction's five) and the verdict table keeps the primary one, the
-others a table of their own: eleven columns did not fit 120, and ids were cut to `r001-ze…`."""
+others a table of their own: eleven columns did not fit 120, and ids were cut to `r001-ze…`.
+So does a `PLAIN` primary (pretrain's bits per byte, loss and perplexity: one measure in three
+units, whose three columns cut the ablation demo's table to `perplexi…`)."""
 
 
 def compare(result: dict, console: Console) -> None:
     primary, metrics = result["primary_metric"], result["metrics"]
-    others = [m for m in metrics if m != primary] if len(metrics) > TABLE_METRICS else []
+    apart = len(metrics) > TABLE_METRICS or primary in PLAIN
+    others = [m for m in metrics if m != primary] if apart else []
     metrics = [primary] if others else metrics
+    # McNemar's test pairs right and wrong answers: a column only where some row has one
+    mcnemar = any((r.get("vs_reference") or {}).get("mcnemar") for r in result["runs"])
+    delta = "reduction" if primary in PLAIN else f"Δ {primary}"  # beside the primary's column
     table = Table(
         "run",
         *[m.replace("_", " ") for m in metrics],
         "seeds",
-        f"Δ {primary} (95% CI)",
-        "McNemar p",
+        f"{delta} (95% CI)",
+        *(["McNemar p"] if mcnemar else []),
         "guards",
         "verdict",
         title=f"against {result['reference']} (minimum effect {result['min_effect']})"
         + (f", comparison {result['id']}" if result.get("id") else ""),
     )
+    blank = [""] if mcnemar else []
     table.columns[0].no_wrap = True  # a run id is never cut
     for r in result["runs"]:
         values = [metric_value(m, r[m]) for m in metrics]
@@ -53,8 +60,8 @@ def compare(result: dict, console: Console) -> None:
                 r["id"],
                 *values,
                 f"{position} of {len(r['seeds'])}",
-                delta_value(primary, vf["bootstrap"]),
-                "",
+                delta_value(primary, vf["bootstrap"], named=False),
+                *blank,
                 "",
                 verdict_text(vf["verdict"]),
             )
@@ -62,16 +69,16 @@ def compare(result: dict, console: Console) -> None:
         vs = r.get("vs_reference")
         if vs is None:
             role = "reference" if r["id"] == result["reference"] else r["kind"]
-            table.add_row(r["id"], *values, seeds, role, "", "", "")
+            table.add_row(r["id"], *values, seeds, role, *blank, "", "")
             continue
         b = vs["bootstrap"]
-        mcnemar = vs.get("mcnemar")
+        test = vs.get("mcnemar")
         table.add_row(
             r["id"],
             *values,
             seeds,
-            delta_value(primary, b),
-            f"{mcnemar['p_value']:.3f}" if mcnemar else "-",
+            delta_value(primary, b, named=False),
+            *([f"{test['p_value']:.3f}" if test else "-"] if mcnemar else []),
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
         )
@@ -111,12 +118,15 @@ def _flips_line(vs: dict) -> str:
 
 
 def _other_metrics(result: dict, metrics: list[str], console: Console) -> None:
-    """The metrics beside the primary one, a row each, a column per run (as per-class)."""
-    runs = result["runs"]
-    table = Table("other metrics", *[r["id"] for r in runs], box=None, padding=(0, 2))
-    for m in metrics:
-        table.add_row(m.replace("_", " "), *[metric_value(m, r[m]) for r in runs])
-    console.print(table)
+    """The metrics beside the primary one, one value per run and metric."""
+    names = {m.replace("_", " "): m for m in metrics}
+    _grid(
+        "other metrics",
+        result["runs"],
+        list(names),
+        lambda r, n: metric_value(names[n], r[names[n]]),
+        console,
+    )
 
 
 def _guards_cell(guardrails: list[dict]) -> str:
@@ -260,7 +270,23 @@ def _without(without: dict | None) -> str:
 def _per_group(result: dict, console: Console) -> None:
     key = result["groups"]
     title, metric = GROUP_VIEW[key]
-    table = Table(title, *[r["id"] for r in result["runs"]], box=None, padding=(0, 2))
-    for name in result["runs"][0][key]:
-        table.add_row(name, *[metric_value(metric, r[key][name][metric]) for r in result["runs"]])
+    names = list(result["runs"][0][key])
+    _grid(
+        title, result["runs"], names, lambda r, n: metric_value(metric, r[key][n][metric]), console
+    )
+
+
+def _grid(title: str, runs: list[dict], names: list[str], value, console: Console) -> None:
+    """`value(run, name)` for every run and name, the longer of the two lists down the rows:
+    a column per run cut eight runs' ids to `r001-zer…` in 120 characters; a column per class
+    would do the same to twenty classes."""
+    if len(runs) > len(names):
+        table = Table(title, *names, box=None, padding=(0, 2))
+        table.columns[0].no_wrap = True  # a run id is never cut
+        for r in runs:
+            table.add_row(r["id"], *[value(r, n) for n in names])
+    else:
+        table = Table(title, *[r["id"] for r in runs], box=None, padding=(0, 2))
+        for n in names:
+            table.add_row(n, *[value(r, n) for r in runs])
     console.print(table)

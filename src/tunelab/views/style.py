@@ -39,16 +39,20 @@ PLAIN = frozenset({"bits_per_byte", "loss", "perplexity"})
 def metric_value(metric: str, x: float | None, percent_sign: str = "") -> str:
     """A metric's value: a plain number for `PLAIN` metrics, else a percentage (with
     `percent_sign` after it where the caller shows one)."""
+    if metric == "perplexity" and x is not None:  # a count of choices: 884.1, not 884.0698
+        return f"{x:,.1f}"
     if metric in PLAIN and x is not None:
         return f"{x:.4f}"
     return pct(x) + (percent_sign if x is not None else "")
 
 
-def delta_value(metric: str, boot: dict) -> str:
+def delta_value(metric: str, boot: dict, named: bool = True) -> str:
     """A paired difference with its interval: points for a rate, the reduction itself for a
-    `PLAIN` metric (lower is better: compare reports how much it went down)."""
+    `PLAIN` metric (lower is better: compare reports how much it went down), named so unless
+    `named` is False (a column whose header says it)."""
     if metric in PLAIN:
-        return f"{boot['delta']:+.4f} ({boot['low']:+.4f}, {boot['high']:+.4f}) reduction"
+        word = " reduction" if named else ""
+        return f"{boot['delta']:+.4f} ({boot['low']:+.4f}, {boot['high']:+.4f}){word}"
     return f"{100 * boot['delta']:+.1f} ({100 * boot['low']:+.1f}, {100 * boot['high']:+.1f})"
 
 

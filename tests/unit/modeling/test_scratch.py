@@ -4,12 +4,15 @@ heads as query heads is MHA exactly; the same seed draws the same weights."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
 from tunelab.core.scratch import Arch, Bpe
-from tunelab.core.spec import SpecError, TrainingSpec, validate_spec
+from tunelab.core.spec import FullMethod, SpecError, TrainingSpec, validate_spec
 from tunelab.modeling.bpe import train_bpe
+from tunelab.modeling.model import apply_method
 from tunelab.modeling.packing import pack
 from tunelab.modeling.scratch import build_scratch, describe, flops_per_token, scratch_config
 from tunelab.training.loop import train
@@ -76,6 +79,47 @@ def test_each_option_builds_with_its_config_and_trains_a_few_steps(tokenizer, na
     )
     moved = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
     assert "model.embed_tokens.weight" in moved and any("layers.1" in n for n in moved)
+
+
+def test_experts_without_a_shared_one_build_without_torchs_empty_layer_warning(tokenizer):
+    """Qwen2MoE's shared expert of width 0 is two empty linear layers; torch's warning about
+    them said nothing to the user and landed in the middle of the ablation demo's report."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the build
+        model, config = model_for(tokenizer, moe={"num_experts": 4, "experts_per_token": 2})
+        describe(config, 64)
+    assert config.shared_expert_intermediate_size == 0
+    assert model.model.layers[0].mlp.shared_expert.up_proj.weight.numel() == 0
+
+
+@pytest.mark.parametrize("shared", [0, 32])
+def test_full_fine_tuning_freezes_only_what_no_gradient_can_reach(tokenizer, shared):
+    """Without a shared expert (width 0) its empty projections and its gate get no gradient:
+    frozen and named, so that every tensor left trainable moves in a step. With one, none."""
+    moe = {"num_experts": 4, "experts_per_token": 2, "shared_expert_size": shared}
+    model, report = apply_method(model_for(tokenizer, moe=moe)[0], FullMethod(), None)
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    if shared:
+        assert not frozen and "untrainable" not in report
+        return
+    kinds = {n.split(".mlp.")[1] for n in frozen}
+    assert kinds == {
+        "shared_expert.gate_proj.weight",
+        "shared_expert.up_proj.weight",
+        "shared_expert.down_proj.weight",
+        "shared_expert_gate.weight",
+    }
+    assert len(frozen) == 4 * TINY["num_hidden_layers"]
+    assert report["untrainable"]["tensors"] == sorted(frozen)
+    assert report["trainable_params"] == report["total_params"] - 32 * TINY["num_hidden_layers"]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    packed = pack(
+        tokenizer, [{"id": str(i), "text": t} for i, t in enumerate(TEXTS)], 32, "mask", 1
+    )
+    cfg = TrainingSpec(lr=1e-2, global_batch=4, microbatch=2, budget={"steps": 2})
+    train(model, packed, cfg, torch.device("cpu"), tokenizer.pad_token_id)
+    still = {n for n, p in model.named_parameters() if torch.equal(p, before[n])}
+    assert still == frozen  # every trainable tensor moved; the frozen ones did not
 
 
 def test_key_value_heads_shrink_the_key_and_value_projections_only(tokenizer):

@@ -51,7 +51,7 @@ from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.environment import check_backend, check_versions, probe_backend
 from tunelab.stages.check.record import check_path, item, platform_of, spec_hash, wiring
 from tunelab.stages.check.reload import evaluation_step, reload_step
-from tunelab.stages.check.update import intended_trainable, training_step
+from tunelab.stages.check.update import intended_trainable, training_step, untrainable
 
 SLICE_ROWS = 16
 
@@ -236,7 +236,8 @@ def _trainable(ctx: dict) -> dict:
     model, spec = ctx["model"], ctx["lab"].spec
     names = [n for n, _ in model.named_parameters()]
     grad = {n for n, p in model.named_parameters() if p.requires_grad}
-    intended = {n for n in names if intended_trainable(n, spec.method)}
+    t, dead = ctx["trainable"], untrainable(ctx)  # frozen: no gradient can reach them
+    intended = {n for n in names if intended_trainable(n, spec.method)} - dead
     extra, missing = sorted(grad - intended), sorted(intended - grad)
     problems = []
     if extra:
@@ -248,11 +249,13 @@ def _trainable(ctx: dict) -> dict:
         problems.append(f"the new classification head is random but frozen: {sorted(head)}")
     if not grad:
         problems.append("no parameter trains")
-    t = ctx["trainable"]
     detail = "; ".join(problems) or (
         f"{t['trainable_params']:,} of {t['total_params']:,} parameters in {len(grad)} tensors "
         f"train ({100 * t['trainable_fraction']:.2f}%)"
     )
+    if dead and not problems:
+        why = "; ".join(t["untrainable"]["why"])
+        detail += f"; {len(dead)} tensors frozen, no gradient can reach them ({why})"
     return item("trainable_set", not problems, detail, unexpected=extra, missing=missing)
 
 

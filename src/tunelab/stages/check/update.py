@@ -73,19 +73,31 @@ def training_step(ctx: dict) -> list[dict]:
             loop,
             losses=losses,
         ),
-        update_item(model, lab.spec.method, grads, snapshots),
+        update_item(model, lab.spec.method, grads, snapshots, untrainable(ctx)),
         loss_item(before, after, losses, len(micro), len(batch)),
     ]
 
 
-def update_item(model: torch.nn.Module, method, grads: dict, snapshots: list[dict]) -> dict:
+def untrainable(ctx: dict) -> set[str]:
+    """The tensors the method froze because no gradient can reach them (the trainable report's
+    `untrainable`, `modeling.scratch.untrainable`): held to bit-identical, as frozen ones."""
+    return set(((ctx.get("trainable") or {}).get("untrainable") or {}).get("tensors", []))
+
+
+def update_item(
+    model: torch.nn.Module,
+    method,
+    grads: dict,
+    snapshots: list[dict],
+    dead: set[str] = frozenset(),
+) -> dict:
     """By parameter name: every tensor the method trains got a nonzero gradient and changed;
-    every other tensor is bit-identical."""
+    every other tensor (`dead` ones too) is bit-identical."""
     first_change, no_grad, stuck, moved = {}, [], [], []
     for name, p in model.named_parameters():
         start = snapshots[0][name]
         steps = [k for k in range(1, len(snapshots)) if snapshots[k].get(name, start) != start]
-        if not intended_trainable(name, method):
+        if name in dead or not intended_trainable(name, method):
             moved += [name] if steps else []
         elif not grads.get(name):
             no_grad.append(name + ("" if p.requires_grad else " (requires_grad is False)"))

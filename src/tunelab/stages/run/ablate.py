@@ -14,13 +14,14 @@ are YAML, separated by commas outside brackets: `data.cleaning=[],[{rule: whites
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 
 from tunelab.core.errors import TunelabError
-from tunelab.core.lab import open_lab, open_records_lab
+from tunelab.core.lab import Lab, open_lab, open_records_lab
 from tunelab.core.overrides import parse_value
 from tunelab.core.replicates import seed_of
 from tunelab.data import build_data
@@ -68,7 +69,11 @@ def run_ablation(
     console: Console | None = None,
     device: str | None = None,
     seeds: int | None = None,
+    prepare: Callable[[Lab], object] | None = None,
 ) -> dict:
+    """Run one variant per value (see the module docstring); `prepare` is called with each
+    value's lab, its data version set, right before its run (the demos check each new
+    wiring there)."""
     key, values = parse_assignment(assignment)
     data_key = key.startswith("data.")
     current = open_records_lab(lab_path).data_version  # read once, never changed here
@@ -83,6 +88,8 @@ def run_ablation(
             lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
             if console:
                 console.print(f"{key}={value}: data version {lab.data}")
+        if prepare is not None:
+            prepare(lab)
         n = seeds or lab.spec.training.replicates
         if n > 1:
             with _one_key(key):

@@ -1,0 +1,52 @@
+"""The noise floor's spread: every metric's mean, sd and range over the seeds, not the counts
+of the validation data beside them (a source's bytes and tokens are the same for every seed)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from tunelab.stages.noise import spread
+from tunelab.views.runs import noise as show_noise
+
+
+def pretrain_metrics(bpb: float, manuals: float) -> dict:
+    def source(x: float, n_bytes: int) -> dict:
+        metrics = {"bits_per_byte": x, "loss": 2 * x, "perplexity": 10 * x}
+        return metrics | {"bytes": n_bytes, "tokens": n_bytes // 4, "n": 3}
+
+    return {
+        "bits_per_byte": bpb,
+        "loss": 2 * bpb,
+        "perplexity": 10 * bpb,
+        "n": 6,
+        "per_source": {"manuals": source(manuals, 1000), "news": source(bpb, 4000)},
+    }
+
+
+def test_a_sources_counts_are_not_spread_over_seeds():
+    runs = [
+        {"metrics": pretrain_metrics(b, m)} for b, m in ((2.70, 2.50), (2.72, 2.53), (2.74, 2.53))
+    ]
+    out = spread(runs, "pretrain")
+    assert set(out["per_source"]["manuals"]) == {"bits_per_byte", "loss", "perplexity"}
+    manuals = out["per_source"]["manuals"]["bits_per_byte"]
+    assert manuals["mean"] == pytest.approx(2.52) and manuals["range"] == pytest.approx(0.03)
+    assert out["overall"]["bits_per_byte"]["sd"] == pytest.approx(0.02)
+    text = io.StringIO()
+    record = {
+        "id": "n001",
+        "of": "r002",
+        "runs": ["r002", "r003", "r004"],
+        "seeds": [0, 1, 2],
+        "trained": 2,
+        "group": "g001",
+        "file": ".tunelab/noise/n001.json",
+        "spread": out,
+    }
+    show_noise(record, Console(file=text, width=120))
+    shown = text.getvalue()
+    assert "bits_per_byte manuals" in shown and "bytes" not in shown.replace("bits_per_byte", "")
+    assert "perplexity manuals" in shown and " 27.2 " in shown  # to one decimal
