@@ -171,6 +171,8 @@ def _materials(lab: Path) -> dict:
 EXPECTED = {"chelsea.png": "cat", "coffee.png": "espresso", "rocket.jpg": "rocket"}
 """The photos whose ImageNet class is not in doubt, and the classes they must fall in."""
 
+ARTICLE = {"cat": "a", "espresso": "an", "rocket": "a"}
+
 
 def photo_line(photos: list[dict]) -> str:
     """The base's top-1 on each photo with an expected class, and whether it is one of them."""
@@ -182,7 +184,11 @@ def photo_line(photos: list[dict]) -> str:
         ok = p["index"] in IMAGENET[kind]
         said.append(
             f"{p['photo']} -> ImageNet class {p['index']} ({p['probability']:.0%}), "
-            + (f"a {kind} class" if ok else f"[red]NOT a {kind} class[/]")
+            + (
+                f"{ARTICLE[kind]} {kind} class"
+                if ok
+                else f"[red]NOT {ARTICLE[kind]} {kind} class[/]"
+            )
         )
     return "The converted base on scikit-image's photos: " + "; ".join(said) + "."
 

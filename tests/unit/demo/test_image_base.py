@@ -113,3 +113,19 @@ def test_real_lite0_converts_opens_and_names_the_photos(tmp_path):
     # (the top-1 classes of the three photos stay the same under either mistake)
     assert seen["coffee.png"]["probability"] > 0.9, seen
     assert seen["rocket.jpg"]["index"] in IMAGENET["rocket"], seen
+
+
+def test_the_photo_line_says_which_class_each_photo_fell_in():
+    from tunelab.demo.images import photo_line
+
+    photos = [
+        {"photo": "chelsea.png", "index": 282, "probability": 0.39},
+        {"photo": "coffee.png", "index": 967, "probability": 0.95},
+        {"photo": "rocket.jpg", "index": 1, "probability": 0.34},
+        {"photo": "astronaut.png", "index": 5, "probability": 0.2},  # no expected class: left out
+    ]
+    assert photo_line(photos) == (
+        "The converted base on scikit-image's photos: chelsea.png -> ImageNet class 282 (39%), "
+        "a cat class; coffee.png -> ImageNet class 967 (95%), an espresso class; rocket.jpg -> "
+        "ImageNet class 1 (34%), [red]NOT a rocket class[/]."
+    )
