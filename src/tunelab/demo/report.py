@@ -200,9 +200,15 @@ def seed_note(result: dict) -> str:
             f"examples' (from {', '.join(sources)})."
         )
     single = [r["id"] for r in judged if r["id"] not in counted]
+    ran = (
+        f"{single[0]} ran one seed and the lab has no noise record for it, so its interval "
+        "resamples"
+        if len(single) == 1
+        else f"{', '.join(single)} ran one seed each and the lab has no noise record for them, "
+        "so their intervals resample"
+    )
     return (
-        f"Seed noise: {', '.join(single)} ran one seed each and the lab has no noise record for "
-        "them, so their intervals resample validation examples only and no verdict can be "
+        f"Seed noise: {ran} validation examples only and no verdict can be "
         f"stronger than 'improved on one seed'; `tunelab noise {single[0]} --seeds 3` measures "
         "the floor in 2 more runs, and its record counts for every variant of its family "
         "(same data, base model, method type, budget and evaluation)."

@@ -21,6 +21,8 @@ def test_one_seed_each_is_said_with_what_would_measure_it():
     said = seed_note({"runs": [row("r003-lora", "improved on one seed"), row("r004-h", "worse")]})
     assert "r003-lora, r004-h ran one seed each" in said
     assert "`tunelab noise r003-lora --seeds 3` measures the floor in 2 more runs" in said
+    one = seed_note({"runs": [row("r002-lora", "guardrail broken")]})
+    assert "r002-lora ran one seed and the lab has no noise record for it, so its interval " in one
 
 
 def test_counted_seeds_name_where_their_spread_came_from():
