@@ -141,12 +141,36 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert [r["base_model"]["config"]["num_key_value_heads"] for r in runs] == [2, 1]
     assert runs[1]["base_model"]["params"]["total"] < runs[0]["base_model"]["params"]["total"]
 
-    # experts without a shared one: its empty projections and gate are frozen, and the check
-    # (which failed on them as "trainable but no gradient reached them") passes and says so
-    code, checked = tl(capsys, "check", *where, "model.arch.moe.num_experts=4")
-    assert code == 0 and checked["passed"], [i for i in checked["items"] if not i["passed"]]
-    (trainable,) = [i for i in checked["items"] if i["name"] == "trainable_set"]
+    # `--check`: each value's new wiring checked before its run. Experts without a shared one:
+    # its empty projections and gate are frozen, and the check (which failed on them as
+    # "trainable but no gradient reached them") passes and says so
+    experts = ["ablate", *where, "model.arch.moe.num_experts=4", "--parent", mha["id"], "--check"]
+    code, moe = tl(capsys, *experts)
+    assert code == 0, moe
+    check = moe["runs"][0]["check"]
+    assert check["ran"] and check["passed"], check
+    items = json.loads((lab / check["file"]).read_text())["items"]
+    (trainable,) = [i for i in items if i["name"] == "trainable_set"]
     assert "tensors frozen, no gradient can reach them" in trainable["detail"]
+    code, again = tl(capsys, *experts)  # the passed check on record covers it: not rerun
+    assert code == 0 and again["runs"][0]["check"] == {
+        "file": check["file"],
+        "passed": True,
+        "ran": False,
+    }
+    # a failed check stops the ablation before that value's run, and says where to look
+    import tunelab.stages.check.steps as steps
+
+    failed = {"passed": False, "ran": True, "failed": ["update"], "file": ".tunelab/checks/x.json"}
+    before = len(Store(lab).runs())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(steps, "wiring_checked", lambda lab, console=None: failed)
+        code, refused = tl(capsys, "ablate", *where, "model.arch.moe.num_experts=2", "--check")
+    assert code == 2 and len(Store(lab).runs()) == before
+    assert (
+        "--check: the check of model.arch.moe.num_experts=2 (command line) FAILED (update)"
+        in refused["error"]
+    )
 
     code, comparison = tl(capsys, "compare", *where, "--against", mha["id"])
     assert code == 0, comparison

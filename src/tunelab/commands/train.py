@@ -67,6 +67,12 @@ def cmd_run(args):
     "runs:ablation",
     arg("assignment", metavar="KEY=V1,V2,...", help="e.g. training.lr=1e-4,5e-4 or method.r=4,16"),
     arg("--parent", help="common parent (default: newest baseline)"),
+    arg(
+        "--check",
+        action="store_true",
+        help="run `tunelab check` on each value's wiring before its run, unless a passed check "
+        "covers it already; stop at a failed one",
+    ),
     SEEDS,
     device=True,
     no_overrides=" beside its one KEY=V1,V2,...: set the others in tunelab.yaml",
@@ -76,8 +82,26 @@ def cmd_ablate(args):
     opened(args, needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable)
     from tunelab.stages.run.ablate import run_ablation
 
+    console = progress(args)
+    prepare = None
+    if args.check:
+        from tunelab.core.errors import TunelabError
+        from tunelab.stages.check.steps import wiring_checked
+
+        key = args.assignment.partition("=")[0].strip()
+
+        def prepare(lab):
+            checked = wiring_checked(lab, console)
+            if not checked["passed"]:
+                raise TunelabError(
+                    f"--check: the check of {lab.where(key)} FAILED "
+                    f"({', '.join(checked['failed'])}), so it did not run, nor the values after "
+                    f"it; `tunelab check {key}=VALUE` shows why ({checked['file']})"
+                )
+            return checked
+
     return run_ablation(
-        args.lab, args.assignment, args.parent, progress(args), args.device, args.seeds
+        args.lab, args.assignment, args.parent, console, args.device, args.seeds, prepare
     )
 
 

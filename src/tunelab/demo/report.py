@@ -131,26 +131,20 @@ def _rail_text(g) -> str:
     return f"{name} ({scope}) may drop at most {g.max_drop:g}"
 
 
-def check_new_wiring(report: DemoReport) -> Callable[[Lab], None]:
+def check_new_wiring(report: DemoReport) -> Callable[[Lab], dict]:
     """For `run_ablation(prepare=...)`: run `tunelab check` on a value's lab when no passed
     check covers its wiring (an ablation of the architecture or the head changes which code
-    runs), and say so in one line; a failed check shows its checklist and stops the demo."""
+    runs), said in one line; a failed check shows its checklist and stops the demo."""
     from tunelab.core.errors import TunelabError
-    from tunelab.stages.check.record import check_status
-    from tunelab.stages.check.steps import run_check
+    from tunelab.stages.check.steps import wiring_checked
     from tunelab.views import check as check_view
 
-    def prepare(lab: Lab) -> None:
-        if check_status(lab, lab.data_version)["warning"] is None:
-            return
-        result = run_check(lab, report.progress)
-        if not result["passed"]:
-            check_view.check(result, report.out)
-            raise TunelabError(f"the check of this wiring failed: {result['file']}")
-        report.out.print(
-            f"check of this wiring: [green]passed[/] in {result['seconds']:.0f}s "
-            f"({len(result['items'])} items; {result['file']})"
-        )
+    def prepare(lab: Lab) -> dict:
+        checked = wiring_checked(lab, report.out)
+        if not checked["passed"]:
+            check_view.check(checked["result"], report.out)
+            raise TunelabError(f"the check of this wiring failed: {checked['file']}")
+        return checked
 
     return prepare
 

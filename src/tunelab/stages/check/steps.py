@@ -49,7 +49,14 @@ from tunelab.core.store import now
 from tunelab.modeling import model as model_lib
 from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.environment import check_backend, check_versions, probe_backend
-from tunelab.stages.check.record import check_path, item, platform_of, spec_hash, wiring
+from tunelab.stages.check.record import (
+    check_path,
+    check_status,
+    item,
+    platform_of,
+    spec_hash,
+    wiring,
+)
 from tunelab.stages.check.reload import evaluation_step, reload_step
 from tunelab.stages.check.update import intended_trainable, training_step, untrainable
 
@@ -156,6 +163,30 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
         file=result["file"],
     )
     return result
+
+
+def wiring_checked(lab: Lab, console: Console | None = None) -> dict:
+    """The check that covers `lab`'s wiring and data version here: the passed one on record
+    (`ran` False), else one run now (`ran` True, its whole record under `result`), said in one
+    line on `console`. For `ablate --check` and the demos, before each value's run."""
+    status = check_status(lab, lab.data_version)
+    if status["warning"] is None:
+        return {"file": status["file"], "passed": True, "ran": False}
+    result = run_check(lab, console)
+    if console is not None:
+        verdict = "[green]passed[/]" if result["passed"] else f"[red]FAILED[/] {result['failed']}"
+        console.print(
+            f"check of this wiring: {verdict} in {result['seconds']:.0f}s "
+            f"({len(result['items'])} items; {result['file']})"
+        )
+    return {
+        "file": result["file"],
+        "passed": result["passed"],
+        "ran": True,
+        "failed": result["failed"],
+        "seconds": result["seconds"],
+        "result": result,
+    }
 
 
 def _guard(names: tuple[str, ...], step, ctx: dict) -> list[dict]:

@@ -72,8 +72,8 @@ def run_ablation(
     prepare: Callable[[Lab], object] | None = None,
 ) -> dict:
     """Run one variant per value (see the module docstring); `prepare` is called with each
-    value's lab, its data version set, right before its run (the demos check each new
-    wiring there)."""
+    value's lab, its data version set, right before its run (`ablate --check` and the demos
+    check each new wiring there), and what it returns is kept in the value's row (`check`)."""
     key, values = parse_assignment(assignment)
     data_key = key.startswith("data.")
     current = open_records_lab(lab_path).data_version  # read once, never changed here
@@ -88,8 +88,7 @@ def run_ablation(
             lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
             if console:
                 console.print(f"{key}={value}: data version {lab.data}")
-        if prepare is not None:
-            prepare(lab)
+        prepared = prepare(lab) if prepare is not None else None
         n = seeds or lab.spec.training.replicates
         if n > 1:
             with _one_key(key):
@@ -99,6 +98,8 @@ def run_ablation(
             with _one_key(key):
                 record = run_variant(lab, run_name(key, value), console, parent=parent)
             rows.append(_row(lab, value, record))
+        if isinstance(prepared, dict):
+            rows[-1]["check"] = {k: v for k, v in prepared.items() if k != "result"}
     return {"key": key, "values": values, "runs": rows, "data_version": current}
 
 
