@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 from pathlib import Path
 
+from rich.console import Console
 from test_cli import expected_verdict, tl
 
 from conftest import page_rows
 from tunelab.cli import main
+from tunelab.views import compare as compare_view
 
 
 def test_the_whole_extraction_lab(make_extraction_lab, capsys):
@@ -47,6 +50,12 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     shown = capsys.readouterr().out
     assert variant["id"] in shown and "…" not in shown.split("other metrics")[0]
     assert "other metrics" in shown and "schema valid" in shown.split("other metrics")[1]
+    # a report that showed every run's metrics already (the extraction demo) leaves them out
+    out = io.StringIO()
+    compare_view.compare(result, Console(file=out, width=120), metric_tables=False)
+    brief = out.getvalue()
+    assert variant["id"] in brief and "verdict" in brief
+    assert "other metrics" not in brief and "per-field exact" not in brief
 
     # a plain LoRA of q/v: LoRA-only engines can load it; its merged form verifies alone
     code, exported = tl(capsys, "export", run["id"], "--lab", lab, "--merge", "--gguf", "f32")

@@ -134,7 +134,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     report.section("Before and after")
     result = compare(handle)
     before_after(baselines["runs"][0], lora, out)
-    compare_view.compare(result, out)
+    compare_view.compare(result, out, metric_tables=False)  # the table above has them all
     out.print(forgetting_note(result, baselines["runs"][0], lora))
     out.print(seed_note(result))
 
@@ -198,7 +198,7 @@ def forgetting_note(result: dict, base: dict, variant: dict) -> str:
 def before_after(base: dict, variant: dict, out: Console) -> None:
     b, v = base["metrics"], variant["metrics"]
     table = Table("on validation", "base (zero-shot)", "LoRA", title="before / after")
-    for key in ("json_valid", "schema_valid", "field_presence", "exact_match"):
+    for key in ("json_valid", "schema_valid", "field_presence", "field_accuracy", "exact_match"):
         table.add_row(key.replace("_", " "), style.pct(b[key]), style.pct(v[key]))
     for field in FIELDS:
         for part in ("presence", "exact"):

@@ -29,7 +29,10 @@ So does a `PLAIN` primary (pretrain's bits per byte, loss and perplexity: one me
 units, whose three columns cut the ablation demo's table to `perplexi…`)."""
 
 
-def compare(result: dict, console: Console) -> None:
+def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
+    """The verdict table, then (unless `metric_tables` is False: a report that has shown every
+    run's metrics already) each run's other metrics and per-group scores, then each variant's
+    notes."""
     primary, metrics = result["primary_metric"], result["metrics"]
     apart = len(metrics) > TABLE_METRICS or primary in PLAIN
     others = [m for m in metrics if m != primary] if apart else []
@@ -83,7 +86,7 @@ def compare(result: dict, console: Console) -> None:
             verdict_text(r["verdict"]),
         )
     console.print(table)
-    if others:
+    if others and metric_tables:
         _other_metrics(result, others, console)
     if any(r.get("arm") for r in result["runs"]):
         console.print(
@@ -91,7 +94,7 @@ def compare(result: dict, console: Console) -> None:
             "the seed differs, so it measures the noise of training; the arm is judged in its "
             "first run's row, over all its seeds[/]"
         )
-    if result["groups"]:
+    if result["groups"] and metric_tables:
         _per_group(result, console)
     for r in result["runs"]:
         if "vs_reference" in r:
