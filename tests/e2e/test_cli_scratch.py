@@ -4,6 +4,7 @@ and the handover of a scratch model (its base, config and tokenizer, in the bund
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import shutil
@@ -12,12 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from rich.console import Console
 
 import tunelab
 from tunelab.cli import main
 from tunelab.core.store import Store
 from tunelab.stages.compare.rules import VERDICTS
 from tunelab.stages.export.load import WrongBaseError
+from tunelab.views import runs as runs_view
 
 WORDS = [
     "the",
@@ -158,6 +161,9 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
         "passed": True,
         "ran": False,
     }
+    out = io.StringIO()
+    runs_view.ablation(again, Console(file=out, width=160))
+    assert "wiring check" in out.getvalue() and "passed, on record" in out.getvalue()
     # a failed check stops the ablation before that value's run, and says where to look
     import tunelab.stages.check.steps as steps
 

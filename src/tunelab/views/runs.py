@@ -11,11 +11,18 @@ from tunelab.views.style import metric_value
 
 def ablation(result: dict, console: Console) -> None:
     data = result["key"].startswith("data.")
-    columns = [result["key"], "run", *(["data version"] if data else []), "parent"]
+    columns = ["value", "run", *(["data version"] if data else []), "parent"]  # the key: title
     seeds = len(result["runs"][0].get("seeds") or [])  # a seeded ablation: each value's mean
     metric = result["runs"][0]["metric"] + (f", mean of {seeds} seeds" if seeds else "")
     seconds = "train s" + (", all seeds" if seeds else "")
-    table = Table(*columns, metric, seconds, title=f"ablation of {result['key']}")
+    checked = any("check" in r for r in result["runs"])  # `ablate --check`
+    table = Table(
+        *columns,
+        metric,
+        seconds,
+        *(["wiring check"] if checked else []),
+        title=f"ablation of {result['key']}",
+    )
     for r in result["runs"]:
         version = [r["data_version"]] if data else []
         table.add_row(
@@ -25,6 +32,7 @@ def ablation(result: dict, console: Console) -> None:
             str(r["parent"]),
             metric_value(r["metric"], r["score"]),
             f"{r['seconds']:.0f}",
+            *([_check_cell(r.get("check"))] if checked else []),
         )
     console.print(table)
     if data:
@@ -33,6 +41,13 @@ def ablation(result: dict, console: Console) -> None:
             f"{result['data_version']} (still the current one)"
         )
     console.print("compare them with the paired statistics: `tunelab compare`")
+
+
+def _check_cell(check: dict | None) -> str:
+    """`passed, run now` or `passed, on record`: how the value's wiring was checked."""
+    if check is None:
+        return "-"
+    return "passed, " + ("run now" if check["ran"] else "on record")
 
 
 def invalidated(record: dict, console: Console) -> None:
