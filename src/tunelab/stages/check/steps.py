@@ -174,7 +174,8 @@ def wiring_checked(lab: Lab, console: Console | None = None) -> dict:
         return {"file": status["file"], "passed": True, "ran": False}
     result = run_check(lab, console)
     if console is not None:
-        verdict = "[green]passed[/]" if result["passed"] else f"[red]FAILED[/] {result['failed']}"
+        failed = ", ".join(result["failed"] + result["skipped"])
+        verdict = "[green]passed[/]" if result["passed"] else f"[red]FAILED[/] ({failed})"
         console.print(
             f"check of this wiring: {verdict} in {result['seconds']:.0f}s "
             f"({len(result['items'])} items; {result['file']})"
