@@ -154,9 +154,23 @@ def _load_whole(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
         for name, value in tensors.items():
             params[name].copy_(value)
     saved = torch.load(path / "optimizer.pt", weights_only=True)
+    _same_trainable_set(path, saved["optimizer"], optimizer)
     optimizer.load_state_dict(saved["optimizer"])
     torch.set_rng_state(saved["rng"]["cpu"])
     _set_rng(saved["rng"])
+
+
+def _same_trainable_set(path: Path, saved: dict, optimizer: torch.optim.Optimizer) -> None:
+    """The checkpoint's optimizer stepped as many tensors as this one steps, or a clear refusal
+    (torch would say only that a parameter group's size does not match)."""
+    then = sum(len(g["params"]) for g in saved["param_groups"])
+    now = sum(len(g["params"]) for g in optimizer.param_groups)
+    if then != now:
+        raise TunelabError(
+            f"{path}: this checkpoint's optimizer stepped {then} tensors and this run trains "
+            f"{now}: another trainable set (a changed method, or a tunelab that now freezes "
+            "tensors no gradient can reach), so it cannot resume; start the run again"
+        )
 
 
 def _set_rng(rng: dict) -> None:

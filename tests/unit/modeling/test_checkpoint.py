@@ -13,6 +13,7 @@ import torch.distributed as dist
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
+from tunelab.core.errors import TunelabError
 from tunelab.modeling.checkpoint import load_checkpoint, save_checkpoint
 from tunelab.training.sharding import shard
 from tunelab.training.step import make_optimizer
@@ -64,6 +65,18 @@ def test_a_one_process_checkpoint_loads_into_fsdp_shards(tiny_llama, tmp_path, o
     for p, q in zip(optimizer.param_groups[0]["params"], params, strict=True):
         moments = (optimizer.state[p]["exp_avg"], again.state[q]["exp_avg"].full_tensor())
         assert torch.equal(*moments)
+
+
+def test_a_checkpoint_of_another_trainable_set_is_refused_with_what_changed(tiny_llama, tmp_path):
+    model = lora(tiny_llama)
+    optimizer, scheduler = trained_once(model)
+    save_checkpoint(tmp_path / "checkpoint", model, optimizer, scheduler, {"step": 1})
+    fewer = lora(tiny_llama)
+    next(p for n, p in fewer.named_parameters() if "lora_A" in n).requires_grad_(False)
+    _params, again = make_optimizer(fewer, 1e-2, 0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(again, lambda step: 1.0)
+    with pytest.raises(TunelabError, match="stepped 8 tensors and this run trains 7"):
+        load_checkpoint(tmp_path / "checkpoint", fewer, again, schedule)
 
 
 def test_a_checkpoint_is_fsynced_before_and_after_its_rename(tiny_llama, tmp_path, monkeypatch):
