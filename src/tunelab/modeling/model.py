@@ -323,9 +323,8 @@ def apply_method(
     else:
         from tunelab.modeling.scratch import untrainable
 
-        model.requires_grad_(True)
         dead = untrainable(model)
-        for name, param in model.named_parameters():
+        for name, param in model.named_parameters():  # every tensor trains but the dead
             param.requires_grad_(name not in dead)
         if dead:  # frozen, and said so: the check holds them to it
             report["untrainable"] = {"tensors": sorted(dead), "why": sorted(set(dead.values()))}
