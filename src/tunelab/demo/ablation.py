@@ -289,7 +289,12 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
     if high < 0:
         better, worse = worse, better
     if low > 0 or high < 0:
-        said += f"{better} did better than {worse} beyond the seeds' reach"
+        said += f"{better} did better than {worse} " + (
+            "beyond the seeds' reach"
+            if answer["basis"] == "seeds and examples"
+            else "on these documents, on one seed each: whether a new seed would too is not "
+            "measured"
+        )
         if abs(delta) < smallest:
             said += f", by less than the {smallest:g} mbit/byte that would count"
     elif ex["low"] > 0 or ex["high"] < 0:

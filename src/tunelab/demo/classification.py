@@ -23,6 +23,7 @@ from tunelab.demo.report import (
 )
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
+from tunelab.stages.compare.two_level import SEEDS
 from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.final import run_final
 from tunelab.stages.run.ablate import run_ablation
@@ -159,20 +160,31 @@ def _story(result: dict, baselines: dict, out: Console, ablation_runs: set[str])
         )
     ablated = next((r for r in variants if r["id"] in ablation_runs and r.get("vs_parent")), None)
     if ablated:
-        boot = ablated["vs_parent"]["bootstrap"]
-        if boot["high"] < 0:
-            said = "LP-FT did better than a random head, beyond the noise"
-        elif boot["low"] > 0:
-            said = "a random head did better than LP-FT, beyond the noise"
-        else:
-            said = "the two heads cannot be told apart on this validation split"
-        out.print(
-            f"What LP-FT bought: {ablated['id']} (a random head) against its parent "
-            f"{ablated['vs_parent']['run']}: {100 * boot['delta']:+.1f} points of macro-F1 "
-            f"(95% CI {100 * boot['low']:+.1f} to {100 * boot['high']:+.1f}); {said}."
-        )
+        out.print(_heads_sentence(ablated))
     out.print(seed_note(result))
     out.print(_conclusion(result, variants))
+
+
+def _heads_sentence(ablated: dict) -> str:
+    """What LP-FT bought: the random-head run against its LP-FT parent, and on what basis."""
+    boot = ablated["vs_parent"]["bootstrap"]
+    how = (
+        "beyond the seeds' noise"
+        if boot["basis"] == SEEDS
+        else "on these validation examples, on one seed each: whether a new seed would too "
+        "is not measured here"
+    )
+    if boot["high"] < 0:
+        said = f"LP-FT did better than a random head {how}"
+    elif boot["low"] > 0:
+        said = f"a random head did better than LP-FT {how}"
+    else:
+        said = "the two heads cannot be told apart on this validation split"
+    return (
+        f"What LP-FT bought: {ablated['id']} (a random head) against its parent "
+        f"{ablated['vs_parent']['run']}: {100 * boot['delta']:+.1f} points of macro-F1 "
+        f"(95% CI {100 * boot['low']:+.1f} to {100 * boot['high']:+.1f}); {said}."
+    )
 
 
 def _conclusion(result: dict, variants: list[dict]) -> str:
@@ -198,6 +210,6 @@ def _conclusion(result: dict, variants: list[dict]) -> str:
         return (
             f"A linear probe on frozen MiniLM embeddings ({reference}, mean-pooled, as the model "
             f"was trained to be used){scored} is not beaten by these short fine-tuning "
-            f"runs{below}: the honest answer to the question is no, not at this budget."
+            f"runs{below}: the honest answer to the question is 'not shown at this budget'."
         )
-    return f"No variant beats {reference}{below}: the answer is no, not at this budget."
+    return f"No variant beats {reference}{below}: the answer is 'not shown at this budget'."

@@ -209,9 +209,15 @@ def conclusion(result: dict) -> str:
         f"The best variant, {best['id']}, scores {style.pct(best[metric])}% macro-F1 against "
         f"{style.pct(scores[reference])}% for {reference}: verdict {best['verdict']}."
     )
-    won = [r["id"] for r in variants if r["verdict"] in ("improved", "improved on one seed")]
+    won = [r["id"] for r in variants if r["verdict"] == "improved"]
     if won:
-        return f"{said} Fine-tuning beat the reference here ({', '.join(won)})."
+        return f"{said} Fine-tuning beat the reference beyond the seeds' noise ({', '.join(won)})."
+    won = [r["id"] for r in variants if r["verdict"] == "improved on one seed"]
+    if won:
+        return (
+            f"{said} Fine-tuning beat the reference on one seed each ({', '.join(won)}): whether "
+            "a new seed would too is not measured here."
+        )
     if best["verdict"] == "guardrail unresolved":
         return (
             f"{said} It gained, but a guardrail is unresolved: more validation images would say "

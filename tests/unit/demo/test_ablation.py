@@ -110,3 +110,11 @@ def test_the_closing_sentence_splits_settled_from_open_questions():
     said = _settled(QUESTIONS, answers)
     assert "beyond the seeds' reach overall or on a source: GQA;" in said
     assert "within it: NoPE in layers 1 and 3, MoE, manuals by size." in said
+
+
+def test_without_a_noise_record_a_difference_is_not_called_beyond_the_seeds():
+    said = _sentence(
+        GQA, answer(0.02, 0.012, 0.03, "improved on one seed") | {"basis": "examples"}, 0.01
+    )
+    assert "(no seed noise known): GQA did better than MHA on these documents, on one seed" in said
+    assert "seeds' reach" not in said

@@ -34,6 +34,7 @@ def test_the_conclusion_reads_the_verdicts():
     probe = {"reference": "r002-probe", "runs": [{"id": "r002-probe", "macro_f1": 0.931}]}
     said = _conclusion(probe, [row("r003-lora", "no evidence")])
     assert "(r002-probe," in said and "scores 93.1% macro-F1" in said and "not beaten" in said
+    assert said.endswith("the honest answer to the question is 'not shown at this budget'.")
     probe["runs"][0]["macro_f1"] = 0.5
     worse = _conclusion(probe, [row("r003-lora", "worse")])
     assert "scores 50.0% macro-F1" in worse and "(r003-lora did worse)" in worse
@@ -67,4 +68,26 @@ def test_the_image_demo_answer_reads_the_best_variant_and_its_verdict():
     held = conclusion(runs("guardrail unresolved"))
     assert "It gained, but a guardrail is unresolved" in held and "No variant" not in held
     won = conclusion(runs("improved on one seed"))
-    assert "verdict improved on one seed" in won and "beat the reference here (r003-lora)" in won
+    assert "verdict improved on one seed" in won
+    assert "beat the reference on one seed each (r003-lora): whether a new seed" in won
+    beyond = conclusion(runs("improved"))
+    assert "beat the reference beyond the seeds' noise (r003-lora)." in beyond
+
+
+def ablated(low: float, high: float, basis: str = "examples") -> dict:
+    """The classification demo's random-head run, against its LP-FT parent."""
+    boot = {"delta": (low + high) / 2, "low": low, "high": high, "basis": basis}
+    return {"id": "r004-head_init-new", "vs_parent": {"run": "r003-lora", "bootstrap": boot}}
+
+
+def test_what_lp_ft_bought_is_said_on_the_basis_of_its_interval():
+    from tunelab.demo.classification import _heads_sentence
+
+    one = _heads_sentence(ablated(-0.06, -0.004))
+    assert "-3.2 points of macro-F1 (95% CI -6.0 to -0.4)" in one
+    assert "LP-FT did better than a random head on these validation examples, on one seed" in one
+    assert "whether a new seed would too is not measured here" in one and "noise" not in one
+    seeds = _heads_sentence(ablated(-0.06, -0.004, "seeds and examples"))
+    assert seeds.endswith("LP-FT did better than a random head beyond the seeds' noise.")
+    assert "a random head did better than LP-FT on these" in _heads_sentence(ablated(0.01, 0.03))
+    assert "cannot be told apart" in _heads_sentence(ablated(-0.02, 0.01))
