@@ -187,8 +187,14 @@ def forgetting_note(result: dict, base: dict, variant: dict) -> str:
         f"+{g['max_drop']:g}: the guardrail {STATUS_WORDS[g['status']]}."
     )
     if g["status"] == "broken":
+        seeds = (
+            ""
+            if c.get("basis") == "seeds and examples"
+            else " on this seed (the interval counts the documents, not the seeds' spread: "
+            "another seed may lose less)"
+        )
         text += (
-            " The task is won and some of the base's prose is lost: the verdict says "
+            f" The task is won and some of the base's prose is lost{seeds}: the verdict says "
             "so, and the bundle's model card records it. If the model must still write "
             "prose, a smaller rank or fewer steps is the next variant (one change at a time)."
         )

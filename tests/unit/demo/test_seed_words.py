@@ -91,3 +91,26 @@ def test_what_lp_ft_bought_is_said_on_the_basis_of_its_interval():
     assert seeds.endswith("LP-FT did better than a random head beyond the seeds' noise.")
     assert "a random head did better than LP-FT on these" in _heads_sentence(ablated(0.01, 0.03))
     assert "cannot be told apart" in _heads_sentence(ablated(-0.02, 0.01))
+
+
+def test_a_broken_forgetting_guardrail_on_one_seed_says_so():
+    from tunelab.demo.extraction import NEWS, forgetting_note
+
+    def lab(basis: str | None) -> tuple[dict, dict, dict]:
+        check = {"delta": -0.065, "low": -0.072, "high": -0.059, "status": "broken"}
+        if basis:
+            check["basis"] = basis
+        guard = {"on": NEWS, "status": "broken", "max_drop": 0.05, "checks": {"overall": check}}
+        result = {"runs": [{"id": "r002-lora", "guardrails": [guard]}]}
+
+        def run(run_id: str, bpb: float) -> dict:
+            return {"id": run_id, "guard": {NEWS: {"metrics": {"bits_per_byte": bpb, "n": 25}}}}
+
+        return result, run("r001-zero-shot", 1.103), run("r002-lora", 1.168)
+
+    one = forgetting_note(*lab(None))
+    assert "bits per byte went from 1.103 to 1.168 (+0.065, 95% CI +0.059 to +0.072)" in one
+    assert "some of the base's prose is lost on this seed (the interval counts the documents" in one
+    seeds = forgetting_note(*lab("seeds and examples"))
+    assert "some of the base's prose is lost: the verdict says so" in seeds
+    assert "this seed" not in seeds

@@ -68,6 +68,28 @@ def interval_text(metric: str, boot: dict) -> str:
     )
 
 
+def _remedy(rails: list[dict]) -> str:
+    """What would resolve the unresolved guardrails, from their checks: more seeds where the
+    seeds' spread keeps an interval across its limit, more validation examples (or documents of
+    a forgetting guardrail's text) where the examples' does, a score where none was made."""
+    needs: list[str] = []
+    for g in rails:
+        if g["status"] != UNRESOLVED:
+            continue
+        for c in g.get("checks", {}).values():
+            if c.get("status") != UNRESOLVED:
+                continue
+            if c.get("needs") == "more seeds":
+                need = "more seeds (`tunelab noise RUN --seeds N`)"
+            elif "not_checked" in c:
+                need = f"every run scored on {g['on']}" if g.get("on") else "a measurement"
+            else:
+                need = f"more documents in {g['on']}" if g.get("on") else "more validation examples"
+            if need not in needs:
+                needs.append(need)
+    return " and ".join(needs) or "more validation examples"
+
+
 def verdict(
     versus: dict,
     hypothesis: Hypothesis | None,
@@ -120,7 +142,7 @@ def verdict(
         return UNRESOLVED_VERDICT, [
             *reasons,
             *unresolved,
-            "an unresolved guardrail blocks `improved`: add validation examples, or accept it "
+            f"an unresolved guardrail blocks `improved`: {_remedy(rails)}, or accept it "
             'with `tunelab compare --accept-unresolved "why"` (recorded)',
             *extra,
         ]

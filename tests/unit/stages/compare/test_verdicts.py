@@ -102,7 +102,7 @@ def test_a_class_drop_the_size_of_noise_is_unresolved_not_broken(tmp_path):
     # the gain is real, but an unresolved guardrail blocks `improved`...
     assert variant["vs_reference"]["bootstrap"]["low"] > 0
     assert variant["verdict"] == "guardrail unresolved"  # a gain, its cost not yet known
-    assert any("blocks `improved`" in r for r in variant["reasons"])
+    assert any("blocks `improved`: more validation examples, or" in r for r in variant["reasons"])
     # ...unless the user accepts it, with a reason that is recorded
     accepted = compare(lab, accept_unresolved="class c is rare in production")
     assert accepted["runs"][-1]["verdict"] == "improved on one seed"

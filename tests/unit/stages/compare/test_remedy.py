@@ -1,0 +1,37 @@
+"""What an unresolved guardrail's blocking reason asks for follows what keeps each interval
+across its limit: the seeds' spread, the examples', or a run never scored."""
+
+from __future__ import annotations
+
+from tunelab.stages.compare.rules import _remedy
+
+
+def rail(*checks: dict, on: str | None = None, status: str = "unresolved") -> dict:
+    g = {"status": status, "checks": {f"c{i}": c for i, c in enumerate(checks)}}
+    return g | ({"on": on} if on else {})
+
+
+SEEDS = {"status": "unresolved", "basis": "seeds and examples", "needs": "more seeds"}
+EXAMPLES = {"status": "unresolved", "needed_n": 900, "examples": 445}
+HOLDS = {"status": "holds"}
+
+
+def test_an_interval_widened_by_the_seeds_asks_for_seeds():
+    said = _remedy([rail(SEEDS, on="general/bbc_news.jsonl")])
+    assert said == "more seeds (`tunelab noise RUN --seeds N`)"
+
+
+def test_an_interval_widened_by_the_examples_asks_for_examples_or_documents():
+    assert _remedy([rail(EXAMPLES, HOLDS)]) == "more validation examples"
+    assert _remedy([rail(EXAMPLES, on="news.jsonl")]) == "more documents in news.jsonl"
+
+
+def test_each_need_is_named_once_and_guardrails_that_hold_ask_for_nothing():
+    rails = [rail(SEEDS, SEEDS), rail(EXAMPLES), rail(EXAMPLES, status="holds")]
+    said = _remedy(rails)
+    assert said == "more seeds (`tunelab noise RUN --seeds N`) and more validation examples"
+
+
+def test_a_run_never_scored_on_the_text_asks_for_the_score():
+    unscored = {"status": "unresolved", "not_checked": "r003 was never scored on it"}
+    assert _remedy([rail(unscored, on="news.jsonl")]) == "every run scored on news.jsonl"
