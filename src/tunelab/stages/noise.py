@@ -4,7 +4,8 @@ Trains the seeds of `core.replicates.replicate_seeds(RUN's seed, N)` that RUN's 
 have yet, each under RUN's own recorded spec, data version, parent and reason (RUN itself is
 the first seed), as one replicate group; then writes `.tunelab/noise/nNNN.json`: the runs, their
 seeds, the family the floor applies to (`core.replicates.family`), and the seed-to-seed spread
-of every overall metric and of every per-group metric (per class, per field, per source).
+of every overall metric, of every per-group metric (per class, per field, per source) and of
+what a forgetting guardrail measures on its text (`forgetting`).
 `compare` pools the spread of a family's noise records into the seed-aware interval of every
 arm of that family (`stages/compare/seeds.py`). RUN defaults to the newest completed variant.
 """
@@ -21,6 +22,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import NOISE
 from tunelab.core.replicates import FAMILY_KEYS, arms, family, replicate_seeds, seed_of
+from tunelab.core.sections import FORGETTING_METRICS
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, StoreError, now
 from tunelab.stages.run.replicates import open_group, train_seeds
@@ -133,7 +135,8 @@ tokens), the same for every seed: not metrics, so they have no spread."""
 
 
 def spread(runs: list[dict], task_name: str) -> dict:
-    """Seed-to-seed spread of every overall metric and every per-group metric."""
+    """Seed-to-seed spread of every overall metric, every per-group metric and, under
+    `forgetting`, what a forgetting guardrail measures on each text every seed was scored on."""
     task = get_task(task_name)
     metrics = [r["metrics"] for r in runs]
     out = {"overall": {m: _stats([x[m] for x in metrics]) for m in sorted(task.overall_metrics)}}
@@ -145,5 +148,19 @@ def spread(runs: list[dict], task_name: str) -> dict:
                 if m not in COUNTS and isinstance(v, int | float)
             }
             for name, values in metrics[0][task.group_key].items()
+        }
+    scored = [
+        {source: g["metrics"] for source, g in (r.get("guard") or {}).items() if "metrics" in g}
+        for r in runs
+    ]
+    texts = sorted(set.intersection(*(set(s) for s in scored)))
+    if texts:
+        out["forgetting"] = {
+            text: {
+                m: _stats([s[text][m] for s in scored])
+                for m in FORGETTING_METRICS
+                if all(m in s[text] for s in scored)
+            }
+            for text in texts
         }
     return out

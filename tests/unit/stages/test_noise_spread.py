@@ -1,5 +1,6 @@
-"""The noise floor's spread: every metric's mean, sd and range over the seeds, not the counts
-of the validation data beside them (a source's bytes and tokens are the same for every seed)."""
+"""The noise floor's spread: every metric's mean, sd and range over the seeds (a forgetting
+guardrail's text too), not the counts of the validation data beside them (a source's bytes and
+tokens are the same for every seed)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,27 @@ def test_a_sources_counts_are_not_spread_over_seeds():
     shown = text.getvalue()
     assert "bits_per_byte manuals" in shown and "bytes" not in shown.replace("bits_per_byte", "")
     assert "perplexity manuals" in shown and " 27.2 " in shown  # to one decimal
+
+
+def test_a_forgetting_guardrails_text_is_spread_over_the_seeds_that_scored_it():
+    def run(bpb: float, news: float | None) -> dict:
+        out = {"metrics": pretrain_metrics(bpb, bpb)}
+        if news is None:  # never scored on the text
+            return out
+        scored = {"bits_per_byte": news, "loss": 3 * news, "perplexity": 30.0, "n": 25}
+        return out | {"guard": {"general/news.jsonl": {"metrics": scored | {"bytes": 900}}}}
+
+    out = spread([run(2.7, 1.168), run(2.7, 1.149), run(2.7, 1.164)], "pretrain")
+    news = out["forgetting"]["general/news.jsonl"]
+    assert set(news) == {"bits_per_byte", "loss"}  # what such a guardrail can measure
+    assert news["bits_per_byte"]["mean"] == pytest.approx(1.1603, abs=1e-4)
+    assert news["bits_per_byte"]["range"] == pytest.approx(0.019)
+    # a text one seed was not scored on has no spread to show
+    assert "forgetting" not in spread([run(2.7, 1.168), run(2.7, None)], "pretrain")
+    record = {"id": "n001", "of": "r002", "runs": ["r002", "r003", "r004"], "seeds": [0, 1, 2]}
+    record |= {"trained": 2, "group": "g001", "file": "n001.json", "spread": out}
+    text = io.StringIO()
+    show_noise(record, Console(file=text, width=120))
+    assert "bits_per_byte general/news.jsonl │ forgetting │ 1.1603 │ 0.0100 │ 0.0190" in (
+        text.getvalue()
+    )
