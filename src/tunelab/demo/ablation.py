@@ -213,12 +213,20 @@ def _seed_control(result: dict, out: Console) -> list[dict]:
         excludes = boot["low"] > 0 or boot["high"] < 0
         out.print(
             f"• Seed control: {row['id']} (seed {_seed(row, result)}) against the reference: "
-            f"{delta:+.1f} mbit/byte (95% CI over documents {low:+.1f} to {high:+.1f}), "
+            f"{delta:+.1f} mbit/byte reduction ({_moved(boot['delta'])}; 95% CI over documents "
+            f"{low:+.1f} to {high:+.1f}), "
             + ("an interval that excludes zero" if excludes else "an interval across zero")
             + f"; only the seed differs, so the verdict is {vs['verdict']}."
         )
         said.append({"run": row["id"], "delta": boot["delta"], "verdict": vs["verdict"]})
     return said
+
+
+def _moved(reduction: float) -> str:
+    """A reduction in words: less is better, so a positive reduction is bits per byte falling."""
+    if reduction == 0:
+        return "bits per byte unchanged"
+    return f"bits per byte {'fell' if reduction > 0 else 'rose'}"
 
 
 def _seed(row: dict, result: dict) -> int | None:
@@ -274,7 +282,8 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
     delta, low, high = (1000 * answer[k] for k in ("reduction", "low", "high"))
     ex = {k: 1000 * answer["example"][k] for k in ("low", "high")}
     said = (
-        f"{delta:+.1f} mbit/byte for {question.variant}; over the documents alone "
+        f"{delta:+.1f} mbit/byte reduction for {question.variant} "
+        f"({_moved(answer['reduction'])}); over the documents alone "
         f"{ex['low']:+.1f} to {ex['high']:+.1f}"
     )
     if answer["basis"] == "seeds and examples":
@@ -311,8 +320,9 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
 def _sources_beyond_seeds(answer: dict) -> list[str]:
     """The sources whose own seed-aware interval excludes zero, each with its reduction."""
     return [
-        f"{source} alone it moved {1000 * c['delta']:+.1f} mbit/byte "
-        f"({1000 * c['low']:+.1f} to {1000 * c['high']:+.1f}), beyond the seeds' reach"
+        f"{source} alone a reduction of {1000 * c['delta']:+.1f} mbit/byte "
+        f"({1000 * c['low']:+.1f} to {1000 * c['high']:+.1f}; {_moved(c['delta'])}), beyond the "
+        "seeds' reach"
         for source, c in answer["per_source"].items()
         if answer["basis"] == "seeds and examples" and (c["low"] > 0 or c["high"] < 0)
     ]

@@ -35,7 +35,10 @@ def answer(
 
 def test_a_reduction_beyond_the_noise_names_the_better_choice():
     said = _sentence(GQA, answer(0.02, 0.012, 0.03, "improved"), 0.01)
-    assert "+20.0 mbit/byte for GQA; over the documents alone +15.5 to +24.5" in said
+    assert (
+        "+20.0 mbit/byte reduction for GQA (bits per byte fell); over the documents alone "
+        "+15.5 to +24.5" in said
+    )
     assert "with the reference's seed noise (sd 5.0 mbit/byte) +12.0 to +30.0" in said
     assert "GQA did better than MHA beyond the seeds' reach; verdict improved." in said
     assert "matched (within 5%)" in said
@@ -101,7 +104,10 @@ def test_a_source_that_moved_beyond_the_seeds_is_named():
         "news": {"delta": 0.011, "low": -0.01, "high": 0.03},
     }
     said = _sentence(GQA, answer(0.009, -0.01, 0.03, per_source=sources), 0.01)
-    assert "On manuals alone it moved -390.0 mbit/byte (-450.0 to -330.0)" in said
+    assert (
+        "On manuals alone a reduction of -390.0 mbit/byte (-450.0 to -330.0; bits per byte rose)"
+        in said
+    )
     assert "news alone" not in said
 
 
@@ -118,3 +124,29 @@ def test_without_a_noise_record_a_difference_is_not_called_beyond_the_seeds():
     )
     assert "(no seed noise known): GQA did better than MHA on these documents, on one seed" in said
     assert "seeds' reach" not in said
+
+
+def test_a_seed_control_says_which_way_bits_per_byte_moved():
+    import io
+
+    from rich.console import Console
+
+    from tunelab.demo.ablation import _seed_control
+
+    boot = {"delta": -0.0151, "low": -0.0198, "high": -0.0100}
+    seeds = [{"run": "r002", "seed": 0}, {"run": "r003", "seed": 625451353}]
+    result = {
+        "reference": "r002",
+        "runs": [
+            {"id": "r002", "seeds": seeds},
+            {"id": "r003", "arm": "r002", "vs_first": {"bootstrap": boot, "verdict": "x"}},
+        ],
+    }
+    text = io.StringIO()
+    said = _seed_control(result, Console(file=text, width=200))
+    assert said == [{"run": "r003", "delta": -0.0151, "verdict": "x"}]
+    assert (
+        "r003 (seed 625451353) against the reference: -15.1 mbit/byte reduction (bits per byte "
+        "rose; 95% CI over documents -19.8 to -10.0), an interval that excludes zero"
+        in (text.getvalue())
+    )
