@@ -274,3 +274,19 @@ def tunelab_sha_file(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_cards_verdict_says_what_its_interval_counts(exported):
+    """One seed and no noise record: the examples alone, and a new seed could move it; a
+    seed-aware interval says it counts the seeds."""
+    from tunelab.stages.export.card import body
+
+    _, bundle = exported
+    info = json.loads((bundle / "tunelab.json").read_text())
+    card = " ".join(body(info).split())
+    assert "over the validation examples of one seed (a new seed could move it" in card
+    seeded = json.loads(json.dumps(info))
+    seeded["comparison"]["row"]["vs_reference"]["bootstrap"]["basis"] = "seeds and examples"
+    card = " ".join(body(seeded).split())
+    assert "95% paired bootstrap interval" in card and "over the seeds and the validation" in card
+    assert "of one seed" not in card

@@ -93,10 +93,16 @@ def body(info: dict) -> str:
         else:
             moved = f"{100 * b['delta']:+.1f} points"
             interval = f"({100 * b['low']:+.1f}, {100 * b['high']:+.1f})"
+        counted = (
+            "over the seeds and the validation examples"
+            if b.get("basis") == "seeds and examples"
+            else "over the validation examples of one seed (a new seed could move it; `tunelab "
+            "noise` measures how far)"
+        )
         lines.append(
             f"**{comp['row']['verdict'] or 'no verdict'}** against `{comp['reference']}` "
             f"(comparison `{comp['id']}`): {hyp.get('metric')} {moved}, "
-            f"95% paired bootstrap interval {interval}."
+            f"95% paired bootstrap interval {interval}, {counted}."
         )
     else:
         lines.append("No comparison has judged this run.")
