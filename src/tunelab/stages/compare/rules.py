@@ -45,6 +45,24 @@ ONE_SEED_CAUTION = (
 )
 
 
+BROKEN_ON_ONE_SEED = (
+    "the guardrail was judged on one seed per arm and no noise record: a new seed alone could "
+    "move it this far (`tunelab noise` measures the floor, `--seeds N` replicates the runs)"
+)
+
+
+def _broken_on_one_seed(rails: list[dict]) -> list[str]:
+    """The caution for a guardrail broken on an interval over the examples alone."""
+    judged = [
+        c
+        for g in rails
+        if g["status"] == BROKEN
+        for c in g.get("checks", {}).values()
+        if c.get("status") == BROKEN
+    ]
+    return [BROKEN_ON_ONE_SEED] if any("basis" not in c for c in judged) else []
+
+
 def excludes_zero(interval: dict) -> bool:
     return interval["low"] > 0 or interval["high"] < 0
 
@@ -126,7 +144,7 @@ def verdict(
         one_seed = [ONE_SEED_CAUTION] if boot["basis"] != SEEDS else []
         return WORSE, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]
     if broken:
-        return BROKEN_VERDICT, [*broken, *reasons, *extra]
+        return BROKEN_VERDICT, [*broken, *reasons, *_broken_on_one_seed(rails), *extra]
     if word in (IMPROVED, ONE_SEED):
         if word == ONE_SEED:
             reasons.append(ONE_SEED_CAUTION)

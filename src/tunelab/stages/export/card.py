@@ -179,19 +179,20 @@ def body(info: dict) -> str:
 
 
 def _regressed_line(r: dict) -> str:
-    """`f1 of sport is -2.1 points against the reference (-4.0, -0.2): holds.`; a metric
-    where less is better (bits per byte) by how much it rose."""
+    """`f1 of sport is -2.1 points against the reference (-4.0, -0.2, one seed): holds.`; a
+    metric where less is better (bits per byte) by how much it rose."""
     where = "overall" if r["scope"] == "overall" else f"of {r['scope']}"
     if r.get("on"):
         where = f"on {r['on']}"
+    seeds = {True: ", over the seeds", False: ", one seed"}.get(r.get("seeds"), "")  # older
     if r["metric"] in PLAIN:  # the interval is of the reduction: a negative one is a rise
         return (
             f"{r['metric']} {where} rose by {-r['delta']:.4f} against the reference "
-            f"({-r['high']:.4f} to {-r['low']:.4f}): {r['status']}."
+            f"({-r['high']:.4f} to {-r['low']:.4f}{seeds}): {r['status']}."
         )
     return (
         f"{r['metric']} {where} is {100 * r['delta']:+.1f} points against the "
-        f"reference ({100 * r['low']:+.1f}, {100 * r['high']:+.1f}): {r['status']}."
+        f"reference ({100 * r['low']:+.1f}, {100 * r['high']:+.1f}{seeds}): {r['status']}."
     )
 
 

@@ -25,7 +25,7 @@ def limitations(
 
 def regressed(row: dict) -> list[dict]:
     """Every class or field (or overall metric) a guardrail measured lower than the
-    reference, worst first, with its paired interval."""
+    reference, worst first, with its paired interval and whether it counts the seeds."""
     out = []
     for g in row.get("guardrails", []):
         for name, c in g["checks"].items():
@@ -39,6 +39,7 @@ def regressed(row: dict) -> list[dict]:
                         "low": c["low"],
                         "high": c["high"],
                         "status": c["status"],
+                        "seeds": c.get("basis") == "seeds and examples",
                     }
                 )
     return sorted(out, key=lambda r: r["delta"])

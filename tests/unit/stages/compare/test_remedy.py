@@ -1,9 +1,10 @@
 """What an unresolved guardrail's blocking reason asks for follows what keeps each interval
-across its limit: the seeds' spread, the examples', or a run never scored."""
+across its limit: the seeds' spread, the examples', or a run never scored; a guardrail broken
+on the examples alone says a new seed could move it."""
 
 from __future__ import annotations
 
-from tunelab.stages.compare.rules import _remedy
+from tunelab.stages.compare.rules import BROKEN_ON_ONE_SEED, _broken_on_one_seed, _remedy
 
 
 def rail(*checks: dict, on: str | None = None, status: str = "unresolved") -> dict:
@@ -35,3 +36,12 @@ def test_each_need_is_named_once_and_guardrails_that_hold_ask_for_nothing():
 def test_a_run_never_scored_on_the_text_asks_for_the_score():
     unscored = {"status": "unresolved", "not_checked": "r003 was never scored on it"}
     assert _remedy([rail(unscored, on="news.jsonl")]) == "every run scored on news.jsonl"
+
+
+def test_a_guardrail_broken_on_the_examples_alone_is_cautioned():
+    broken = {"status": "broken"}
+    assert _broken_on_one_seed([rail(broken, status="broken")]) == [BROKEN_ON_ONE_SEED]
+    seeded = broken | {"basis": "seeds and examples"}
+    assert _broken_on_one_seed([rail(seeded, status="broken")]) == []
+    # only the checks that broke it count: a seed-aware break beside an unresolved check
+    assert _broken_on_one_seed([rail(seeded, EXAMPLES, status="broken")]) == []
