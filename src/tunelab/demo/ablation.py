@@ -27,6 +27,7 @@ from tunelab.demo.report import check_new_wiring, open_demo
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.compute import TOLERANCE, mismatched
+from tunelab.stages.compare.two_level import SEEDS
 from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.noise import measure_noise
 from tunelab.stages.run.ablate import run_ablation
@@ -286,7 +287,7 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
         f"({_moved(answer['reduction'])}); over the documents alone "
         f"{ex['low']:+.1f} to {ex['high']:+.1f}"
     )
-    if answer["basis"] == "seeds and examples":
+    if answer["basis"] == SEEDS:
         said += (
             f", with the reference's seed noise (sd {1000 * answer['seed_sd']:.1f} mbit/byte) "
             f"{low:+.1f} to {high:+.1f}: "
@@ -300,7 +301,7 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
     if low > 0 or high < 0:
         said += f"{better} did better than {worse} " + (
             "beyond the seeds' reach"
-            if answer["basis"] == "seeds and examples"
+            if answer["basis"] == SEEDS
             else "on these documents, on one seed each: whether a new seed would too is not "
             "measured"
         )
@@ -324,7 +325,7 @@ def _sources_beyond_seeds(answer: dict) -> list[str]:
         f"({1000 * c['low']:+.1f} to {1000 * c['high']:+.1f}; {_moved(c['delta'])}), beyond the "
         "seeds' reach"
         for source, c in answer["per_source"].items()
-        if answer["basis"] == "seeds and examples" and (c["low"] > 0 or c["high"] < 0)
+        if answer["basis"] == SEEDS and (c["low"] > 0 or c["high"] < 0)
     ]
 
 

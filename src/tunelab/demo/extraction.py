@@ -19,6 +19,7 @@ from tunelab.demo.assets import bbc_news, manpages, smollm2_gguf
 from tunelab.demo.report import handover, open_demo, seed_note
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
+from tunelab.stages.compare.two_level import SEEDS
 from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.inspection import inspect_lab
 from tunelab.stages.run.variant import run_variant
@@ -189,7 +190,7 @@ def forgetting_note(result: dict, base: dict, variant: dict) -> str:
     if g["status"] == "broken":
         seeds = (
             ""
-            if c.get("basis") == "seeds and examples"
+            if c.get("basis") == SEEDS
             else " on this seed (the interval counts the documents, not the seeds' spread: "
             "another seed may lose less)"
         )

@@ -94,13 +94,13 @@ def _remedy(rails: list[dict]) -> str:
     for g in rails:
         if g["status"] != UNRESOLVED:
             continue
-        for c in g.get("checks", {}).values():
+        for name, c in g.get("checks", {}).items():
             if c.get("status") != UNRESOLVED:
                 continue
             if c.get("needs") == "more seeds":
                 need = "more seeds (`tunelab noise RUN --seeds N`)"
             elif "not_checked" in c:
-                need = f"every run scored on {g['on']}" if g.get("on") else "a measurement"
+                need = f"every run scored on {g['on']}" if g.get("on") else f"{name} measured"
             else:
                 need = f"more documents in {g['on']}" if g.get("on") else "more validation examples"
             if need not in needs:

@@ -36,6 +36,8 @@ def test_each_need_is_named_once_and_guardrails_that_hold_ask_for_nothing():
 def test_a_run_never_scored_on_the_text_asks_for_the_score():
     unscored = {"status": "unresolved", "not_checked": "r003 was never scored on it"}
     assert _remedy([rail(unscored, on="news.jsonl")]) == "every run scored on news.jsonl"
+    # a source with no validation documents (every_source): its checks are keyed by source
+    assert _remedy([{"status": "unresolved", "checks": {"code": unscored}}]) == "code measured"
 
 
 def test_a_guardrail_broken_on_the_examples_alone_is_cautioned():
