@@ -346,3 +346,39 @@ def as_of(records: list[dict], events: list[dict]) -> str | None:
     """The newest time in the records: the page is the lab as of then."""
     times = [e.get("time") for e in events] + [r.get("updated") for r in records]
     return max((t for t in times if isinstance(t, str)), default=None)
+
+
+def noise_floors(store: Store) -> list[dict]:
+    """Each measured noise floor (`tunelab noise`): the run, its seeds, and every metric's mean,
+    sd and range over them, in the order `tunelab noise` prints them."""
+    floors = []
+    for record in store.noise_records():
+        rows = []
+        for scope, metrics in (record.get("spread") or {}).items():
+            named = (
+                metrics.items()
+                if scope == "overall"
+                else (
+                    (f"{m} {group}", s)
+                    for group, values in metrics.items()
+                    for m, s in values.items()
+                )
+            )
+            for name, s in named:
+                base = name.split(" ")[0]  # the metric, which says how its value reads
+                rows.append({"metric": name, "base": base, "scope": scope} | _spread(s))
+        floors.append(
+            {
+                "id": record["id"],
+                "of": record.get("of"),
+                "runs": record.get("runs") or [],
+                "seeds": record.get("seeds") or [],
+                "created": record.get("created"),
+                "rows": rows,
+            }
+        )
+    return floors
+
+
+def _spread(stats: dict) -> dict:
+    return {k: stats.get(k) for k in ("mean", "sd", "range")}
