@@ -178,7 +178,14 @@ def stop_at_a_step(lab, strategy: str, group: bool) -> tuple[dict, dict]:
     assert 3 <= state["step"] < 60
     assert state["written_by"] == {"world_size": 2, "strategy": strategy}
     shards = sorted(p.name for p in (run_dir / "checkpoint").iterdir())
-    assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp", "rng.pt", "state.json"]
+    assert shards == [
+        ".metadata",
+        "__0_0.distcp",
+        "__1_0.distcp",
+        "rng-0.pt",
+        "rng-1.pt",
+        "state.json",
+    ]
     assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("heartbeat")) == [
         "heartbeat.json"  # rank 0 alone writes
     ]

@@ -12,10 +12,11 @@ store's records, every file of it is fsynced before the rename and the folder af
 
 Under several processes (`torchrun`), a checkpoint is written with `torch.distributed.checkpoint`
 (DCP) by every rank: one folder, each rank's shard of the trained tensors and of the optimizer
-state in its own file, and rank 0's `.metadata`, `rng.pt` and `state.json`. DCP reshards on
-load, so such a checkpoint resumes on any number of processes and either strategy, one process
-included; a one-process checkpoint resumes under DDP (every rank reads it) or FSDP (every rank
-takes its shard of it).
+state in its own file, each rank's generators in `rng-RANK.pt`, and rank 0's `.metadata` and
+`state.json`. DCP reshards on load, so such a checkpoint resumes on any number of processes and
+either strategy, one process included (a rank the writing world lacked takes rank 0's
+generators); a one-process checkpoint resumes under DDP (every rank reads it) or FSDP (every
+rank takes its shard of it). On a GPU a process keeps its own device's generator only.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def save_checkpoint(
         n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
     }
     save_file(trainable, str(tmp / "trainable.safetensors"))
-    rng = _rng()
+    rng = _rng(model)
     # into memory first: a full disk is then an OSError naming the file (torch.save writing to
     # a path reports it as a bare RuntimeError)
     buffer = io.BytesIO()
@@ -81,11 +82,35 @@ def _scheduler(scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict:
     return {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
 
 
-def _rng() -> dict:
+def _rng(model: torch.nn.Module) -> dict:
+    """The CPU generator's state and, on a GPU, the generator of this process's own device (the
+    model's): reading every device's (`get_rng_state_all`) would open a context on each GPU of
+    the node from every rank, and restore rank 0's view of the others' generators."""
     rng = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
+    device = _device_of(model)
+    if device.type == "cuda":
+        rng["cuda_device"] = torch.cuda.get_rng_state(device)
     return rng
+
+
+def _set_rng(rng: dict, model: torch.nn.Module) -> None:
+    """Restore `_rng`'s states into this process's generators. A checkpoint written before it
+    held every device's state (`cuda`, a list): this device's entry is taken from it."""
+    torch.set_rng_state(rng["cpu"])
+    device = _device_of(model)
+    if device.type != "cuda":
+        return
+    state = rng.get("cuda_device")
+    listed = rng.get("cuda") or []
+    if state is None and (device.index or 0) < len(listed):
+        state = listed[device.index or 0]
+    if state is not None:
+        torch.cuda.set_rng_state(state, device)
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    first = next(model.parameters(), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 def durable(folder: Path) -> None:
@@ -156,8 +181,7 @@ def _load_whole(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
     saved = torch.load(path / "optimizer.pt", weights_only=True)
     _same_trainable_set(path, saved["optimizer"], optimizer)
     optimizer.load_state_dict(saved["optimizer"])
-    torch.set_rng_state(saved["rng"]["cpu"])
-    _set_rng(saved["rng"])
+    _set_rng(saved["rng"], model)
 
 
 def _same_trainable_set(path: Path, saved: dict, optimizer: torch.optim.Optimizer) -> None:
@@ -171,12 +195,6 @@ def _same_trainable_set(path: Path, saved: dict, optimizer: torch.optim.Optimize
             f"{now}: another trainable set (a changed method, or a tunelab that now freezes "
             "tensors no gradient can reach), so it cannot resume; start the run again"
         )
-
-
-def _set_rng(rng: dict) -> None:
-    torch.set_rng_state(rng["cpu"])
-    if "cuda" in rng and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
 
 
 def _options(**kwargs):
@@ -209,12 +227,17 @@ def _save_sharded(tmp: Path, model, optimizer, state: dict, world: World) -> Non
     _barrier()
     model_state, optim_state = get_state_dict(model, optimizer, options=_options())
     dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(tmp))
+    buffer = io.BytesIO()  # into memory first, as above; each rank its own generators
+    torch.save(_rng(model), buffer)
+    (tmp / _rng_file(world.rank)).write_bytes(buffer.getvalue())
     if world.main:
-        buffer = io.BytesIO()  # into memory first, as above
-        torch.save(_rng(), buffer)
-        (tmp / "rng.pt").write_bytes(buffer.getvalue())
         written = {"world_size": world.size, "strategy": world.strategy}
         atomic_write_json(tmp / "state.json", state | {"written_by": written})
+    _barrier()  # every rank's generators are written before rank 0 makes the folder durable
+
+
+def _rng_file(rank: int) -> str:
+    return f"rng-{rank}.pt"
 
 
 def _load_sharded(path: Path, model, optimizer) -> None:
@@ -232,7 +255,11 @@ def _load_sharded(path: Path, model, optimizer) -> None:
         optim_state_dict=loaded["optimizer"],
         options=_options(strict=False),  # the frozen base is not in it
     )
-    _set_rng(torch.load(path / "rng.pt", weights_only=True))
+    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    # this rank's generators; a rank the writing world did not have takes rank 0's, and a
+    # checkpoint written before per-rank files has rank 0's alone (`rng.pt`)
+    found = [path / _rng_file(rank), path / _rng_file(0), path / "rng.pt"]
+    _set_rng(torch.load(next(f for f in found if f.exists()), weights_only=True), model)
 
 
 def _load_whole_into_shards(path: Path, model, optimizer) -> None:
@@ -258,4 +285,4 @@ def _load_whole_into_shards(path: Path, model, optimizer) -> None:
         optim_state_dict=optim_state,
         options=_options(full_state_dict=True, strict=False),
     )
-    _set_rng(saved["rng"])
+    _set_rng(saved["rng"], model)
