@@ -2,7 +2,8 @@
 # bench/gpu_check.sh: tunelab on a CUDA machine, one command: check, size, and short runs of a
 # ~1B Llama-style model (random weights, built from its config) on 1 GPU at microbatch 2 and at
 # the largest microbatch `tunelab size` finds, then on all GPUs with ddp and with fsdp, LoRA and
-# full fine-tuning, bf16 autocast, printed as ONE markdown table.
+# full fine-tuning, bf16 autocast, printed as ONE markdown table; then every wait for the device
+# in a tiny causal LM's step, by the line that made it (bench/loop_overhead.py --model causal).
 #
 #   bash bench/gpu_check.sh            # the ~1B model (hidden 2048, 16 layers, 32 heads, 8 kv
 #                                      # heads, intermediate 8192, vocabulary 32000), 2048 tokens
@@ -248,5 +249,15 @@ if ((NGPU == 1)); then
     echo "one GPU: the ddp and fsdp rows need several GPUs and were not run"
 fi
 
+# every wait for the device in a causal LM's step, by the line that made it (bench/README.md,
+# "Every wait for the device"); under a minute
+start=$SECONDS
+"$PY" bench/loop_overhead.py --device "$DEVICE" --model causal --repeats 1 --steps 30 \
+    >"$RESULTS/syncs.md" 2>"$RESULTS/syncs.log" || echo "  syncs: failed, see $RESULTS/syncs.log"
+echo "  syncs: $((SECONDS - start)) s"
+
 echo
 "$PY" bench/gpu_table.py table --results "$RESULTS"
+echo
+echo "Waits for the device in a tiny causal LM's step (bench/loop_overhead.py --model causal):"
+sed -n '/^| tree/,$p' "$RESULTS/syncs.md"

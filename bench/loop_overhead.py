@@ -9,7 +9,14 @@ written as in a real run). It counts, per optimizer step:
   `int()`, `bool()` called from a file under tunelab's package; on a GPU each one waits for the
   device to finish everything queued before it);
 - collectives (`torch.distributed.all_reduce`, `all_gather_object`, `broadcast` calls);
+- on a GPU, every operation that makes the host wait for the device, whoever calls it (torch,
+  transformers or tunelab): CUDA's own sync debug mode (`torch.cuda.set_sync_debug_mode`)
+  warns once per such call, and the warnings are counted (`-` on a CPU, where none exist);
 - milliseconds per step, from the second step to the last.
+
+`--model causal` trains a tiny Llama-style causal LM on prompt-and-answer examples instead of
+the default classifier, so the causal path's own operations are in the count: the loss on the
+answer tokens alone (`training.step.summed_loss`, a boolean selection of the positions).
 
 `--before REV` measures the same in a git worktree of REV (the loop as it was), alternating
 with this tree, in one run:
@@ -21,6 +28,7 @@ On a GPU (one process; `--before-src` where the copy has no git history):
 
     git archive 14d87c6 src | tar -x -C .before
     python bench/loop_overhead.py --before-src .before/src --device cuda
+    python bench/loop_overhead.py --device cuda --model causal --repeats 1   # syncs by source
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +50,7 @@ HOST_SIDE = {"example_order"}  # host tensors by design: the seeded order of the
 COLLECTIVES = ("all_reduce", "all_gather_object", "broadcast", "broadcast_object_list")
 
 
-def child(steps: int, micro: int, accumulation: int, device_name: str) -> dict:
+def child(steps: int, micro: int, accumulation: int, device_name: str, kind: str) -> dict:
     """One measurement, in this process (a rank of torchrun's, or alone)."""
     import time
 
@@ -89,10 +100,15 @@ def child(steps: int, micro: int, accumulation: int, device_name: str) -> dict:
     gen = torch.Generator().manual_seed(0)
     world = world_from_env("ddp")
     per_rank = micro * accumulation
-    examples = [
-        Encoded(str(i), torch.randint(1, 64, (8,), generator=gen).tolist(), i % 4, False)
-        for i in range(4 * per_rank * world.size)
-    ]
+    n = 4 * per_rank * world.size
+    if kind == "causal":
+        net, examples = _causal(n, gen)
+    else:
+        net = Tiny()
+        examples = [
+            Encoded(str(i), torch.randint(1, 64, (8,), generator=gen).tolist(), i % 4, False)
+            for i in range(n)
+        ]
     cfg = TrainingSpec(
         lr=1e-3,
         global_batch=per_rank * world.size,
@@ -104,22 +120,23 @@ def child(steps: int, micro: int, accumulation: int, device_name: str) -> dict:
     from tunelab.training import loop
 
     with tempfile.TemporaryDirectory() as run_dir, joined(world, device) as world:
-        model, _ = world.wrap(Tiny().to(device), device, "fp32")
+        model, _ = world.wrap(net.to(device), device, "fp32")
         import torch.distributed as dist
 
         if world.distributed:
             for name in COLLECTIVES:
                 setattr(dist, name, counting("collectives", getattr(dist, name)))
         start = time.perf_counter()
-        out = loop.train(
-            model,
-            examples,
-            cfg,
-            device,
-            0,
-            run_dir=Path(run_dir) if world.main else None,
-            world=world,
-        )
+        with _syncs_counted(device) as syncs:
+            out = loop.train(
+                model,
+                examples,
+                cfg,
+                device,
+                0,
+                run_dir=Path(run_dir) if world.main else None,
+                world=world,
+            )
         seconds = time.perf_counter() - start
     history = out["history"]  # the first step (AdamW's state is made there) left out
     per_step = (history[-1]["seconds"] - history[0]["seconds"]) / (len(history) - 1)
@@ -128,17 +145,86 @@ def child(steps: int, micro: int, accumulation: int, device_name: str) -> dict:
         "steps": steps,
         "reads_per_step": counts["reads"] / steps,
         "collectives_per_step": counts["collectives"] / steps,
+        "syncs_per_step": None if syncs["where"] is None else len(syncs["where"]) / steps,
+        "syncs_by_source": dict(Counter(syncs["where"] or []).most_common(8)),
         "step_ms": 1000 * per_step,
         "seconds": seconds,
         "final_loss": out["history"][-1]["loss"],
     }
 
 
-def measure(src: Path, ranks: int, steps: int, micro: int, accumulation: int, device: str) -> dict:
+def _causal(n: int, gen):
+    """A tiny Llama-style causal LM and `n` examples of a 10-token prompt and a 3-token answer
+    (the loss on the answer and the end token alone, as tunelab renders them)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tunelab.modeling.render import Rendered
+
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
+    examples = []
+    for i in range(n):
+        ids = torch.randint(1, 64, (14,), generator=gen).tolist()
+        mask = [0] * 10 + [1] * 4
+        examples.append(Rendered(str(i), ids, mask, 10, 0, None, "", "x"))
+    return LlamaForCausalLM(config), examples
+
+
+@contextmanager
+def _syncs_counted(device):
+    """On a GPU, each synchronizing CUDA call under the block, by the innermost frame in tunelab
+    or transformers that made it (`where`: None on a CPU, where nothing is counted)."""
+    import torch
+
+    found = {"where": None}
+    if device.type != "cuda":
+        yield found
+        return
+    found["where"] = []
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings():  # restores the filters and showwarning on the way out
+            warnings.filterwarnings("always", message=".*synchroniz")
+            shown = warnings.showwarning
+
+            def record(message, category, filename, lineno, file=None, line=None):
+                if "synchroniz" in str(message):
+                    found["where"].append(_caller())
+                else:
+                    shown(message, category, filename, lineno, file, line)
+
+            warnings.showwarning = record
+            yield found
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def _caller() -> str:
+    """`file:line function` of the innermost frame in tunelab or transformers."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "/tunelab/" in name or "/transformers/" in name:
+            return f"{Path(name).name}:{frame.f_lineno} {frame.f_code.co_name}"
+        frame = frame.f_back
+    return "elsewhere"
+
+
+def measure(
+    src: Path, ranks: int, steps: int, micro: int, accumulation: int, device: str, kind: str
+) -> dict:
     """One fresh-process measurement of the loop under `src` (rank 0's figures)."""
     path = os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = os.environ | {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    args = ["--child", str(steps), str(micro), str(accumulation), device]
+    args = ["--child", str(steps), str(micro), str(accumulation), device, kind]
     if ranks == 1:
         command = [sys.executable, __file__, *args]
     else:
@@ -168,7 +254,7 @@ def worktree(rev: str) -> Path:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         steps, micro, accumulation = map(int, sys.argv[2:5])
-        print(json.dumps(child(steps, micro, accumulation, sys.argv[5])), flush=True)
+        print(json.dumps(child(steps, micro, accumulation, *sys.argv[5:7])), flush=True)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="a git revision to measure beside this tree")
@@ -180,6 +266,13 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda (one process)")
     parser.add_argument("--ranks", type=int, default=1, choices=(1, 2))
+    parser.add_argument(
+        "--model",
+        choices=("tiny", "causal"),
+        default="tiny",
+        help="tiny: a classifier whose step is mostly the loop (default); causal: a tiny "
+        "causal LM, its loss on the answer tokens",
+    )
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--micro", type=int, default=1)
     parser.add_argument("--accumulation", type=int, default=8)
@@ -198,7 +291,15 @@ def main() -> None:
     try:
         for repeat in range(args.repeats):
             for name, src in trees.items():
-                r = measure(src, args.ranks, args.steps, args.micro, args.accumulation, args.device)
+                r = measure(
+                    src,
+                    args.ranks,
+                    args.steps,
+                    args.micro,
+                    args.accumulation,
+                    args.device,
+                    args.model,
+                )
                 rows.append({"tree": name, "repeat": repeat + 1, **r})
                 print(json.dumps(rows[-1]), flush=True)
     finally:
@@ -208,13 +309,23 @@ def main() -> None:
         f"\n{args.ranks} process(es) on {args.device}, {args.steps} steps of "
         f"{args.accumulation} microbatches of {args.micro}\n"
     )
-    print("| tree | # | host reads / step | collectives / step | ms / step | final loss |")
-    print("|---|--:|--:|--:|--:|--:|")
+    print(
+        "| tree | # | host reads / step | collectives / step | device syncs / step | ms / step "
+        "| final loss |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|")
     for r in rows:
+        syncs = r.get("syncs_per_step")
         print(
             f"| {r['tree']} | {r['repeat']} | {r['reads_per_step']:.2f} | "
-            f"{r['collectives_per_step']:.2f} | {r['step_ms']:.2f} | {r['final_loss']:.6f} |"
+            f"{r['collectives_per_step']:.2f} | {'-' if syncs is None else f'{syncs:.2f}'} | "
+            f"{r['step_ms']:.2f} | {r['final_loss']:.6f} |"
         )
+    for r in rows:
+        if r.get("syncs_by_source"):
+            print(f"\n{r['tree']} #{r['repeat']}, syncs by where they were made (all steps):")
+            for where, count in r["syncs_by_source"].items():
+                print(f"  {count:6d}  {where}")
 
 
 if __name__ == "__main__":
