@@ -28,6 +28,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from tunelab.core.errors import TunelabError
+from tunelab.modeling.transfer import to_device
 
 IGNORE = -100
 
@@ -154,10 +155,10 @@ def collate_packed(batch: list[Packed], device: torch.device) -> dict[str, torch
     for row, p in enumerate(batch):
         attention[row, : p.real] = 1
     out = {
-        "input_ids": input_ids.to(device),
-        "attention_mask": attention.to(device),
-        "labels": torch.tensor([p.labels for p in batch], dtype=torch.long).to(device),
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "labels": torch.tensor([p.labels for p in batch], dtype=torch.long),
     }
     if batch[0].position_ids is not None:
-        out["position_ids"] = torch.tensor([p.position_ids for p in batch]).to(device)
-    return out
+        out["position_ids"] = torch.tensor([p.position_ids for p in batch])
+    return to_device(out, device)

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from tunelab.core.errors import TunelabError
+from tunelab.modeling.transfer import to_device
 
 ALPHA_BACKGROUND = (255, 255, 255)
 """The colour transparent pixels are flattened onto before the processor sees them."""
@@ -115,10 +116,10 @@ def _image_path(root: Path, row: dict) -> Path:
 
 def collate_pixels(batch: list[Pixels], device: torch.device) -> dict[str, torch.Tensor]:
     """A microbatch: the images stacked, and their labels."""
-    return {
-        "pixel_values": torch.stack([p.pixel_values for p in batch]).to(device),
-        "labels": torch.tensor([p.label for p in batch], device=device),
-    }
+    pixels = torch.stack([p.pixel_values for p in batch])
+    return to_device(
+        {"pixel_values": pixels, "labels": torch.tensor([p.label for p in batch])}, device
+    )
 
 
 @dataclass

@@ -13,6 +13,7 @@ from transformers import PreTrainedTokenizerBase
 
 from tunelab.core.errors import TunelabError
 from tunelab.modeling.template import Template, make_template
+from tunelab.modeling.transfer import to_device
 
 
 def pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
@@ -74,11 +75,10 @@ def collate(batch: list[Encoded], pad_id: int, device: torch.device) -> dict[str
     for row, e in enumerate(batch):
         input_ids[row, : len(e.input_ids)] = torch.tensor(e.input_ids)
         attention[row, : len(e.input_ids)] = 1
-    return {
-        "input_ids": input_ids.to(device),
-        "attention_mask": attention.to(device),
-        "labels": torch.tensor([e.label for e in batch], device=device),
-    }
+    labels = torch.tensor([e.label for e in batch])
+    return to_device(
+        {"input_ids": input_ids, "attention_mask": attention, "labels": labels}, device
+    )
 
 
 def classifier_batch(examples: list, pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -185,11 +185,9 @@ def collate_causal(
         attention[row, :n] = 1
         mask = torch.tensor(e.loss_mask, dtype=torch.bool)
         labels[row, :n] = torch.where(mask, ids, torch.tensor(-100))
-    return {
-        "input_ids": input_ids.to(device),
-        "attention_mask": attention.to(device),
-        "labels": labels.to(device),
-    }
+    return to_device(
+        {"input_ids": input_ids, "attention_mask": attention, "labels": labels}, device
+    )
 
 
 def collate_causal_packed(batch: list[Rendered], device: torch.device) -> dict[str, torch.Tensor]:
@@ -206,12 +204,13 @@ def collate_causal_packed(batch: list[Rendered], device: torch.device) -> dict[s
         )
         positions.extend(range(len(e.input_ids)))
     row = torch.tensor([ids], dtype=torch.long)
-    return {
-        "input_ids": row.to(device),
-        "attention_mask": torch.ones_like(row).to(device),  # counts tokens; not given the model
-        "labels": torch.tensor([labels], dtype=torch.long).to(device),
-        "position_ids": torch.tensor([positions], dtype=torch.long).to(device),
+    batch = {
+        "input_ids": row,
+        "attention_mask": torch.ones_like(row),  # counts tokens; not given the model
+        "labels": torch.tensor([labels], dtype=torch.long),
+        "position_ids": torch.tensor([positions], dtype=torch.long),
     }
+    return to_device(batch, device)
 
 
 def collate_prompts(
@@ -224,7 +223,7 @@ def collate_prompts(
     for row, p in enumerate(prompts):
         input_ids[row, width - len(p) :] = torch.tensor(p)
         attention[row, width - len(p) :] = 1
-    return {"input_ids": input_ids.to(device), "attention_mask": attention.to(device)}
+    return to_device({"input_ids": input_ids, "attention_mask": attention}, device)
 
 
 # --- one lab's renderer: the same code for training, evaluation and inspection ----------------
