@@ -204,13 +204,13 @@ def collate_causal_packed(batch: list[Rendered], device: torch.device) -> dict[s
         )
         positions.extend(range(len(e.input_ids)))
     row = torch.tensor([ids], dtype=torch.long)
-    batch = {
+    out = {
         "input_ids": row,
         "attention_mask": torch.ones_like(row),  # counts tokens; not given the model
         "labels": torch.tensor([labels], dtype=torch.long),
         "position_ids": torch.tensor([positions], dtype=torch.long),
     }
-    return to_device(batch, device)
+    return to_device(out, device)
 
 
 def collate_prompts(
