@@ -58,7 +58,11 @@ from tunelab.stages.check.record import (
     wiring,
 )
 from tunelab.stages.check.reload import evaluation_step, reload_step
-from tunelab.stages.check.update import intended_trainable, training_step, untrainable
+from tunelab.stages.check.update import (
+    intended_trainable,
+    reported_untrainable,
+    training_step,
+)
 
 SLICE_ROWS = 16
 
@@ -268,7 +272,7 @@ def _trainable(ctx: dict) -> dict:
     model, spec = ctx["model"], ctx["lab"].spec
     names = [n for n, _ in model.named_parameters()]
     grad = {n for n, p in model.named_parameters() if p.requires_grad}
-    t, dead = ctx["trainable"], untrainable(ctx)  # frozen: no gradient can reach them
+    t, dead = ctx["trainable"], reported_untrainable(ctx)  # frozen: no gradient can reach them
     intended = {n for n in names if intended_trainable(n, spec.method)} - dead
     extra, missing = sorted(grad - intended), sorted(intended - grad)
     problems = []

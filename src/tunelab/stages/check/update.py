@@ -73,12 +73,12 @@ def training_step(ctx: dict) -> list[dict]:
             loop,
             losses=losses,
         ),
-        update_item(model, lab.spec.method, grads, snapshots, untrainable(ctx)),
+        update_item(model, lab.spec.method, grads, snapshots, reported_untrainable(ctx)),
         loss_item(before, after, losses, len(micro), len(batch)),
     ]
 
 
-def untrainable(ctx: dict) -> set[str]:
+def reported_untrainable(ctx: dict) -> set[str]:
     """The tensors the method froze because no gradient can reach them (the trainable report's
     `untrainable`, `modeling.scratch.untrainable`): held to bit-identical, as frozen ones."""
     return set(((ctx.get("trainable") or {}).get("untrainable") or {}).get("tensors", []))

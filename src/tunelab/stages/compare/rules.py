@@ -60,7 +60,7 @@ def _broken_on_one_seed(rails: list[dict]) -> list[str]:
         for c in g.get("checks", {}).values()
         if c.get("status") == BROKEN
     ]
-    return [BROKEN_ON_ONE_SEED] if any("basis" not in c for c in judged) else []
+    return [BROKEN_ON_ONE_SEED] if any(c.get("basis") != SEEDS for c in judged) else []
 
 
 def excludes_zero(interval: dict) -> bool:
