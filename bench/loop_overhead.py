@@ -12,11 +12,16 @@ written as in a real run). It counts, per optimizer step:
 - on a GPU, every operation that makes the host wait for the device, whoever calls it (torch,
   transformers or tunelab): CUDA's own sync debug mode (`torch.cuda.set_sync_debug_mode`)
   warns once per such call, and the warnings are counted (`-` on a CPU, where none exist);
+- with `--ops`, on any device, the operators whose result's size or value is data (`nonzero`,
+  `item`'s `_local_scalar_dense`, `masked_select`, an index of booleans...): each one waits
+  for the device on a GPU, so on a CPU this counts the waits a GPU would have, by the tunelab
+  or transformers file that led to each. Every operator then passes through Python, so the
+  milliseconds of such a run are not comparable (marked `*`);
 - milliseconds per step, from the second step to the last.
 
 `--model causal` trains a tiny Llama-style causal LM on prompt-and-answer examples instead of
 the default classifier, so the causal path's own operations are in the count: the loss on the
-answer tokens alone (`training.step.summed_loss`, a boolean selection of the positions).
+answer tokens alone (`training.step.summed_loss`, at positions found on the host).
 
 `--before REV` measures the same in a git worktree of REV (the loop as it was), alternating
 with this tree, in one run:
@@ -29,6 +34,10 @@ On a GPU (one process; `--before-src` where the copy has no git history):
     git archive 14d87c6 src | tar -x -C .before
     python bench/loop_overhead.py --before-src .before/src --device cuda
     python bench/loop_overhead.py --device cuda --model causal --repeats 1   # syncs by source
+
+The waits a GPU would have, counted on a CPU (the causal loss's selections, before and after):
+
+    .venv/bin/python bench/loop_overhead.py --before 9e01ab2 --model causal --ops --repeats 1
 """
 
 from __future__ import annotations
@@ -46,11 +55,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__")
-HOST_SIDE = {"example_order"}  # host tensors by design: the seeded order of the examples
+HOST_SIDE = {"example_order", "target_index"}
+"""Functions whose tensors are on the host by design, wherever training runs: the seeded order
+of the examples, and where a batch's targets are (found while the batch is built)."""
 COLLECTIVES = ("all_reduce", "all_gather_object", "broadcast", "broadcast_object_list")
 
 
-def child(steps: int, micro: int, accumulation: int, device_name: str, kind: str) -> dict:
+def child(
+    steps: int, micro: int, accumulation: int, device_name: str, kind: str, ops: bool
+) -> dict:
     """One measurement, in this process (a rank of torchrun's, or alone)."""
     import time
 
@@ -127,7 +140,7 @@ def child(steps: int, micro: int, accumulation: int, device_name: str, kind: str
             for name in COLLECTIVES:
                 setattr(dist, name, counting("collectives", getattr(dist, name)))
         start = time.perf_counter()
-        with _syncs_counted(device) as syncs:
+        with _syncs_counted(device) as syncs, _data_sized_counted(ops) as sized:
             out = loop.train(
                 model,
                 examples,
@@ -147,6 +160,8 @@ def child(steps: int, micro: int, accumulation: int, device_name: str, kind: str
         "collectives_per_step": counts["collectives"] / steps,
         "syncs_per_step": None if syncs["where"] is None else len(syncs["where"]) / steps,
         "syncs_by_source": dict(Counter(syncs["where"] or []).most_common(8)),
+        "data_sized_per_step": None if sized is None else sized.total() / steps,
+        "data_sized_by_source": dict((sized or Counter()).most_common(8)),
         "step_ms": 1000 * per_step,
         "seconds": seconds,
         "final_loss": out["history"][-1]["loss"],
@@ -207,9 +222,41 @@ def _syncs_counted(device):
         torch.cuda.set_sync_debug_mode("default")
 
 
-def _caller() -> str:
+DATA_SIZED = {"nonzero", "masked_select", "_local_scalar_dense", "unique", "_unique2"}
+
+
+@contextmanager
+def _data_sized_counted(on: bool):
+    """With `on`, a Counter of the operators under the block whose result's size or value the
+    host must read from the device (`DATA_SIZED`, and `index` or `index_put` with booleans),
+    by operator and the innermost tunelab or transformers frame; else None."""
+    if not on:
+        yield None
+        return
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    found: Counter = Counter()
+
+    class Counting(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.__name__.split(".")[0]
+            indices = args[1] if name.startswith(("index", "_index_put")) and len(args) > 1 else ()
+            boolean = any(
+                isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in indices or ()
+            )
+            where = _caller(1)
+            if (name in DATA_SIZED or boolean) and where.split()[-1] not in HOST_SIDE:
+                found[f"{name}: {where}"] += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counting():
+        yield found
+
+
+def _caller(skip: int = 2) -> str:
     """`file:line function` of the innermost frame in tunelab or transformers."""
-    frame = sys._getframe(2)
+    frame = sys._getframe(skip)
     while frame is not None:
         name = frame.f_code.co_filename
         if "/tunelab/" in name or "/transformers/" in name:
@@ -219,12 +266,19 @@ def _caller() -> str:
 
 
 def measure(
-    src: Path, ranks: int, steps: int, micro: int, accumulation: int, device: str, kind: str
+    src: Path,
+    ranks: int,
+    steps: int,
+    micro: int,
+    accumulation: int,
+    device: str,
+    kind: str,
+    ops: bool,
 ) -> dict:
     """One fresh-process measurement of the loop under `src` (rank 0's figures)."""
     path = os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = os.environ | {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    args = ["--child", str(steps), str(micro), str(accumulation), device, kind]
+    args = ["--child", str(steps), str(micro), str(accumulation), device, kind, str(int(ops))]
     if ranks == 1:
         command = [sys.executable, __file__, *args]
     else:
@@ -254,7 +308,8 @@ def worktree(rev: str) -> Path:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         steps, micro, accumulation = map(int, sys.argv[2:5])
-        print(json.dumps(child(steps, micro, accumulation, *sys.argv[5:7])), flush=True)
+        device, kind, ops = sys.argv[5:8]
+        print(json.dumps(child(steps, micro, accumulation, device, kind, ops == "1")), flush=True)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="a git revision to measure beside this tree")
@@ -272,6 +327,12 @@ def main() -> None:
         default="tiny",
         help="tiny: a classifier whose step is mostly the loop (default); causal: a tiny "
         "causal LM, its loss on the answer tokens",
+    )
+    parser.add_argument(
+        "--ops",
+        action="store_true",
+        help="count the operators that would make the host wait on a GPU, on any device (the "
+        "milliseconds of such a run are not comparable)",
     )
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--micro", type=int, default=1)
@@ -299,6 +360,7 @@ def main() -> None:
                     args.accumulation,
                     args.device,
                     args.model,
+                    args.ops,
                 )
                 rows.append({"tree": name, "repeat": repeat + 1, **r})
                 print(json.dumps(rows[-1]), flush=True)
@@ -310,22 +372,24 @@ def main() -> None:
         f"{args.accumulation} microbatches of {args.micro}\n"
     )
     print(
-        "| tree | # | host reads / step | collectives / step | device syncs / step | ms / step "
-        "| final loss |"
+        "| tree | # | host reads / step | collectives / step | device syncs / step "
+        "| data-sized ops / step | ms / step | final loss |"
     )
-    print("|---|--:|--:|--:|--:|--:|--:|")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
-        syncs = r.get("syncs_per_step")
+        syncs, sized = r.get("syncs_per_step"), r.get("data_sized_per_step")
         print(
             f"| {r['tree']} | {r['repeat']} | {r['reads_per_step']:.2f} | "
             f"{r['collectives_per_step']:.2f} | {'-' if syncs is None else f'{syncs:.2f}'} | "
-            f"{r['step_ms']:.2f} | {r['final_loss']:.6f} |"
+            f"{'-' if sized is None else f'{sized:.2f}'} | "
+            f"{r['step_ms']:.2f}{'*' if args.ops else ''} | {r['final_loss']:.6f} |"
         )
-    for r in rows:
-        if r.get("syncs_by_source"):
-            print(f"\n{r['tree']} #{r['repeat']}, syncs by where they were made (all steps):")
-            for where, count in r["syncs_by_source"].items():
-                print(f"  {count:6d}  {where}")
+    for key, what in (("syncs_by_source", "syncs"), ("data_sized_by_source", "data-sized ops")):
+        for r in rows:
+            if r.get(key):
+                print(f"\n{r['tree']} #{r['repeat']}, {what} by where they were made (all steps):")
+                for where, count in r[key].items():
+                    print(f"  {count:6d}  {where}")
 
 
 if __name__ == "__main__":

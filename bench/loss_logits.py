@@ -1,6 +1,6 @@
 """Loss-only logits: a causal LM's training step with the vocabulary projection on the target
-positions only (`training/step.py`, `logits_to_keep` as a boolean mask) against the same step
-with every position's logits, on the extraction demo's model and pages.
+positions only (`training/step.py`, `logits_to_keep` at the targets' positions) against the
+same step with every position's logits, on the extraction demo's model and pages.
 
 SmolLM2-135M-Instruct (the demo's GGUF base, dequantized to float32), LoRA r 8 on q/k/v/o as in
 the demo, microbatches of 4 manual pages rendered with the demo's chat template (max length

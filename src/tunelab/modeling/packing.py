@@ -28,6 +28,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from tunelab.core.errors import TunelabError
+from tunelab.modeling.loss_positions import target_index
 from tunelab.modeling.transfer import to_device
 
 IGNORE = -100
@@ -161,4 +162,4 @@ def collate_packed(batch: list[Packed], device: torch.device) -> dict[str, torch
     }
     if batch[0].position_ids is not None:
         out["position_ids"] = torch.tensor([p.position_ids for p in batch])
-    return to_device(out, device)
+    return to_device(out | target_index(out["labels"]), device)

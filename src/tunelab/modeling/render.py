@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from tunelab.core.errors import TunelabError
+from tunelab.modeling.loss_positions import target_index
 from tunelab.modeling.template import Template, make_template
 from tunelab.modeling.transfer import to_device
 
@@ -173,7 +174,8 @@ def collate_causal(
     batch: list[Rendered], pad_id: int, device: torch.device
 ) -> dict[str, torch.Tensor]:
     """Right-padded training batch; labels are -100 off the loss mask and on padding, so the
-    padding never hides the end token even when the pad token equals EOS."""
+    padding never hides the end token even when the pad token equals EOS. With them, where the
+    targets are (`loss_positions.target_index`)."""
     width = max(len(e.input_ids) for e in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(batch), width), dtype=torch.long)
@@ -185,9 +187,8 @@ def collate_causal(
         attention[row, :n] = 1
         mask = torch.tensor(e.loss_mask, dtype=torch.bool)
         labels[row, :n] = torch.where(mask, ids, torch.tensor(-100))
-    return to_device(
-        {"input_ids": input_ids, "attention_mask": attention, "labels": labels}, device
-    )
+    out = {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+    return to_device(out | target_index(labels), device)
 
 
 def collate_causal_packed(batch: list[Rendered], device: torch.device) -> dict[str, torch.Tensor]:
@@ -210,7 +211,7 @@ def collate_causal_packed(batch: list[Rendered], device: torch.device) -> dict[s
         "labels": torch.tensor([labels], dtype=torch.long),
         "position_ids": torch.tensor([positions], dtype=torch.long),
     }
-    return to_device(out, device)
+    return to_device(out | target_index(out["labels"]), device)
 
 
 def collate_prompts(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from tunelab.modeling.loss_positions import target_logits
 from tunelab.modeling.packing import Packed, collate_packed
 from tunelab.modeling.pixels import Pixels, collate_pixels
 from tunelab.modeling.render import (
@@ -67,10 +68,12 @@ def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
 
     A causal LM's logits at position t predict the token at t + 1. Only the positions whose
     next token is a target are projected onto the vocabulary, where the model can be told so
-    (`logits_to_keep` as a boolean mask, transformers' `slice_logits_to_keep`): the same loss
-    and gradients, without the logits of the prompt and the padding (for SmolLM2's 49,152-word
-    vocabulary, most of a step's activation memory; bench/README.md, "loss-only logits"). A
-    mixture of experts adds its load-balancing loss, weighted as transformers weights it."""
+    (`logits_to_keep`, transformers' `slice_logits_to_keep`, at the positions the collate found
+    on the host: `modeling.loss_positions`, so the device never waits for a count): the same
+    loss and gradients, without the logits of the prompt and the padding (for SmolLM2's
+    49,152-word vocabulary, most of a step's activation memory; bench/README.md, "loss-only
+    logits"). A mixture of experts adds its load-balancing loss, weighted as transformers
+    weights it."""
     labels = batch["labels"]
     if labels.dim() == 1:  # one class per example
         return F.cross_entropy(forward(model, batch).logits.float(), labels, reduction="sum")
@@ -80,23 +83,25 @@ def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
         return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / labels.size(1)
     targets = labels[:, 1:]
     if keeps_logits(model):
-        keep = F.pad(targets != -100, (0, 1), value=False)  # (batch, positions)
-        out = forward(model, batch, logits_to_keep=keep)  # logits: (kept positions, vocabulary)
-        loss = F.cross_entropy(out.logits.float(), targets[targets != -100], reduction="sum")
+        out = forward(model, batch, logits_to_keep=batch["logits_to_keep"])
+        aux = getattr(out, "aux_loss", None)
+        kept = target_logits(out.logits, batch)  # (targets, vocabulary)
+        del out  # the rows around the targets' logits go now, before the loss's own copies
+        loss = F.cross_entropy(kept.float(), batch["targets"], reduction="sum")
     else:
         out = forward(model, batch)
+        aux = getattr(out, "aux_loss", None)
         shifted = out.logits[:, :-1].float().reshape(-1, out.logits.size(-1))
         loss = F.cross_entropy(shifted, targets.reshape(-1), ignore_index=-100, reduction="sum")
-    aux = getattr(out, "aux_loss", None)  # a mixture of experts' load balancing
-    if aux is not None:
+    if aux is not None:  # a mixture of experts' load balancing
         coef = getattr(_config(model), "router_aux_loss_coef", 0.0)
         loss = loss + coef * aux.float() * (targets != -100).sum()
     return loss
 
 
 def keeps_logits(model: torch.nn.Module) -> bool:
-    """The transformers model inside `model` (a PEFT or DDP wrapper is looked through) takes a
-    boolean `logits_to_keep` mask: its module slices with `slice_logits_to_keep`."""
+    """The transformers model inside `model` (a PEFT or DDP wrapper is looked through) takes
+    `logits_to_keep` as positions per row: its module slices with `slice_logits_to_keep`."""
     inner = _unwrapped(model)
     inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
     return any(  # the class's own module, or its base's (FSDP2 subclasses it)

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from tunelab.core.spec import TrainingSpec
+from tunelab.core.spec import ModelSpec, TrainingSpec
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
+from tunelab.modeling.model import load_causal, load_tokenizer
+from tunelab.modeling.render import make_template, render_example
 from tunelab.training.loop import train
+from tunelab.training.step import backward, make_batch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_loop import Bag, examples
@@ -22,8 +27,10 @@ READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__")
 SOURCE = str(Path(__file__).parents[3] / "src" / "tunelab")
 
 
-HOST_SIDE = {"example_order"}
-"""Functions whose tensors are made on the host by design (the seeded order of examples)."""
+CPU = torch.device("cpu")
+HOST_SIDE = {"example_order", "target_index"}
+"""Functions whose tensors are made on the host by design: the seeded order of examples, and
+where a batch's targets are (`modeling.loss_positions`, while the batch is built)."""
 
 
 @pytest.fixture
@@ -66,3 +73,56 @@ def test_the_history_is_appended_to_its_file_and_kept_out_of_checkpoints(tmp_pat
     assert lines == out["history"] and [h["step"] for h in lines] == [1, 2, 3, 4, 5]
     state = json.loads((find_checkpoint(tmp_path / CHECKPOINT_DIR) / "state.json").read_text())
     assert state["step"] == 4 and "history" not in state
+
+
+DATA_SIZED = {"nonzero", "masked_select", "_local_scalar_dense", "unique", "_unique2"}
+"""Operators whose result's size or value the host must read from the device (on a GPU, each
+waits for every kernel queued before it); with an index of booleans, `index` and `index_put`
+are the same (`hidden[mask]` is a `nonzero` inside)."""
+
+
+class _DeviceReads(TorchDispatchMode):
+    """Each operator above that runs, as (operator, the innermost tunelab or transformers file
+    on the Python stack that led to it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.__name__.split(".")[0]
+        indices = args[1] if name.startswith(("index", "_index_put")) and len(args) > 1 else ()
+        boolean = any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in indices or ())
+        if name in DATA_SIZED or boolean:
+            files = [
+                Path(f.filename)
+                for f in traceback.extract_stack()
+                if "tunelab" in f.filename or "transformers" in f.filename
+            ]
+            place = next((f for f in reversed(files) if "tests" not in f.parts), files[-1])
+            owner = "tunelab" if "tunelab" in place.parts else "transformers"
+            self.seen.append((name, f"{owner}/{place.name}"))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
+def test_a_causal_microbatch_never_makes_the_host_read_the_device(tiny_llama, packing) -> None:
+    """The causal LM's answer-only loss selects its targets at positions the collate found on
+    the host (`modeling.loss_positions`): nothing in a training microbatch's forward or backward
+    waits on the device but transformers' own look at the attention mask (whether it can skip
+    the mask, or whether the row holds packed sequences)."""
+    spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat")
+    tokenizer = load_tokenizer(spec, tiny_llama)
+    template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
+    rows = [("short", '{"a": 1}'), ("a much longer page " * 5, '{"b": 22}')]
+    examples = [
+        render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
+        for i, (t, target) in enumerate(rows)
+    ]
+    model = load_causal(spec, tiny_llama, CPU).train()
+    batch = make_batch(examples, 0, CPU, packing=packing)
+    with _DeviceReads() as reads:
+        backward(model, batch, 10.0, CPU, "fp32")
+    assert not [r for r in reads.seen if r[1].startswith("tunelab/")], reads.seen
+    assert {place for _, place in reads.seen} <= {"transformers/masking_utils.py"}, reads.seen
+    assert len(reads.seen) == (1 if packing else 2), reads.seen

@@ -30,11 +30,12 @@ from safetensors.torch import load_file, save_file
 from tunelab.core.env import child_env
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import atomic_write_json, read_json
+from tunelab.modeling.loss_positions import target_logits
 from tunelab.modeling.model import load_trained, save_trained
 from tunelab.modeling.render import Renderer, lab_renderer
 from tunelab.stages.check.record import item
 from tunelab.training.evaluate import evaluate_rows
-from tunelab.training.step import autocast, loss_weight, make_batch, summed_loss
+from tunelab.training.step import autocast, keeps_logits, loss_weight, make_batch, summed_loss
 
 RELOAD_TIMEOUT_S = 900
 OUTPUTS, TENSORS = "outputs.json", "tensors.safetensors"
@@ -83,10 +84,12 @@ def reference_outputs(
     if labels.dim() == 1 or labels.is_floating_point():  # a class, or multilabel's 0/1s
         tensors = {"logits": logits}
     else:  # the logits at t predict the token at t + 1; only target positions are kept
-        mask = labels[:, 1:] != -100
-        kept = logits if logits.dim() == 2 else logits[:, :-1][mask]  # see `summed_loss`
+        if keeps_logits(model):  # at the targets' positions (see `summed_loss`)
+            kept = target_logits(logits, batch)
+        else:
+            kept = logits[:, :-1][labels[:, 1:] != -100]
         logp = torch.log_softmax(kept, dim=-1)
-        gold = labels[:, 1:][mask]
+        gold = batch["targets"]
         tensors = {
             "target_logprob": logp.gather(1, gold[:, None])[:, 0],
             "target_argmax": logp.argmax(dim=-1),
