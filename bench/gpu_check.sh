@@ -250,9 +250,10 @@ if ((NGPU == 1)); then
 fi
 
 # every wait for the device in a causal LM's step, by the line that made it (bench/README.md,
-# "Every wait for the device"); under a minute
+# "Every wait for the device"): CUDA's own count beside the dispatcher's (`--ops`, the count a
+# CPU can make), so the one is checked against the other; under a minute
 start=$SECONDS
-"$PY" bench/loop_overhead.py --device "$DEVICE" --model causal --repeats 1 --steps 30 \
+"$PY" bench/loop_overhead.py --device "$DEVICE" --model causal --repeats 1 --steps 30 --ops \
     >"$RESULTS/syncs.md" 2>"$RESULTS/syncs.log" || echo "  syncs: failed, see $RESULTS/syncs.log"
 echo "  syncs: $((SECONDS - start)) s"
 

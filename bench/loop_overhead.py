@@ -245,9 +245,10 @@ def _data_sized_counted(on: bool):
             boolean = any(
                 isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in indices or ()
             )
-            where = _caller(1)
-            if (name in DATA_SIZED or boolean) and where.split()[-1] not in HOST_SIDE:
-                found[f"{name}: {where}"] += 1
+            if name in DATA_SIZED or boolean:
+                where = _caller(1)
+                if where.split()[-1] not in HOST_SIDE:
+                    found[f"{name}: {where}"] += 1
             return func(*args, **(kwargs or {}))
 
     with Counting():
