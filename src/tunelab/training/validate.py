@@ -49,15 +49,17 @@ class Validation:
 
     @torch.no_grad()
     def measure(self, model: torch.nn.Module, device: torch.device, pad_id: int) -> float:
-        """The mean validation loss (per example or target token), the model left training."""
+        """The mean validation loss (per example or target token), the model left training.
+        The batches' sums add up on the device in float64 (as Python's floats would add them)
+        and are read once, at the end: on a GPU the host never waits between batches."""
         model.eval()
-        total, weight = 0.0, 0.0
+        total, weight = torch.zeros((), dtype=torch.float64, device=device), 0.0
         for start in range(0, len(self.examples), self.batch_size):
             chunk = self.examples[start : start + self.batch_size]
-            total += float(summed_loss(model, make_batch(chunk, pad_id, device)))
+            total += summed_loss(model, make_batch(chunk, pad_id, device)).double()
             weight += sum(loss_weight(e) for e in chunk)
         train_mode(model)
-        return total / weight
+        return float(total) / weight
 
     def record(
         self, model: torch.nn.Module, step: int, loss: float, train_loss: float

@@ -18,7 +18,8 @@ from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.model import load_causal, load_tokenizer
 from tunelab.modeling.render import make_template, render_example
 from tunelab.training.loop import train
-from tunelab.training.step import backward, make_batch
+from tunelab.training.step import backward, make_batch, summed_loss
+from tunelab.training.validate import Validation
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_loop import Bag, examples
@@ -62,6 +63,19 @@ def test_one_host_read_per_step_whatever_the_microbatches(reads) -> None:
     assert not [r for r in reads if r.startswith("step.py")], reads  # none inside a step
     assert len(reads) == 4 + 1, reads  # and the rank's own token count, once, at the end
     assert len(out["history"]) == 4 and all(h["grad_norm"] is not None for h in out["history"])
+
+
+def test_a_validation_measurement_reads_the_device_once_whatever_its_batches(reads) -> None:
+    validation = Validation(examples(10), every=2, batch_size=3)  # 4 batches a measurement
+    loss = validation.measure(Bag(), CPU, 0)
+    assert len(reads) == 1 and reads[0].startswith("validate.py"), reads  # once, at the end
+    model = Bag().eval()
+    with torch.no_grad():
+        by_hand = [
+            float(summed_loss(model, make_batch(examples(10)[i : i + 3], 0, CPU)))
+            for i in range(0, 10, 3)
+        ]
+    assert loss == sum(by_hand) / 10  # the same float64 sum, to the bit
 
 
 def test_the_history_is_appended_to_its_file_and_kept_out_of_checkpoints(tmp_path) -> None:
