@@ -101,6 +101,8 @@ def measure_model(args: dict[str, Any], device, world) -> dict[str, Any]:
     import torch
 
     res: dict[str, Any] = {}
+    if device.type == "cuda":  # what a run on this device has: its own context made, no model
+        res["cuda_free_mb"] = torch.cuda.mem_get_info(device)[0] / 2**20
     model, info = build_model(args, device)
     with torch.no_grad():  # weights are mapped from safetensors lazily: make them resident, so
         for p in model.parameters():  # the baseline holds them and the step's memory is its own

@@ -136,7 +136,7 @@ def measure_processes(
     e = estimate(mb, acc)
     top = max(r["measured_peak_mb"] for r in rows)
     peak_mb = _mb(e["peak_bytes"])
-    budget, source = _budget(budget_mb, nproc, device)
+    budget, source = _budget(budget_mb, nproc, device, m["ranks"])
     largest = largest_by_estimate(
         lambda b: _mb(estimate(b, 1 if b >= share else 2)["peak_bytes"]), budget, cap=share
     )
@@ -221,16 +221,18 @@ def _rank_row(r: dict, device: str) -> dict:
     }
 
 
-def _budget(limit_mb: float | None, nproc: int, device: str) -> tuple[float, str]:
+def _budget(
+    limit_mb: float | None, nproc: int, device: str, ranks: list[dict]
+) -> tuple[float, str]:
     """One rank's budget: --memory-limit, else on CPU this machine's available memory / N (the
-    ranks share it), on CUDA the free memory of one device."""
+    ranks share it), on CUDA the least free memory a rank's device had before its model loaded,
+    as each probe read it (this process opens no CUDA context of its own, which would hold
+    memory on a GPU the ranks use)."""
     if limit_mb:
         return limit_mb, "--memory-limit (per rank)"
     if device == "cuda":
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(0)
-        return free / MIB, "free memory of one device"
+        free = min(r["cuda_free_mb"] for r in ranks)
+        return free, "free memory of the fullest device, as its rank found it"
     from tunelab.stages.size.advice import _available_mb
 
     return _available_mb() / nproc, f"available memory / {nproc} ranks (not confirmed)"

@@ -109,6 +109,21 @@ def test_torchrun_command_and_threads(monkeypatch):
     assert procs.omp_threads(4) == 4 and procs.omp_threads(32) == 1
 
 
+def test_a_gpu_budget_is_the_fullest_devices_free_memory_as_its_rank_read_it(monkeypatch):
+    """This process opens no CUDA context for it: one would hold memory on GPU 0 while the
+    ranks probe there."""
+    import torch
+
+    def no_context(*_args, **_kwargs):
+        raise AssertionError("the size command's own process read a GPU")
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", no_context)
+    ranks_read = [{"cuda_free_mb": 79_500.0}, {"cuda_free_mb": 78_900.0}]
+    budget, source = procs._budget(None, 2, "cuda", ranks_read)
+    assert budget == 78_900.0 and "fullest device" in source
+    assert procs._budget(4096.0, 2, "cuda", ranks_read) == (4096.0, "--memory-limit (per rank)")
+
+
 def test_nproc_that_does_not_divide_the_global_batch_exits_2(make_extraction_lab, capsys):
     lab = make_extraction_lab()  # global batch 4, microbatch 2
     assert main(["data", "--lab", str(lab), "--json"]) == 0
