@@ -86,10 +86,13 @@ def interval_text(metric: str, boot: dict) -> str:
     )
 
 
-def _remedy(rails: list[dict]) -> str:
+def _remedy(rails: list[dict], judged: tuple[str, int] | None = None) -> str:
     """What would resolve the unresolved guardrails, from their checks: more seeds where the
-    seeds' spread keeps an interval across its limit, more validation examples (or documents of
-    a forgetting guardrail's text) where the examples' does, a score where none was made."""
+    seeds' spread keeps an interval across its limit (for `judged`, the run and the seeds it
+    has: the command that adds them), more validation examples (or documents of a forgetting
+    guardrail's text) where the examples' does, a score where none was made."""
+    run, seeds = judged or ("RUN", 0)
+    more = f"more seeds (`tunelab noise {run} --seeds {3 if seeds < 3 else seeds + 2}`)"
     needs: list[str] = []
     for g in rails:
         if g["status"] != UNRESOLVED:
@@ -98,7 +101,7 @@ def _remedy(rails: list[dict]) -> str:
             if c.get("status") != UNRESOLVED:
                 continue
             if c.get("needs") == "more seeds":
-                need = "more seeds (`tunelab noise RUN --seeds N`)"
+                need = more
             elif "not_checked" in c:
                 need = f"every run scored on {g['on']}" if g.get("on") else f"{name} measured"
             else:
@@ -113,8 +116,10 @@ def verdict(
     hypothesis: Hypothesis | None,
     accept_unresolved: str | None,
     seed_only: str | None = None,
+    judged: tuple[str, int] | None = None,
 ) -> tuple[str | None, list[str]]:
-    """See VERDICT_RULE; `seed_only` names the run this one differs from only in its seed. A
+    """See VERDICT_RULE; `seed_only` names the run this one differs from only in its seed;
+    `judged`: the run judged and how many seeds it has (for what would resolve a guardrail). A
     concentrated gain is added to the reasons, never a verdict."""
     c = versus["concentration"]
     extra = [concentration_note(c, versus["flips"])] if c["concentrated"] else []
@@ -160,7 +165,7 @@ def verdict(
         return UNRESOLVED_VERDICT, [
             *reasons,
             *unresolved,
-            f"an unresolved guardrail blocks `improved`: {_remedy(rails)}, or accept it "
+            f"an unresolved guardrail blocks `improved`: {_remedy(rails, judged)}, or accept it "
             'with `tunelab compare --accept-unresolved "why"` (recorded)',
             *extra,
         ]

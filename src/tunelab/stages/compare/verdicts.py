@@ -116,7 +116,7 @@ def compare(
             for g in guardrails
         ]
         versus["verdict"], versus["reasons"] = verdict(
-            versus, hypothesis, accept_unresolved, seed_only
+            versus, hypothesis, accept_unresolved, seed_only, (arm[0]["id"], len(arm))
         )
         versus["warnings"] = _warnings(before[0], arm[0], versus)
         if noise:

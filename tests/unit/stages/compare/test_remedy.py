@@ -17,9 +17,11 @@ EXAMPLES = {"status": "unresolved", "needed_n": 900, "examples": 445}
 HOLDS = {"status": "holds"}
 
 
-def test_an_interval_widened_by_the_seeds_asks_for_seeds():
-    said = _remedy([rail(SEEDS, on="general/bbc_news.jsonl")])
-    assert said == "more seeds (`tunelab noise RUN --seeds N`)"
+def test_an_interval_widened_by_the_seeds_asks_for_seeds_of_the_run_judged():
+    rails = [rail(SEEDS, on="general/bbc_news.jsonl")]
+    assert _remedy(rails, ("r002-lora", 1)) == "more seeds (`tunelab noise r002-lora --seeds 3`)"
+    assert _remedy(rails, ("r002-lora", 3)) == "more seeds (`tunelab noise r002-lora --seeds 5`)"
+    assert _remedy(rails) == "more seeds (`tunelab noise RUN --seeds 3`)"
 
 
 def test_an_interval_widened_by_the_examples_asks_for_examples_or_documents():
@@ -29,8 +31,8 @@ def test_an_interval_widened_by_the_examples_asks_for_examples_or_documents():
 
 def test_each_need_is_named_once_and_guardrails_that_hold_ask_for_nothing():
     rails = [rail(SEEDS, SEEDS), rail(EXAMPLES), rail(EXAMPLES, status="holds")]
-    said = _remedy(rails)
-    assert said == "more seeds (`tunelab noise RUN --seeds N`) and more validation examples"
+    said = _remedy(rails, ("r004", 1))
+    assert said == "more seeds (`tunelab noise r004 --seeds 3`) and more validation examples"
 
 
 def test_a_run_never_scored_on_the_text_asks_for_the_score():
