@@ -14,16 +14,16 @@ host, so it says where the targets are there, and the device only gathers:
   order a boolean mask would give them (row by row);
 - `targets` (targets,): the token each of them predicts.
 
-The gathered logits are the same rows in the same order as the boolean selection's, so the
-loss and gradients are the same bits (tests/unit/training/test_step.py).
+The gathered logits are the same rows in the same order as the boolean selection's, so a
+microbatch's loss is the same bits (tests/unit/modeling/test_loss_positions.py). The output
+layer's weight gradient now also sums the padding slots' zero rows, which can change how the
+sum is blocked and so its last bits (bench/README.md, "The causal loss's selections").
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-KEYS = ("logits_to_keep", "target_slots", "targets")
 
 
 def target_index(labels: torch.Tensor) -> dict[str, torch.Tensor]:
