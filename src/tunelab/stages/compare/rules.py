@@ -39,28 +39,33 @@ VERDICT_RULE = (
 )
 
 
-ONE_SEED_CAUTION = (
-    "one seed per arm and no noise record: a new seed alone could move it this far "
-    "(`tunelab noise` measures the floor, `--seeds N` replicates the runs)"
-)
+def noise_command(judged: tuple[str, int] | None) -> str:
+    """The command that adds seeds to `judged` (the run judged, and the seeds it has): three in
+    all, or two more than it has."""
+    run, seeds = judged or ("RUN", 0)
+    return f"`tunelab noise {run} --seeds {3 if seeds < 3 else seeds + 2}`"
 
 
-BROKEN_ON_ONE_SEED = (
-    "the guardrail was judged on one seed per arm and no noise record: a new seed alone could "
-    "move it this far (`tunelab noise` measures the floor, `--seeds N` replicates the runs)"
-)
+def one_seed_caution(judged: tuple[str, int] | None = None, what: str = "") -> str:
+    """What a verdict (or, with `what`, a guardrail) judged on one seed per arm cannot say."""
+    return (
+        f"{what}one seed per arm and no noise record: a new seed alone could move it this far "
+        f"({noise_command(judged)} trains more seeds of it and measures the floor)"
+    )
 
 
-def _broken_on_one_seed(rails: list[dict]) -> list[str]:
+def _broken_on_one_seed(rails: list[dict], judged: tuple[str, int] | None = None) -> list[str]:
     """The caution for a guardrail broken on an interval over the examples alone."""
-    judged = [
+    broke = [
         c
         for g in rails
         if g["status"] == BROKEN
         for c in g.get("checks", {}).values()
         if c.get("status") == BROKEN
     ]
-    return [BROKEN_ON_ONE_SEED] if any(c.get("basis") != SEEDS for c in judged) else []
+    if all(c.get("basis") == SEEDS for c in broke):
+        return []
+    return [one_seed_caution(judged, "the guardrail was judged on ")]
 
 
 def excludes_zero(interval: dict) -> bool:
@@ -91,8 +96,7 @@ def _remedy(rails: list[dict], judged: tuple[str, int] | None = None) -> str:
     seeds' spread keeps an interval across its limit (for `judged`, the run and the seeds it
     has: the command that adds them), more validation examples (or documents of a forgetting
     guardrail's text) where the examples' does, a score where none was made."""
-    run, seeds = judged or ("RUN", 0)
-    more = f"more seeds (`tunelab noise {run} --seeds {3 if seeds < 3 else seeds + 2}`)"
+    more = f"more seeds ({noise_command(judged)})"
     needs: list[str] = []
     for g in rails:
         if g["status"] != UNRESOLVED:
@@ -146,13 +150,13 @@ def verdict(
     unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
     word = judged_verdict(boot, hypothesis.min_effect)
     if word == WORSE:
-        one_seed = [ONE_SEED_CAUTION] if boot["basis"] != SEEDS else []
+        one_seed = [one_seed_caution(judged)] if boot["basis"] != SEEDS else []
         return WORSE, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]
     if broken:
-        return BROKEN_VERDICT, [*broken, *reasons, *_broken_on_one_seed(rails), *extra]
+        return BROKEN_VERDICT, [*broken, *reasons, *_broken_on_one_seed(rails, judged), *extra]
     if word in (IMPROVED, ONE_SEED):
         if word == ONE_SEED:
-            reasons.append(ONE_SEED_CAUTION)
+            reasons.append(one_seed_caution(judged))
         if not unresolved:
             return word, reasons + extra
         if accept_unresolved:

@@ -4,7 +4,7 @@ on the examples alone says a new seed could move it."""
 
 from __future__ import annotations
 
-from tunelab.stages.compare.rules import BROKEN_ON_ONE_SEED, _broken_on_one_seed, _remedy
+from tunelab.stages.compare.rules import _broken_on_one_seed, _remedy
 
 
 def rail(*checks: dict, on: str | None = None, status: str = "unresolved") -> dict:
@@ -44,7 +44,9 @@ def test_a_run_never_scored_on_the_text_asks_for_the_score():
 
 def test_a_guardrail_broken_on_the_examples_alone_is_cautioned():
     broken = {"status": "broken"}
-    assert _broken_on_one_seed([rail(broken, status="broken")]) == [BROKEN_ON_ONE_SEED]
+    (said,) = _broken_on_one_seed([rail(broken, status="broken")], ("r002-lora", 1))
+    assert said.startswith("the guardrail was judged on one seed per arm and no noise record")
+    assert "(`tunelab noise r002-lora --seeds 3` trains more seeds of it" in said
     seeded = broken | {"basis": "seeds and examples"}
     assert _broken_on_one_seed([rail(seeded, status="broken")]) == []
     # only the checks that broke it count: a seed-aware break beside an unresolved check
