@@ -54,6 +54,28 @@ def tiny_llama(tmp_path_factory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama")
 
 
+@pytest.fixture
+def render_pages(tiny_llama):
+    """`(rows, **model) -> (spec, examples)`: (page text, answer) rows rendered for training
+    the tiny Llama with the chat template, and the `ModelSpec` (with `model` fields) they were
+    rendered under."""
+    from tunelab.core.spec import ModelSpec
+    from tunelab.modeling.model import load_tokenizer
+    from tunelab.modeling.render import make_template, render_example
+
+    def render(rows: list[tuple[str, str]], **model):
+        spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat", **model)
+        tokenizer = load_tokenizer(spec, tiny_llama)
+        template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
+        examples = [
+            render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
+            for i, (t, target) in enumerate(rows)
+        ]
+        return spec, examples
+
+    return render
+
+
 def page_rows(n: int = 30) -> list[dict]:
     """Tiny man-page-like documents whose NAME line holds the answer."""
     rows = []

@@ -7,10 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tunelab.core.spec import ModelSpec
 from tunelab.modeling.loss_positions import target_index, target_logits
-from tunelab.modeling.model import load_causal, load_tokenizer
-from tunelab.modeling.render import make_template, render_example
+from tunelab.modeling.model import load_causal
 from tunelab.training.step import make_batch, summed_loss
 
 CPU = torch.device("cpu")
@@ -49,15 +47,11 @@ def test_a_batch_without_targets_selects_nothing() -> None:
 
 
 @pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
-def test_the_loss_and_gradients_are_the_boolean_selections_to_the_bit(tiny_llama, packing):
-    spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat")
-    tokenizer = load_tokenizer(spec, tiny_llama)
-    template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
+def test_the_loss_and_gradients_are_the_boolean_selections_to_the_bit(
+    tiny_llama, render_pages, packing
+):
     rows = [("short", '{"a": 1}'), ("a much longer page " * 5, '{"b": 22}'), ("mid " * 9, "{}")]
-    examples = [
-        render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
-        for i, (t, target) in enumerate(rows)
-    ]
+    spec, examples = render_pages(rows)
     torch.manual_seed(0)
     model = load_causal(spec, tiny_llama, CPU).train()
     batch = make_batch(examples, 0, CPU, packing=packing)

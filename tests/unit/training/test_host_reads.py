@@ -13,10 +13,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tunelab.core.spec import ModelSpec, TrainingSpec
+from tunelab.core.spec import TrainingSpec
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
-from tunelab.modeling.model import load_causal, load_tokenizer
-from tunelab.modeling.render import make_template, render_example
+from tunelab.modeling.model import load_causal
 from tunelab.training.loop import train
 from tunelab.training.step import backward, make_batch, summed_loss
 from tunelab.training.validate import Validation
@@ -120,19 +119,15 @@ class _DeviceReads(TorchDispatchMode):
 
 
 @pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
-def test_a_causal_microbatch_never_makes_the_host_read_the_device(tiny_llama, packing) -> None:
+def test_a_causal_microbatch_never_makes_the_host_read_the_device(
+    tiny_llama, render_pages, packing
+) -> None:
     """The causal LM's answer-only loss selects its targets at positions the collate found on
     the host (`modeling.loss_positions`): nothing in a training microbatch's forward or backward
     waits on the device but transformers' own look at the attention mask (whether it can skip
     the mask, or whether the row holds packed sequences)."""
-    spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat")
-    tokenizer = load_tokenizer(spec, tiny_llama)
-    template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
     rows = [("short", '{"a": 1}'), ("a much longer page " * 5, '{"b": 22}')]
-    examples = [
-        render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
-        for i, (t, target) in enumerate(rows)
-    ]
+    spec, examples = render_pages(rows)
     model = load_causal(spec, tiny_llama, CPU).train()
     batch = make_batch(examples, 0, CPU, packing=packing)
     with _DeviceReads() as reads:

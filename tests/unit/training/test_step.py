@@ -8,9 +8,7 @@ import torch
 import torch.nn.functional as F
 from peft import LoraConfig, get_peft_model
 
-from tunelab.core.spec import ModelSpec
-from tunelab.modeling.model import load_causal, load_tokenizer
-from tunelab.modeling.render import make_template, render_example
+from tunelab.modeling.model import load_causal
 from tunelab.training.step import keeps_logits, make_batch, summed_loss
 
 CPU = torch.device("cpu")
@@ -25,15 +23,9 @@ def _whole_sequence_loss(model, batch):
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["plain", "peft"])
-def test_kept_logits_give_the_whole_sequences_loss_and_gradients(tiny_llama, lora):
-    spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat")
-    tokenizer = load_tokenizer(spec, tiny_llama)
-    template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
+def test_kept_logits_give_the_whole_sequences_loss_and_gradients(tiny_llama, render_pages, lora):
     rows = [("a short page", '{"name": "ls"}'), ("a much longer page " * 6, '{"name": "cp1"}')]
-    examples = [
-        render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
-        for i, (t, target) in enumerate(rows)
-    ]
+    spec, examples = render_pages(rows)
     torch.manual_seed(0)
     model = load_causal(spec, tiny_llama, CPU).eval()
     if lora:
@@ -63,17 +55,13 @@ def test_a_model_without_the_mask_keeps_every_logit():
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_a_packed_microbatch_gives_the_padded_ones_loss_and_gradients(tiny_llama, attention):
+def test_a_packed_microbatch_gives_the_padded_ones_loss_and_gradients(
+    tiny_llama, render_pages, attention
+):
     """`training.packing`: the examples end to end in one row, positions restarting, so no
     token sees another example; the same summed loss and gradients as right-padded rows."""
-    spec = ModelSpec(path=str(tiny_llama), max_length=192, template="chat", attention=attention)
-    tokenizer = load_tokenizer(spec, tiny_llama)
-    template = make_template(tokenizer, "chat", "Extract the fields as JSON.")
     rows = [("short", '{"a": 1}'), ("a much longer page " * 5, '{"b": 2}'), ("mid " * 9, "{}")]
-    examples = [
-        render_example(tokenizer, template, {"id": str(i), "text": t}, target, 192)
-        for i, (t, target) in enumerate(rows)
-    ]
+    spec, examples = render_pages(rows, attention=attention)
     torch.manual_seed(0)
     model = load_causal(spec, tiny_llama, CPU).eval()
     assert model.config._attn_implementation == attention
