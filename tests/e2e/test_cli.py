@@ -122,7 +122,7 @@ def expected_verdict(row: dict, min_effect: float) -> str:
     """The verdict rule, restated from the row's own numbers."""
     b, statuses = row["vs_reference"]["bootstrap"], {g["status"] for g in row["guardrails"]}
     if b["high"] < 0:
-        return "worse"
+        return "worse" if b["basis"] == "seeds and examples" else "worse on one seed"
     if "broken" in statuses:
         return "guardrail broken"
     if b["delta"] >= min_effect and b["low"] > 0:

@@ -146,6 +146,7 @@ def test_a_multilabel_lab_from_data_to_final(tmp_path, tiny_bert, capsys, monkey
             "improved on one seed",
             "guardrail unresolved",
             "no evidence",
+            "worse on one seed",
             "worse",
             "guardrail broken",
         }

@@ -202,8 +202,12 @@ def _conclusion(result: dict, variants: list[dict]) -> str:
             f"{', '.join(held)} gained on {reference}, but a guardrail is unresolved: more "
             "validation examples, or a limit accepted with a reason, would settle what it costs."
         )
-    worse = [r["id"] for r in variants if r["verdict"] == "worse"]
-    below = f" ({', '.join(worse)} did worse)" if worse else ""
+    worse = [
+        f"{r['id']} did {r['verdict']}"
+        for r in variants
+        if r["verdict"] in ("worse", "worse on one seed")
+    ]
+    below = f" ({', '.join(worse)})" if worse else ""
     if reference.endswith("-probe"):
         score = next((r.get("macro_f1") for r in result["runs"] if r["id"] == reference), None)
         scored = f" scores {style.pct(score)}% macro-F1 and" if score is not None else ""

@@ -215,7 +215,8 @@ def choose_for_final(result: dict, out: Console) -> tuple[str, str | None]:
     `improved`, the seal is opened with a reason that says why, printed and recorded."""
     metric = result["primary_metric"]
     variants = [r for r in result["runs"] if r["kind"] == "variant"]
-    eligible = [r for r in variants if r["verdict"] not in ("worse", "guardrail broken")]
+    barred = ("worse", "worse on one seed", "guardrail broken")
+    eligible = [r for r in variants if r["verdict"] not in barred]
     best = max(eligible or variants, key=lambda r: r[metric])
     reason = None
     if not eligible:

@@ -11,6 +11,7 @@ VERDICT_STYLE = {
     "within seed noise": "yellow",
     "no evidence": "yellow",
     "guardrail broken": "bold red",
+    "worse on one seed": "red",
     "worse": "bold red",
     None: "dim",
 }

@@ -38,6 +38,8 @@ def test_the_conclusion_reads_the_verdicts():
     probe["runs"][0]["macro_f1"] = 0.5
     worse = _conclusion(probe, [row("r003-lora", "worse")])
     assert "scores 50.0% macro-F1" in worse and "(r003-lora did worse)" in worse
+    one_worse = _conclusion(probe, [row("r003-lora", "worse on one seed")])
+    assert "(r003-lora did worse on one seed)" in one_worse
     one = _conclusion(probe, [row("r003-lora", "improved on one seed")])
     assert one.startswith("r003-lora beat r002-probe on one seed each") and "not measured" in one
     beyond = _conclusion({"reference": "r001-majority"}, [row("r003-lora", "improved")])

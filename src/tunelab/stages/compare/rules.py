@@ -4,7 +4,8 @@ An interval is judged on the seeds and the examples when the seeds' variance is 
 with two or more seeds, or a noise record of the family: `two_level.py`), else on the examples
 alone, and the verdict says which:
 
-- **worse**: the judged interval is below zero;
+- **worse**: the judged interval is below zero, counting the seeds; **worse on one seed**: the
+  same on the examples alone (a new seed could have produced it, as a gain);
 - **guardrail broken**: a guardrail's judged interval is past its limit (`guardrails.py`);
 - **improved**: the minimum effect is met, the seed-aware interval is above zero, and no
   guardrail is unresolved (or the user accepted the unresolved ones with a recorded reason);
@@ -24,12 +25,26 @@ from tunelab.stages.compare.guardrails import BROKEN, UNRESOLVED, describe
 from tunelab.stages.compare.two_level import SEEDS
 
 IMPROVED, ONE_SEED, SEED_NOISE = "improved", "improved on one seed", "within seed noise"
-WORSE, BROKEN_VERDICT, NO_EVIDENCE = "worse", "guardrail broken", "no evidence"
-UNRESOLVED_VERDICT = "guardrail unresolved"
-VERDICTS = (IMPROVED, ONE_SEED, UNRESOLVED_VERDICT, SEED_NOISE, NO_EVIDENCE, WORSE, BROKEN_VERDICT)
+WORSE, WORSE_ONE_SEED = "worse", "worse on one seed"
+BROKEN_VERDICT, NO_EVIDENCE, UNRESOLVED_VERDICT = (
+    "guardrail broken",
+    "no evidence",
+    "guardrail unresolved",
+)
+VERDICTS = (
+    IMPROVED,
+    ONE_SEED,
+    UNRESOLVED_VERDICT,
+    SEED_NOISE,
+    NO_EVIDENCE,
+    WORSE_ONE_SEED,
+    WORSE,
+    BROKEN_VERDICT,
+)
 
 VERDICT_RULE = (
-    "worse: judged interval below zero; guardrail broken: a guardrail's judged interval past its "
+    "worse: judged interval below zero (worse on one seed: the example-level interval alone, no "
+    "replicates, no noise record); guardrail broken: a guardrail's judged interval past its "
     "limit; improved: minimum effect met, seed-aware interval above zero, no guardrail "
     "unresolved (or accepted with a reason); improved on one seed: the same on the example-level "
     "interval alone (no replicates, no noise record); guardrail unresolved: either of those "
@@ -75,7 +90,7 @@ def excludes_zero(interval: dict) -> bool:
 def judged_verdict(interval: dict, min_effect: float) -> str:
     """The verdict of one combined interval (`combine`) with no guardrail in the way."""
     if interval["high"] < 0:
-        return WORSE
+        return WORSE if interval["basis"] == SEEDS else WORSE_ONE_SEED
     if interval["delta"] >= min_effect and interval["low"] > 0:
         return IMPROVED if interval["basis"] == SEEDS else ONE_SEED
     if interval["basis"] == SEEDS and excludes_zero(interval["example"]):
@@ -149,9 +164,9 @@ def verdict(
     broken = [describe(g) for g in rails if g["status"] == BROKEN]
     unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
     word = judged_verdict(boot, hypothesis.min_effect)
-    if word == WORSE:
-        one_seed = [one_seed_caution(judged)] if boot["basis"] != SEEDS else []
-        return WORSE, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]
+    if word in (WORSE, WORSE_ONE_SEED):
+        one_seed = [one_seed_caution(judged)] if word == WORSE_ONE_SEED else []
+        return word, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]
     if broken:
         return BROKEN_VERDICT, [*broken, *reasons, *_broken_on_one_seed(rails, judged), *extra]
     if word in (IMPROVED, ONE_SEED):

@@ -46,6 +46,7 @@ TONES = {
     "interrupted": "warn",
     "running": "info",
     "worse": "bad",
+    "worse on one seed": "bad",
     "guardrail broken": "bad",
     "broken": "bad",
     "failed": "bad",

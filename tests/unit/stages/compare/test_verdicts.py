@@ -117,7 +117,9 @@ def test_a_significantly_worse_variant_is_worse_not_broken(tmp_path):
     add_run(lab, "lora", "variant", predictions({"a": 0.7, "b": 0.7, "c": 0.7}, n=100))
     variant = compare(lab)["runs"][-1]
     assert variant["vs_reference"]["bootstrap"]["high"] < 0
-    assert variant["verdict"] == "worse" and variant["guardrails"][0]["status"] == "broken"
+    # one seed per arm: the table says so, as it does for a gain
+    assert variant["verdict"] == "worse on one seed"
+    assert variant["guardrails"][0]["status"] == "broken"
     # one seed per arm: a new seed could move a loss as far as a gain, and the reasons say so
     assert any("a new seed alone could move it this far" in r for r in variant["reasons"])
 
@@ -545,3 +547,12 @@ def test_a_document_scored_better_is_not_said_to_be_fixed():
     flips = {"fixed": {"count": 2, "ids": ["a", "b"]}, "broken": {"count": 0, "ids": []}}
     assert _flips_line({"metric": "bits_per_byte", "flips": flips}) == "better 2 (a, b), worse 0"
     assert _flips_line({"metric": "accuracy", "flips": flips}) == "fixed 2 (a, b), broken 0"
+
+
+def test_every_verdict_word_has_a_colour_in_the_console_and_a_tone_in_the_report():
+    from tunelab.stages.compare.rules import VERDICTS
+    from tunelab.stages.report.charts import TONES
+    from tunelab.views.style import VERDICT_STYLE
+
+    assert set(VERDICTS) <= set(VERDICT_STYLE) and set(VERDICTS) <= set(TONES)
+    assert "worse on one seed" in VERDICTS  # a loss on one seed is said as one, as a gain is
