@@ -194,7 +194,7 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert main(["compare", *where, "--against", mha["id"]]) == 0
     shown = capsys.readouterr().out
     verdicts, _, others = shown.partition("other metrics")
-    assert "reduction (95% CI)" in verdicts and "McNemar" not in verdicts
+    assert "reduction, 95% CI" in verdicts and "McNemar" not in verdicts
     assert "perplexity" not in verdicts and "perplexity" in others.splitlines()[0]
     assert tl(capsys, "report", *where)[0] == 0  # the page names no base model path
     page = (lab / "lab-report.html").read_text()

@@ -44,7 +44,7 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
         "run",
         *[m.replace("_", " ") for m in metrics],
         "seeds",
-        f"{delta} (95% CI)",
+        f"{delta}, 95% CI",
         *(["McNemar p"] if mcnemar else []),
         "guards",
         "verdict",
