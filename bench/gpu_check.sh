@@ -210,9 +210,14 @@ fi
 # every wait for the device in a causal LM's step, by the line that made it (bench/README.md,
 # "Every wait for the device"): CUDA's own count beside the dispatcher's (`--ops`, the count a
 # CPU can make), so the one is checked against the other; under a minute
+# (and the loop as it was beside it, where .before/src holds a copy: `git archive REV src | tar
+# -x -C .before` before the machine is lent, so the folder travels with the working tree)
 start=$SECONDS
+BEFORE=()
+[ -d .before/src/tunelab ] && BEFORE=(--before-src .before/src)
 "$PY" bench/loop_overhead.py --device "$DEVICE" --model causal --repeats 1 --steps 30 --ops \
-    >"$RESULTS/syncs.md" 2>"$RESULTS/syncs.log" || echo "  syncs: failed, see $RESULTS/syncs.log"
+    "${BEFORE[@]}" >"$RESULTS/syncs.md" 2>"$RESULTS/syncs.log" ||
+    echo "  syncs: failed, see $RESULTS/syncs.log"
 echo "  syncs: $((SECONDS - start)) s"
 
 echo
