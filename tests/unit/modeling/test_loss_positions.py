@@ -1,5 +1,7 @@
 """Where the loss is, found on the host: the same rows, in the same order, as the boolean
-selection on the device that it replaces, and the same loss and gradients to the bit."""
+selection on the device that it replaces, and so the same loss and gradients up to the rounding
+of the output layer's product over a differently sized set of rows (on the CPU measured, the
+same bits; bench/README.md, "The causal loss's selections")."""
 
 from __future__ import annotations
 
@@ -47,9 +49,7 @@ def test_a_batch_without_targets_selects_nothing() -> None:
 
 
 @pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
-def test_the_loss_and_gradients_are_the_boolean_selections_to_the_bit(
-    tiny_llama, render_pages, packing
-):
+def test_the_loss_and_gradients_are_the_boolean_selections(tiny_llama, render_pages, packing):
     rows = [("short", '{"a": 1}'), ("a much longer page " * 5, '{"b": 22}'), ("mid " * 9, "{}")]
     spec, examples = render_pages(rows)
     torch.manual_seed(0)
@@ -73,5 +73,7 @@ def test_the_loss_and_gradients_are_the_boolean_selections_to_the_bit(
 
     new_loss, new = grads(lambda: summed_loss(model, batch))
     old_loss, old = grads(boolean)
-    assert torch.equal(new_loss, old_loss)
-    assert all(torch.equal(a, b) for a, b in zip(new, old, strict=True))
+    # not asserted to the bit: a BLAS may block a product of more rows differently
+    torch.testing.assert_close(new_loss, old_loss, rtol=1e-6, atol=0.0)
+    for a, b in zip(new, old, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
