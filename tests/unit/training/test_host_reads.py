@@ -127,9 +127,9 @@ def test_a_causal_microbatch_never_makes_the_host_read_the_device(
     waits on the device but transformers' own look at the attention mask (whether it can skip
     the mask, or whether the row holds packed sequences)."""
     rows = [("short", '{"a": 1}'), ("a much longer page " * 5, '{"b": 22}')]
-    spec, examples = render_pages(rows)
+    spec, pages = render_pages(rows)
     model = load_causal(spec, tiny_llama, CPU).train()
-    batch = make_batch(examples, 0, CPU, packing=packing)
+    batch = make_batch(pages, 0, CPU, packing=packing)
     with _DeviceReads() as reads:
         backward(model, batch, 10.0, CPU, "fp32")
     assert not [r for r in reads.seen if r[1].startswith("tunelab/")], reads.seen
