@@ -37,7 +37,7 @@ On a GPU (one process; `--before-src` where the copy has no git history):
 
 The waits a GPU would have, counted on a CPU (the causal loss's selections, before and after):
 
-    .venv/bin/python bench/loop_overhead.py --before 9e01ab2 --model causal --ops --repeats 1
+    .venv/bin/python bench/loop_overhead.py --before 013d536 --model causal --ops --repeats 1
 """
 
 from __future__ import annotations
