@@ -23,6 +23,7 @@ from tunelab.demo.report import (
 )
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
+from tunelab.stages.compare.rules import LOSSES
 from tunelab.stages.compare.two_level import SEEDS
 from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.final import run_final
@@ -202,11 +203,7 @@ def _conclusion(result: dict, variants: list[dict]) -> str:
             f"{', '.join(held)} gained on {reference}, but a guardrail is unresolved: more "
             "validation examples, or a limit accepted with a reason, would settle what it costs."
         )
-    worse = [
-        f"{r['id']} did {r['verdict']}"
-        for r in variants
-        if r["verdict"] in ("worse", "worse on one seed")
-    ]
+    worse = [f"{r['id']} did {r['verdict']}" for r in variants if r["verdict"] in LOSSES]
     below = f" ({', '.join(worse)})" if worse else ""
     if reference.endswith("-probe"):
         score = next((r.get("macro_f1") for r in result["runs"] if r["id"] == reference), None)

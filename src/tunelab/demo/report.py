@@ -21,6 +21,7 @@ from rich.rule import Rule
 from tunelab.core.lab import Lab, open_lab
 from tunelab.core.spec import SPEC_FILE, apply_overrides
 from tunelab.demo.assets import set_aside
+from tunelab.stages.compare.rules import BROKEN_VERDICT, LOSSES
 from tunelab.views import style
 
 
@@ -215,8 +216,7 @@ def choose_for_final(result: dict, out: Console) -> tuple[str, str | None]:
     `improved`, the seal is opened with a reason that says why, printed and recorded."""
     metric = result["primary_metric"]
     variants = [r for r in result["runs"] if r["kind"] == "variant"]
-    barred = ("worse", "worse on one seed", "guardrail broken")
-    eligible = [r for r in variants if r["verdict"] not in barred]
+    eligible = [r for r in variants if r["verdict"] not in (*LOSSES, BROKEN_VERDICT)]
     best = max(eligible or variants, key=lambda r: r[metric])
     reason = None
     if not eligible:

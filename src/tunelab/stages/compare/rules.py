@@ -26,6 +26,8 @@ from tunelab.stages.compare.two_level import SEEDS
 
 IMPROVED, ONE_SEED, SEED_NOISE = "improved", "improved on one seed", "within seed noise"
 WORSE, WORSE_ONE_SEED = "worse", "worse on one seed"
+LOSSES = (WORSE_ONE_SEED, WORSE)
+"""The verdicts of a judged interval below zero, on one seed or over the seeds."""
 BROKEN_VERDICT, NO_EVIDENCE, UNRESOLVED_VERDICT = (
     "guardrail broken",
     "no evidence",
@@ -164,7 +166,7 @@ def verdict(
     broken = [describe(g) for g in rails if g["status"] == BROKEN]
     unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
     word = judged_verdict(boot, hypothesis.min_effect)
-    if word in (WORSE, WORSE_ONE_SEED):
+    if word in LOSSES:
         one_seed = [one_seed_caution(judged)] if word == WORSE_ONE_SEED else []
         return word, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]
     if broken:
