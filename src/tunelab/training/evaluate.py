@@ -12,6 +12,8 @@ Examples run in length order so each batch pads little; results come back in spl
 from __future__ import annotations
 
 import torch
+import transformers
+from packaging.version import Version
 
 from tunelab.modeling.render import (
     Encoded,
@@ -21,6 +23,11 @@ from tunelab.modeling.render import (
     encode_classification,
 )
 from tunelab.tasks import score, score_outputs
+
+# The KV cache's name in a causal LM's forward and output: transformers 5.24 renamed
+# `past_key_values` to `cache` and takes the old name only until 5.40, so the name follows the
+# version installed (tunelab supports transformers from 5.5).
+CACHE = "cache" if Version(transformers.__version__).release >= (5, 24) else "past_key_values"
 
 
 def evaluate_rows(
@@ -190,7 +197,7 @@ def label_scores(
         first = torch.log_softmax(out.logits[:, -1].float(), -1)  # predicts each label's 1st token
         rest = None
         if width > 1:
-            cache = out.past_key_values
+            cache = out[CACHE]
             cache.batch_repeat_interleave(k)
             n = len(idx)
             cont_mask = input_mask.repeat(n, 1).to(device)
@@ -204,7 +211,7 @@ def label_scores(
                     input_ids=inputs.repeat(n, 1).to(device),
                     attention_mask=torch.cat([mask.repeat_interleave(k, 0), cont_mask], 1),
                     position_ids=cont_pos,
-                    past_key_values=cache,
+                    **{CACHE: cache},
                     use_cache=False,
                 ).logits.float(),
                 -1,

@@ -1,17 +1,28 @@
 """Classification by a causal LM: prefix-shared label scoring equals scoring each full sequence."""
 
+import inspect
+
 import pytest
 import torch
 from make_tiny import build_tiny_gpt2
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2LMHeadModel, LlamaForCausalLM
 
 from tunelab.core.sections import ClassificationTask
 from tunelab.modeling.render import Renderer, make_template
-from tunelab.training.evaluate import label_scores
+from tunelab.training.evaluate import CACHE, label_scores
 
 LABELS = ["business", "sport", "tech news"]  # labels of different token lengths
 
 
+@pytest.mark.parametrize("model_class", [LlamaForCausalLM, GPT2LMHeadModel])
+def test_the_cache_goes_by_the_name_the_installed_forward_takes(model_class):
+    """transformers 5.24 renamed `past_key_values` to `cache`; the old name is gone in 5.40,
+    where a forward would take it into `**kwargs` and could score without the prompt's cache."""
+    assert CACHE in inspect.signature(model_class.forward).parameters
+
+
+# a deprecated argument of transformers' warns with a FutureWarning: none may come from scoring
+@pytest.mark.filterwarnings("error::FutureWarning")
 @pytest.mark.parametrize("base", ["llama", "gpt2"])
 def test_cached_scores_equal_full_sequence_log_likelihoods(base, tiny_llama, tmp_path):
     """The llama's chat template ends an answer with `<|im_end|>` (id 2); the GPT-2's plain
