@@ -233,6 +233,8 @@ def test_sigterm_to_the_group_stops_both_ranks_and_resume_on_two_ends_like_one_p
     assert_same_run(lab, resumed, straight_run(lab, capsys))
 
 
+# torch's checkpoint reader warns that it assumes one process: the resume says so itself
+@pytest.mark.filterwarnings("error:torch.distributed is disabled:UserWarning")
 def test_a_two_process_fsdp_checkpoint_resumes_on_one_process(make_extraction_lab, capsys):
     lab = make_extraction_lab(training=LONG, method=LORA)
     assert main(["data", "--lab", str(lab), "--json"]) == 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -247,7 +248,12 @@ def _load_sharded(path: Path, model, optimizer) -> None:
 
     model_state, optim_state = get_state_dict(model, optimizer, options=_options())
     loaded = {"model": model_state, "optimizer": optim_state}
-    dcp.load(loaded, checkpoint_id=str(path))
+    single = not torch.distributed.is_initialized()  # one process reads what several wrote
+    with warnings.catch_warnings():
+        # dcp warns that it assumes this even when told so (`no_dist`): the notice says nothing
+        # a user resuming on one machine has not asked for
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        dcp.load(loaded, checkpoint_id=str(path), no_dist=single)
     set_state_dict(
         model,
         optimizer,
