@@ -16,8 +16,8 @@ LABELS = ["business", "sport", "tech news"]  # labels of different token lengths
 
 @pytest.mark.parametrize("model_class", [LlamaForCausalLM, GPT2LMHeadModel])
 def test_the_cache_goes_by_the_name_the_installed_forward_takes(model_class):
-    """transformers 5.24 renamed `past_key_values` to `cache`; the old name is gone in 5.40,
-    where a forward would take it into `**kwargs` and could score without the prompt's cache."""
+    """transformers 5.24 renamed `past_key_values` to `cache`, and its warning says the old
+    name goes in 5.40: scoring must hand the prompt's cache over by the name the forward takes."""
     assert CACHE in inspect.signature(model_class.forward).parameters
 
 
