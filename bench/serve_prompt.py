@@ -1,12 +1,13 @@
 """The prompt as tunelab feeds it against the prompt as a server would build it, on one bundle.
 
-tunelab tokenises a generative example's template prefix, input text and suffix apart (so the
-text alone can be cut to fit `model.max_length`) and joins the ids. A server that fills the
-bundle's `template.json` prompt with the text and tokenises the whole string can get other
-tokens at the seams: SmolLM2's byte-level BPE turns the `\\n\\n` that ends the prefix into one
-token (`ĊĊ`) when tokenised alone and into two (`Ċ Ċ`) inside the string. This benchmark
-generates the bundle's validation answers both ways (greedy, the lab's batch size and new
-tokens, tunelab's `generate`) and scores both with tunelab's `score_outputs`, paired per page.
+A server fills the bundle's `template.json` prompt with the text and tokenises the whole
+string. tunelab once tokenised the template's prefix, the input text and the suffix apart and
+joined the ids, which can give other tokens at the seams: SmolLM2's byte-level BPE turns the
+`\\n\\n` that ends the prefix into one token (`ĊĊ`) when tokenised alone and into two (`Ċ Ċ`)
+inside the string. Since tunelab tokenises the filled prompt whole (`Template.fill`), the two
+should not differ. This benchmark generates the bundle's validation answers both ways (greedy,
+the lab's batch size and new tokens, tunelab's `generate`) and scores both with tunelab's
+`score_outputs`, paired per page.
 
     .venv/bin/python bench/serve_prompt.py BUNDLE [--json out.json]
 
@@ -25,11 +26,10 @@ from pathlib import Path
 def one_string_prompts(renderer, tokenizer, template: dict, rows: list[dict]) -> list[list[int]]:
     """Each prompt as a server builds it: the template's text with the page (cut as tunelab
     cut it) in the placeholder's place, tokenised as one string."""
-    skip, tail = len(renderer.template.prefix), len(renderer.template.suffix)
     prompts = []
     for row in rows:
         ids = renderer.render(row, with_target=False).prompt_ids
-        page = tokenizer.decode(ids[skip : len(ids) - tail])
+        page = renderer.template.input_of(tokenizer, ids)
         text = template["prompt"].replace(template["placeholder"], page)
         prompts.append(tokenizer(text, add_special_tokens=False)["input_ids"])
     return prompts

@@ -18,9 +18,10 @@ The data and the loss mask. The train split, rendered once by tunelab's renderer
 the page cut so that the answer and its end-of-turn token fit the max length), goes to TRL as a
 processed prompt-completion dataset, `input_ids` + `completion_mask` (tunelab's loss mask: the
 answer and `<|im_end|>`), with `completion_only_loss=True`. Not as text: TRL tokenises prompt and
-completion as one string, and SmolLM2's byte-level BPE then splits the `\\n\\n` that ends the
-template's prefix into two tokens before the page (tunelab tokenises template, page and answer
-apart): every row would train on other tokens (the notes count them: "text path"). Before each
+completion as one string, where tunelab tokenises the filled prompt whole and the answer apart;
+where those meet, a row could train on other tokens (the notes count the rows: "text path";
+before tunelab tokenised the prompt whole, SmolLM2's `\\n\\n` before the page made it every
+row). Before each
 TRL run trains, `vs_trl_peer.check_masks` stops it unless every row's labels equal tunelab's (the
 token on the loss mask, -100 elsewhere) and the first global batch TRL's collator builds equals
 tunelab's `collate_causal` (ids, attention mask, labels). The schedule: transformers' cosine

@@ -353,12 +353,12 @@ def check_masks(trainer, rendered: list, pad_id: int) -> dict:
 def text_path(tokenizer, renderer, rendered: list) -> dict:
     """How many rows TRL's text path would tokenise differently: the same prompt (template,
     page cut as tunelab cut it) and completion (target + EOS) as one string, as TRL's
-    prompt-completion preparation does, against tunelab's ids (template, page and target
-    tokenised apart). The first difference is kept as an example."""
+    prompt-completion preparation does, against tunelab's ids (the prompt tokenised whole,
+    the target apart). The first difference is kept as an example."""
     before, after = renderer.template.text
-    skip, differ, example = len(renderer.template.prefix), 0, None
+    differ, example = 0, None
     for e in rendered:
-        page = tokenizer.decode(e.input_ids[skip : e.prompt_len - len(renderer.template.suffix)])
+        page = renderer.template.input_of(tokenizer, e.prompt_ids)
         text = before + page + after + e.target_text + tokenizer.eos_token
         ids = tokenizer(text=text)["input_ids"]
         if ids != e.input_ids:

@@ -54,6 +54,27 @@ def tiny_llama(tmp_path_factory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama")
 
 
+@pytest.fixture(scope="session")
+def seam_tokenizer(tiny_llama, tmp_path_factory):
+    """The tiny Llama's tokenizer with SmolLM2's merge of two newlines: the chat template's
+    prompt before the input (`...Extract.\n\n`) ends in one token `ĊĊ` tokenised alone, and in
+    two before a word in the whole string (byte-level BPE keeps a newline run's last character
+    apart from what follows it)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("seam-tokenizer")
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(tiny_llama / name, out / name)
+    data = json.loads((out / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    vocab["ĊĊ"] = max([*vocab.values(), *(t["id"] for t in data["added_tokens"])]) + 1
+    data["model"]["merges"].append(["Ċ", "Ċ"])
+    (out / "tokenizer.json").write_text(json.dumps(data))
+    return AutoTokenizer.from_pretrained(out)
+
+
 @pytest.fixture
 def render_pages(tiny_llama):
     """`(rows, **model) -> (spec, examples)`: (page text, answer) rows rendered for training

@@ -48,6 +48,10 @@ def test_llama_cpp_reproduces_the_validation_sample(
         assert llama["n"] == read_back["n"] > 0 and llama["runtime"].startswith("llama-cpp-python")
         assert llama["agreed"] == llama["n"] - len(llama["differ"])
         assert f"{llama['agreed']} of {llama['n']} answers agree" in read_back["detail"]
+        # a llama.cpp user who sends each prompt as text gets the ids the run trained on
+        text = llama["prompt_text"]
+        assert text == {"same": llama["n"], "n": llama["n"], "differ": []}, text
+        assert f"sent as text, {text['n']} of {text['n']} prompts tokenise" in read_back["detail"]
         assert read_back["passed"] == (llama["agreed"] >= llama["min_agree"] * llama["n"])
         assert (code == 0) == read_back["passed"]
         if dtype != "q8_0":  # greedy decoding of the same weights: every answer, as the run

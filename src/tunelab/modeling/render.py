@@ -117,6 +117,9 @@ class Rendered:
     turns_cut: int = 0
     """A conversation's oldest turns dropped to fit max_length (`text_cut` counts their
     tokens)."""
+    cut_at: int | None = None
+    """Where the input text was cut, as an index into input_ids (None: nothing cut, or a
+    conversation)."""
 
     @property
     def loss_tokens(self) -> int:
@@ -137,36 +140,34 @@ def render_example(
     with_target: bool = True,
     loss_on_prompt: bool = False,
 ) -> Rendered:
-    """Prompt (template + input text, the text cut to fit) then the target and end token.
+    """Prompt (the template filled with the input text, tokenised whole, the text cut to fit)
+    then the target and end token (`Template.fill`).
 
     The target is never cut: when it cannot fit whole, a ValueError says so and the caller
     rejects the example with that reason.
     """
-    text = tokenizer(example["text"], add_special_tokens=False)["input_ids"]
     end = [] if template.end_id is None else [template.end_id]
     target = (
         tokenizer(target_text, add_special_tokens=False)["input_ids"] + end if with_target else []
     )
-    room = max_length - len(template.prefix) - len(template.suffix) - len(target)
-    if room < 1:
+    room = max_length - len(target)
+    if room - len(template.prefix) - len(template.suffix) < 1:
         raise TunelabError(
             f"target of {len(target)} tokens and template of "
             f"{len(template.prefix) + len(template.suffix)} leave no room for the input in "
             f"model.max_length={max_length}"
         )
-    cut = max(0, len(text) - room)
-    if cut:
-        text = text[:room] if truncation == "right" else text[cut:]
-    prompt = template.prefix + text + template.suffix
+    prompt = template.fill(tokenizer, example["text"], room, truncation)
     return Rendered(
         id=example["id"],
-        input_ids=prompt + target,
-        loss_mask=[int(loss_on_prompt)] * len(prompt) + [1] * len(target),
-        prompt_len=len(prompt),
-        text_cut=cut,
+        input_ids=prompt.ids + target,
+        loss_mask=[int(loss_on_prompt)] * len(prompt.ids) + [1] * len(target),
+        prompt_len=len(prompt.ids),
+        text_cut=prompt.cut,
         target=example.get("target"),
         target_text=target_text,
         category=example.get("label") or "",
+        cut_at=prompt.cut_at,
     )
 
 

@@ -1,6 +1,11 @@
 """The prompt around an example's input text, as the model's template renders it: the
 instruction and the input's place (a chat template's user turn, or a plain layout), split at
-the input so the text alone can be cut to fit, and the token that ends an answer."""
+the input so the text alone can be cut to fit, and the token that ends an answer.
+
+A prompt is tokenised whole, the text in its place, as a server tokenises the filled template
+(llama.cpp, vLLM, `apply_chat_template(tokenize=True)`). Tokenised apart, the template and the
+text can meet in other tokens (SmolLM2 reads the `\n\n` before the text as one token alone
+and as two in the whole string), and a bundle would be served inputs it never trained on."""
 
 from __future__ import annotations
 
@@ -27,7 +32,81 @@ class Template:
     end_id: int | None
     kind: str
     text: tuple[str, str]
-    """The prefix and suffix as text, for the inspect view."""
+    """The prefix and suffix as text: a prompt is `text[0] + input + text[1]`, tokenised whole."""
+    bos: tuple[int, ...] = ()
+    """The token put before that string (a plain template's BOS), as in `prefix`."""
+
+    def fill(
+        self, tokenizer: PreTrainedTokenizerBase, text: str, room: int, side: str = "right"
+    ) -> Prompt:
+        """The prompt with `text` in its place, tokenised whole, in at most `room` tokens: the
+        text cut on `side`, in whole tokens of its own, until the prompt fits."""
+        ids, _ = self._encode(tokenizer, text)
+        if len(ids) <= room:
+            return Prompt(ids, 0, None)
+        alone = tokenizer(text, add_special_tokens=False, return_offsets_mapping=tokenizer.is_fast)
+        pieces = len(alone["input_ids"])
+        keep = min(pieces, room - len(self.prefix) - len(self.suffix))
+        while keep >= 1:  # where the text meets the template a token can merge or split
+            kept = _kept(tokenizer, text, alone, keep, side)
+            ids, starts = self._encode(tokenizer, kept)
+            if len(ids) <= room:
+                at = len(self.text[0]) + (len(kept) if side == "right" else 0)
+                return Prompt(ids, pieces - keep, self._token_at(ids, starts, at, side))
+            keep -= 1
+        raise TunelabError(
+            f"the template's {len(self.prefix) + len(self.suffix)} tokens leave no room for "
+            f"the input in {room}"
+        )
+
+    def input_of(self, tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> str:
+        """The input text a filled prompt holds, as it was cut: the prompt decoded, the
+        template's text taken off either end."""
+        prompt = tokenizer.decode(prompt_ids[len(self.bos) :])
+        before, after = self.text
+        if not (prompt.startswith(before) and prompt.endswith(after)):
+            raise TunelabError(
+                "these ids are not a prompt of this template: decoded, they "
+                f"do not begin and end with its text ({prompt[:60]!r}...)"
+            )
+        return prompt[len(before) : len(prompt) - len(after)]
+
+    def _encode(self, tokenizer, text: str) -> tuple[list[int], list[int] | None]:
+        """The filled prompt's ids, and where each of its tokens starts in the string (None
+        from a tokenizer without offsets)."""
+        out = tokenizer(
+            self.text[0] + text + self.text[1],
+            add_special_tokens=False,
+            return_offsets_mapping=tokenizer.is_fast,
+        )
+        starts = [a for a, _ in out["offset_mapping"]] if tokenizer.is_fast else None
+        return [*self.bos, *out["input_ids"]], starts
+
+    def _token_at(self, ids: list[int], starts: list[int] | None, at: int, side: str) -> int:
+        """The index in `ids` of the first token that starts at or after character `at`."""
+        if starts is None:  # no offsets: where the template's own tokens put the seam
+            return len(ids) - len(self.suffix) if side == "right" else len(self.prefix)
+        return len(self.bos) + sum(1 for s in starts if s < at)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A filled prompt's ids, the input text's tokens cut to fit (counted on the text alone),
+    and where it was cut (an index into `ids`; None when nothing was)."""
+
+    ids: list[int]
+    cut: int
+    cut_at: int | None
+
+
+def _kept(tokenizer, text: str, alone, keep: int, side: str) -> str:
+    """The text's first (side right) or last `keep` tokens, as text."""
+    pieces = alone["input_ids"]
+    if "offset_mapping" not in alone:
+        kept = pieces[:keep] if side == "right" else pieces[len(pieces) - keep :]
+        return tokenizer.decode(kept)
+    offsets = alone["offset_mapping"]
+    return text[: offsets[keep - 1][1]] if side == "right" else text[offsets[-keep][0] :]
 
 
 def make_template(tokenizer: PreTrainedTokenizerBase, kind: str, instruction: str) -> Template:
@@ -52,7 +131,12 @@ def make_template(tokenizer: PreTrainedTokenizerBase, kind: str, instruction: st
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     return Template(
-        bos + ids(prefix), ids(suffix), end_of_answer(tokenizer, kind), kind, (prefix, suffix)
+        bos + ids(prefix),
+        ids(suffix),
+        end_of_answer(tokenizer, kind),
+        kind,
+        (prefix, suffix),
+        tuple(bos),
     )
 
 

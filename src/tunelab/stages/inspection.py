@@ -349,11 +349,7 @@ def _token_view(renderer: Renderer, r) -> dict:
         "prompt_tokens": r.prompt_len,
         "text_cut": r.text_cut,
         "cut_side": renderer.truncation if r.text_cut else None,
-        "cut_at": (
-            r.prompt_len - len(renderer.template.suffix)
-            if renderer.truncation == "right"
-            else len(renderer.template.prefix)
-        ),
+        "cut_at": r.cut_at,
         "eos_trained": bool(
             r.loss_mask and r.loss_mask[-1] and r.input_ids[-1] == renderer.template.end_id
         ),

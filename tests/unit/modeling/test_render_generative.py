@@ -1,4 +1,5 @@
-"""The loss mask covers exactly the target and the end token; truncation never cuts the target."""
+"""The loss mask covers exactly the target and the end token; truncation never cuts the target;
+a prompt is the filled template tokenised whole, as a server tokenises it."""
 
 import pytest
 import torch
@@ -53,12 +54,54 @@ def test_truncation_cuts_the_input_text_never_the_target(tok, side):
     template = make_template(tok, "plain", "Extract.")
     long = {**EXAMPLE, "text": "word " * 200 + "NAME ls - list"}
     r = render_example(tok, template, long, TARGET, max_length=64, truncation=side)
-    assert len(r.input_ids) == 64 and r.text_cut > 0
+    assert 60 <= len(r.input_ids) <= 64 and r.text_cut > 0
     target_ids = tok(TARGET, add_special_tokens=False)["input_ids"]
     assert r.input_ids[-len(target_ids) - 1 : -1] == target_ids
     assert r.input_ids[r.prompt_len - len(template.suffix) : r.prompt_len] == template.suffix
     text = tok.decode(r.input_ids[len(template.prefix) : r.prompt_len - len(template.suffix)])
     assert ("NAME ls" in text) == (side == "left")
+    # the cut is marked where the text kept meets the template
+    seam = r.prompt_len - len(template.suffix) if side == "right" else len(template.prefix)
+    assert r.cut_at == seam
+
+
+def _whole(tok, template, text: str) -> list[int]:
+    filled = template.text[0] + text + template.text[1]
+    return [*template.bos, *tok(filled, add_special_tokens=False)["input_ids"]]
+
+
+@pytest.mark.parametrize("kind", ["plain", "chat"])
+@pytest.mark.parametrize("text", [EXAMPLE["text"], "\n\nNAME ls", " ls - list\n", "ls\n\n"])
+def test_the_prompt_is_the_filled_template_tokenised_whole(seam_tokenizer, kind, text):
+    template = make_template(seam_tokenizer, kind, "Extract.")
+    r = render_example(seam_tokenizer, template, {**EXAMPLE, "text": text}, TARGET, max_length=128)
+    assert r.prompt_ids == _whole(seam_tokenizer, template, text)
+    assert r.text_cut == 0 and r.cut_at is None
+
+
+def test_the_seam_a_server_sees_is_the_one_trained_on(seam_tokenizer):
+    """Tokenised apart, the chat prompt's `\n\n` before the page is one token; a server that
+    tokenises the filled template gets two, and so does training."""
+    template = make_template(seam_tokenizer, "chat", "Extract.")
+    assert template.prefix[-1] == seam_tokenizer.convert_tokens_to_ids("ĊĊ")
+    r = render_example(seam_tokenizer, template, EXAMPLE, TARGET, max_length=128)
+    apart = template.prefix + seam_tokenizer(EXAMPLE["text"])["input_ids"] + template.suffix
+    assert r.prompt_ids != apart
+    assert len(r.prompt_ids) == len(apart) + 1
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_a_cut_prompt_is_tokenised_whole_and_fits(seam_tokenizer, side):
+    template = make_template(seam_tokenizer, "chat", "Extract.")
+    long = {**EXAMPLE, "text": "word " * 200 + "NAME ls - list"}
+    r = render_example(seam_tokenizer, template, long, TARGET, max_length=64, truncation=side)
+    assert len(r.input_ids) <= 64 and r.text_cut > 0
+    before, after = template.text
+    prompt = seam_tokenizer.decode(r.prompt_ids)
+    assert prompt.startswith(before) and prompt.endswith(after)
+    kept = prompt[len(before) : len(prompt) - len(after)]
+    assert long["text"].startswith(kept) if side == "right" else long["text"].endswith(kept)
+    assert r.prompt_ids == _whole(seam_tokenizer, template, kept)
 
 
 def test_a_target_that_cannot_fit_is_refused_with_a_reason(tok):

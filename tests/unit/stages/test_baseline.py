@@ -81,6 +81,24 @@ def test_another_evaluation_protocol_is_another_measurement(data_lab, capsys):
     assert code == 0 and [r["id"] for r in out["runs"]] == ["r003-majority", "r004-probe"]
 
 
+def test_a_zero_shot_baseline_from_prompts_tokenised_apart_is_measured_again(
+    make_extraction_lab, capsys
+):
+    """Before prompts were tokenised whole, a record's protocol had no `prompt_tokens`: its
+    predictions came from other tokens, so it is not this lab's measurement any more."""
+    lab = make_extraction_lab()
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    code, out = tl(capsys, "baseline", "--lab", str(lab))
+    assert code == 0 and out["runs"][0]["protocol"]["prompt_tokens"] == "whole"
+    assert tl(capsys, "baseline", "--lab", str(lab))[0] == 2  # the same measurement: refused
+    path = open_lab(lab).store.runs_dir / out["runs"][0]["id"] / "record.json"
+    record = json.loads(path.read_text())
+    del record["protocol"]["prompt_tokens"]
+    path.write_text(json.dumps(record))
+    code, again = tl(capsys, "baseline", "--lab", str(lab))
+    assert code == 0 and [r["id"] for r in again["runs"]] == ["r002-zero-shot"]
+
+
 def test_only_the_missing_baseline_is_measured_again(data_lab, capsys, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("the solver blew up")

@@ -168,11 +168,9 @@ def body(info: dict) -> str:
     ]
     if info["kind"] == "causal" and info["task"] != "pretrain":
         lines += [
-            "Prompts as trained: the input text's tokens (tokenised alone) between "
-            "`prompt_ids.before` and `prompt_ids.after` of template.json. Filling its `prompt` "
-            "string and tokenising it whole can give other tokens where the text meets the "
-            "template (measured on tunelab's extraction demo: every prompt, and the answers "
-            "on 1 to 3 pages of 60).",
+            "Prompts as trained: template.json's `prompt` with the input text in place of "
+            "its `placeholder`, tokenised whole without adding special tokens, after its "
+            "`bos_ids` (as a server that fills the template tokenises it).",
             "",
         ]
     return "\n".join(lines)

@@ -8,6 +8,9 @@ prompt at a time from an empty cache, at most the run's `max_new_tokens`, stoppi
 template's end-of-answer token or EOS. An answer is llama.cpp's own detokenisation of what it
 generated (what a llama.cpp user reads), stripped as tunelab strips its own; it agrees when it
 equals the run's stored answer. How many agree, of how many, at the file's dtype, is returned.
+Beside it, what a llama.cpp user who sends the prompt as text gets: each prompt's text (its ids
+decoded, BOS aside) tokenised by llama.cpp (special tokens parsed, no BOS added), and how many
+of those give the ids the run trained on. That count is reported, not judged: the answers are.
 
 llama.cpp answers in a child process of its own, so that a crash inside it is a result, not
 the end of `verify`. Its default kernels include "extra buffer types" (weights repacked for
@@ -55,15 +58,16 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
         import llama_cpp
     except Exception as err:  # not installed, or its compiled library does not load
         return _not_checked(f"{NOT_BUILT}: {type(err).__name__}: {err}")
-    prompts, stop, tokenizer = _prompts(bundle, info, spec, sample)
+    prompts, texts, stop, tokenizer = _prompts(bundle, info, spec, sample)
     max_new = spec.evaluation.max_new_tokens
     start = time.perf_counter()
     runtime = f"llama-cpp-python {llama_cpp.__version__}"
-    kernels, outcome = "default", _in_child(path, prompts, stop, max_new, extra_bufts=True)
+    asked = (path, prompts, [t for _, t in texts], stop, max_new)
+    kernels, outcome = "default", _in_child(*asked, extra_bufts=True)
     if outcome[0] == "crashed":
         crash = outcome[1]
         kernels = f"extra buffer types off: the default {crash} on this CPU"
-        outcome = _in_child(path, prompts, stop, max_new, extra_bufts=False)
+        outcome = _in_child(*asked, extra_bufts=False)
         if outcome[0] == "crashed":
             return _not_checked(
                 f"llama.cpp ({runtime}) {crash} answering from {path.name}, and "
@@ -71,7 +75,7 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
             )
     if outcome[0] == "unloadable":
         return _not_checked(f"{path.name} does not load in llama.cpp ({runtime}): {outcome[1]}")
-    found = outcome[1]
+    found, tokenised = outcome[1], outcome[2]
     stored = [s["prediction"].get("output") for s in sample]
     differ = [  # the run's own decoding of llama.cpp's tokens tells a detokeniser difference
         {
@@ -95,6 +99,7 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
         "rule": rule,
         "differ": [d["id"] for d in differ],
         "differences": differ[:5],
+        "prompt_text": _as_text(sample, prompts, texts, tokenised),
         "generated_tokens": sum(len(ids) for _, ids in found),
         "seconds": round(time.perf_counter() - start, 2),
     }
@@ -113,6 +118,7 @@ def describe(found: dict) -> str:
         f"llama.cpp ({found['runtime']}): {found['agreed']} of {found['n']} answers agree, greedy "
         f"from the same prompt token ids ({found['rule']} must)"
         + (f"; differ: {found['differ'][:5]}" if found["differ"] else "")
+        + _text_clause(found.get("prompt_text"))
         + (f"; kernels: {found['kernels']}" if found.get("kernels", "default") != "default" else "")
     )
 
@@ -134,9 +140,29 @@ def _not_checked(why: str) -> dict:
     return {"checked": False, "why": why}
 
 
-def _prompts(bundle: Path, info: dict, spec, sample: list[dict]) -> tuple[list, set[int], object]:
-    """The sample's prompts as the run's renderer tokenises them, the ids `generate` stops at,
-    and the run's tokenizer."""
+def _as_text(sample: list[dict], prompts: list, texts: list, tokenised: list) -> dict:
+    """How many prompts llama.cpp tokenises, from their text, to the ids the run trained on."""
+    differ = [
+        s["row"]["id"]
+        for s, p, (skip, _), ids in zip(sample, prompts, texts, tokenised, strict=True)
+        if p[skip:] != ids
+    ]
+    return {"same": len(sample) - len(differ), "n": len(sample), "differ": differ[:5]}
+
+
+def _text_clause(found: dict | None) -> str:
+    if not found:
+        return ""
+    return (
+        f"; sent as text, {found['same']} of {found['n']} prompts tokenise in llama.cpp to the "
+        "ids trained on" + (f" (differ: {found['differ']})" if found["differ"] else "")
+    )
+
+
+def _prompts(bundle: Path, info: dict, spec, sample: list[dict]):
+    """The sample's prompts as the run's renderer tokenises them; each as text (its ids
+    decoded, after the BOS the string does not hold: `(ids skipped, text)`); the ids
+    `generate` stops at; and the run's tokenizer."""
     from transformers import AutoTokenizer
 
     from tunelab.modeling.render import make_renderer
@@ -144,18 +170,30 @@ def _prompts(bundle: Path, info: dict, spec, sample: list[dict]) -> tuple[list, 
     tokenizer = AutoTokenizer.from_pretrained(bundle)
     renderer = make_renderer(spec, tokenizer, info["labels"], bundle)
     prompts = [renderer.render(s["row"], with_target=False).prompt_ids for s in sample]
-    return prompts, {renderer.template.end_id, tokenizer.eos_token_id} - {None}, tokenizer
+    bos = list(renderer.template.bos)
+    texts = []
+    for p in prompts:
+        skip = len(bos) if bos and p[: len(bos)] == bos else 0
+        texts.append((skip, tokenizer.decode(p[skip:], clean_up_tokenization_spaces=False)))
+    stop = {renderer.template.end_id, tokenizer.eos_token_id} - {None}
+    return prompts, texts, stop, tokenizer
 
 
 def _in_child(
-    path: Path, prompts: list[list[int]], stop: set[int], max_new: int, extra_bufts: bool
+    path: Path,
+    prompts: list[list[int]],
+    texts: list[str],
+    stop: set[int],
+    max_new: int,
+    extra_bufts: bool,
 ) -> tuple[str, object]:
-    """`_answer` for every prompt in a fresh process: `("answered", [(text, ids), ...])`,
-    `("unloadable", llama.cpp's error)` or `("crashed", how it ended)`."""
+    """`_answer` for every prompt in a fresh process, and each prompt's text tokenised:
+    `("answered", [(text, ids), ...], [prompt ids, ...])`, `("unloadable", llama.cpp's
+    error)` or `("crashed", how it ended)`."""
     context = multiprocessing.get_context("spawn")  # nothing of this process's state
     receive, send = context.Pipe(duplex=False)
     n_ctx = max(len(p) for p in prompts) + max_new + 1
-    args = (send, str(path), prompts, sorted(stop), max_new, n_ctx, extra_bufts)
+    args = (send, str(path), prompts, texts, sorted(stop), max_new, n_ctx, extra_bufts)
     child = context.Process(target=_answer_all, args=args, daemon=True)
     child.start()
     send.close()  # the child holds the only sending end: its death ends the wait
@@ -171,9 +209,11 @@ def _in_child(
     return outcome
 
 
-def _answer_all(send, path: str, prompts, stop, max_new: int, n_ctx: int, extra: bool) -> None:
+def _answer_all(
+    send, path: str, prompts, texts, stop, max_new: int, n_ctx: int, extra: bool
+) -> None:
     """The child: load the file (with or without llama.cpp's extra buffer types), answer
-    every prompt, send the outcome."""
+    every prompt, tokenise every prompt's text, send the outcome."""
     import llama_cpp
     import llama_cpp.llama_cpp as low
 
@@ -192,8 +232,9 @@ def _answer_all(send, path: str, prompts, stop, max_new: int, n_ctx: int, extra:
         send.send(("unloadable", str(err)))
         return
     found = [_answer(llm, p, set(stop), max_new) for p in prompts]
+    tokenised = [llm.tokenize(t.encode("utf-8"), add_bos=False, special=True) for t in texts]
     llm.close()
-    send.send(("answered", found))
+    send.send(("answered", found, tokenised))
 
 
 def _load(llama_cpp, path: Path, n_ctx: int):

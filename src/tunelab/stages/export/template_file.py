@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 PROMPT_TOKENS = (
-    "as trained: the input text tokenised alone (no special tokens, cut to fit "
-    "max_length) between prompt_ids.before and prompt_ids.after; the filled prompt string "
-    "tokenised whole can give other tokens where the text meets the template"
+    "as trained: prompt with the input text (cut to fit max_length) in place of placeholder, "
+    "tokenised whole without adding special tokens (the template's own are in the string), "
+    "after bos_ids; a server that fills the template and tokenises it gets the same ids"
 )
 """How a generative bundle's prompt was tokenised (template.json `tokenisation`)."""
 
@@ -38,7 +38,7 @@ def template_record(spec, tokenizer, record: dict) -> dict:
             "prompt": template.text[0] + PLACEHOLDER + template.text[1],
             "placeholder": PLACEHOLDER,
             "end_of_answer_token_id": template.end_id,
-            "prompt_ids": {"before": template.prefix, "after": template.suffix},
+            "bos_ids": list(template.bos),
             "tokenisation": PROMPT_TOKENS,
         }
     return out

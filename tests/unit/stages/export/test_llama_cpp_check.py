@@ -155,7 +155,7 @@ def _outcomes(monkeypatch, *outcomes):
     """`_in_child` answers with these outcomes in turn and records its `extra_bufts`."""
     asked, queue = [], list(outcomes)
 
-    def in_child(path, prompts, stop, max_new, extra_bufts):
+    def in_child(path, prompts, texts, stop, max_new, extra_bufts):
         asked.append(extra_bufts)
         return queue.pop(0)
 
@@ -167,7 +167,7 @@ def test_a_crash_with_the_default_kernels_is_said_and_the_sample_answered_withou
     fake_llama_cpp, monkeypatch, tiny_llama
 ):
     sample = [{"row": ROW, "prediction": {"id": "r1", "output": "{}"}}]
-    crashed, answered = ("crashed", "crashed (SIGSEGV)"), ("answered", [("{}", [7, 2])])
+    crashed, answered = ("crashed", "crashed (SIGSEGV)"), ("answered", [("{}", [7, 2])], [[]])
     asked = _outcomes(monkeypatch, crashed, answered)
     found = L.llama_cpp_answers(tiny_llama, _info(tiny_llama), sample, tiny_llama / "x", "q8_0")
     assert asked == [True, False]  # the default first, then extra buffer types off
@@ -188,7 +188,21 @@ def test_a_crash_both_ways_is_not_checked_and_the_default_kernels_say_nothing(
         "llama.cpp (llama-cpp-python 9.9.9) crashed (SIGSEGV) answering from x, and "
         "crashed (SIGABRT) again with its extra buffer types off"
     )
-    asked = _outcomes(monkeypatch, ("answered", [("{}", [7, 2])]))
+    asked = _outcomes(monkeypatch, ("answered", [("{}", [7, 2])], [[]]))
     found = L.llama_cpp_answers(tiny_llama, _info(tiny_llama), sample, tiny_llama / "x", "f16")
     assert asked == [True] and found["kernels"] == "default"
     assert "kernels" not in L.describe(found)
+
+
+def test_prompts_llama_cpp_tokenises_otherwise_from_text_are_named_not_judged(
+    fake_llama_cpp, monkeypatch, tiny_llama
+):
+    sample = [{"row": ROW, "prediction": {"id": "r1", "output": "{}"}}]
+    _outcomes(monkeypatch, ("answered", [("{}", [7, 2])], [[5, 6]]))
+    found = L.llama_cpp_answers(tiny_llama, _info(tiny_llama), sample, tiny_llama / "x", "f16")
+    assert found["prompt_text"] == {"same": 0, "n": 1, "differ": ["r1"]}
+    assert L.passes(found)  # the answers, from the trained ids, are what is judged
+    assert L.describe(found).endswith(
+        "; sent as text, 0 of 1 prompts tokenise in llama.cpp to the ids trained on "
+        "(differ: ['r1'])"
+    )
