@@ -232,7 +232,7 @@ def _answer_all(
         send.send(("unloadable", str(err)))
         return
     found = [_answer(llm, p, set(stop), max_new) for p in prompts]
-    tokenised = [llm.tokenize(t.encode("utf-8"), add_bos=False, special=True) for t in texts]
+    tokenised = [_tokenize(llm, t) for t in texts]
     llm.close()
     send.send(("answered", found, tokenised))
 
@@ -278,6 +278,15 @@ def _answer(llm, prompt: list[int], stop: set[int], max_new: int) -> tuple[str, 
             break
     text = llm.detokenize(ids, special=False).decode("utf-8", "replace").strip()
     return text, ids
+
+
+def _tokenize(llm, text: str) -> list[int] | None:
+    """The text as llama.cpp tokenises it (special tokens parsed, no BOS added); None where it
+    cannot, which counts as a difference, never as the answers' failure."""
+    try:
+        return llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    except Exception:  # llama-cpp-python raises RuntimeError where llama_tokenize fails
+        return None
 
 
 def _cores() -> int:
