@@ -127,3 +127,18 @@ def test_prompts_are_left_padded_for_generation(tok):
     batch = collate_prompts([[5, 6, 7], [8]], pad_id=0, device=torch.device("cpu"))
     assert batch["input_ids"].tolist() == [[5, 6, 7], [0, 0, 8]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [0, 0, 1]]
+
+
+def test_a_plain_prompt_starts_with_the_bos_its_tokenizer_adds(tiny_llama):
+    """A plain template has no BOS in its text: it goes before the whole string, as a server's
+    tokenizer adds it, and template.bos says so."""
+    bos_adding = AutoTokenizer.from_pretrained(tiny_llama)
+    bos_adding.add_bos_token = True
+    template = make_template(bos_adding, "plain", "Extract.")
+    assert template.bos == (bos_adding.bos_token_id,)
+    long = {**EXAMPLE, "text": "word " * 200}
+    for example, cut in ((EXAMPLE, False), (long, True)):
+        r = render_example(bos_adding, template, example, TARGET, max_length=64)
+        assert r.prompt_ids[0] == bos_adding.bos_token_id and (r.text_cut > 0) == cut
+        kept = template.input_of(bos_adding, r.prompt_ids)
+        assert r.prompt_ids == _whole(bos_adding, template, kept)

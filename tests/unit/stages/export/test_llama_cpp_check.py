@@ -206,3 +206,13 @@ def test_prompts_llama_cpp_tokenises_otherwise_from_text_are_named_not_judged(
         "; sent as text, 0 of 1 prompts tokenise in llama.cpp to the ids trained on "
         "(differ: ['r1'])"
     )
+
+
+def test_a_prompt_llama_cpp_cannot_tokenise_is_a_difference_not_a_crash():
+    class Refusing:
+        def tokenize(self, text, add_bos, special):
+            raise RuntimeError("Failed to tokenize")
+
+    assert L._tokenize(Refusing(), "x") is None
+    sample = [{"row": ROW, "prediction": {}}]
+    assert L._as_text(sample, [[5, 6]], [(0, "x")], [None])["differ"] == ["r1"]
