@@ -13,6 +13,12 @@ makes other trainers' assistant masks train on every token without a word.
 A turn whose content the template does not print (a role it does not know and drops) is
 refused for that row, naming the role: nothing the data holds is left out in silence.
 
+**Tokens**: everything before the final answer's content is tokenised as one string, as a
+server tokenises the conversation it renders; the final answer apart, as the model generates
+it after that prompt. Each piece's tokens are found by the tokenizer's offsets (a token that
+straddles two pieces is the earlier one's: an earlier answer that begins with blank lines can
+lose its first newline to its header's).
+
 **Truncation**: a conversation longer than `model.max_length` loses its oldest turns first,
 whole (never part of a turn, never the final answer): the system turn stays, the turns after it
 go one by one, and an assistant turn left first goes with them, until the rest fits. When the
@@ -23,6 +29,7 @@ way, and generates the answer.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
@@ -111,23 +118,54 @@ def _final_exchange(turns: list[dict], with_target: bool) -> int:
 
 
 def _tokens(tokenizer, turns: list[dict], end_id, last_only: bool, with_target: bool):
-    ids: list[int] = []
-    mask: list[int] = []
+    """The turns' tokens: everything before the final answer's content tokenised whole, as a
+    server tokenises the rendered conversation it is sent; the final answer apart, as the model
+    generates it after that prompt. A tokenizer without offsets tokenises each piece apart."""
+    parts = pieces(tokenizer, turns, not with_target)
+    last_answer = len(parts) - 1 if with_target else None
+    ids, spans = _prompt_tokens(tokenizer, parts)
+    mask = [0] * len(ids)
     placed = []
-    last_answer = len(turns) - 1 if with_target else None
-    for i, (role, header, body) in enumerate(pieces(tokenizer, turns, not with_target)):
-        start = len(ids)
-        ids += _ids(tokenizer, header)
-        mask += [0] * (len(ids) - start)
-        content = len(ids)
-        body_ids = _ids(tokenizer, body)
-        trained = role == ASSISTANT and (not last_only or i == last_answer)
-        upto = _through_end(body_ids, end_id) if trained else 0
-        ids += body_ids
-        mask += [1] * upto + [0] * (len(body_ids) - upto)
-        placed.append(Turn(role, start, content, len(ids), trained))
+    for i, ((role, _, text), (start, content, end)) in enumerate(zip(parts, spans, strict=True)):
+        if i == last_answer:
+            body = _ids(tokenizer, text)
+            upto = _through_end(body, end_id)
+            ids, end = ids + body, len(ids) + len(body)
+            mask += [1] * upto + [0] * (len(body) - upto)
+            placed.append(Turn(role, start, content, end, True))
+            continue
+        trained = role == ASSISTANT and not last_only
+        if trained:  # an earlier answer, inside the prompt: its content through the end token
+            upto = _through_end(ids[content:end], end_id)
+            mask[content : content + upto] = [1] * upto
+        placed.append(Turn(role, start, content, end, trained))
     prompt_len = placed[-1].body if with_target else len(ids)
     return Conversation(ids, mask, tuple(placed), prompt_len, 0, 0)
+
+
+def _prompt_tokens(tokenizer, parts: list[tuple[str, str, str]]):
+    """The pieces up to the final answer's content (its header, or the generation prompt) as
+    one string's tokens, and each piece's (start, content, end) among them: a token belongs
+    to the piece its first character is in (where the header's last character and the body's
+    first merge into one token, that token is the header's)."""
+    texts = [h + b for _, h, b in parts[:-1]] + [parts[-1][1]]
+    if not tokenizer.is_fast:  # no offsets: each piece apart
+        ids, spans = [], []
+        for (_, header, _), text in zip(parts, texts, strict=True):
+            start = len(ids)
+            ids += _ids(tokenizer, header)
+            content = len(ids)
+            ids += _ids(tokenizer, text[len(header) :])
+            spans.append((start, content, len(ids)))
+        return ids, spans
+    out = tokenizer("".join(texts), add_special_tokens=False, return_offsets_mapping=True)
+    starts = [a for a, _ in out["offset_mapping"]]
+    spans, at = [], 0
+    for (_, header, _), text in zip(parts, texts, strict=True):
+        bounds = (at, at + len(header), at + len(text))
+        spans.append(tuple(bisect_left(starts, c) for c in bounds))
+        at += len(text)
+    return list(out["input_ids"]), spans
 
 
 def _through_end(body: list[int], end_id: int | None) -> int:

@@ -99,3 +99,33 @@ def test_a_template_that_rewrites_earlier_turns_is_refused(tokenizer):
     with pytest.raises(TurnError, match="growing prefix") as err:
         render_conversation(tokenizer, TURNS, 512, end_of_answer(tokenizer, "chat"))
     assert err.value.kind == "template_rewrites"
+
+
+SEAM = [  # an earlier answer that begins with blank lines: its header's newline merges into them
+    {"role": "user", "content": "What is a manual page?"},
+    {"role": "assistant", "content": "\n\nA page of documentation."},
+    {"role": "user", "content": "Name the page: LS(1) ls - list directory contents"},
+    {"role": "assistant", "content": '{"name": "ls"}'},
+]
+
+
+def test_the_prompt_is_the_rendered_conversation_tokenised_whole(seam_tokenizer):
+    """What a server sends the model for the final answer: the turns before it, rendered with
+    the generation prompt and tokenised as one string; tokenised turn by turn, the earlier
+    answer's first newline would be a token of its own."""
+    tok, end = seam_tokenizer, end_of_answer(seam_tokenizer, "chat")
+    served = tok.apply_chat_template(SEAM[:-1], tokenize=False, add_generation_prompt=True)
+    served_ids = tok(served, add_special_tokens=False)["input_ids"]
+    prompt = render_conversation(tok, SEAM, 512, end, with_target=False)
+    assert prompt.input_ids == served_ids
+    trained = render_conversation(tok, SEAM, 512, end)
+    assert trained.input_ids[: trained.prompt_len] == served_ids
+    answer = tok(SEAM[-1]["content"], add_special_tokens=False)["input_ids"]
+    assert trained.input_ids[trained.prompt_len :][: len(answer)] == answer  # generated apart
+    # the earlier answer still carries the loss, from the token after the merged newlines
+    assert trained_text(tok, trained) == [
+        "\nA page of documentation.<|im_end|>",
+        '{"name": "ls"}<|im_end|>',
+    ]
+    ours = [(t.role, t.loss) for t in trained.turns]
+    assert ours == [("user", False), ("assistant", True), ("user", False), ("assistant", True)]
