@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -67,6 +68,11 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     card = " ".join((Path(exported["bundle"]) / "README.md").read_text().split())
     assert "`gguf/model.gguf`: the LoRA merged into the base as one GGUF file" in card
     assert "(llama, f32, " in card and "its chat template, BOS and EOS embedded" in card
+    # the decoding its numbers hold for, in the card and in template.json alike
+    decoding = json.loads((Path(exported["bundle"]) / "template.json").read_text())["decoding"]
+    assert decoding["strategy"] == "greedy" and decoding["max_new_tokens"] == 12
+    stops = decoding["stop_token_ids"]
+    assert f"greedy decoding (no sampling), at most 12 new tokens, stopping at {stops}" in card
     code, verified = tl(capsys, "verify", exported["bundle"])
     items = {i["name"]: i for i in verified["items"]}
     merged = items["merged"]

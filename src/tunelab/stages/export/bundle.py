@@ -5,7 +5,8 @@ A bundle is a folder a team can take away and open with the tools they know:
     adapter_config.json, adapter_model.safetensors   LoRA, in PEFT's own format
       (or config.json, model.safetensors             full fine-tuning)
     merged/                                          --merge: LoRA folded into the weights
-    tokenizer files, template.json                   what the model was trained with
+    tokenizer files, template.json                   what the model was trained with (a
+                                                     generative run's: the decoding too)
       (preprocessor_config.json                      an image classifier: its processor, and
                                                      template.json its recorded preprocessing)
     base/                                            a model trained from scratch: its base,
@@ -163,7 +164,8 @@ def _write_bundle(
     resolved = record["spec"] | {
         "task": record["spec"]["task"] | _inline_schema(spec, load_schema, lab.path)
     }
-    atomic_write_json(bundle / "template.json", template_record(spec, tokenizer, record))
+    template = template_record(spec, tokenizer, record)
+    atomic_write_json(bundle / "template.json", template)
 
     manifest = store.data_manifest(version)
     val_rows = {r["id"]: r for r in store.read_split(version, "validation")}
@@ -190,6 +192,7 @@ def _write_bundle(
         "task": spec.task.type,
         "labels": manifest["labels"],
         "preprocessing": record.get("preprocessing"),
+        "decoding": template.get("decoding"),
         "base_model": base,
         "spec": resolved,
         "data_version": version,

@@ -173,6 +173,16 @@ def body(info: dict) -> str:
             "`bos_ids` (as a server that fills the template tokenises it).",
             "",
         ]
+    decoding = info.get("decoding")
+    if decoding:
+        lines += [
+            f"Answers as evaluated: {decoding['strategy']} decoding (no sampling), at most "
+            f"{decoding['max_new_tokens']} new tokens, stopping at "
+            f"{decoding['stop_token_ids']} (token ids); {decoding['answer']}. The numbers "
+            "above hold for these settings; a server's defaults (sampling, a shorter limit) "
+            "answer otherwise.",
+            "",
+        ]
     return "\n".join(lines)
 
 

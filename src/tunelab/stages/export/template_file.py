@@ -41,4 +41,18 @@ def template_record(spec, tokenizer, record: dict) -> dict:
             "bos_ids": list(template.bos),
             "tokenisation": PROMPT_TOKENS,
         }
+        if spec.task.generative:
+            out["decoding"] = decoding(spec, tokenizer, template)
     return out
+
+
+def decoding(spec, tokenizer, template) -> dict:
+    """How the run's answers were generated (`training.evaluate.generate`): the settings its
+    validation and test numbers hold for. A server's own defaults (a base's generation_config
+    may sample) answer otherwise."""
+    return {
+        "strategy": "greedy",
+        "max_new_tokens": spec.evaluation.max_new_tokens,
+        "stop_token_ids": sorted({template.end_id, tokenizer.eos_token_id} - {None}),
+        "answer": "the new tokens decoded without special tokens, whitespace stripped",
+    }

@@ -29,3 +29,11 @@ def test_the_filled_prompt_tokenised_whole_is_the_rendered_prompt(
     ids = found["bos_ids"] + tokenizer(filled, add_special_tokens=False)["input_ids"]
     rendered = make_renderer(spec, tokenizer, [], tiny_llama).render(ROW, with_target=False)
     assert ids == rendered.prompt_ids
+
+
+def test_a_generative_bundle_says_how_its_answers_were_decoded(tiny_llama, seam_tokenizer):
+    spec = validate_spec(extraction_spec(tiny_llama))
+    found = template_record(spec, seam_tokenizer, {})["decoding"]
+    end = seam_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert found["strategy"] == "greedy" and found["max_new_tokens"] == 12
+    assert found["stop_token_ids"] == sorted({end, seam_tokenizer.eos_token_id})
