@@ -25,13 +25,14 @@ from pathlib import Path
 
 def one_string_prompts(renderer, tokenizer, template: dict, rows: list[dict]) -> list[list[int]]:
     """Each prompt as a server builds it: the template's text with the page (cut as tunelab
-    cut it) in the placeholder's place, tokenised as one string."""
+    cut it) in the placeholder's place, tokenised as one string, after template.json's
+    `bos_ids`."""
     prompts = []
     for row in rows:
         ids = renderer.render(row, with_target=False).prompt_ids
         page = renderer.template.input_of(tokenizer, ids)
         text = template["prompt"].replace(template["placeholder"], page)
-        prompts.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+        prompts.append(template["bos_ids"] + tokenizer(text, add_special_tokens=False)["input_ids"])
     return prompts
 
 

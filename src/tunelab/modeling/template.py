@@ -59,6 +59,10 @@ class Template:
             f"the input in {room}"
         )
 
+    def stop_ids(self, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+        """The tokens generation stops at: the end-of-answer token and EOS."""
+        return sorted({self.end_id, tokenizer.eos_token_id} - {None})
+
     def input_of(self, tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> str:
         """The input text a filled prompt holds, as it was cut: the prompt decoded, the
         template's text taken off either end."""

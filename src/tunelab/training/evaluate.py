@@ -246,7 +246,7 @@ def generate(
 ) -> list[str]:
     """Greedy decoding with the KV cache; stops at the end-of-answer token or EOS."""
     tok = renderer.tokenizer
-    stop = sorted({renderer.template.end_id, tok.eos_token_id} - {None})
+    stop = renderer.template.stop_ids(tok)
     order = _length_order([len(p) for p in prompts])
     out = [""] * len(prompts)
     for start in range(0, len(order), batch_size):

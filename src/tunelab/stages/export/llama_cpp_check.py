@@ -175,7 +175,7 @@ def _prompts(bundle: Path, info: dict, spec, sample: list[dict]):
     for p in prompts:
         skip = len(bos) if bos and p[: len(bos)] == bos else 0
         texts.append((skip, tokenizer.decode(p[skip:], clean_up_tokenization_spaces=False)))
-    stop = {renderer.template.end_id, tokenizer.eos_token_id} - {None}
+    stop = set(renderer.template.stop_ids(tokenizer))
     return prompts, texts, stop, tokenizer
 
 

@@ -53,6 +53,6 @@ def decoding(spec, tokenizer, template) -> dict:
     return {
         "strategy": "greedy",
         "max_new_tokens": spec.evaluation.max_new_tokens,
-        "stop_token_ids": sorted({template.end_id, tokenizer.eos_token_id} - {None}),
+        "stop_token_ids": template.stop_ids(tokenizer),
         "answer": "the new tokens decoded without special tokens, whitespace stripped",
     }
