@@ -58,11 +58,11 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
         import llama_cpp
     except Exception as err:  # not installed, or its compiled library does not load
         return _not_checked(f"{NOT_BUILT}: {type(err).__name__}: {err}")
-    prompts, texts, stop, tokenizer = _prompts(bundle, info, spec, sample)
+    prompts, bare, texts, stop, tokenizer = _prompts(bundle, info, spec, sample)
     max_new = spec.evaluation.max_new_tokens
     start = time.perf_counter()
     runtime = f"llama-cpp-python {llama_cpp.__version__}"
-    asked = (path, prompts, [t for _, t in texts], stop, max_new)
+    asked = (path, prompts, texts, stop, max_new)
     kernels, outcome = "default", _in_child(*asked, extra_bufts=True)
     if outcome[0] == "crashed":
         crash = outcome[1]
@@ -99,7 +99,7 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
         "rule": rule,
         "differ": [d["id"] for d in differ],
         "differences": differ[:5],
-        "prompt_text": _as_text(sample, prompts, texts, tokenised),
+        "prompt_text": _as_text(sample, bare, tokenised),
         "generated_tokens": sum(len(ids) for _, ids in found),
         "seconds": round(time.perf_counter() - start, 2),
     }
@@ -140,13 +140,10 @@ def _not_checked(why: str) -> dict:
     return {"checked": False, "why": why}
 
 
-def _as_text(sample: list[dict], prompts: list, texts: list, tokenised: list) -> dict:
-    """How many prompts llama.cpp tokenises, from their text, to the ids the run trained on."""
-    differ = [
-        s["row"]["id"]
-        for s, p, (skip, _), ids in zip(sample, prompts, texts, tokenised, strict=True)
-        if p[skip:] != ids
-    ]
+def _as_text(sample: list[dict], bare: list, tokenised: list) -> dict:
+    """How many prompts llama.cpp tokenises, from their text, to the ids the run trained on
+    (BOS aside)."""
+    differ = [s["row"]["id"] for s, b, ids in zip(sample, bare, tokenised, strict=True) if b != ids]
     return {"same": len(sample) - len(differ), "n": len(sample), "differ": differ[:5]}
 
 
@@ -160,9 +157,9 @@ def _text_clause(found: dict | None) -> str:
 
 
 def _prompts(bundle: Path, info: dict, spec, sample: list[dict]):
-    """The sample's prompts as the run's renderer tokenises them; each as text (its ids
-    decoded, after the BOS the string does not hold: `(ids skipped, text)`); the ids
-    `generate` stops at; and the run's tokenizer."""
+    """The sample's prompts as the run's renderer tokenises them; the same without the BOS
+    their string does not hold, and as text (decoded); the ids `generate` stops at; and the
+    run's tokenizer."""
     from transformers import AutoTokenizer
 
     from tunelab.modeling.render import make_renderer
@@ -171,12 +168,10 @@ def _prompts(bundle: Path, info: dict, spec, sample: list[dict]):
     renderer = make_renderer(spec, tokenizer, info["labels"], bundle)
     prompts = [renderer.render(s["row"], with_target=False).prompt_ids for s in sample]
     bos = list(renderer.template.bos)
-    texts = []
-    for p in prompts:
-        skip = len(bos) if bos and p[: len(bos)] == bos else 0
-        texts.append((skip, tokenizer.decode(p[skip:], clean_up_tokenization_spaces=False)))
+    bare = [p[len(bos) :] if bos and p[: len(bos)] == bos else p for p in prompts]
+    texts = [tokenizer.decode(b, clean_up_tokenization_spaces=False) for b in bare]
     stop = set(renderer.template.stop_ids(tokenizer))
-    return prompts, texts, stop, tokenizer
+    return prompts, bare, texts, stop, tokenizer
 
 
 def _in_child(

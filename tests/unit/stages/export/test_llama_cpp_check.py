@@ -215,4 +215,4 @@ def test_a_prompt_llama_cpp_cannot_tokenise_is_a_difference_not_a_crash():
 
     assert L._tokenize(Refusing(), "x") is None
     sample = [{"row": ROW, "prediction": {}}]
-    assert L._as_text(sample, [[5, 6]], [(0, "x")], [None])["differ"] == ["r1"]
+    assert L._as_text(sample, [[5, 6]], [None])["differ"] == ["r1"]
