@@ -51,6 +51,8 @@ def compare(bundle: Path) -> dict:
     renderer = lab_renderer(lab.spec, lab.path, info["labels"] or [], version)
     rows = lab.store.read_split(version, "validation")
     template = json.loads((bundle / "template.json").read_text())
+    if "prompt" not in template:
+        sys.exit(f"{bundle} has no filled prompt (a conversation or other bundle): nothing to do")
     ev = lab.spec.evaluation
     ways = {
         "tunelab": [renderer.render(r, with_target=False).prompt_ids for r in rows],

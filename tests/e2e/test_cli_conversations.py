@@ -99,6 +99,19 @@ def test_a_multi_turn_lab_trains_on_its_answers_and_evaluates_its_last_turn(
     code, result = tl(capsys, "compare", "--lab", lab)
     assert code == 0 and result["task"] == "extraction"
 
+    # the handover names the chat template's recipe, not a prompt the lab never filled
+    code, exported = tl(capsys, "export", run["id"], "--lab", lab)
+    assert code == 0
+    bundle = Path(exported["bundle"])
+    template = json.loads((bundle / "template.json").read_text())
+    assert template["conversation"] and "prompt" not in template
+    card = (bundle / "README.md").read_text()
+    assert "the conversation's turns before the answer, rendered by the bundle's chat" in card
+    assert "template.json's `prompt`" not in card
+    assert "chat_template.jinja" in exported["files"]
+    code, verified = tl(capsys, "verify", str(bundle))
+    assert code == 0 and verified["passed"]
+
 
 def test_prompt_completion_rows_train_and_evaluate_the_completion(tmp_path, tiny_llama, capsys):
     rows = [{"q": page["text"], "a": json.dumps(page["target"])} for page in page_rows(30)]

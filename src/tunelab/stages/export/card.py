@@ -54,6 +54,24 @@ def front_matter(info: dict) -> dict:
     }
 
 
+def _prompts_as_trained(info: dict) -> str:
+    """How to build the prompt the model was trained on, as a server builds it."""
+    fields = info["spec"]["data"].get("fields") or {}
+    if fields.get("messages") or fields.get("prompt"):  # a conversation lab
+        return (
+            "Prompts as trained: the conversation's turns before the answer, rendered by the "
+            "bundle's chat template with its generation prompt and tokenised whole without "
+            "adding special tokens (as a server renders a conversation); a conversation "
+            f"longer than {info['spec']['model']['max_length']} tokens lost its oldest turns "
+            "whole, the system turn kept."
+        )
+    return (
+        "Prompts as trained: template.json's `prompt` with the input text in place of "
+        "its `placeholder`, tokenised whole without adding special tokens, after its "
+        "`bos_ids` (as a server that fills the template tokenises it)."
+    )
+
+
 def _value(metric: str, x: float) -> str:
     """A count as it is, a language model's metric as a number, a rate in percent."""
     if isinstance(x, int):
@@ -167,12 +185,7 @@ def body(info: dict) -> str:
         "",
     ]
     if info["kind"] == "causal" and info["task"] != "pretrain":
-        lines += [
-            "Prompts as trained: template.json's `prompt` with the input text in place of "
-            "its `placeholder`, tokenised whole without adding special tokens, after its "
-            "`bos_ids` (as a server that fills the template tokenises it).",
-            "",
-        ]
+        lines += [_prompts_as_trained(info), ""]
     decoding = info.get("decoding")
     if decoding:
         lines += [

@@ -86,8 +86,20 @@ def _right(p: dict) -> bool:
 
 
 def _failure(p: dict, row: dict) -> dict:
-    text = row.get("text", "") or (f"the image {row['file']}" if "image" in row else "")
+    if row.get("messages"):
+        text = _asked(row["messages"])
+    else:
+        text = row.get("text", "") or (f"the image {row['file']}" if "image" in row else "")
     out = {"id": p["id"], "input": text[:SNIPPET] + ("…" if len(text) > SNIPPET else "")}
     if "gold" in p:
         return out | {"expected": p["gold"], "predicted": p["predicted"]}
     return out | {"expected": p.get("target"), "output": p.get("output")}
+
+
+def _asked(turns: list[dict]) -> str:
+    """A conversation's input as the model met it: the turn its final answer answers, after
+    a mark where earlier turns came; never the answer itself."""
+    if len(turns) < 2:
+        return ""
+    asked = turns[-2]
+    return ("… " if len(turns) > 2 else "") + f"{asked['role']}: {asked['content']}"

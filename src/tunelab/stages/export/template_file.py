@@ -9,6 +9,15 @@ PROMPT_TOKENS = (
 )
 """How a generative bundle's prompt was tokenised (template.json `tokenisation`)."""
 
+CONVERSATION_TOKENS = (
+    "as trained: the conversation's turns before its final answer rendered by the bundle's chat "
+    "template with its generation prompt (apply_chat_template(add_generation_prompt=True)), "
+    "tokenised whole without adding special tokens; a conversation longer than max_length lost "
+    "its oldest turns whole (the system turn stays); a server that renders the conversation "
+    "and tokenises it gets the same ids"
+)
+"""How a conversation lab's bundle's prompt was tokenised (`modeling.conversation`)."""
+
 
 def template_record(spec, tokenizer, record: dict) -> dict:
     """The exact prompt the model was trained with: chat template or plain, as text; for a
@@ -16,7 +25,7 @@ def template_record(spec, tokenizer, record: dict) -> dict:
     what its processor did to every image (the run's `preprocessing`)."""
     if spec.images:
         return {"template": None, "kind": "image", "preprocessing": record.get("preprocessing")}
-    from tunelab.modeling.template import PLACEHOLDER, make_template
+    from tunelab.modeling.template import make_template
     from tunelab.tasks.pretrain import sequence_length
 
     out = {
@@ -33,17 +42,31 @@ def template_record(spec, tokenizer, record: dict) -> dict:
         }
     elif spec.model_kind == "causal":
         template = make_template(tokenizer, spec.model.template, spec.task.instruction)
-        out |= {
-            "instruction": spec.task.instruction,
-            "prompt": template.text[0] + PLACEHOLDER + template.text[1],
-            "placeholder": PLACEHOLDER,
-            "end_of_answer_token_id": template.end_id,
-            "bos_ids": list(template.bos),
-            "tokenisation": PROMPT_TOKENS,
-        }
+        if spec.data.fields.conversations:  # no prompt of tunelab's: the chat template's own
+            out |= {
+                "conversation": True,
+                "end_of_answer_token_id": template.end_id,
+                "tokenisation": CONVERSATION_TOKENS,
+            }
+        else:
+            out |= _filled_prompt(spec, template)
         if spec.task.generative:
             out["decoding"] = decoding(spec, tokenizer, template)
     return out
+
+
+def _filled_prompt(spec, template) -> dict:
+    """A single-input lab's prompt: the template around a placeholder for the text."""
+    from tunelab.modeling.template import PLACEHOLDER
+
+    return {
+        "instruction": spec.task.instruction,
+        "prompt": template.text[0] + PLACEHOLDER + template.text[1],
+        "placeholder": PLACEHOLDER,
+        "end_of_answer_token_id": template.end_id,
+        "bos_ids": list(template.bos),
+        "tokenisation": PROMPT_TOKENS,
+    }
 
 
 def decoding(spec, tokenizer, template) -> dict:
