@@ -257,6 +257,12 @@ class Spec(_Section):
         return "causal" if self.task.generative else "encoder"
 
     @property
+    def prompted(self) -> bool:
+        """A causal model answering a prompt (its template around each row's input, or a
+        conversation's turns), not a language model on documents (task pretrain)."""
+        return self.model_kind == "causal" and self.task.type != "pretrain"
+
+    @property
     def images(self) -> bool:
         """The examples are images (task image_classification), not texts."""
         return isinstance(self.task, ImageClassificationTask)

@@ -320,7 +320,7 @@ def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], l
     from tunelab.tasks.pretrain import sequence_length
 
     template = None
-    if spec.model_kind == "causal" and spec.task.type != "pretrain":
+    if spec.prompted:
         template = make_template(tokenizer, spec.model.template, spec.task.instruction)
     return Renderer(
         tokenizer=tokenizer,

@@ -99,7 +99,7 @@ def protocol(spec) -> dict:
         "template": spec.model.template,
         "model_kind": spec.model_kind,
     }
-    if spec.model_kind == "causal" and spec.task.type != "pretrain":
+    if spec.prompted:
         out["prompt_tokens"] = PROMPTS_TOKENISED
     return out
 
