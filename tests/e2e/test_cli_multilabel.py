@@ -166,3 +166,12 @@ def test_a_multilabel_lab_from_data_to_final(tmp_path, tiny_bert, capsys, monkey
     code, final = tl(capsys, "final", majority["id"], "--lab", lab, "--reason", "a constant")
     assert code == 0 and "threshold" not in final["metrics"]  # a constant set has none
     assert final["metrics"]["empty"]["predicted"] in (0, final["metrics"]["n"])
+
+    # the handover: its merged form names the class that loads it, and the threshold applied
+    code, exported = tl(capsys, "export", lora["id"], "--lab", lab, "--merge")
+    assert code == 0 and exported["merge_check"]["agree"], exported["merge_check"]
+    card = (Path(exported["bundle"]) / "README.md").read_text()
+    assert "`AutoModelForSequenceClassification.from_pretrained(merged/)`" in card
+    assert f"at least {threshold['value']:g}, the decision threshold chosen on validation" in card
+    code, verified = tl(capsys, "verify", exported["bundle"])
+    assert code == 0 and verified["passed"], verified

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import yaml
 
+from tunelab.stages.export.serving import MERGED_CLASS
+
 # a language model's metrics (bits per byte, loss, perplexity) are not rates: shown as numbers
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
@@ -153,7 +155,7 @@ def body(info: dict) -> str:
             f"of that choice ({copied['pairs']} pairs, listed in the data version's "
             "duplicates.jsonl)." + _without(copied.get("without")),
         ]
-    lines += _serving_lines(info.get("serving"))
+    lines += _serving_lines(info.get("serving"), info["kind"])
     lines += _gguf_lines(info.get("gguf"), info["method"])
     lines += ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:
@@ -232,7 +234,7 @@ def _guardrail_line(g: dict) -> str:
     return f"{head}, margin {margin} at {g['worst']}."
 
 
-def _serving_lines(serving: dict | None) -> list[str]:
+def _serving_lines(serving: dict | None, kind: str) -> list[str]:
     """The card's Serving section: whether LoRA-only engines load the adapter, and what to
     serve instead when they do not."""
     if not serving:
@@ -253,8 +255,8 @@ def _serving_lines(serving: dict | None) -> list[str]:
     lines += ["", *(f"- {w}" for w in serving["why"]), ""]
     lines.append(
         f"Serve {serving['servable']}. The merged folder loads with transformers alone "
-        "(`AutoModelFor...from_pretrained(merged/)`), and `tunelab verify` checks that it "
-        "gives the run's predictions."
+        f"(`{MERGED_CLASS[kind]}.from_pretrained(merged/)`), and `tunelab verify` checks "
+        "that it gives the run's predictions."
     )
     return lines
 

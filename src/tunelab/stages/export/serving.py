@@ -27,6 +27,14 @@ HEADS_AND_EMBEDDINGS = (
 """Module names of output heads and embeddings: LoRA on them is not loaded by every engine."""
 
 
+MERGED_CLASS = {
+    "causal": "AutoModelForCausalLM",
+    "encoder": "AutoModelForSequenceClassification",
+    "image": "AutoModelForImageClassification",
+}
+"""The transformers class that loads a bundle's merged/ folder alone, by model kind."""
+
+
 def serving(bundle: Path, method: str, merged: bool) -> dict:
     """How the bundle is served: `plain_lora` (None for a full fine-tune), the reasons it is
     not one, and the servable form."""

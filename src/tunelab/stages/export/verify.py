@@ -32,6 +32,7 @@ from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
 from tunelab.stages.export.gguf_file import GGUF_DIR, GGUF_FILE
 from tunelab.stages.export.load import check_base, default_base, read_bundle
+from tunelab.stages.export.serving import MERGED_CLASS
 from tunelab.stages.export.verify_gguf import check_gguf
 
 DEVICE_TOLERANCE = 0.05
@@ -226,11 +227,7 @@ def _merged(bundle: Path, info: dict, device: str) -> dict:
 
     folder = bundle / "merged"
     kind = info["kind"]
-    auto = {
-        "causal": transformers.AutoModelForCausalLM,
-        "encoder": transformers.AutoModelForSequenceClassification,
-        "image": transformers.AutoModelForImageClassification,
-    }[kind]
+    auto = getattr(transformers, MERGED_CLASS[kind])
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     how = f"transformers' {auto.__name__} alone"
     if config.get("model_type") == "efficientnet_lite":
