@@ -11,6 +11,7 @@ import yaml
 from test_cli import tl
 
 from conftest import extraction_spec, page_rows
+from tunelab.cli import main
 from tunelab.core.store import read_jsonl
 
 SYSTEM = "You index manual pages."
@@ -167,3 +168,20 @@ def test_text_parts_rows_are_counted_in_the_data_report(tmp_path, tiny_llama, ca
     lab = write_lab(tmp_path, tiny_llama, rows, fields=fields)
     code, data = tl(capsys, "data", "--lab", lab)
     assert code == 0 and data["kept"] == 30 and data["conversations"]["content_parts_rows"] == 5
+
+
+def test_openai_rows_weighing_an_answer_0_train_on_the_others(tmp_path, tiny_llama, capsys):
+    rows = chats()
+    for r in rows:  # OpenAI's fine-tuning format: the earlier answer kept, its loss off
+        r["messages"][2]["weight"] = 0
+        r["messages"][4]["weight"] = 1
+    fields = {"id": "id", "messages": "messages", "split": "split"}
+    lab = write_lab(tmp_path, tiny_llama, rows, fields=fields)
+    code, data = tl(capsys, "data", "--lab", lab)
+    assert code == 0 and data["kept"] == 30 and data["conversations"]["answers_weighted_0"] == 30
+    code, view = tl(capsys, "inspect", "--lab", lab, "--sample", "1")
+    assert code == 0 and not any(f["blocking"] for f in view["findings"])
+    (example,) = view["examples"]
+    assert [t["loss_tokens"] > 0 for t in example["turns"]] == [False] * 4 + [True]
+    assert main(["data", "--lab", lab]) == 0
+    assert "30 assistant answers have weight 0" in capsys.readouterr().out

@@ -6,6 +6,9 @@ prompt and a completion, each a string or a list of turns. Both become one list 
 A turn holds a non-empty string `role` and a string `content`, nothing else (a key the chat
 template might read, such as `tool_calls`, is refused rather than silently dropped); which
 roles the template knows is `tunelab inspect`'s question, since only the template can say.
+An assistant turn may also hold `weight`, 0 or 1, as in OpenAI's fine-tuning format: 0 keeps
+the turn in the conversation and takes the loss off it. A turn keeps `weight: 0`; 1, the
+default, is not stored, so the same conversation written either way is the same version.
 A conversation whose every turn is `{from, value}` (ShareGPT's form, kept by many public chat
 datasets) is read as `{role, content}`, `human` as `user` and `gpt` as `assistant` (other
 roles as they are); `tunelab data` says how many rows were read so.
@@ -36,6 +39,7 @@ from tunelab.data.loaders import (
 
 ASSISTANT = "assistant"
 SHAREGPT_KEYS = {"from", "value"}
+TURN_KEYS = {"role", "content", "weight"}
 SHAREGPT_ROLES = {"human": "user", "gpt": ASSISTANT}
 """ShareGPT's speakers that have another name in `{role, content}` turns."""
 
@@ -161,16 +165,21 @@ def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
         where = f"{field}[{i}]"
         if not isinstance(turn, dict):
             return f"{where} must be an object {{role, content}}, got {type(turn).__name__}"
-        extra = sorted(set(turn) - {"role", "content"})
+        extra = sorted(set(turn) - TURN_KEYS)
         if extra:
             sharegpt = " (ShareGPT's from and value are read when every turn has them alone)"
             return (
-                f"{where} has {extra}: only role and content are read, and a key the chat "
-                "template would use is not dropped silently"
+                f"{where} has {extra}: only role, content and an answer's weight are read, and "
+                "a key the chat template would use is not dropped silently"
                 + (sharegpt if SHAREGPT_KEYS & set(extra) else "")
             )
         if not isinstance(turn.get("role"), str) or not turn["role"].strip():
             return f"{where}.role must be a non-empty string"
+        weight = turn.get("weight", 1)
+        if "weight" in turn and turn["role"].strip() != ASSISTANT:
+            return f"{where} has a weight: only an assistant turn's answer carries a loss to weigh"
+        if type(weight) is not int or weight not in (0, 1):
+            return f"{where}.weight must be 0 (no loss on this answer) or 1, got {weight!r}"
         content = turn.get("content")
         if isinstance(content, list) and content:
             content, why = joined_parts(content, f"{where}.content")
@@ -178,7 +187,10 @@ def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
                 return why
         elif not isinstance(content, str):
             return f"{where}.content must be a string, got {type(content).__name__}"
-        turns.append({"role": turn["role"].strip(), "content": content})
+        kept = {"role": turn["role"].strip(), "content": content}
+        if weight == 0:  # 1, every answer's default, is not stored
+            kept["weight"] = 0
+        turns.append(kept)
     return turns
 
 
@@ -217,7 +229,7 @@ def flatten(turns: list[dict]) -> str:
 
 def summary(examples: list[Example]) -> dict:
     """What `tunelab data` says of kept conversations: how many, turns per conversation, the
-    roles and how often each appears."""
+    roles and how often each appears, and the answers weighted 0 (no loss)."""
     turns = sorted(len(ex.messages) for ex in examples if ex.messages)
     roles = Counter(t["role"] for ex in examples if ex.messages for t in ex.messages)
     if not turns:
@@ -226,4 +238,7 @@ def summary(examples: list[Example]) -> dict:
         "rows": len(turns),
         "turns": {"min": turns[0], "p50": turns[len(turns) // 2], "max": turns[-1]},
         "roles": dict(roles.most_common()),
+        "answers_weighted_0": sum(
+            t.get("weight") == 0 for ex in examples if ex.messages for t in ex.messages
+        ),
     }

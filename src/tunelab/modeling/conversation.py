@@ -7,7 +7,8 @@ turn when a later one comes, e.g. by dropping old reasoning, is refused, naming 
 assistant turn is split where the template's generation prompt ends (`add_generation_prompt`):
 its header is prompt, its content and end-of-turn token carry the loss (every assistant turn,
 or the last only: `model.loss_on_turns`); what the template writes after the end token (a
-newline) does not. This needs no `{% generation %}` markers in the template, whose absence
+newline) does not. An answer the data weighs 0 (`weight`, as in OpenAI's fine-tuning format)
+carries none. This needs no `{% generation %}` markers in the template, whose absence
 makes other trainers' assistant masks train on every token without a word.
 
 A turn whose content the template does not print (a role it does not know and drops) is
@@ -127,14 +128,16 @@ def _tokens(tokenizer, turns: list[dict], end_id, last_only: bool, with_target: 
     mask = [0] * len(ids)
     placed = []
     for i, ((role, _, text), (start, content, end)) in enumerate(zip(parts, spans, strict=True)):
+        # an answer the data weighs 0 carries no loss (the generation prompt is no turn)
+        weighed = i == len(turns) or turns[i].get("weight", 1) == 1
         if i == last_answer:
             body = _ids(tokenizer, text)
-            upto = _through_end(body, end_id)
+            upto = _through_end(body, end_id) if weighed else 0
             ids, end = ids + body, len(ids) + len(body)
             mask += [1] * upto + [0] * (len(body) - upto)
-            placed.append(Turn(role, start, content, end, True))
+            placed.append(Turn(role, start, content, end, weighed))
             continue
-        trained = role == ASSISTANT and not last_only
+        trained = role == ASSISTANT and not last_only and weighed
         if trained:  # an earlier answer, inside the prompt: its content through the end token
             upto = _through_end(ids[content:end], end_id)
             mask[content : content + upto] = [1] * upto
@@ -218,9 +221,12 @@ def pieces(
 
 
 def _chat(tokenizer, turns: list[dict], generation: bool, i: int) -> str:
+    """The turns rendered by the chat template, as role and content (an answer's `weight` is
+    the loss's, not the template's)."""
+    shown = [{"role": t["role"], "content": t["content"]} for t in turns]
     try:
         return tokenizer.apply_chat_template(
-            turns, tokenize=False, add_generation_prompt=generation
+            shown, tokenize=False, add_generation_prompt=generation
         )
     except Exception as err:  # jinja's TemplateError, or the template's own raise_exception
         role = turns[-1]["role"] if turns else "-"

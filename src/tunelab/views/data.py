@@ -127,6 +127,11 @@ def data(report: dict, console: Console) -> None:
                 f"  {c['content_parts_rows']} rows have a turn whose content is a list of text "
                 "parts: each read as its parts' texts joined, as the chat APIs join them"
             )
+        if c.get("answers_weighted_0"):
+            console.print(
+                f"  {c['answers_weighted_0']} assistant answers have weight 0: kept in their "
+                "conversations, with no loss on them"
+            )
         if c.get("sharegpt_rows"):
             console.print(
                 f"  {c['sharegpt_rows']} rows read in ShareGPT's form ({{from, value}} turns): "

@@ -94,6 +94,29 @@ def test_content_given_as_text_parts_is_joined_and_other_parts_are_refused():
         assert words in rejected.reason
 
 
+def test_an_answers_weight_0_is_kept_and_1_is_the_default():
+    """OpenAI's fine-tuning format weighs each assistant turn 0 or 1; 0 is stored, 1 is every
+    answer's default, so the same conversation written either way is the same version."""
+    chat = turns(("user", "hi"), ("assistant", "hello"), ("user", "page?"), ("assistant", "{}"))
+    weighed = [chat[0], {**chat[1], "weight": 0}, chat[2], {**chat[3], "weight": 1}]
+    ex = check({"id": "a", "messages": weighed})
+    assert ex.messages == [chat[0], {**chat[1], "weight": 0}, chat[2], chat[3]]
+    assert summary([ex])["answers_weighted_0"] == 1
+    same = [chat[0], {**chat[1], "weight": 0}, chat[2], chat[3]]
+    assert check({"id": "a", "messages": same}).hashed() == ex.hashed()
+    assert check({"id": "a", "messages": chat}).hashed() != ex.hashed()
+    for at, weight, words in (
+        (0, 0, "messages[0] has a weight: only an assistant turn's answer carries a loss"),
+        (1, 2, "messages[1].weight must be 0 (no loss on this answer) or 1, got 2"),
+        (1, True, "got True"),
+        (1, "0", "got '0'"),
+    ):
+        bad = [*chat[:at], {**chat[at], "weight": weight}, *chat[at + 1 :]]
+        rejected = check({"id": "b", "messages": bad})
+        assert isinstance(rejected, Rejection) and rejected.kind == "bad_turn", weight
+        assert words in rejected.reason
+
+
 @pytest.mark.parametrize(
     "values, kind, words",
     [

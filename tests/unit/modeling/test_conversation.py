@@ -53,6 +53,24 @@ def test_the_last_answer_only_when_asked(tokenizer):
     assert trained_text(tokenizer, c) == ['{"name": "ls"}<|im_end|>']
 
 
+def test_an_answer_weighed_0_stays_in_the_conversation_without_its_loss(tokenizer):
+    """OpenAI's fine-tuning format: `weight: 0` on an assistant turn takes the loss off it; the
+    tokens are the conversation's as the template renders it, the weight unseen."""
+    end = end_of_answer(tokenizer, "chat")
+    plain = render_conversation(tokenizer, TURNS, 512, end)
+    earlier = [*TURNS[:2], {**TURNS[2], "weight": 0}, *TURNS[3:]]
+    c = render_conversation(tokenizer, earlier, 512, end)
+    assert c.input_ids == plain.input_ids and c.prompt_len == plain.prompt_len
+    assert trained_text(tokenizer, c) == ['{"name": "ls"}<|im_end|>']
+    assert [t.loss for t in c.turns] == [False, False, False, False, True]
+    final = [*TURNS[:-1], {**TURNS[-1], "weight": 0}]
+    c = render_conversation(tokenizer, final, 512, end)
+    assert trained_text(tokenizer, c) == ["A page of documentation.<|im_end|>"]
+    assert not c.turns[-1].loss
+    prompt = render_conversation(tokenizer, final, 512, end, with_target=False)
+    assert prompt.input_ids == plain.input_ids[: plain.prompt_len]  # evaluation as before
+
+
 def test_evaluation_generates_the_final_answer_from_the_turns_before_it(tokenizer):
     end = end_of_answer(tokenizer, "chat")
     prompt = render_conversation(tokenizer, TURNS, 512, end, with_target=False)
