@@ -185,3 +185,16 @@ def test_openai_rows_weighing_an_answer_0_train_on_the_others(tmp_path, tiny_lla
     assert [t["loss_tokens"] > 0 for t in example["turns"]] == [False] * 4 + [True]
     assert main(["data", "--lab", lab]) == 0
     assert "30 assistant answers have weight 0" in capsys.readouterr().out
+
+
+def test_a_lab_whose_rows_carry_no_loss_fails_its_check_at_render(tmp_path, tiny_llama, capsys):
+    rows = chats()
+    for r in rows:  # only the last answer trains (loss_on_turns: last), and it weighs 0
+        r["messages"][4]["weight"] = 0
+    fields = {"id": "id", "messages": "messages", "split": "split"}
+    lab = write_lab(tmp_path, tiny_llama, rows, fields=fields)
+    assert tl(capsys, "data", "--lab", lab)[0] == 0
+    code, check = tl(capsys, "check", "--lab", lab, "model.loss_on_turns=last")
+    assert code == 1 and check["failed"][0] == "render", check["failed"]
+    render = next(i for i in check["items"] if i["name"] == "render")
+    assert render["no_loss"] == 16 and "16 carry no loss token (e.g. c" in render["detail"]

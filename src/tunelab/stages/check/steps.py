@@ -240,7 +240,15 @@ def _render(ctx: dict) -> dict:
         )
     if rejected:
         detail += f"; {len(rejected)} cannot ({rejected[0]['reason']})"
-    return item("render", len(ctx["examples"]) > 0, detail, rejected=len(rejected))
+    # a row whose loss mask is empty teaches nothing (position 0 is never predicted)
+    empty = [e for e in ctx["examples"] if hasattr(e, "loss_mask") and not any(e.loss_mask[1:])]
+    if empty:
+        detail += (
+            f"; {len(empty)} carry no loss token (e.g. {empty[0].id}: `tunelab inspect` shows "
+            "which tokens carry it)"
+        )
+    taught = len(ctx["examples"]) - len(empty)
+    return item("render", taught > 0, detail, rejected=len(rejected), no_loss=len(empty))
 
 
 def _targets(ctx: dict) -> dict:
