@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from test_verdicts import add_run, make_lab, predictions
+from compare_labs import add_run, make_lab, predictions
 
 from tunelab.core.replicates import family
 from tunelab.core.store import atomic_write_json
