@@ -183,8 +183,11 @@ def test_openai_rows_weighing_an_answer_0_train_on_the_others(tmp_path, tiny_lla
     assert code == 0 and not any(f["blocking"] for f in view["findings"])
     (example,) = view["examples"]
     assert [t["loss_tokens"] > 0 for t in example["turns"]] == [False] * 4 + [True]
+    assert [t.get("weight") for t in example["turns"]] == [None, None, 0, None, None]
     assert main(["data", "--lab", lab]) == 0
     assert "30 assistant answers have weight 0" in capsys.readouterr().out
+    assert main(["inspect", "--lab", lab, "--sample", "1"]) == 0
+    assert " · assistant 28 (weight 0) · " in capsys.readouterr().out
 
 
 def test_a_lab_whose_rows_carry_no_loss_fails_its_check_at_render(tmp_path, tiny_llama, capsys):

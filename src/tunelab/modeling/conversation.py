@@ -58,6 +58,8 @@ class Turn:
     end: int
     """One past its last token."""
     loss: bool
+    weight: int = 1
+    """The data's weight of an assistant answer (`weight` 0: in the prompt, no loss)."""
 
 
 @dataclass(frozen=True)
@@ -135,13 +137,13 @@ def _tokens(tokenizer, turns: list[dict], end_id, last_only: bool, with_target: 
             upto = _through_end(body, end_id) if weighed else 0
             ids, end = ids + body, len(ids) + len(body)
             mask += [1] * upto + [0] * (len(body) - upto)
-            placed.append(Turn(role, start, content, end, weighed))
+            placed.append(Turn(role, start, content, end, weighed, int(weighed)))
             continue
         trained = role == ASSISTANT and not last_only and weighed
         if trained:  # an earlier answer, inside the prompt: its content through the end token
             upto = _through_end(ids[content:end], end_id)
             mask[content : content + upto] = [1] * upto
-        placed.append(Turn(role, start, content, end, trained))
+        placed.append(Turn(role, start, content, end, trained, int(weighed)))
     prompt_len = placed[-1].body if with_target else len(ids)
     return Conversation(ids, mask, tuple(placed), prompt_len, 0, 0)
 

@@ -142,6 +142,7 @@ def turn_view(renderer: Renderer, r: Rendered, tokens: list[dict]) -> dict:
                 "tokens": t.end - t.start,
                 "loss_tokens": sum(r.loss_mask[t.start : t.end]),
             }
+            | ({"weight": 0} if t.weight == 0 else {})
             for t in r.turns
         ],
         "prompt_tokens": r.prompt_len,

@@ -64,7 +64,9 @@ def inspect(result: dict, console: Console) -> None:
 def _turns_line(ex: dict) -> str:
     """`turns: system 14 · user 12 · assistant 9 (8 trained) · ...`, and what was dropped."""
     parts = [
-        f"{t['role']} {t['tokens']}" + (f" ({n} trained)" if (n := t["loss_tokens"]) else "")
+        f"{t['role']} {t['tokens']}"
+        + (f" ({n} trained)" if (n := t["loss_tokens"]) else "")
+        + (" (weight 0)" if t.get("weight") == 0 else "")
         for t in ex["turns"]
     ]
     line = "[dim]turns: " + " · ".join(parts)
