@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, model_validator
 
 from tunelab.core.section_base import FieldError, _Section
 
@@ -55,7 +55,8 @@ class Fields(_Section):
     messages: str | None = None
     """Conversations: the column holding a list of `{role, content}` turns (system, user,
     assistant; several turns allowed), e.g. `messages`. The example's answer is its last
-    assistant turn; `text` and `target` are not read. Needs `model.template: chat`."""
+    assistant turn; `text` and `target` are not read (a tunelab.yaml that names them beside
+    conversations is refused). Needs `model.template: chat`."""
     prompt: str | None = None
     """Prompt/completion rows: the column holding the prompt, a string (one user turn) or a
     list of `{role, content}` turns; with `completion`."""
@@ -64,7 +65,7 @@ class Fields(_Section):
     ending on an assistant turn."""
 
     @model_validator(mode="after")
-    def _one_conversation_shape(self) -> Fields:
+    def _one_conversation_shape(self, info: ValidationInfo) -> Fields:
         if (self.prompt is None) != (self.completion is None):
             raise FieldError(
                 "prompt" if self.prompt is None else "completion",
@@ -72,6 +73,15 @@ class Fields(_Section):
             )
         if self.messages is not None and self.prompt is not None:
             raise FieldError("messages", "name `messages` or `prompt` and `completion`, not both")
+        # in the user's own file only: a run's record writes every field back, defaults too
+        written = (info.context or {}).get("written", False)
+        unread = [f for f in ("text", "target") if f in self.model_fields_set]
+        if written and self.conversations and unread:
+            raise FieldError(
+                unread[0],
+                "conversations are read from their turns (the last, the assistant's answer, "
+                f"is the target), so `{unread[0]}` would not be read: delete it",
+            )
         return self
 
     @property

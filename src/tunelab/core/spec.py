@@ -314,7 +314,7 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: the spec must be a mapping of sections (compass, task, ...)")
     overrides = overrides or {}
-    return validate_spec(apply_overrides(raw, overrides), path, text, overrides)
+    return validate_spec(apply_overrides(raw, overrides), path, text, overrides, written=True)
 
 
 def validate_spec(
@@ -322,11 +322,14 @@ def validate_spec(
     path: Path | str = SPEC_FILE,
     text: str = "",
     overrides: dict[str, Any] | None = None,
+    written: bool = False,
 ) -> Spec:
     """The spec `raw` (read from `path`, whose `text` gives the lines, with `overrides`
-    applied), or a SpecError listing each problem where it comes from."""
+    applied), or a SpecError listing each problem where it comes from. `written`: `raw` is
+    what a user wrote (the lab's tunelab.yaml), not a record's spec, where every default is
+    written out; a field set that would not be read is refused only there."""
     try:
-        return Spec.model_validate(raw)
+        return Spec.model_validate(raw, context={"written": written})
     except ValidationError as err:
         raise SpecError(problems(err, path, text, overrides or {}, Spec)) from None
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tunelab.core.data_sections import Fields
-from tunelab.core.spec import Spec
+from tunelab.core.spec import Spec, SpecError, load_spec, validate_spec
 from tunelab.data.conversations import check_conversation, summary
 from tunelab.data.formats import Record
 from tunelab.data.loaders import Example, Rejection
@@ -159,6 +160,25 @@ def test_the_spec_refuses_what_cannot_render_turns():
         Spec(**spec(prompt="p"))
     with pytest.raises(ValueError, match="not both"):
         Spec(**spec(messages="m", prompt="p", completion="c"))
+
+
+def test_a_written_spec_naming_text_or_target_beside_conversations_is_refused(tmp_path):
+    """`text` and `target` are not read where the rows are conversations: a user's file that
+    names them is refused at their line; a run's record, which writes every default out, is
+    not."""
+    for unread in ("text", "target"):
+        raw = spec(messages="messages", **{unread: unread})
+        with pytest.raises(SpecError, match=f"`{unread}` would not be read: delete it"):
+            validate_spec(raw, written=True)
+        validate_spec(raw)  # as a record's spec
+    with pytest.raises(SpecError, match="`text` would not be read"):
+        validate_spec(spec(prompt="p", completion="c", text="question"), written=True)
+    recorded = validate_spec(spec(messages="messages"), written=True).to_dict()
+    assert recorded["data"]["fields"]["text"] == "text"  # the default, written out
+    validate_spec(recorded)  # as a run reads its record back
+    (tmp_path / "tunelab.yaml").write_text(yaml.safe_dump(spec(messages="messages", text="text")))
+    with pytest.raises(SpecError, match=r"line \d+, field `data.fields.text`"):
+        load_spec(tmp_path / "tunelab.yaml")
     with pytest.raises(ValueError, match="cleaning rules apply to a text column"):
         Spec(
             **{
