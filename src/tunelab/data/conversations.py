@@ -178,7 +178,7 @@ def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
         weight = turn.get("weight", 1)
         if "weight" in turn and turn["role"].strip() != ASSISTANT:
             return f"{where} has a weight: only an assistant turn's answer carries a loss to weigh"
-        if type(weight) is not int or weight not in (0, 1):
+        if type(weight) not in (int, float) or weight not in (0, 1):  # 0.0 from a dataframe
             return f"{where}.weight must be 0 (no loss on this answer) or 1, got {weight!r}"
         content = turn.get("content")
         if isinstance(content, list) and content:

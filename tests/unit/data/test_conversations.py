@@ -106,11 +106,15 @@ def test_an_answers_weight_0_is_kept_and_1_is_the_default():
     same = [chat[0], {**chat[1], "weight": 0}, chat[2], chat[3]]
     assert check({"id": "a", "messages": same}).hashed() == ex.hashed()
     assert check({"id": "a", "messages": chat}).hashed() != ex.hashed()
+    as_floats = [chat[0], {**chat[1], "weight": 0.0}, chat[2], {**chat[3], "weight": 1.0}]
+    assert check({"id": "a", "messages": as_floats}).hashed() == ex.hashed()  # a dataframe's
     for at, weight, words in (
         (0, 0, "messages[0] has a weight: only an assistant turn's answer carries a loss"),
         (1, 2, "messages[1].weight must be 0 (no loss on this answer) or 1, got 2"),
         (1, True, "got True"),
         (1, "0", "got '0'"),
+        (1, 0.5, "got 0.5"),
+        (1, None, "got None"),
     ):
         bad = [*chat[:at], {**chat[at], "weight": weight}, *chat[at + 1 :]]
         rejected = check({"id": "b", "messages": bad})
