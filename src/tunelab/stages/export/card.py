@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from tunelab.core.data_sections import Fields
 from tunelab.stages.export.serving import MERGED_CLASS
 
 # a language model's metrics (bits per byte, loss, perplexity) are not rates: shown as numbers
@@ -58,8 +59,7 @@ def front_matter(info: dict) -> dict:
 
 def _prompts_as_trained(info: dict) -> str:
     """How to build the prompt the model was trained on, as a server builds it."""
-    fields = info["spec"]["data"].get("fields") or {}
-    if fields.get("messages") or fields.get("prompt"):  # a conversation lab
+    if Fields.model_validate(info["spec"]["data"].get("fields") or {}).conversations:
         return (
             "Prompts as trained: the conversation's turns before the answer, rendered by the "
             "bundle's chat template with its generation prompt and tokenised whole without "
