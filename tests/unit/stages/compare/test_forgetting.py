@@ -49,7 +49,9 @@ def test_a_rise_past_the_limit_breaks_and_a_small_one_holds(tmp_path):
     assert held["status"] == "holds" and held["on"] == "g.txt"
     assert broken["status"] == "broken"
     assert broken["checks"]["overall"]["delta"] < -0.05  # a rise is a drop of the negated metric
-    assert describe(broken).startswith("bits_per_byte (overall) on g.txt broken")
+    words = describe(broken)
+    assert words.startswith("bits_per_byte (overall) on g.txt broken: overall +0.3000 (")
+    assert words.endswith("; limit +0.05 (a rise)")  # the metric's own change, as it rose
 
 
 def test_a_run_never_scored_there_leaves_it_unresolved_and_says_which(tmp_path):

