@@ -90,6 +90,15 @@ def test_the_commands_that_run_the_model_refuse_it_in_the_user_s_words(make_lab,
         ), command
 
 
+def test_runs_refuses_a_folder_that_is_no_lab_and_lists_a_new_one(tmp_path, capsys):
+    """A mistyped --lab read as "no runs yet", exit 0, as if the lab were new."""
+    code, err = tl(capsys, "runs", "--lab", str(tmp_path / "typo"))
+    assert code == 2 and "is not a tunelab lab" in err["error"]
+    assert not (tmp_path / "typo").exists()
+    assert tl(capsys, "init", "--lab", str(tmp_path / "new"))[0] == 0
+    assert tl(capsys, "runs", "--lab", str(tmp_path / "new")) == (0, [])
+
+
 def test_init_then_refuses_to_overwrite(tmp_path, capsys):
     code, _ = tl(capsys, "init", "--lab", str(tmp_path))
     assert code == 0 and (tmp_path / "tunelab.yaml").exists()

@@ -105,6 +105,7 @@ def _broken_runs(self):
 def test_an_internal_error_is_one_line_without_debug_and_a_traceback_with_it(
     tmp_path, monkeypatch, capsys
 ):
+    (tmp_path / ".tunelab").mkdir()  # a lab (a folder that is none is the user's error)
     monkeypatch.setattr(Store, "runs", _broken_runs)
     monkeypatch.delenv("TUNELAB_DEBUG", raising=False)
     assert main(["runs", "--lab", str(tmp_path)]) == 1
@@ -123,6 +124,7 @@ def test_a_plain_value_error_from_a_bug_is_not_read_as_a_usage_error(tmp_path, m
     def broken(self):
         raise ValueError("int('x') somewhere deep")
 
+    (tmp_path / ".tunelab").mkdir()
     monkeypatch.setattr(Store, "runs", broken)
     assert main(["runs", "--lab", str(tmp_path), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["internal"] is True
