@@ -170,6 +170,20 @@ def test_a_flipped_byte_is_named_by_verify(exported, tmp_path, capsys):
     assert files["changed"] == ["adapter_model.safetensors"] and "changed" in files["detail"]
 
 
+def test_a_listing_that_leads_out_of_the_bundle_opens_nothing_it_lists(exported, tmp_path, capsys):
+    """`files` refused the `..` name, and then `merged` loaded merged/ all the same."""
+    bundle = copy_of(exported[1], tmp_path)
+    sums = bundle / "SHA256SUMS"
+    first, *rest = sums.read_text().splitlines()
+    sums.write_text("\n".join([first.split("  ")[0] + "  ../README.md", *rest]) + "\n")
+    code, result = tl(capsys, "verify", str(bundle))
+    items = {i["name"]: i for i in result["items"]}
+    assert code == 1 and "a path outside the bundle" in items["files"]["detail"]
+    for name in ("load", "predictions", "merged"):
+        assert items[name].get("skipped") and not items[name]["passed"], name
+    assert "nothing it lists is opened" in items["merged"]["detail"]
+
+
 def test_a_same_shaped_base_with_other_weights_is_refused(exported, tiny_bert, tmp_path, capsys):
     _, bundle = exported
     other = Path(shutil.copytree(tiny_bert, tmp_path / "tiny-bert-retrained"))

@@ -69,17 +69,28 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     base = Path(base or default_base(info, bundle))
     items = [check_files(bundle)]
     items.append(_guarded("base", lambda: _base(info, base)))
+    # a listing that points outside the bundle: nothing it lists is opened, the servable forms
+    # (merged/, gguf/) included
+    safe = not items[0].get("unsafe")
     loaded: dict = {}
-    if items[-1]["passed"]:
+    if items[-1]["passed"] and safe:
         items.append(_guarded("load", lambda: _load(bundle, base, device, loaded)))
     if loaded and info["kind"] == "image":
         items.append(_guarded("preprocessing", lambda: _preprocessing(info, loaded, base)))
     if loaded:
         items.append(_guarded("predictions", lambda: _predictions(bundle, info, loaded, device)))
-    if (bundle / "merged").is_dir():  # the servable form, with transformers alone
+    forms = {
+        "merged": (bundle / "merged").is_dir(),
+        "gguf": (bundle / GGUF_DIR / GGUF_FILE).is_file(),
+    }
+    if forms["merged"] and safe:  # the servable form, with transformers alone
         items.append(_guarded("merged", lambda: _merged(bundle, info, device)))
-    if (bundle / GGUF_DIR / GGUF_FILE).is_file():  # llama.cpp's form, read back
+    if forms["gguf"] and safe:  # llama.cpp's form, read back
         items.append(_guarded("gguf", lambda: check_gguf(bundle, info, device, _predictions, item)))
+    if not safe:
+        why = "not run: SHA256SUMS lists a path outside the bundle, so nothing it lists is opened"
+        held = ["load", *(name for name, present in forms.items() if present)]
+        items += [item(name, False, why, skipped=True) for name in held]
     names = [i["name"] for i in items]
     later_checks = ("base", "load", *(("preprocessing",) if info["kind"] == "image" else ()))
     for later in (*later_checks, "predictions"):
@@ -102,7 +113,7 @@ def check_files(bundle: Path) -> dict:
     try:
         sums = contents.listed(bundle)
     except contents.BundleError as err:
-        return item("files", False, str(err))
+        return item("files", False, str(err), unsafe=True)
     found = contents.compare(bundle, sums)
     tampered, missing, unlisted = found["changed"], found["missing"], found["unlisted"]
     problems = [
