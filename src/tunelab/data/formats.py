@@ -161,12 +161,12 @@ def _csv(
         except StopIteration:
             break
         except csv.Error as err:  # e.g. a quote inside a quoted field that is not doubled
-            line, start = start, reader.line_num + 1
+            line, last, start = start, reader.line_num, reader.line_num + 1
             if header is None:
                 raise DataError(
                     f"{shown}:{line}: the CSV header cannot be parsed ({err})"
                 ) from None
-            yield Rejection(shown, line, "malformed_row", f"not valid CSV: {err}")
+            yield Rejection(shown, line, "malformed_row", _csv_error(err, line, last, shown))
             continue
         line, start = start, reader.line_num + 1
         if not any(c.strip() for c in cells):
@@ -186,6 +186,26 @@ def _csv(
             )
         else:
             yield Record(shown, line, dict(zip(header, cells, strict=False)))
+
+
+def _csv_error(err: csv.Error, line: int, last: int, shown: str) -> str:
+    """Why a CSV record is malformed. A quote opened on `line` and never closed would swallow
+    every line after it into one quarantined row: the file is refused instead, naming the
+    line. A quoted field that ran over several lines before breaking says which lines its one
+    quarantined row holds."""
+    if last == line:
+        return f"not valid CSV: {err}"
+    if "unexpected end of data" in str(err):
+        raise DataError(
+            f"{shown}:{line}: a quote opened on this line is never closed, so the "
+            f"{last - line + 1} lines from here to the end of the file would be read as one "
+            'field; close the quoted field or double the quote (""), then run `tunelab data` '
+            "again"
+        )
+    return (
+        f"not valid CSV: {err}; a quoted field ran from line {line} to {last}, so these "
+        f"{last - line + 1} lines are this one row: close or double the quote on line {line}"
+    )
 
 
 def _tsv(path: Path, shown: str, fields: Fields, split: str | None) -> Iterator[Record | Rejection]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_pipeline import JSONL, animal_rows, build, make_spec, write_rows
 
 from tunelab.core.store import read_jsonl
+from tunelab.data.formats import DataError
 from tunelab.views.data import data as data_view
 from tunelab.views.style import console
 
@@ -49,6 +51,32 @@ def test_a_csv_quote_that_is_not_doubled_is_quarantined_with_its_line(tmp_path):
     (bad,) = read_jsonl(tmp_path / report["quarantine"]["file"])
     assert bad["line"] == 22 and "not valid CSV" in bad["reason"]
     assert report["rows_read"] == 41 and report["kept"] == 40
+
+
+def write_csv(tmp_path: Path, bad: str) -> dict:
+    """20 cat notes, `bad` from line 22, then 20 dog notes."""
+    path = tmp_path / "data" / "rows.csv"
+    path.parent.mkdir(parents=True)
+    body = "".join(f"a note about cat {i},cat\n" for i in range(20)) + bad
+    body += "".join(f"a note about dog {i},dog\n" for i in range(20))
+    path.write_text("text,label\n" + body)
+    return make_spec([{"type": "csv", "path": "data/rows.csv"}])
+
+
+def test_a_quote_never_closed_refuses_the_file_where_it_swallowed_the_rest(tmp_path):
+    """It read as one quarantined row, and the 20 rows after it were in no split, no
+    quarantine and no count."""
+    spec = write_csv(tmp_path, '"she left without a word,dog\n')
+    with pytest.raises(DataError, match=r"rows.csv:22: a quote opened on this line is never "):
+        build(tmp_path, spec)
+
+
+def test_a_quoted_field_that_ran_over_lines_names_every_line_it_took(tmp_path):
+    spec = write_csv(tmp_path, '"she left,dog\nthen came back,dog\n"and "sat" down",dog\n')
+    report = build(tmp_path, spec)
+    (bad,) = read_jsonl(tmp_path / report["quarantine"]["file"])
+    assert bad["line"] == 22 and "ran from line 22 to 24, so these 3 lines" in bad["reason"]
+    assert report["kept"] == 40  # the rows after it are read again
 
 
 def test_a_very_long_text_is_warned_with_its_line_or_quarantined(tmp_path):
