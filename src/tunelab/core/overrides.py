@@ -76,6 +76,11 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
         for part in parts[:-1]:
             node = _child(node, part, dotted)
         last = parts[-1]
+        if not isinstance(node, dict | list):  # `training.lr.x=1`: below a plain value
+            raise SpecError(
+                f"override {dotted!r}: {'.'.join(parts[:-1])} is a value ({node!r}), not a "
+                "section: nothing goes below it"
+            )
         if last == "type" and isinstance(node, dict) and node.get("type") != value:
             node.clear()
         if dotted.rpartition(".")[0] == "training.budget" and isinstance(node, dict):

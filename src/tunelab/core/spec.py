@@ -305,7 +305,14 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> Spec:
     path = Path(path)
     if not path.exists():
         raise SpecError(f"{path}: no spec here. Create one with `tunelab init`.")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[: err.start].count(b"\n") + 1
+        raise SpecError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{err.object[err.start]:02x}); save the spec "
+            "as UTF-8 (another encoding converts with `iconv -t UTF-8`)"
+        ) from None
     try:
         raw = load_yaml(text) or {}
     except yaml.YAMLError as err:

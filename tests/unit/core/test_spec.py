@@ -328,3 +328,20 @@ def test_a_tab_in_the_indentation_says_so(tmp_path):
     (tmp_path / "tunelab.yaml").write_text(text)
     with pytest.raises(SpecError, match=r"indent with spaces: YAML takes no tabs"):
         load_spec(tmp_path / "tunelab.yaml")
+
+
+def test_a_spec_that_is_not_utf8_names_its_line(tmp_path):
+    """It was an internal error (exit 1) with a byte position."""
+    text = yaml.safe_dump(MINIMAL, sort_keys=False).encode() + b"# caf\xe9\n"
+    (tmp_path / "tunelab.yaml").write_bytes(text)
+    line = text.count(b"\n")
+    with pytest.raises(SpecError, match=rf"tunelab.yaml:{line}: not UTF-8 text \(byte 0xe9\)"):
+        load_spec(tmp_path / "tunelab.yaml")
+
+
+def test_an_override_below_a_plain_value_is_refused_in_its_words():
+    """`training.lr.x=1` was an internal error: 'float' object does not support item
+    assignment."""
+    raw = {"training": {"lr": 0.001}}
+    with pytest.raises(SpecError, match=r"training.lr is a value \(0.001\), not a section"):
+        apply_overrides(raw, {"training.lr.x": 1})
