@@ -99,6 +99,23 @@ def test_runs_refuses_a_folder_that_is_no_lab_and_lists_a_new_one(tmp_path, caps
     assert tl(capsys, "runs", "--lab", str(tmp_path / "new")) == (0, [])
 
 
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("check --rows 0", "is not above 0"),
+        ("size --microbatch 0", "is not above 0"),
+        ("run --seeds 0", "is not above 0"),
+        ("inspect --sample -3", "is below 0"),  # 0 is the findings without examples
+    ],
+)
+def test_a_count_out_of_range_is_refused_by_name(command, why, tmp_path, capsys):
+    """`--rows 0` made a check of no rows that failed and was saved, `--sample -3` showed
+    nothing and reported no findings, `--microbatch 0` measured the spec's microbatch."""
+    name, flag, value = command.split()
+    code, err = tl(capsys, name, flag, value, "--lab", str(tmp_path))
+    assert (code, err["error"]) == (2, f"argument {flag}: {value} {why}")
+
+
 def test_init_then_refuses_to_overwrite(tmp_path, capsys):
     code, _ = tl(capsys, "init", "--lab", str(tmp_path))
     assert code == 0 and (tmp_path / "tunelab.yaml").exists()

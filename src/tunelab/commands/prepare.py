@@ -13,7 +13,7 @@ from tunelab.commands.opening import (
     opened_records,
     progress,
 )
-from tunelab.commands.table import arg, command
+from tunelab.commands.table import arg, command, count, positive
 
 
 @command(
@@ -83,7 +83,7 @@ def _lines(console, start: float):
     "inspect:inspect",
     arg(
         "--sample",
-        type=int,
+        type=count,
         help="examples per category (default 2, at most 24 examples in all unless given)",
     ),
     arg("--split", default="train", choices=["train", "validation"]),
@@ -117,7 +117,12 @@ def cmd_baseline(args):
     "check",
     "preflight on a slice: wiring, updates, reload, backend",
     "check:check",
-    arg("--rows", type=int, default=16, help="train rows in the slice; validation: a quarter (16)"),
+    arg(
+        "--rows",
+        type=positive,
+        default=16,
+        help="train rows in the slice; validation: a quarter (16)",
+    ),
     overrides=True,
     device=True,
 )
@@ -133,8 +138,8 @@ def cmd_check(args):
     "size",
     "measure a training step's memory beside the estimate",
     "size:size",
-    arg("--seq-len", type=int, help="tokens per example (default: p95 of train)"),
-    arg("--microbatch", type=int, help="default: the spec's training.microbatch"),
+    arg("--seq-len", type=positive, help="tokens per example (default: p95 of train)"),
+    arg("--microbatch", type=positive, help="default: the spec's training.microbatch"),
     arg(
         "--memory-limit",
         type=float,
@@ -143,7 +148,7 @@ def cmd_check(args):
     ),
     arg(
         "--nproc",
-        type=int,
+        type=positive,
         default=1,
         metavar="N",
         help="measure one rank's step among N processes, started under torchrun (default: 1)",

@@ -14,6 +14,28 @@ def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return flags, options
 
 
+def positive(text: str) -> int:
+    """A count on the command line that must be above 0 (`--rows 0` made a check of no rows,
+    `--microbatch 0` measured the spec's own microbatch)."""
+    return _whole(text, 1)
+
+
+def count(text: str) -> int:
+    """A count that may be 0 (`inspect --sample 0`: the findings without examples), never
+    below (`--sample -3` showed nothing and reported no findings)."""
+    return _whole(text, 0)
+
+
+def _whole(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text} is {'not above 0' if least else 'below 0'}")
+    return value
+
+
 @dataclass(frozen=True)
 class Command:
     help: str

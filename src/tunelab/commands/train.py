@@ -15,11 +15,11 @@ from tunelab.commands.opening import (
     progress,
     reopened,
 )
-from tunelab.commands.table import arg, command
+from tunelab.commands.table import arg, command, positive
 
 SEEDS = arg(
     "--seeds",
-    type=int,
+    type=positive,
     metavar="N",
     help="train N seeds of each variant as one replicate group (default: training.replicates)",
 )
@@ -110,7 +110,9 @@ def cmd_ablate(args):
     "measure a run's noise floor: its seed-to-seed spread",
     "runs:noise",
     arg("run", nargs="?", help="a completed variant (default: the newest)"),
-    arg("--seeds", type=int, default=3, help="seeds in all, the run's own included (default 3)"),
+    arg(
+        "--seeds", type=positive, default=3, help="seeds in all, the run's own included (default 3)"
+    ),
     device=True,
 )
 def cmd_noise(args):
