@@ -168,6 +168,21 @@ def test_a_flipped_byte_is_named_by_verify(exported, tmp_path, capsys):
     files = result["items"][0]
     assert code == 1 and not result["passed"]
     assert files["changed"] == ["adapter_model.safetensors"] and "changed" in files["detail"]
+    assert result["fix"].startswith("the bundle is not as it was exported: get it again")
+    assert "(`tunelab export r003-lora`)" in result["fix"]
+
+
+def test_a_missing_file_is_named_and_no_load_says_something_else(exported, tmp_path, capsys):
+    """The load went on and failed with transformers' advice to install sentencepiece."""
+    bundle = copy_of(exported[1], tmp_path)
+    (bundle / "tokenizer.json").unlink()
+    code, result = tl(capsys, "verify", str(bundle))
+    items = {i["name"]: i for i in result["items"]}
+    assert code == 1 and items["files"]["missing"] == ["tokenizer.json"]
+    assert (
+        items["load"]["detail"] == "not run: listed files are missing (tokenizer.json); see files"
+    )
+    assert result["fix"].startswith("the bundle is not as it was exported")
 
 
 def test_a_listing_that_leads_out_of_the_bundle_opens_nothing_it_lists(exported, tmp_path, capsys):

@@ -83,3 +83,5 @@ def verify(result: dict, console: Console) -> None:
         f"{verdict}: {result['bundle']} on base {result['base']}, in a fresh process "
         f"({result['seconds']:.0f}s)"
     )
+    if result.get("fix"):
+        console.print(f"  what to do: {escape(result['fix'])}")

@@ -72,9 +72,13 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     # a listing that points outside the bundle: nothing it lists is opened, the servable forms
     # (merged/, gguf/) included
     safe = not items[0].get("unsafe")
+    missing = items[0].get("missing")  # a load would fail on them, and say something else
     loaded: dict = {}
-    if items[-1]["passed"] and safe:
+    if items[-1]["passed"] and safe and not missing:
         items.append(_guarded("load", lambda: _load(bundle, base, device, loaded)))
+    elif safe and missing:
+        why = f"not run: listed files are missing ({', '.join(missing)}); see files"
+        items.append(item("load", False, why, skipped=True))
     if loaded and info["kind"] == "image":
         items.append(_guarded("preprocessing", lambda: _preprocessing(info, loaded, base)))
     if loaded:
@@ -96,14 +100,25 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     for later in (*later_checks, "predictions"):
         if later not in names:
             items.append(item(later, False, "not run: an earlier check failed", skipped=True))
+    fixable = [i["name"] for i in items if i["name"] in FIXES and not i["passed"]]
     return {
         "bundle": str(bundle),
         "run": info["run"],
         "base": str(base),
         "passed": all(i["passed"] for i in items),
         "items": items,
+        "fix": FIXES[fixable[0]].format(run=info["run"]) if fixable else None,
         "seconds": round(time.perf_counter() - start, 2),
     }
+
+
+FIXES = {
+    "files": "the bundle is not as it was exported: get it again from where it came, or export "
+    "the run again in its lab (`tunelab export {run}`)",
+    "base": "the base is not the one the run was trained on: give that exact base with --base "
+    "(its name and weights' sha256 are in tunelab.json and the model card)",
+}
+"""What to do when verify fails, by the first failed check that says it."""
 
 
 def check_files(bundle: Path) -> dict:
