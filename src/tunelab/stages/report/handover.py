@@ -1,0 +1,63 @@
+"""The report's handover sections, read from the store's records: every opening of the sealed
+test split, and every exported bundle as its model card sums it up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunelab.core.store import Store, StoreError, read_json
+
+
+def finals(store: Store) -> dict:
+    """Every opening of the sealed test split (the `final` events), in order, with its
+    test score beside the validation score when the final's record is there."""
+    warning = None
+    try:
+        events = store.events(strict=True)
+    except StoreError as err:
+        warning, events = str(err), store.events()
+    rows = []
+    for e in events:
+        if e.get("event") != "final":
+            continue
+        path = store.lab / e["file"] if e.get("file") else None
+        record = read_json(path) if path and path.is_file() else None
+        metric = (record or {}).get("primary_metric")
+        rows.append(
+            e
+            | {
+                "metric": metric,
+                "test": ((record or {}).get("metrics") or {}).get(metric),
+                "validation": ((record or {}).get("validation_metrics") or {}).get(metric),
+                "copied": ((record or {}).get("copied_in_validation") or {}).get("rows"),
+            }
+        )
+    return {"rows": rows, "warning": warning}
+
+
+def export(path: Path) -> dict:
+    """A bundle as its model card sums it up: the verdict it was handed over with, what
+    regressed, how many validation inputs were cut, and the form a server loads."""
+    record = read_json(path)
+    verified = record.get("verified")
+    limits = record.get("limitations") or {}
+    cut = limits.get("truncation") or {}
+    return {
+        "file": path.name,
+        "run": record.get("run"),
+        "bundle": record.get("bundle"),
+        "created": record.get("created"),
+        "verified": verified if isinstance(verified, dict) else {"passed": verified},
+        "verdict": limits.get("verdict"),
+        "regressed": [
+            f"{r['metric']} {r['scope']}" + (f" on {r['on']}" if r.get("on") else "")
+            for r in limits.get("regressed") or []
+        ],
+        "truncation": (
+            f"{cut['truncated']:,} of {cut['n']:,} {cut['split']} inputs cut to "
+            f"{cut['max_length']} tokens"
+            if cut.get("truncated")
+            else None
+        ),
+        "serve": (record.get("serving") or {}).get("servable"),
+    }
