@@ -195,9 +195,10 @@ def forgetting_note(result: dict, base: dict, variant: dict) -> str:
             "another seed may lose less)"
         )
         text += (
-            f" The task is won and some of the base's prose is lost{seeds}: the verdict says "
-            "so, and the bundle's model card records it. If the model must still write "
-            "prose, a smaller rank or fewer steps is the next variant (one change at a time)."
+            f" So the verdict is '{row.get('verdict') or 'guardrail broken'}', not 'improved': "
+            f"the answers are far better and some of the base's prose is lost{seeds}. The "
+            "bundle's model card records both. If the model must still write prose, a smaller "
+            "rank or fewer steps is the next variant (one change at a time)."
         )
     return text
 

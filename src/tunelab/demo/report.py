@@ -203,8 +203,8 @@ def seed_note(result: dict) -> str:
         "so their intervals resample"
     )
     return (
-        f"Seed noise: {ran} validation examples only and no verdict can be "
-        f"stronger than 'improved on one seed'; `tunelab noise {single[0]} --seeds 3` measures "
+        f"Seed noise: {ran} validation examples only: a gain can read at most 'improved on "
+        f"one seed', a loss 'worse on one seed'; `tunelab noise {single[0]} --seeds 3` measures "
         "the floor in 2 more runs, and its record counts for every variant of its family "
         "(same data, base model, method type, budget and evaluation)."
     )

@@ -81,7 +81,7 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             *values,
             seeds,
             delta_value(primary, b, named=False),
-            *([f"{test['p_value']:.3f}" if test else "-"] if mcnemar else []),
+            *([_p(test["p_value"]) if test else "-"] if mcnemar else []),
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
         )
@@ -144,15 +144,21 @@ def _guards_cell(guardrails: list[dict]) -> str:
     return f"[{GUARD_STYLE[worst]}]{text}[/]"
 
 
+def _p(value: float) -> str:
+    """A p-value to three places; one that rounds to 0.000 is `<0.001`, not zero."""
+    return "<0.001" if value < 0.0005 else f"{value:.3f}"
+
+
 def guardrail_line(g: dict) -> str:
-    """One guardrail's interval at its worst scope: `f1 every_class holds: worst business
+    """One guardrail's interval at its worst scope: `f1 every_class holds: most at risk business
     -1.2 (-3.9, +1.4) points, limit -5.0`."""
     c = g["checks"][g["worst"]]
     name = g["metric"] + (f" on {g['on']}" if g.get("on") else "")  # a forgetting guardrail
     status = f"[{GUARD_STYLE[g['status']]}]{g['status']}[/]"
     if "not_checked" in c:
         return f"{name} {g['scope']} {status}: not checked ({c['not_checked']})"
-    where = "" if g["scope"] == "overall" else f" worst {short_id(g['worst'])}"
+    # the group whose interval reaches lowest: the one the guardrail is judged by
+    where = "" if g["scope"] == "overall" else f" most at risk {short_id(g['worst'])}"
     if g["metric"] in PLAIN:  # lower is better: shown as the change of the metric itself
         interval = (
             f"change {-c['delta']:+.4f} ({-c['high']:+.4f}, {-c['low']:+.4f}), "
@@ -209,10 +215,8 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
                 console.print(f"  {reason}")
     vp = r.get("vs_parent")
     if vp:
-        changed = ", ".join(
-            f"{g} ({'; '.join(changed_keys(cs))})" for g, cs in (vp.get("diff") or {}).items()
-        )
-        head = f"  parent {vp['run']} ({changed or 'same spec'})"
+        keys = [k for cs in (vp.get("diff") or {}).values() for k in changed_keys(cs)]
+        head = f"  parent {vp['run']} ({'changed: ' + ', '.join(keys) if keys else 'same spec'})"
         if vp["run"] == r.get("against"):
             console.print(head + ": the reference above")
         else:

@@ -13,7 +13,8 @@ from tunelab.views.check import mark_of
 
 def regressions(regressed: list[dict], shown: int = 3) -> str:
     """What the guardrails measured below the reference, named, worst first (the model card
-    gives each one's interval): `regressed: f1 of sport (holds), …`."""
+    gives each one's interval): `below the reference: f1 of sport (holds), …`. A point estimate
+    below it, whose interval may still hold: the status says which."""
     if not regressed:
         return "no guardrail measured a regression"
     names = []
@@ -24,7 +25,7 @@ def regressions(regressed: list[dict], shown: int = 3) -> str:
             where = "overall" if r["scope"] == "overall" else f"of {r['scope']}"
         names.append(f"{r['metric']} {where} ({r['status']})")
     more = f" and {len(regressed) - shown} more" if len(regressed) > shown else ""
-    return f"regressed: {escape(', '.join(names))}{more}, in the model card"
+    return f"below the reference: {escape(', '.join(names))}{more}, in the model card"
 
 
 def export(result: dict, console: Console) -> None:
@@ -37,7 +38,12 @@ def export(result: dict, console: Console) -> None:
     lim, cut = result["limitations"], result["limitations"]["truncation"]
     console.print(
         f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); {regressions(lim['regressed'])}"
-        + (f"; truncation {cut['truncated']} of {cut['n']} validation inputs" if cut else "")
+        + (
+            f"; {cut['truncated']} of {cut['n']} validation inputs cut to {cut['max_length']} "
+            "tokens (model.max_length)"
+            if cut
+            else ""
+        )
     )
     m = result.get("merge_check")
     if m:

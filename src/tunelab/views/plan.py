@@ -54,7 +54,7 @@ def summary(result: dict, console: Console) -> None:
         f"[bold]plan {result['id']}[/]: a {result['days']}-day rental on "
         f"{escape(result['device'])} at {result['based_on']['run']['id']}'s measured "
         f"{t['tokens_per_s']:,.0f} {t.get('unit', 'tokens')}/s, so one variant of "
-        f"{v['steps_each']} steps takes {v['seconds_each']:,.0f} s"
+        f"{v['steps_each']} steps takes {v['seconds_each']:,.0f} s{_split(v)}"
     )
     phases = " · ".join(f"{p['name']} {p['hours']:g} h" for p in result["phases"])
     console.print(f"  {phases}")
@@ -68,6 +68,15 @@ def summary(result: dict, console: Console) -> None:
         f"  [dim]every figure with the record it stands on: {result['file']} (and the lab "
         "report)[/]"
     )
+
+
+def _split(v: dict) -> str:
+    """` (124 s training, 41 s evaluating and saving)`; nothing for a plan recorded before
+    the split was."""
+    rest = v.get("overhead_each")
+    if rest is None:
+        return ""
+    return f" ({v['seconds_each'] - rest:,.0f} s training, {rest:,.0f} s evaluating and saving)"
 
 
 def _cost(result: dict) -> str:

@@ -179,7 +179,11 @@ def run(record: dict, console: Console) -> None:
         changed = "; ".join(f"{g}: {_changes(cs)}" for g, cs in diff.items())
         if not changed:  # a variant of a baseline trains what the baseline only evaluated
             baseline = record.get("parent_kind") == "baseline"
-            changed = "the same spec, now trained" if baseline else "no change (a repeat)"
+            changed = (
+                "the same spec, now fine-tuned (the baseline measured the base as it is)"
+                if baseline
+                else "no change (a repeat)"
+            )
         console.print(f"parent {record['parent']}: {changed}")
         if record.get("reason"):
             console.print(f"  reason: {record['reason']}")

@@ -113,6 +113,7 @@ def test_a_broken_forgetting_guardrail_on_one_seed_says_so():
     one = forgetting_note(*lab(None))
     assert "bits per byte went from 1.103 to 1.168 (+0.065, 95% CI +0.059 to +0.072)" in one
     assert "some of the base's prose is lost on this seed (the interval counts the documents" in one
+    assert "So the verdict is 'guardrail broken', not 'improved'" in one  # not "the task is won"
     seeds = forgetting_note(*lab("seeds and examples"))
-    assert "some of the base's prose is lost: the verdict says so" in seeds
+    assert "some of the base's prose is lost. The bundle's model card records both." in seeds
     assert "this seed" not in seeds

@@ -238,14 +238,14 @@ def test_a_rental_far_longer_than_the_search_says_so(tmp_path):
     # a variant of 10 steps: 10 × 32 + 400 = 720 s; 59 h of experiments hold 295 of them
     record = run_plan(open_records_lab(reference(tmp_path), {"training.budget.steps": 10}), days=3)
     assert (record["variants"]["fit"], record["warnings"]) == (295, [])
-    # 30 days: 610 h hold 3,050: more than a one-change-at-a-time search runs
+    # 30 days: 610 h hold 3,050: far more than a one-change-at-a-time search needs
     record = run_plan(open_records_lab(reference(tmp_path), {"training.budget.steps": 10}), days=30)
     assert record["variants"]["fit"] == 3050
     assert record["warnings"] == [
-        "3,050 variants of 720 s fit: more than a one-change-at-a-time search runs, so most of "
-        "this rental would sit idle; a larger budget per variant (training.budget: more steps, "
-        "more data) or a larger model is what such a rental is for, or run the search where it "
-        "was measured"
+        "3,050 variants of 720 s fit: far more than a one-change-at-a-time search needs, so "
+        "most of this rental would sit idle; a larger budget per variant (training.budget: more "
+        "steps, more data) or a larger model is what such a rental is for, or run the search "
+        "where it was measured"
     ]
     assert "up to 3,050 variants of the current budget" in record["phases"][1]["what"]
 
@@ -389,7 +389,7 @@ def test_the_summary_shows_the_phases_stop_and_warnings_in_a_few_lines(tmp_path)
     lines = out.getvalue().splitlines()
     assert lines[0] == (
         "plan p001: a 30-day rental on cpu at r001-lora's measured 64 tokens/s, so one variant "
-        "of 100 steps takes 3,600 s"
+        "of 100 steps takes 3,600 s (3,200 s training, 400 s evaluating and saving)"
     )
     assert lines[1] == (
         "  initial checks 1.25 h · experiments 610 h · evaluation 0.5 h · recovery buffer 108 h"

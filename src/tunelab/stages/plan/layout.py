@@ -116,6 +116,7 @@ def _variants(fit: int, fig: dict, experiments: dict) -> dict:
         "fit": fit,
         "hours_each": round(each / 3600, 3),
         "seconds_each": round(each, 1),
+        "overhead_each": round(fig["seconds"]["overhead_s"], 1),  # evaluation and saving
         "steps_each": steps,
         "steps_source": fig["steps_source"],
         "last_start_hour": last,
@@ -186,8 +187,8 @@ def _warnings(q: dict, rule_q: int, fit: int, variants: dict, experiments: dict)
         )
     if fit > MANY_VARIANTS:
         out.append(
-            f"{fit:,} variants of {variants['seconds_each']:g} s fit: more than a "
-            "one-change-at-a-time search runs, so most of this rental would sit idle; a larger "
+            f"{fit:,} variants of {variants['seconds_each']:g} s fit: far more than a "
+            "one-change-at-a-time search needs, so most of this rental would sit idle; a larger "
             "budget per variant (training.budget: more steps, more data) or a larger model is "
             "what such a rental is for, or run the search where it was measured"
         )
