@@ -283,7 +283,10 @@ def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys,
     code, result = tl(capsys, "verify", bundle["bundle"])
     assert code == 0 and result["passed"], result["items"]
     # a generative bundle keeps one whole evaluation batch, the run's first (shortest prompts)
-    assert "4 of 4 validation predictions reproduced; exact" in result["items"][-1]["detail"]
+    assert (
+        "4 of 4 validation predictions reproduced (the bundle's sample of the split's 6); exact"
+        in result["items"][-1]["detail"]
+    )
 
     # load_bundle dequantizes the GGUF into a named cache: the lab's store, else the user's
     assert cache_root(Path(bundle["bundle"])) == lab / ".tunelab" / "cache"

@@ -233,8 +233,11 @@ def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
         if exact
         else f"up to {allowed} may differ (evaluated on {recorded}, now {device})"
     )
+    n = (info.get("validation_metrics") or {}).get("n")
+    part = f" (the bundle's sample of the split's {n:,})" if n and n > len(sample) else ""
     detail = (
-        f"{len(sample) - len(differ)} of {len(sample)} validation predictions reproduced; {rule}"
+        f"{len(sample) - len(differ)} of {len(sample)} validation predictions reproduced{part}; "
+        f"{rule}"
     )
     if differ:
         detail += f"; differ: {differ[:5]}"
