@@ -22,6 +22,8 @@ from tunelab.core.lab import Lab, open_lab
 from tunelab.core.spec import SPEC_FILE, apply_overrides
 from tunelab.demo.assets import set_aside
 from tunelab.stages.compare.rules import BROKEN_VERDICT, LOSSES
+from tunelab.tasks import units
+from tunelab.tasks.pretrain import lower_is_better
 from tunelab.views import style
 
 
@@ -116,8 +118,8 @@ def open_demo(
     )
     out.print(f"[bold]Question.[/] {s.hypothesis.behaviour}")
     out.print(
-        f"Primary metric {s.hypothesis.metric.replace('_', ' ')}, minimum effect "
-        f"{s.hypothesis.min_effect:g}; guardrails: "
+        f"Primary metric {s.hypothesis.metric.replace('_', ' ')}, "
+        f"{units.effect(s.hypothesis.metric, s.hypothesis.min_effect)}; guardrails: "
         + "; ".join(_rail_text(g) for g in s.guardrails)
         + "."
     )
@@ -125,11 +127,18 @@ def open_demo(
 
 
 def _rail_text(g) -> str:
-    """`json valid (overall) may drop at most 0`; a forgetting guardrail by its text."""
-    if g.on:
-        return f"{g.metric.replace('_', ' ')} on {g.on} may rise at most {g.max_drop:g}"
-    name, scope = g.metric.replace("_", " "), g.scope.replace("_", " ")
-    return f"{name} ({scope}) may drop at most {g.max_drop:g}"
+    """`f1 (every class) may drop at most 3.0 points`, `json valid (overall) may not drop`; a
+    lower-is-better metric (a forgetting guardrail's, by its text) `may rise at most 0.05`."""
+    name = g.metric.replace("_", " ") + (f" on {g.on}" if g.on else "")
+    if not g.on:
+        name += f" ({g.scope.replace('_', ' ')})"
+    if g.metric in lower_is_better:
+        return f"{name} may rise at most {g.max_drop:g}"
+    return (
+        f"{name} may drop at most {100 * g.max_drop:.1f} points"
+        if g.max_drop
+        else f"{name} may not drop"
+    )
 
 
 def check_new_wiring(report: DemoReport) -> Callable[[Lab], dict]:

@@ -1,4 +1,4 @@
-"""A demo's ending says how long it took in all and by section."""
+"""A demo's report: the question it opens with, and how long it took in all and by section."""
 
 from __future__ import annotations
 
@@ -57,3 +57,20 @@ def test_the_commands_it_suggests_can_be_pasted_into_a_shell(tmp_path):
         ui_command(Target(uri, "sqlite", None, "the default"))
         == f"mlflow ui --backend-store-uri '{uri}'"
     )
+
+
+def test_the_question_gives_its_limits_in_the_tables_units():
+    """It read 'minimum effect 0.01; f1 (every class) may drop at most 0.03' above tables in
+    points."""
+    from tunelab.core.spec import Guardrail
+    from tunelab.demo.report import _rail_text
+
+    assert _rail_text(Guardrail(metric="f1", scope="every_class", max_drop=0.03)) == (
+        "f1 (every class) may drop at most 3.0 points"
+    )
+    assert (
+        _rail_text(Guardrail(metric="json_valid", max_drop=0.0))
+        == "json valid (overall) may not drop"
+    )
+    news = Guardrail(metric="bits_per_byte", on="general/news.jsonl", max_drop=0.05)
+    assert _rail_text(news) == "bits per byte on general/news.jsonl may rise at most 0.05"
