@@ -166,7 +166,9 @@ def _csv(
                 raise DataError(
                     f"{shown}:{line}: the CSV header cannot be parsed ({err})"
                 ) from None
-            yield Rejection(shown, line, "malformed_row", _csv_error(err, line, last, shown))
+            if last > line and "unexpected end of data" in str(err):
+                raise DataError(_unclosed_quote(shown, line, last)) from None
+            yield Rejection(shown, line, "malformed_row", _malformed(err, line, last))
             continue
         line, start = start, reader.line_num + 1
         if not any(c.strip() for c in cells):
@@ -188,20 +190,21 @@ def _csv(
             yield Record(shown, line, dict(zip(header, cells, strict=False)))
 
 
-def _csv_error(err: csv.Error, line: int, last: int, shown: str) -> str:
-    """Why a CSV record is malformed. A quote opened on `line` and never closed would swallow
-    every line after it into one quarantined row: the file is refused instead, naming the
-    line. A quoted field that ran over several lines before breaking says which lines its one
-    quarantined row holds."""
+def _unclosed_quote(shown: str, line: int, last: int) -> str:
+    """A quote opened on `line` and never closed: every line after it would be one quarantined
+    row, the valid rows among them in no split and no count, so the file is refused."""
+    return (
+        f"{shown}:{line}: a quote opened on this line is never closed, so the "
+        f"{last - line + 1} lines from here to the end of the file would be read as one field; "
+        'close the quoted field or double the quote (""), then run `tunelab data` again'
+    )
+
+
+def _malformed(err: csv.Error, line: int, last: int) -> str:
+    """Why a CSV record is quarantined; one whose quoted field ran over several lines before
+    it broke names the lines its one row holds."""
     if last == line:
         return f"not valid CSV: {err}"
-    if "unexpected end of data" in str(err):
-        raise DataError(
-            f"{shown}:{line}: a quote opened on this line is never closed, so the "
-            f"{last - line + 1} lines from here to the end of the file would be read as one "
-            'field; close the quoted field or double the quote (""), then run `tunelab data` '
-            "again"
-        )
     return (
         f"not valid CSV: {err}; a quoted field ran from line {line} to {last}, so these "
         f"{last - line + 1} lines are this one row: close or double the quote on line {line}"

@@ -206,7 +206,7 @@ def verdict(
     elif boot["delta"] == 0 and boot["low"] != boot["high"]:
         reasons.append("the estimate is zero: the gains and the losses cancel")
     elif boot["delta"] < hypothesis.min_effect:
-        reasons.append("the estimate is below the minimum effect (the interval says how sure)")
+        reasons.append("the estimate is below the minimum effect")
     return NO_EVIDENCE, [*reasons, *unresolved, *extra]
 
 

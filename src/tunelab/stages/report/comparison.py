@@ -37,7 +37,7 @@ def comparison(record: dict) -> dict:
         "rules": record.get("rules") or {},
         "runs": record["runs"],
         "headlines": [_headline(r, primary) for r in variants],
-        "parents": {r["id"]: _parent(r, primary) for r in variants if _parent(r, primary)},
+        "parents": {r["id"]: text for r in variants if (text := _parent(r, primary))},
         "forest": Markup(
             charts.forest(forest, xlabel, marks, "forest", noise_band(variants, scale))
         )
