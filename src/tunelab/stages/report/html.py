@@ -85,6 +85,7 @@ def render(context: dict[str, Any]) -> str:
         unit=unit,
         change_unit=change_unit,
         short_path=short_path,
+        pvalue=pvalue,
     )
     return env.get_template("report.html.j2").render(**context)
 
@@ -175,6 +176,13 @@ def change(value: float | None, metric: str | None) -> str:
 
 def change_unit(metric: str | None) -> str:
     return "reduction" if metric in PLAIN else "points"
+
+
+def pvalue(value: float | None) -> str:
+    """A p-value to three places; one that rounds to 0.000 is `<0.001`, not zero."""
+    if not _is_number(value):
+        return "-"
+    return "<0.001" if value < 0.0005 else f"{value:.3f}"
 
 
 def short_path(path: str) -> str:

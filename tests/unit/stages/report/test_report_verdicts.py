@@ -11,7 +11,7 @@ from test_report import build_lab, section
 
 from tunelab.stages.report.comparison import comparison
 from tunelab.stages.report.handover import export
-from tunelab.stages.report.html import gather, render, short_path
+from tunelab.stages.report.html import gather, pvalue, render, short_path
 from tunelab.stages.report.sections import groups
 
 NEWS = "general/news.jsonl"
@@ -132,3 +132,7 @@ def test_a_bundle_is_listed_with_what_its_card_says(tmp_path):
     assert shown["regressed"] == [f"bits_per_byte overall on {NEWS}"]
     assert shown["truncation"] == "445 of 445 validation inputs cut to 128 tokens"
     assert shown["serve"].startswith("merged/")
+
+
+def test_a_p_value_that_rounds_to_zero_reads_below_a_thousandth():
+    assert (pvalue(1e-7), pvalue(0.041), pvalue(None)) == ("<0.001", "0.041", "-")
