@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from tunelab.tasks import units
 from tunelab.views.runs import changed_keys, metric_line
 from tunelab.views.style import (
     GUARD_STYLE,
@@ -48,7 +49,7 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
         *(["McNemar p"] if mcnemar else []),
         "guards",
         "verdict",
-        title=f"against {result['reference']} (minimum effect {result['min_effect']})"
+        title=f"against {result['reference']} ({_effect(result)})"
         + (f", comparison {result['id']}" if result.get("id") else ""),
     )
     blank = [""] if mcnemar else []
@@ -142,6 +143,13 @@ def _guards_cell(guardrails: list[dict]) -> str:
     worst = next(s for s in ("broken", "unresolved", "holds") if s in counts)
     text = ", ".join(f"{n} {s if s != 'holds' else 'hold'}" for s, n in counts.items())
     return f"[{GUARD_STYLE[worst]}]{text}[/]"
+
+
+def _effect(result: dict) -> str:
+    """`minimum effect +10.0 points` (a reduction's as it is), or no hypothesis to judge by."""
+    if result.get("min_effect") is None:
+        return "no hypothesis recorded"
+    return units.effect(result["primary_metric"], result["min_effect"])
 
 
 def _p(value: float) -> str:

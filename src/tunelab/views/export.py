@@ -28,6 +28,16 @@ def regressions(regressed: list[dict], shown: int = 3) -> str:
     return f"below the reference: {escape(', '.join(names))}{more}, in the model card"
 
 
+def _cut(cut: dict) -> str:
+    """`; 445 of 445 validation inputs cut to 128 tokens (model.max_length)`."""
+    if not cut["truncated"]:
+        return f"; no validation input cut (model.max_length {cut['max_length']})"
+    return (
+        f"; {cut['truncated']} of {cut['n']} validation inputs cut to {cut['max_length']} tokens "
+        "(model.max_length)"
+    )
+
+
 def export(result: dict, console: Console) -> None:
     base = result["base_model"]
     console.print(f"[bold]bundle of {result['run']}[/]: {result['bundle']}")
@@ -38,12 +48,7 @@ def export(result: dict, console: Console) -> None:
     lim, cut = result["limitations"], result["limitations"]["truncation"]
     console.print(
         f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); {regressions(lim['regressed'])}"
-        + (
-            f"; {cut['truncated']} of {cut['n']} validation inputs cut to {cut['max_length']} "
-            "tokens (model.max_length)"
-            if cut
-            else ""
-        )
+        + (_cut(cut) if cut else "")
     )
     m = result.get("merge_check")
     if m:

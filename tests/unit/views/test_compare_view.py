@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from tunelab.views.compare import _p, _variant_notes, guardrail_line
+from tunelab.views.compare import _effect, _p, _variant_notes, guardrail_line
 
 
 def test_a_per_class_guardrail_names_the_class_it_is_judged_by():
@@ -48,3 +48,14 @@ def test_a_variant_against_its_parent_names_what_changed_once():
     out = io.StringIO()
     _variant_notes(run, "macro_f1", Console(file=out, width=300))
     assert "  parent r003-lora (changed: method.head_init): Δ macro_f1 -3.1" in out.getvalue()
+
+
+def test_the_table_s_title_gives_the_minimum_effect_in_points():
+    """It read '(minimum effect 0.1)' above a column of points."""
+    assert _effect({"primary_metric": "exact_match", "min_effect": 0.1}) == (
+        "minimum effect +10.0 points"
+    )
+    assert _effect({"primary_metric": "bits_per_byte", "min_effect": 0.01}) == (
+        "minimum effect 0.01 (a reduction)"
+    )
+    assert _effect({"primary_metric": "accuracy", "min_effect": None}) == "no hypothesis recorded"

@@ -25,3 +25,13 @@ def test_past_three_the_rest_are_counted_and_none_says_so():
         == "below the reference: json_valid overall (holds), in the model card"
     )
     assert regressions([]) == "no guardrail measured a regression"
+
+
+def test_the_cut_says_how_many_inputs_to_how_many_tokens_or_none():
+    from tunelab.views.export import _cut
+
+    cut = {"split": "validation", "max_length": 128, "truncated": 445, "n": 445}
+    assert _cut(cut) == "; 445 of 445 validation inputs cut to 128 tokens (model.max_length)"
+    assert _cut(cut | {"truncated": 0, "n": 60, "max_length": 320}) == (
+        "; no validation input cut (model.max_length 320)"
+    )
