@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tunelab.data.formats import DataError
+from tunelab.data.raw import DataError
 
 if TYPE_CHECKING:
     from tunelab.data.pipeline import build_data

@@ -27,7 +27,6 @@ import json
 from collections import Counter
 
 from tunelab.core.data_sections import Fields
-from tunelab.data.formats import Record
 from tunelab.data.loaders import (
     LONE_SURROGATE,
     Example,
@@ -36,6 +35,7 @@ from tunelab.data.loaders import (
     check_keys,
     check_present,
 )
+from tunelab.data.raw import Record
 
 ASSISTANT = "assistant"
 SHAREGPT_KEYS = {"from", "value"}

@@ -13,7 +13,7 @@ import numpy as np
 
 from tunelab.data.batches import map_batches
 from tunelab.data.content import DIGEST_BYTES, content_key, digest, text_digests
-from tunelab.data.formats import Rejection
+from tunelab.data.raw import Rejection
 from tunelab.data.spill import Spilled, Texts, read_spilled
 
 if TYPE_CHECKING:

@@ -10,72 +10,26 @@ its format at all (no CSV header, not a Parquet file) is a `DataError` naming th
 quoted multi-line CSV row), the row index + 1 for Parquet and a saved Hugging Face dataset,
 and None for a folder source (one file per example: `folder` for texts, `image_folder` for
 images). pyarrow and datasets are imported inside their readers, only when a lab has such a
-source.
+source. The row types and the UTF-8 rules of text files are in `raw.py`, the CSV and TSV
+readers in `csv_rows.py`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import shlex
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import Fields
 from tunelab.core.store import SPLITS
 from tunelab.data.class_labels import class_names, parquet_class_names
+from tunelab.data.csv_rows import read_csv, read_tsv
+from tunelab.data.raw import DataError, Format, Record, Rejection, utf8_lines
 
 BATCH = 1024
 """Rows converted to Python at a time by the columnar readers."""
-
-
-class DataError(TunelabError):
-    """The data cannot be built as the spec says; the message names the spec field or file."""
-
-
-@dataclass
-class Rejection:
-    """A quarantined row: where it was, what kind of problem, and the reason in words."""
-
-    file: str
-    line: int | None
-    kind: str
-    reason: str
-    source: str | None = None
-    """The name of the source it was read from (for the per-source accounting)."""
-
-    @property
-    def origin(self) -> str:
-        return self.file if self.line is None else f"{self.file}:{self.line}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "kind": self.kind, "reason": self.reason}
-
-
-@dataclass
-class Record:
-    """A raw row as the file holds it, before any field is checked."""
-
-    file: str
-    line: int | None
-    values: dict[str, Any]
-    split: str | None = None
-    """The split the format itself gives the row (a DatasetDict's split), else None."""
-
-
-Reader = Callable[[Path, str, Fields, "str | None"], Iterator["Record | Rejection"]]
-"""(path, the path as shown in ids, the field mapping, the source's split) -> rows."""
-
-
-@dataclass(frozen=True)
-class Format:
-    read: Reader
-    takes: Literal["file", "folder"]
-    """What `Source.path` must name for this format."""
 
 
 def _jsonl(
@@ -84,7 +38,7 @@ def _jsonl(
     """Decode line by line, as the file is read, so one bad line costs only itself. CRLF line
     ends are accepted (the \\r is stripped); a key given twice in one object is refused, not
     silently the last."""
-    for n, raw in enumerate(_utf8_lines(path, shown), start=1):
+    for n, raw in enumerate(utf8_lines(path, shown), start=1):
         try:
             line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
         except UnicodeDecodeError as err:
@@ -107,30 +61,6 @@ def _jsonl(
         yield Record(shown, n, values)
 
 
-def _utf8_lines(path: Path, shown: str) -> Iterator[bytes]:
-    """A text file's lines as bytes, read as they are needed (`_utf8_bytes`' refusal first)."""
-    with path.open("rb") as fh:
-        _refuse_utf16(fh.read(2), path, shown)
-        fh.seek(0)
-        yield from fh
-
-
-def _utf8_bytes(path: Path, shown: str) -> bytes:
-    """A text file's bytes; UTF-16 (told by its byte order mark) is refused as a whole, since
-    every line of it would be quarantined for the same reason."""
-    data = path.read_bytes()
-    _refuse_utf16(data[:2], path, shown)
-    return data
-
-
-def _refuse_utf16(start: bytes, path: Path, shown: str) -> None:
-    if start in (b"\xff\xfe", b"\xfe\xff"):
-        raise DataError(
-            f"{shown}: the file is UTF-16 text (it starts with a UTF-16 byte order mark), not "
-            f"UTF-8; convert it with `iconv -f UTF-16 -t UTF-8 {shlex.quote(path.name)} > new-file`"
-        )
-
-
 class _RepeatedKey(ValueError):
     pass
 
@@ -142,93 +72,6 @@ def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _RepeatedKey(repr(key))
         out[key] = value
     return out
-
-
-def _csv(
-    path: Path, shown: str, fields: Fields, split: str | None, delimiter: str = ","
-) -> Iterator[Record | Rejection]:
-    """The first row is the header. Bad bytes are kept as surrogates while parsing, then the
-    record holding them is rejected: quoted fields may span lines, so lines cannot be decoded
-    one by one. A row with more cells than the header (an unquoted comma) is rejected."""
-    text = _utf8_bytes(path, shown).decode("utf-8", errors="surrogateescape")
-    text = text.removeprefix("\ufeff")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    header: list[str] | None = None
-    start = 1
-    while True:
-        try:
-            cells = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:  # e.g. a quote inside a quoted field that is not doubled
-            line, last, start = start, reader.line_num, reader.line_num + 1
-            if header is None:
-                raise DataError(
-                    f"{shown}:{line}: the CSV header cannot be parsed ({err})"
-                ) from None
-            if last > line and "unexpected end of data" in str(err):
-                raise DataError(_unclosed_quote(shown, line, last)) from None
-            yield Rejection(shown, line, "malformed_row", _malformed(err, line, last))
-            continue
-        line, start = start, reader.line_num + 1
-        if not any(c.strip() for c in cells):
-            continue
-        if _has_surrogate(cells):
-            if header is None:
-                raise DataError(
-                    f"{shown}: the CSV header is not valid UTF-8; not UTF-8 text? (a binary "
-                    "file, or another encoding: convert it with `iconv -t UTF-8`)"
-                )
-            yield Rejection(shown, line, "bad_encoding", "not valid UTF-8")
-        elif header is None:
-            header = _header(cells, shown)
-        elif len(cells) > len(header):
-            yield Rejection(
-                shown, line, "malformed_row", f"{len(cells)} cells for {len(header)} columns"
-            )
-        else:
-            yield Record(shown, line, dict(zip(header, cells, strict=False)))
-
-
-def _unclosed_quote(shown: str, line: int, last: int) -> str:
-    """A quote opened on `line` and never closed: every line after it would be one quarantined
-    row, the valid rows among them in no split and no count, so the file is refused."""
-    return (
-        f"{shown}:{line}: a quote opened on this line is never closed, so the "
-        f"{last - line + 1} lines from here to the end of the file would be read as one field; "
-        'close the quoted field or double the quote (""), then run `tunelab data` again'
-    )
-
-
-def _malformed(err: csv.Error, line: int, last: int) -> str:
-    """Why a CSV record is quarantined; one whose quoted field ran over several lines before
-    it broke names the lines its one row holds."""
-    if last == line:
-        return f"not valid CSV: {err}"
-    return (
-        f"not valid CSV: {err}; a quoted field ran from line {line} to {last}, so these "
-        f"{last - line + 1} lines are this one row: close or double the quote on line {line}"
-    )
-
-
-def _tsv(path: Path, shown: str, fields: Fields, split: str | None) -> Iterator[Record | Rejection]:
-    """Tab-separated values: a CSV file whose cells are separated by tabs (quoting as CSV)."""
-    return _csv(path, shown, fields, split, delimiter="\t")
-
-
-def _header(cells: list[str], shown: str) -> list[str]:
-    header = [c.strip() for c in cells]
-    twice = sorted({c for c in header if header.count(c) > 1})
-    if twice:
-        raise DataError(
-            f"{shown}:1: the CSV header names column(s) {twice} more than once; which one "
-            "is meant cannot be told. Rename the repeated columns."
-        )
-    return header
-
-
-def _has_surrogate(cells: list[str]) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for c in cells for ch in c)
 
 
 def _folder(
@@ -386,8 +229,8 @@ def _dataset_rows(
 
 LOADERS: dict[str, Format] = {
     "jsonl": Format(_jsonl, "file"),
-    "csv": Format(_csv, "file"),
-    "tsv": Format(_tsv, "file"),
+    "csv": Format(read_csv, "file"),
+    "tsv": Format(read_tsv, "file"),
     "parquet": Format(_parquet, "file"),
     "folder": Format(_folder, "folder"),
     "image_folder": Format(_image_folder, "folder"),

@@ -26,10 +26,10 @@ from typing import Any
 
 from tunelab.core.spec import DataSpec, Fields, Spec
 from tunelab.core.store import Store
-from tunelab.data.formats import DataError, Record, Rejection
 from tunelab.data.images import BadImage, decode_image
 from tunelab.data.loaders import Example, check_keys, check_present
 from tunelab.data.paths import PlaceError, locate_file
+from tunelab.data.raw import DataError, Record, Rejection
 from tunelab.data.split import Splits
 
 IMAGE_SOURCES = ("image_folder", "jsonl", "csv", "tsv", "parquet", "hf_dataset")

@@ -34,9 +34,9 @@ from tunelab.core.data_sections import Fields
 from tunelab.core.multilabel import MultilabelTask
 from tunelab.core.store import SPLITS
 from tunelab.data.balance import describe, imbalance
-from tunelab.data.formats import Record
 from tunelab.data.label_spelling import RULE, unify_label_spellings
 from tunelab.data.loaders import LONE_SURROGATE, Example, Rejection, _encodable, check_record
+from tunelab.data.raw import Record
 from tunelab.tasks.multilabel import set_key
 
 PLACEHOLDER = "-"

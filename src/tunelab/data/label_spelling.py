@@ -14,8 +14,8 @@ import unicodedata
 from collections import defaultdict
 from dataclasses import replace
 
-from tunelab.data.formats import DataError
 from tunelab.data.loaders import Example
+from tunelab.data.raw import DataError
 
 RULE = "unicode_nfkc"
 """The cleaning rule whose normalisation the labels share."""

@@ -20,15 +20,9 @@ from tunelab.core.digest import sha256_path
 from tunelab.core.spec import DataSpec, Fields, Source
 from tunelab.core.store import SPLITS
 from tunelab.data.example import Example
-from tunelab.data.formats import (
-    LOADERS,
-    DataError,
-    Record,
-    Rejection,
-    get_loader,
-    is_dataset_dict,
-)
+from tunelab.data.formats import LOADERS, get_loader, is_dataset_dict
 from tunelab.data.paths import Located, locate
+from tunelab.data.raw import DataError, Record, Rejection
 from tunelab.data.source_checks import check_shown_apart, check_source, quarantine_numbers
 
 __all__ = [

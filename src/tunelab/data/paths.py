@@ -18,7 +18,8 @@ from typing import Any
 
 from tunelab.core.spec import Source
 from tunelab.core.store import STORE_DIR
-from tunelab.data.formats import DataError, folder_files, get_loader
+from tunelab.data.formats import folder_files, get_loader
+from tunelab.data.raw import DataError
 
 ALLOW = "set data.allow_outside_lab: true to read it where it is"
 

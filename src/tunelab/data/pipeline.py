@@ -26,7 +26,6 @@ from tunelab.data.conversations import conversation_check
 from tunelab.data.conversations import summary as conversation_summary
 from tunelab.data.dedup import Dedup, deduplicate
 from tunelab.data.example import compute_digests
-from tunelab.data.formats import DataError
 from tunelab.data.guard_sets import load_guard_sets, overlap_warnings
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
 from tunelab.data.label_sets import (
@@ -41,6 +40,7 @@ from tunelab.data.label_sets import (
 from tunelab.data.label_spelling import unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
+from tunelab.data.raw import DataError
 from tunelab.data.spill import TEXTS_IN_MEMORY_MB, TextSpill, text_spill
 from tunelab.data.split import (
     Splits,

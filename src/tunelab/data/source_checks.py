@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tunelab.core.spec import Fields, Source
-from tunelab.data.formats import DataError
 from tunelab.data.paths import Located
+from tunelab.data.raw import DataError
 
 if TYPE_CHECKING:
     from tunelab.data.loaders import Example, Loaded

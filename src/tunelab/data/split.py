@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from tunelab.core.spec import SplitSpec
 from tunelab.core.store import SPLITS
-from tunelab.data.formats import DataError
 from tunelab.data.loaders import Example
+from tunelab.data.raw import DataError
 
 Splits = dict[str, list[Example]]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from tunelab.core.spec import Spec
 from tunelab.core.store import SPLITS, Store
-from tunelab.data.formats import DataError, Rejection
+from tunelab.data.raw import DataError, Rejection
 
 HINTS = {
     "bad_encoding": "not UTF-8 text? (a binary file, or another encoding: convert it with "

@@ -12,8 +12,8 @@ import yaml
 from tunelab.core.data_sections import Fields
 from tunelab.core.spec import Spec, SpecError, load_spec, validate_spec
 from tunelab.data.conversations import check_conversation, summary
-from tunelab.data.formats import Record
 from tunelab.data.loaders import Example, Rejection
+from tunelab.data.raw import Record
 
 MESSAGES = Fields(messages="messages", id="id")
 PAIRS = Fields(prompt="prompt", completion="completion")

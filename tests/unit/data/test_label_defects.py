@@ -9,9 +9,9 @@ import pytest
 
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store
-from tunelab.data.formats import DataError
 from tunelab.data.loaders import load_sources
 from tunelab.data.pipeline import build_data
+from tunelab.data.raw import DataError
 
 COMPOSED, DECOMPOSED = "caf\u00e9", "cafe\u0301"
 

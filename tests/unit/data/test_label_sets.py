@@ -13,10 +13,10 @@ import pytest
 
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store
-from tunelab.data.formats import DataError
 from tunelab.data.label_sets import parse_label_set
 from tunelab.data.pinned import example_of
 from tunelab.data.pipeline import build_data
+from tunelab.data.raw import DataError
 
 TOPICS = {
     "business": "market shares profits bank interest rates economy forecasts grew",

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from tunelab.core.spec import SplitSpec
-from tunelab.data.formats import DataError
 from tunelab.data.loaders import Example
+from tunelab.data.raw import DataError
 from tunelab.data.split import (
     carve_validation,
     in_id_order,

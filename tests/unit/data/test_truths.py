@@ -9,7 +9,7 @@ import pytest
 from test_pipeline import JSONL, animal_rows, build, make_spec, write_rows
 
 from tunelab.core.store import read_jsonl
-from tunelab.data.formats import DataError
+from tunelab.data.raw import DataError
 from tunelab.views.data import data as data_view
 from tunelab.views.style import console
 
