@@ -126,6 +126,12 @@ class Rendered:
         return sum(self.loss_mask)
 
     @property
+    def teaches(self) -> bool:
+        """A loss token the model is trained to predict: position 0 never is (nothing comes
+        before it), so a mask on it alone teaches nothing."""
+        return any(self.loss_mask[1:])
+
+    @property
     def prompt_ids(self) -> list[int]:
         return self.input_ids[: self.prompt_len]
 

@@ -144,7 +144,7 @@ def causal_view(
     if max_new_tokens is not None:
         findings += _generation_findings(renderer, rendered, max_new_tokens)
     findings += _format_findings(renderer, list(ok.values()))
-    empty = [r.id for r in rendered if not any(r.loss_mask[1:])]  # position 0 is never predicted
+    empty = [r.id for r in rendered if not r.teaches]
     if empty:
         findings.append(
             finding(

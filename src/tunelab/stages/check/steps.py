@@ -240,8 +240,8 @@ def _render(ctx: dict) -> dict:
         )
     if rejected:
         detail += f"; {len(rejected)} cannot ({rejected[0]['reason']})"
-    # a row whose loss mask is empty teaches nothing (position 0 is never predicted)
-    empty = [e for e in ctx["examples"] if hasattr(e, "loss_mask") and not any(e.loss_mask[1:])]
+    # a generated answer's row with no loss token teaches nothing (`Rendered.teaches`)
+    empty = [e for e in ctx["examples"] if not getattr(e, "teaches", True)]
     if empty:
         detail += (
             f"; {len(empty)} carry no loss token (e.g. {empty[0].id}: `tunelab inspect` shows "
