@@ -68,38 +68,39 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     info = read_bundle(bundle)
     base = Path(base or default_base(info, bundle))
     items = [check_files(bundle)]
+    files = items[0]
     items.append(_guarded("base", lambda: _base(info, base)))
-    # a listing that points outside the bundle: nothing it lists is opened, the servable forms
-    # (merged/, gguf/) included
-    safe = not items[0].get("unsafe")
-    missing = items[0].get("missing")  # a load would fail on them, and say something else
+    # a listing that points outside the bundle: nothing it lists is opened, merged/ and gguf/
+    # included; missing files: a load would fail on them, and say something else
+    outside = "SHA256SUMS lists a path outside the bundle, so nothing it lists is opened"
     loaded: dict = {}
-    if items[-1]["passed"] and safe and not missing:
+    if files.get("unsafe"):
+        items.append(_not_run("load", outside))
+    elif files.get("missing"):
+        missing = ", ".join(files["missing"])
+        items.append(_not_run("load", f"listed files are missing ({missing}); see files"))
+    elif items[-1]["passed"]:
         items.append(_guarded("load", lambda: _load(bundle, base, device, loaded)))
-    elif safe and missing:
-        why = f"not run: listed files are missing ({', '.join(missing)}); see files"
-        items.append(item("load", False, why, skipped=True))
     if loaded and info["kind"] == "image":
         items.append(_guarded("preprocessing", lambda: _preprocessing(info, loaded, base)))
     if loaded:
         items.append(_guarded("predictions", lambda: _predictions(bundle, info, loaded, device)))
-    forms = {
-        "merged": (bundle / "merged").is_dir(),
-        "gguf": (bundle / GGUF_DIR / GGUF_FILE).is_file(),
-    }
-    if forms["merged"] and safe:  # the servable form, with transformers alone
-        items.append(_guarded("merged", lambda: _merged(bundle, info, device)))
-    if forms["gguf"] and safe:  # llama.cpp's form, read back
-        items.append(_guarded("gguf", lambda: check_gguf(bundle, info, device, _predictions, item)))
-    if not safe:
-        why = "not run: SHA256SUMS lists a path outside the bundle, so nothing it lists is opened"
-        held = ["load", *(name for name, present in forms.items() if present)]
-        items += [item(name, False, why, skipped=True) for name in held]
+    forms = (  # the servable form, with transformers alone; llama.cpp's form, read back
+        ("merged", (bundle / "merged").is_dir(), lambda: _merged(bundle, info, device)),
+        (
+            "gguf",
+            (bundle / GGUF_DIR / GGUF_FILE).is_file(),
+            lambda: check_gguf(bundle, info, device, _predictions, item),
+        ),
+    )
+    for name, present, check in forms:
+        if present:
+            items.append(_not_run(name, outside) if files.get("unsafe") else _guarded(name, check))
     names = [i["name"] for i in items]
     later_checks = ("base", "load", *(("preprocessing",) if info["kind"] == "image" else ()))
     for later in (*later_checks, "predictions"):
         if later not in names:
-            items.append(item(later, False, "not run: an earlier check failed", skipped=True))
+            items.append(_not_run(later, "an earlier check failed"))
     fixable = [i["name"] for i in items if i["name"] in FIXES and not i["passed"]]
     return {
         "bundle": str(bundle),
@@ -138,6 +139,10 @@ def check_files(bundle: Path) -> dict:
     ]
     detail = "; ".join(problems) or f"all {len(sums)} files match SHA256SUMS"
     return item("files", not problems, detail, changed=tampered, missing=missing, unlisted=unlisted)
+
+
+def _not_run(name: str, why: str) -> dict:
+    return item(name, False, f"not run: {why}", skipped=True)
 
 
 def _guarded(name: str, check) -> dict:
