@@ -48,3 +48,8 @@ def limit(metric: str, max_drop: float) -> str:
     if metric in lower_is_better:
         return f"limit +{max_drop:g} (a rise)"
     return f"limit -{100 * max_drop:.1f} points"
+
+
+def p_value(value: float) -> str:
+    """A p-value to three places; one that rounds to 0.000 is `<0.001`, not zero."""
+    return "<0.001" if value < 0.0005 else f"{value:.3f}"

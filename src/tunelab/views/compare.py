@@ -82,7 +82,7 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             *values,
             seeds,
             delta_value(primary, b, named=False),
-            *([_p(test["p_value"]) if test else "-"] if mcnemar else []),
+            *([units.p_value(test["p_value"]) if test else "-"] if mcnemar else []),
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
         )
@@ -150,11 +150,6 @@ def _effect(result: dict) -> str:
     if result.get("min_effect") is None:
         return "no hypothesis recorded"
     return units.effect(result["primary_metric"], result["min_effect"])
-
-
-def _p(value: float) -> str:
-    """A p-value to three places; one that rounds to 0.000 is `<0.001`, not zero."""
-    return "<0.001" if value < 0.0005 else f"{value:.3f}"
 
 
 def guardrail_line(g: dict) -> str:

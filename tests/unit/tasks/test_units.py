@@ -43,3 +43,11 @@ def test_the_reasons_a_verdict_records_use_them():
     assert reasons[0] == (
         "exact_match +86.7 points (95% CI +76.7 to +95.0, examples), minimum effect +10.0 points"
     )
+
+
+def test_a_p_value_that_rounds_to_zero_is_not_printed_as_zero():
+    assert (units.p_value(0.0000001), units.p_value(0.041), units.p_value(0.0005)) == (
+        "<0.001",
+        "0.041",
+        "0.001",
+    )

@@ -1,5 +1,5 @@
-"""The compare view's words for a newcomer: the group a per-class guardrail is judged by, a
-p-value too small to print, and what a variant changed against its parent."""
+"""The compare view's words for a newcomer: the group a per-class guardrail is judged by, the
+minimum effect in the table's units, and what a variant changed against its parent."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from tunelab.views.compare import _effect, _p, _variant_notes, guardrail_line
+from tunelab.views.compare import _effect, _variant_notes, guardrail_line
 
 
 def test_a_per_class_guardrail_names_the_class_it_is_judged_by():
@@ -19,10 +19,6 @@ def test_a_per_class_guardrail_names_the_class_it_is_judged_by():
     rail = {"metric": "f1", "scope": "every_class", "max_drop": 0.03, "status": "unresolved"}
     line = guardrail_line(rail | {"worst": "entertainment", "checks": checks})
     assert "unresolved[/]: most at risk entertainment -0.2 (-4.7, +4.4) points" in line
-
-
-def test_a_p_value_that_rounds_to_zero_is_not_printed_as_zero():
-    assert (_p(0.0000001), _p(0.041), _p(0.0005)) == ("<0.001", "0.041", "0.001")
 
 
 def test_a_variant_against_its_parent_names_what_changed_once():

@@ -22,6 +22,7 @@ from tunelab.core.layout import EXPORTS, SIZING
 from tunelab.core.store import atomic_write_text
 from tunelab.stages.report import charts, comparison, handover, images, sections
 from tunelab.stages.report.recorded_spec import recorded_spec
+from tunelab.tasks import units
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
 REPORT_FILE = "lab-report.html"
@@ -179,10 +180,8 @@ def change_unit(metric: str | None) -> str:
 
 
 def pvalue(value: float | None) -> str:
-    """A p-value to three places; one that rounds to 0.000 is `<0.001`, not zero."""
-    if not _is_number(value):
-        return "-"
-    return "<0.001" if value < 0.0005 else f"{value:.3f}"
+    """A p-value as the terminal writes it (`<0.001`, `0.041`), or `-` where there is none."""
+    return units.p_value(value) if _is_number(value) else "-"
 
 
 def short_path(path: str) -> str:
