@@ -1,0 +1,97 @@
+"""`tunelab plan`'s record, event and views, on test_plan.py's reference lab of hand-made
+records; and what a plan reads of an image lab, replicates and a noise floor."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+from test_plan import add_check, add_run, make_lab, reference
+
+from tunelab.core.lab import open_records_lab
+from tunelab.core.store import Store, read_json
+from tunelab.stages.plan.rental import run_plan
+from tunelab.views.plan import plan as show_plan
+from tunelab.views.plan import summary as show_summary
+
+
+def test_the_plan_is_a_record_with_an_event(tmp_path):
+    reference(tmp_path)
+    (tmp_path / ".tunelab" / "plans").mkdir(parents=True)
+    (tmp_path / ".tunelab" / "plans" / "p001.json").touch()  # reserved by another process
+    record = run_plan(open_records_lab(tmp_path), days=7, price_per_hour=2.5)
+    assert record["id"] == "p002"
+    assert record["file"] == ".tunelab/plans/p002.json"
+    assert read_json(tmp_path / record["file"]) == json.loads(json.dumps(record))
+    event = Store(tmp_path).events()[-1]
+    assert {k: event[k] for k in ("event", "plan", "days", "variants_fit", "cost")} == {
+        "event": "plan",
+        "plan": "p002",
+        "days": 7,
+        "variants_fit": 140,
+        "cost": 420.0,
+    }
+    assert record["based_on"]["run"]["id"] == "r001-lora"
+    assert record["based_on"]["check"]["file"] == ".tunelab/checks/v1-abc.json"
+    assert record["based_on"]["data"]["counts"] == {"train": 1600, "validation": 100, "test": 200}
+
+
+def test_the_view_shows_the_phases_stop_and_cost(tmp_path):
+    record = run_plan(open_records_lab(reference(tmp_path)), days=7, price_per_hour=2.5)
+    out = io.StringIO()
+    show_plan(record, Console(file=out, width=120))
+    text = out.getvalue()
+    assert "plan p001: 7 days (168 h) on cpu, measured on cpu; 64.0 tokens/s" in text
+    assert "variants: 140 fit, 1 h (3,600 s) each, 100 steps" in text
+    assert "cost: 168 h × 2.5 per hour = 420.00" in text
+    assert "saved to .tunelab/plans/p001.json" in text
+
+
+def test_the_summary_shows_the_phases_stop_and_warnings_in_a_few_lines(tmp_path):
+    record = run_plan(open_records_lab(reference(tmp_path)), days=30, price_per_hour=2.5)
+    out = io.StringIO()
+    show_summary(record, Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        "plan p001: a 30-day rental on cpu at r001-lora's measured 64 tokens/s, so one variant "
+        "of 100 steps takes 3,600 s (3,200 s training, 400 s evaluating and saving)"
+    )
+    assert lines[1] == (
+        "  initial checks 1.25 h · experiments 610 h · evaluation 0.5 h · recovery buffer 108 h"
+        " · export and verify 0.25 h"
+    )
+    assert lines[2].startswith("  stop: 610 variants of 100 steps (3,600 s (1 h) each): start")
+    assert lines[3] == "  cost: 720 h × 2.5 per hour = 1,800.00"
+    assert [x for x in lines if x.startswith("  warning")] == [
+        f"  warning {w}" for w in record["warnings"]
+    ]
+    assert lines[-1].endswith(".tunelab/plans/p001.json (and the lab report)")
+    assert len(lines) == 5 + len(record["warnings"])
+
+
+def test_an_image_lab_names_its_throughput_in_images_per_second(tmp_path):
+    """An image lab's run counts images (`training.unit`): the plan's rate and step say so."""
+    store = make_lab(tmp_path)
+    add_run(store, unit="images")
+    add_check(store)
+    record = run_plan(open_records_lab(tmp_path), days=7)
+    assert (record["throughput"]["tokens_per_s"], record["throughput"]["unit"]) == (64.0, "images")
+    assert record["based_on"]["run"]["fields"]["unit"] == "images"
+    step = record["based_on"]["figures"]["step_s"]["source"]
+    assert step.startswith("2048 images per step (") and step.endswith(" / 64.0 images/s")
+    out = io.StringIO()
+    show_plan(record, Console(file=out, width=120))
+    assert "measured on cpu; 64.0 images/s" in out.getvalue()
+
+
+def test_replicates_and_a_noise_floor_take_their_runs_from_the_experiments(tmp_path):
+    plain = run_plan(open_records_lab(reference(tmp_path / "plain")), days=3)
+    floor = run_plan(open_records_lab(reference(tmp_path / "floor", noise=False)), days=3)
+    seeded = run_plan(open_records_lab(reference(tmp_path / "seeded", seeds=3)), days=3)
+    runs = plain["variants"]["fit"]
+    assert floor["variants"]["noise_runs"] == 2 and floor["variants"]["fit"] == runs - 2
+    assert "`tunelab noise` first (2 more seeds" in floor["phases"][1]["what"]
+    assert seeded["variants"]["noise_runs"] == 0  # replicates give every arm its own seeds
+    assert seeded["variants"]["fit"] == runs // 3 and seeded["variants"]["seeds"] == 3
+    assert f"up to {runs // 3} variants × 3 seeds" in seeded["phases"][1]["what"]
