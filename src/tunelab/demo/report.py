@@ -211,11 +211,17 @@ def seed_note(result: dict) -> str:
         else f"{', '.join(single)} ran one seed each and the lab has no noise record for them, "
         "so their intervals resample"
     )
+    command = f"`tunelab noise {single[0]} --seeds 3`"
+    said = any(command in reason for r in judged for reason in r.get("reasons", ()))
+    measures = (  # the comparison above may have named the command already
+        "that command above measures the floor"
+        if said
+        else f"{command} measures the floor in 2 more runs"
+    )
     return (
         f"Seed noise: {ran} validation examples only: a gain can read at most 'improved on "
-        f"one seed', a loss 'worse on one seed'; `tunelab noise {single[0]} --seeds 3` measures "
-        "the floor in 2 more runs, and its record counts for every variant of its family "
-        "(same data, base model, method type, budget and evaluation)."
+        f"one seed', a loss 'worse on one seed'; {measures}, and its record counts for every "
+        "variant of its family (same data, base model, method type, budget and evaluation)."
     )
 
 

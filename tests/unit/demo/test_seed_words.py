@@ -25,6 +25,13 @@ def test_one_seed_each_is_said_with_what_would_measure_it():
     assert "r002-lora ran one seed and the lab has no noise record for it, so its interval " in one
 
 
+def test_a_command_the_comparison_gave_is_not_given_again():
+    broken = row("r002-lora", "guardrail broken")
+    broken["reasons"] = ["... (`tunelab noise r002-lora --seeds 3` trains more seeds of it ...)"]
+    said = seed_note({"runs": [broken]})
+    assert "`tunelab noise" not in said and "that command above measures the floor" in said
+
+
 def test_counted_seeds_name_where_their_spread_came_from():
     said = seed_note({"runs": [row("r003-lora", "improved", "seeds and examples")]})
     assert "counts the seeds' spread" in said and "r003-lora (3 seeds)" in said
