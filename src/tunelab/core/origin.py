@@ -83,6 +83,11 @@ def _meant(model: type[BaseModel], loc: list[str]) -> str:
 def _fields_at(model: type[BaseModel], path: list[str]) -> set[str]:
     """The field names of the section at `path` (list indices skipped; under a union, every
     member's)."""
+    return {name for m in section_models(model, path) for name in fields(m)}
+
+
+def section_models(model: type[BaseModel], path: list[str]) -> list[type[BaseModel]]:
+    """The models the section at `path` can be (list indices skipped; a union, each member)."""
     models = [model]
     for part in path:
         if part.isdigit():
@@ -93,7 +98,12 @@ def _fields_at(model: type[BaseModel], path: list[str]) -> set[str]:
             if part in m.model_fields
             for inner in _models(m.model_fields[part].annotation)
         ]
-    return {f.alias or name for m in models for name, f in m.model_fields.items()}
+    return models
+
+
+def fields(model: type[BaseModel]) -> set[str]:
+    """A section's field names, as a spec writes them (aliases)."""
+    return {f.alias or name for name, f in model.model_fields.items()}
 
 
 def _models(annotation: Any) -> list[type[BaseModel]]:

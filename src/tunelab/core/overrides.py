@@ -64,8 +64,10 @@ BUDGET_UNITS = frozenset({"steps", "epochs", "tokens"})
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Set dotted keys in a copy of the raw spec; list items are addressed by index.
 
-    Changing a section's `type` (e.g. `method.type=full`) starts that section afresh, since
-    the old type's options (a LoRA rank) mean nothing to the new one. A budget is one unit, so
+    Changing a section's `type` (e.g. `method.type=full`) keeps only the options the new type
+    also takes (a classifier's `head_init`, so LoRA against full fine-tuning is that one
+    change): the old type's others (a LoRA rank) mean nothing to the new one. A budget is one
+    unit, so
     `training.budget.steps=20` replaces the file's `epochs` (two units overridden together are
     still refused).
     """
@@ -82,7 +84,9 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
                 "section: nothing goes below it"
             )
         if last == "type" and isinstance(node, dict) and node.get("type") != value:
-            node.clear()
+            shared = _options_of(parts[:-1], value)
+            for option in [k for k in node if k not in shared]:
+                del node[option]
         if dotted.rpartition(".")[0] == "training.budget" and isinstance(node, dict):
             for unit in BUDGET_UNITS - {last} if last in BUDGET_UNITS else ():
                 if f"training.budget.{unit}" not in overrides:
@@ -92,6 +96,18 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
         else:
             node[last] = value
     return data
+
+
+def _options_of(path: list[str], kind: Any) -> set[str]:
+    """The options the typed section at `path` takes as type `kind` (none when unknown)."""
+    from tunelab.core.origin import fields, section_models
+    from tunelab.core.spec import Spec  # spec.py imports this module
+
+    for model in section_models(Spec, path):
+        tag = model.model_fields.get("type")
+        if tag is not None and tag.default == kind:
+            return fields(model) - {"type"}
+    return set()
 
 
 def _index(part: str, dotted: str, size: int) -> int:

@@ -93,6 +93,20 @@ def test_overrides_parse_yaml_values_and_reset_on_type_change():
     assert raw["method"]["r"] == 8  # the raw spec is not modified
 
 
+def test_a_type_change_keeps_the_options_the_new_type_shares():
+    """LoRA against full fine-tuning is one change: the head still starts from the probe. It
+    started at random, since the whole method section was reset."""
+    raw = {**MINIMAL, "method": {"type": "lora", "r": 4, "head_init": "probe"}}
+    method = apply_overrides(raw, {"method.type": "full"})["method"]
+    assert method == {"type": "full", "head_init": "probe"}
+    task = {"type": "format", "regex": "A: .+"}
+    assert apply_overrides({"task": task}, {"task.type": "extraction"})["task"] == {
+        "type": "extraction"
+    }
+    unknown = apply_overrides(raw, {"method.type": "qlora"})["method"]
+    assert unknown == {"type": "qlora"}  # validation names the type it does not know
+
+
 def test_a_budget_override_replaces_the_file_s_unit():
     raw = {**MINIMAL, "training": {"budget": {"epochs": 1}, "lr": 1e-3}}
     spec = validate_spec(apply_overrides(raw, {"training.budget.steps": 20}))
