@@ -89,3 +89,13 @@ def family(record: dict) -> dict:
         "protocol": record.get("protocol"),
         "spec": dict(sorted(kept.items())),
     }
+
+
+def reference_arm(comparison: dict) -> tuple[int, float] | None:
+    """A comparison's reference arm when it has several seeds: their number and their mean of
+    the primary metric, which every variant's interval is against (its row gives the first
+    seed's own value); None for a reference of one seed."""
+    primary = comparison["primary_metric"]
+    ref = next((r for r in comparison["runs"] if r["id"] == comparison["reference"]), {})
+    values = [s[primary] for s in ref.get("seeds") or [] if s.get(primary) is not None]
+    return (len(values), sum(values) / len(values)) if len(values) > 1 else None

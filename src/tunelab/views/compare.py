@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from tunelab.core.replicates import reference_arm
 from tunelab.tasks import units
 from tunelab.views.runs import changed_keys, metric_line
 from tunelab.views.style import (
@@ -94,6 +95,16 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             "[dim]a row 'k of n' is another seed of an arm, against the arm's first seed: only "
             "the seed differs, so it measures the noise of training; the arm is judged in its "
             "first run's row, over all its seeds[/]"
+        )
+    arm = reference_arm(result)
+    if arm:
+        n, mean = arm
+        console.print(
+            f"[dim]{result['reference']} over its {n} seeds: {primary.replace('_', ' ')} "
+            f"{metric_value(primary, mean)} on average, the value each variant's interval is "
+            f"against; its row gives its first seed's own, and each variant's "
+            f"{'better and worse' if primary in PLAIN else 'fixed and broken'} examples are "
+            "counted against that first seed[/]"
         )
     if result["groups"] and metric_tables:
         _per_group(result, console)
@@ -210,11 +221,12 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
         console.print(f"  {r['data_note']}")
     for g in r["guardrails"]:
         console.print(f"  guardrail {guardrail_line(g)}")
-    shown = tuple(f"{g['metric']} ({g['scope']})" for g in r["guardrails"])
+    # shown above: the primary's interval (the minimum effect in the table's title) and the
+    # guardrails; a concentrated gain is among the warnings
+    shown = (f"{primary} ", "over the examples", *(f"{g['metric']} (" for g in r["guardrails"]))
     if r.get("verdict") != "improved":
         for reason in r.get("reasons", []):
-            # the guardrails are shown above, a concentrated gain among the warnings
-            if "handful" not in reason and not reason.startswith((*shown, "over the examples")):
+            if reason not in r.get("warnings", []) and not reason.startswith(shown):
                 console.print(f"  {reason}")
     vp = r.get("vs_parent")
     if vp:

@@ -122,8 +122,9 @@ def noise(result: dict, console: Console) -> None:
     console.print(table)
     said = "already measured, these very seeds: " if result.get("unchanged") else "written to "
     console.print(
-        f"{said}{result['file']}; `tunelab compare` counts it for every arm of the family "
-        "(same data version, base model, method, budget and evaluation)"
+        f"{said}{result['file']}; `tunelab compare` counts it in every comparison where "
+        "either run is of its family (same data version, base model, method, budget and "
+        "evaluation)"
     )
 
 
@@ -169,6 +170,24 @@ def changed_keys(changes: list[dict]) -> list[str]:
     return kinds or [c["key"] for c in changes]
 
 
+BASELINE_WORDS = {
+    "probe": "a linear probe on the base's frozen features",
+    "majority": "the majority class for every example",
+    "zero-shot": "the base as it is, zero-shot",
+}
+"""What each kind of baseline measured, for a variant trained from the same spec."""
+
+
+def _after_baseline(record: dict) -> str:
+    """`the same spec, now fine-tuned (the baseline measured ...)`: for a model built from
+    scratch, trained, against its untrained weights."""
+    scratch = ((record.get("spec") or {}).get("model") or {}).get("init") == "scratch"
+    if scratch:
+        return "the same spec, now trained (the baseline measured the untrained model)"
+    measured = BASELINE_WORDS.get(record.get("parent_method"), "the base model")
+    return f"the same spec, now fine-tuned (the baseline measured {measured})"
+
+
 def run(record: dict, console: Console) -> None:
     if "members" in record:  # `--seeds N`: a replicate group
         replicates(record, console)
@@ -179,11 +198,7 @@ def run(record: dict, console: Console) -> None:
         changed = "; ".join(f"{g}: {_changes(cs)}" for g, cs in diff.items())
         if not changed:  # a variant of a baseline trains what the baseline only evaluated
             baseline = record.get("parent_kind") == "baseline"
-            changed = (
-                "the same spec, now fine-tuned (the baseline measured the base as it is)"
-                if baseline
-                else "no change (a repeat)"
-            )
+            changed = _after_baseline(record) if baseline else "no change (a repeat)"
         console.print(f"parent {record['parent']}: {changed}")
         if record.get("reason"):
             console.print(f"  reason: {record['reason']}")

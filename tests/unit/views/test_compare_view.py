@@ -55,3 +55,63 @@ def test_the_table_s_title_gives_the_minimum_effect_in_points():
         "minimum effect 0.01 (a reduction)"
     )
     assert _effect({"primary_metric": "accuracy", "min_effect": None}) == "no hypothesis recorded"
+
+
+def test_a_reason_shown_above_or_among_the_warnings_is_not_printed_again():
+    """The primary's interval was printed twice, one line apart, and a concentrated gain once
+    as a reason and again as a warning."""
+    boot = {"delta": -0.01, "low": -0.1, "high": 0.08, "basis": "examples"}
+    boot["example"] = {k: boot[k] for k in ("delta", "low", "high")}
+    flips = {"fixed": {"count": 1, "ids": []}, "broken": {"count": 2, "ids": []}, "net": -1}
+    handful = "the gain comes from a handful of examples: ..."
+    run = {
+        "id": "r005",
+        "vs_reference": {"bootstrap": boot, "flips": flips, "metric": "bits_per_byte"},
+        "guardrails": [],
+        "verdict": "within seed noise",
+        "reasons": [
+            "bits_per_byte reduction -0.0100 (95% CI -0.1000 to +0.0800, seeds and examples)",
+            "the examples alone exclude zero, the seeds' noise does not",
+            handful,
+        ],
+        "warnings": [handful],
+    }
+    out = io.StringIO()
+    _variant_notes(run, "bits_per_byte", Console(file=out, width=300))
+    text = out.getvalue()
+    assert "95% CI -0.1000" not in text and "the examples alone exclude zero" in text
+    assert text.count("handful") == 1
+
+
+def test_a_reference_over_several_seeds_says_what_its_variants_are_against():
+    """The row read 2.7190 (its first seed), the intervals were against the seeds' mean 2.7163."""
+    from tunelab.views.compare import compare
+
+    seeds = [{"run": f"r{i}", "seed": i, "bits_per_byte": v} for i, v in enumerate((2.7, 2.8))]
+    result = {
+        "id": "c001",
+        "primary_metric": "bits_per_byte",
+        "metrics": ["bits_per_byte"],
+        "min_effect": 0.01,
+        "reference": "r0",
+        "groups": {},
+        "runs": [
+            {"id": "r0", "kind": "variant", "bits_per_byte": 2.7, "seeds": seeds},
+            {"id": "r1", "kind": "variant", "bits_per_byte": 2.8, "seeds": seeds, "arm": "r0"}
+            | {
+                "vs_first": {
+                    "bootstrap": {"delta": -0.1, "low": -0.2, "high": 0.0},
+                    "verdict": "within seed noise",
+                }
+            },
+        ],
+    }
+    out = io.StringIO()
+    compare(result, Console(file=out, width=300))
+    assert "r0 over its 2 seeds: bits per byte 2.7500 on average, the value each variant" in (
+        out.getvalue()
+    )
+    result["runs"] = [result["runs"][0] | {"seeds": None}]
+    out = io.StringIO()
+    compare(result, Console(file=out, width=300))
+    assert "on average" not in out.getvalue()

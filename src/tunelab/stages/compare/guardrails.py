@@ -132,8 +132,9 @@ def describe(g: dict) -> str:
         if c.get("needed_n"):
             text += f", {needed_words(c)} would resolve it"
         elif c.get("needs"):
-            text += f", {c['needs']} would resolve it (the seeds' noise does not shrink with n)"
+            text += f", {c['needs']} would resolve it (more validation examples would not)"
         parts.append(text)
-    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    rest = [name for name, _ in shown[3:]]
+    more = f"; also {g['status']}: {', '.join(rest)}" if rest else ""
     unchecked = f"; not checked: {'; '.join(missing)}" if missing else ""
     return f"{head} {g['status']}: " + "; ".join(parts) + more + unchecked + f"; {limit}"

@@ -24,6 +24,7 @@ from tunelab.core.spec import Hypothesis
 from tunelab.stages.compare.guardrails import BROKEN, UNRESOLVED, describe
 from tunelab.stages.compare.two_level import SEEDS
 from tunelab.tasks import units
+from tunelab.tasks.pretrain import lower_is_better
 
 IMPROVED, ONE_SEED, SEED_NOISE = "improved", "improved on one seed", "within seed noise"
 WORSE, WORSE_ONE_SEED = "worse", "worse on one seed"
@@ -141,7 +142,7 @@ def verdict(
     `judged`: the run judged and how many seeds it has (for what would resolve a guardrail). A
     concentrated gain is added to the reasons, never a verdict."""
     c = versus["concentration"]
-    extra = [concentration_note(c, versus["flips"])] if c["concentrated"] else []
+    extra = [concentration_note(c, versus["flips"], versus["metric"])] if c["concentrated"] else []
     if hypothesis is None:
         return None, [
             "the reference was recorded without a hypothesis: metrics only, no verdict "
@@ -210,10 +211,17 @@ def verdict(
     return NO_EVIDENCE, [*reasons, *unresolved, *extra]
 
 
-def concentration_note(c: dict, f: dict) -> str:
+def concentration_note(c: dict, f: dict, metric: str) -> str:
+    """Where the gain comes from, in the metric's units: a rate's per-example change in points,
+    a lower-is-better metric's as its reduction."""
+    rest = c["delta_without_top_k"]
+    if metric in lower_is_better:
+        without = f"a reduction of {rest:+.4f} per example"
+    else:
+        without = f"{100 * rest:+.1f} points per example"
     return (
         f"the gain comes from a handful of examples: without the {c['k']} most improved of "
-        f"{c['n']} it is {c['delta_without_top_k']:+.4f} per example "
+        f"{c['n']} it is {without} "
         f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}, net {f['net']} "
         f"<= {c['k']})"
     )

@@ -347,7 +347,7 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
     out = []
     c = versus["concentration"]
     if c["concentrated"]:
-        out.append(concentration_note(c, versus["flips"]))
+        out.append(concentration_note(c, versus["flips"], versus["metric"]))
     env = env_differences(before.get("env"), run.get("env")) + process_differences(before, run)
     if env:
         out.append(

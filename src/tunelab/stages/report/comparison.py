@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
+from tunelab.core.replicates import reference_arm
 from tunelab.stages.report import charts
 from tunelab.tasks import units
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
@@ -36,6 +37,7 @@ def comparison(record: dict) -> dict:
         "metrics": record.get("metrics") or [],
         "rules": record.get("rules") or {},
         "runs": record["runs"],
+        "reference_arm": reference_arm(record),
         "headlines": [_headline(r, primary) for r in variants],
         "parents": {r["id"]: text for r in variants if (text := _parent(r, primary))},
         "forest": Markup(

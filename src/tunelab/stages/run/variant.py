@@ -184,6 +184,7 @@ def run_variant(
         warnings_allowed=allow_warnings,
         parent=parent_record["id"] if parent_record else None,
         parent_kind=parent_record["kind"] if parent_record else None,
+        parent_method=parent_record.get("method") if parent_record else None,
         diff=diff,
         diff_warnings=diff_warnings(diff, _same_validation(store, version, parent_record))
         if diff

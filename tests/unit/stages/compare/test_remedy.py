@@ -51,3 +51,20 @@ def test_a_guardrail_broken_on_the_examples_alone_is_cautioned():
     assert _broken_on_one_seed([rail(seeded, status="broken")]) == []
     # only the checks that broke it count: a seed-aware break beside an unresolved check
     assert _broken_on_one_seed([rail(seeded, EXAMPLES, status="broken")]) == []
+
+
+def test_a_guardrail_past_three_classes_names_the_others_and_what_seeds_need():
+    """It read '... would resolve it and 1 more' (1 more what?) and 'more seeds would resolve
+    it (the seeds' noise does not shrink with n)'."""
+    from tunelab.stages.compare.guardrails import describe
+
+    def check(delta: float, needs: str | None = None) -> dict:
+        c = {"delta": delta, "low": delta - 0.1, "high": delta + 0.1, "status": "unresolved"}
+        return c | ({"needs": needs} if needs else {})
+
+    checks = {name: check(0.01) for name in ("a", "b", "c", "objects")}
+    checks["a"] = check(0.01, "more seeds")
+    rail = {"metric": "f1", "scope": "every_class", "max_drop": 0.05, "status": "unresolved"}
+    said = describe(rail | {"checks": checks})
+    assert "more seeds would resolve it (more validation examples would not)" in said
+    assert "; also unresolved: objects; limit -5.0 points" in said and "1 more" not in said

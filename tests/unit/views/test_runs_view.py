@@ -1,0 +1,22 @@
+"""The run view's words for a variant trained from its baseline's own spec: what that baseline
+measured, by its kind."""
+
+from __future__ import annotations
+
+from tunelab.views.runs import _after_baseline
+
+
+def test_a_variant_of_a_baseline_says_what_that_baseline_measured():
+    """A from-scratch run read 'now fine-tuned (the baseline measured the base as it is)', and
+    a LoRA on an image probe the same."""
+    scratch = {"spec": {"model": {"init": "scratch"}}, "parent_method": "zero-shot"}
+    assert _after_baseline(scratch) == (
+        "the same spec, now trained (the baseline measured the untrained model)"
+    )
+    probe = {"spec": {"model": {"init": "pretrained"}}, "parent_method": "probe"}
+    assert "(the baseline measured a linear probe on the base's frozen features)" in (
+        _after_baseline(probe)
+    )
+    zero = {"spec": {"model": {}}, "parent_method": "zero-shot"}
+    assert _after_baseline(zero).endswith("measured the base as it is, zero-shot)")
+    assert _after_baseline({}).endswith("now fine-tuned (the baseline measured the base model)")
