@@ -27,6 +27,7 @@ from tunelab.demo.report import check_new_wiring, open_demo
 from tunelab.stages.baseline import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.compute import TOLERANCE, mismatched
+from tunelab.stages.compare.rules import BROKEN_VERDICT
 from tunelab.stages.compare.two_level import SEEDS
 from tunelab.stages.compare.verdicts import compare
 from tunelab.stages.noise import measure_noise
@@ -198,7 +199,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
         "compare": result,
         "answers": answers,
         "report": page,
-        **report.finish("runs", "compare"),
+        **report.finish("runs", f"compare --against {reference['id']}"),
     }
 
 
@@ -214,7 +215,7 @@ def _seed_control(result: dict, out: Console) -> list[dict]:
         excludes = boot["low"] > 0 or boot["high"] < 0
         out.print(
             f"• Seed control: {row['id']} (seed {_seed(row, result)}) against the reference: "
-            f"{delta:+.1f} mbit/byte reduction ({_moved(boot['delta'])}; 95% CI over documents "
+            f"{_moved(boot['delta'])} (reduction {delta:+.1f}; 95% CI over documents "
             f"{low:+.1f} to {high:+.1f}), "
             + ("an interval that excludes zero" if excludes else "an interval across zero")
             + f"; only the seed differs, so the verdict is {vs['verdict']}."
@@ -224,10 +225,12 @@ def _seed_control(result: dict, out: Console) -> list[dict]:
 
 
 def _moved(reduction: float) -> str:
-    """A reduction in words: less is better, so a positive reduction is bits per byte falling."""
+    """A reduction in words: less is better, so a positive reduction is bits per byte falling:
+    `bits per byte fell by 37.8 mbit/byte`."""
     if reduction == 0:
         return "bits per byte unchanged"
-    return f"bits per byte {'fell' if reduction > 0 else 'rose'}"
+    way = "fell" if reduction > 0 else "rose"
+    return f"bits per byte {way} by {abs(1000 * reduction):.1f} mbit/byte"
 
 
 def _seed(row: dict, result: dict) -> int | None:
@@ -275,25 +278,20 @@ def _story(result: dict, ablations: list[dict], store, out: Console) -> list[dic
     return answers
 
 
-SETTLED = ("improved", "worse", "guardrail broken")
-"""Verdicts that settle a question once the seeds' noise is counted."""
-
-
 def _sentence(question: Question, answer: dict, min_effect: float | None) -> str:
     delta, low, high = (1000 * answer[k] for k in ("reduction", "low", "high"))
     ex = {k: 1000 * answer["example"][k] for k in ("low", "high")}
     said = (
-        f"{delta:+.1f} mbit/byte reduction for {question.variant} "
-        f"({_moved(answer['reduction'])}); over the documents alone "
-        f"{ex['low']:+.1f} to {ex['high']:+.1f}"
+        f"with {question.variant}, {_moved(answer['reduction'])} (reduction {delta:+.1f}; "
+        f"95% CI over the documents alone {ex['low']:+.1f} to {ex['high']:+.1f}"
     )
     if answer["basis"] == SEEDS:
         said += (
             f", with the reference's seed noise (sd {1000 * answer['seed_sd']:.1f} mbit/byte) "
-            f"{low:+.1f} to {high:+.1f}: "
+            f"{low:+.1f} to {high:+.1f}): "
         )
     else:
-        said += " (no seed noise known): "
+        said += "; no seed noise known): "
     smallest = 1000 * (min_effect or 0)
     better, worse = (question.variant, question.reference)
     if high < 0:
@@ -308,7 +306,10 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
         if abs(delta) < smallest:
             said += f", by less than the {smallest:g} mbit/byte that would count"
     elif ex["low"] > 0 or ex["high"] < 0:
-        said += "the documents tell the two apart, but a new seed alone moves the reference as far"
+        said += (
+            "the documents tell the two apart, but not beyond the seeds' noise: the interval "
+            "with it reaches across zero"
+        )
     else:
         said += "the two cannot be told apart on these validation documents at this budget"
     said += f"; verdict {answer['verdict']}."
@@ -321,9 +322,16 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
 def _sources_beyond_seeds(answer: dict) -> list[str]:
     """The sources whose own seed-aware interval excludes zero, each with its reduction."""
     return [
-        f"{source} alone a reduction of {1000 * c['delta']:+.1f} mbit/byte "
-        f"({1000 * c['low']:+.1f} to {1000 * c['high']:+.1f}; {_moved(c['delta'])}), beyond the "
-        "seeds' reach"
+        f"{source} alone {_moved(c['delta'])} (reduction {1000 * c['low']:+.1f} to "
+        f"{1000 * c['high']:+.1f}), beyond the seeds' reach"
+        for source, c in _beyond(answer)
+    ]
+
+
+def _beyond(answer: dict) -> list[tuple[str, dict]]:
+    """The sources whose own seed-aware interval excludes zero, with their checks."""
+    return [
+        (source, c)
         for source, c in answer["per_source"].items()
         if answer["basis"] == SEEDS and (c["low"] > 0 or c["high"] < 0)
     ]
@@ -345,17 +353,33 @@ def _compute_sentence(compute: dict) -> str:
 
 
 def _settled(questions: tuple[Question, ...], answers: list[dict]) -> str:
-    """The closing sentence: which questions this scale settles over the seeds' noise."""
-    settled, open_ = [], []
+    """The closing sentences: which questions this scale settles over the seeds' noise, overall
+    or on one source only, and how large a change the reference's seeds can settle at all."""
+    overall, on_source, open_ = [], [], []
     for question, answer in zip(questions, answers, strict=True):
-        beyond = answer["verdict"] in SETTLED or _sources_beyond_seeds(answer)
-        (settled if beyond else open_).append(question.variant)
-    said = "Settled at this scale, beyond the seeds' reach overall or on a source: " + (
-        ", ".join(settled) or "none"
+        if answer["basis"] == SEEDS and (answer["low"] > 0 or answer["high"] < 0):
+            overall.append(f"{question.variant} ({answer['verdict']})")
+        elif _beyond(answer):
+            moved = ", ".join(
+                f"{source} {'fell' if c['delta'] > 0 else 'rose'}" for source, c in _beyond(answer)
+            )
+            broken = "; guardrail broken" if answer["verdict"] == BROKEN_VERDICT else ""
+            on_source.append(f"{question.variant} ({moved}{broken})")
+        else:
+            open_.append(question.variant)
+    said = (
+        f"Beyond the seeds' reach overall: {', '.join(overall) or 'none'}; on one source only: "
+        f"{', '.join(on_source) or 'none'}; within the seeds' noise: {', '.join(open_) or 'none'}."
     )
-    said += "; within it: " + (", ".join(open_) or "none") + ". "
+    widths = [1000 * (a["high"] - a["low"]) / 2 for a in answers if a["basis"] == SEEDS]
+    if widths:
+        said += (
+            f" With the reference's seeds, an interval is about ±{min(widths):.0f} mbit/byte "
+            "wide: a smaller change cannot be settled here whatever its true size, so 'within "
+            "the seeds' noise' is not 'no effect'; more seeds of the reference narrow it."
+        )
     return said + (
-        "The variants ran one seed each, judged against the reference's measured spread; a "
+        " The variants ran one seed each, judged against the reference's measured spread; a "
         "choice that a large run will rely on should be seen again over its own seeds and at a "
         "second scale (a wider model, more tokens) before it is trusted."
     )

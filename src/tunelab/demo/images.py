@@ -223,7 +223,12 @@ def conclusion(result: dict) -> str:
             f"{said} It gained, but a guardrail is unresolved: more validation images would say "
             "what it costs."
         )
+    b = (best.get("vs_reference") or {}).get("bootstrap")
+    if b is None or b["high"] < 0:
+        return f"{said} No variant beat the reference."
     return (
-        f"{said} No variant beat the reference beyond the noise: on this budget, what the "
-        "frozen ImageNet features tell is what the fine-tunes know."
+        f"{said} No variant beat the reference, and none is shown to add nothing either: the "
+        f"best's interval, {100 * b['low']:+.1f} to {100 * b['high']:+.1f} points, holds gains "
+        f"and losses alike; {best.get('n', 'these')} validation images on one seed cannot tell "
+        "them apart at this budget."
     )

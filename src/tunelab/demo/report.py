@@ -220,8 +220,9 @@ def seed_note(result: dict) -> str:
     )
     return (
         f"Seed noise: {ran} validation examples only: a gain can read at most 'improved on "
-        f"one seed', a loss 'worse on one seed'; {measures}, and its record counts for every "
-        "variant of its family (same data, base model, method type, budget and evaluation)."
+        f"one seed', a loss 'worse on one seed'; {measures}, and its record counts in every "
+        "comparison where either run is of its family (same data, base model, method type, "
+        "budget and evaluation)."
     )
 
 

@@ -36,10 +36,10 @@ def answer(
 def test_a_reduction_beyond_the_noise_names_the_better_choice():
     said = _sentence(GQA, answer(0.02, 0.012, 0.03, "improved"), 0.01)
     assert (
-        "+20.0 mbit/byte reduction for GQA (bits per byte fell); over the documents alone "
-        "+15.5 to +24.5" in said
+        "with GQA, bits per byte fell by 20.0 mbit/byte (reduction +20.0; 95% CI over the "
+        "documents alone +15.5 to +24.5" in said
     )
-    assert "with the reference's seed noise (sd 5.0 mbit/byte) +12.0 to +30.0" in said
+    assert "with the reference's seed noise (sd 5.0 mbit/byte) +12.0 to +30.0):" in said
     assert "GQA did better than MHA beyond the seeds' reach; verdict improved." in said
     assert "matched (within 5%)" in said
 
@@ -64,7 +64,8 @@ def test_a_difference_below_the_minimum_effect_says_so():
 def test_documents_that_exclude_zero_within_the_seeds_reach_say_so():
     ex = {"low": 0.002, "high": 0.006}
     said = _sentence(GQA, answer(0.004, -0.01, 0.018, "within seed noise", example=ex), 0.01)
-    assert "the documents tell the two apart, but a new seed alone moves the reference" in said
+    assert "the documents tell the two apart, but not beyond the seeds' noise" in said
+    assert "a new seed alone" not in said  # no seed moved it that far: the interval is wide
     assert "verdict within seed noise" in said
 
 
@@ -105,8 +106,8 @@ def test_a_source_that_moved_beyond_the_seeds_is_named():
     }
     said = _sentence(GQA, answer(0.009, -0.01, 0.03, per_source=sources), 0.01)
     assert (
-        "On manuals alone a reduction of -390.0 mbit/byte (-450.0 to -330.0; bits per byte rose)"
-        in said
+        "On manuals alone bits per byte rose by 390.0 mbit/byte (reduction -450.0 to -330.0), "
+        "beyond the seeds' reach" in said
     )
     assert "news alone" not in said
 
@@ -114,15 +115,36 @@ def test_a_source_that_moved_beyond_the_seeds_is_named():
 def test_the_closing_sentence_splits_settled_from_open_questions():
     answers = [answer(0.2, 0.1, 0.3, "improved"), *[answer(0.01, -0.01, 0.03)] * 3]
     said = _settled(QUESTIONS, answers)
-    assert "beyond the seeds' reach overall or on a source: GQA;" in said
-    assert "within it: NoPE in layers 1 and 3, MoE, manuals by size." in said
+    assert "Beyond the seeds' reach overall: GQA (improved); on one source only: none;" in said
+    assert "within the seeds' noise: NoPE in layers 1 and 3, MoE, manuals by size." in said
+    assert "an interval is about ±20 mbit/byte wide: a smaller change cannot be settled" in said
+
+
+def test_a_question_settled_on_one_source_only_is_not_called_settled_overall():
+    """The MoE's manuals fell beyond the seeds while its overall interval crossed zero: it
+    was listed as settled beside a variant that was."""
+    fell = {"manuals": {"delta": 0.038, "low": 0.023, "high": 0.053}}
+    rose = {"manuals": {"delta": -0.37, "low": -0.43, "high": -0.32}}
+    answers = [
+        answer(-0.01, -0.1, 0.08),
+        answer(-0.008, -0.1, 0.085),
+        answer(-0.018, -0.11, 0.075, "within seed noise", per_source=fell),
+        answer(0.044, -0.046, 0.134, "guardrail broken", per_source=rose),
+    ]
+    said = _settled(QUESTIONS, answers)
+    assert "Beyond the seeds' reach overall: none;" in said
+    assert (
+        "on one source only: MoE (manuals fell), manuals by size (manuals rose; guardrail "
+        "broken); within the seeds' noise: GQA, NoPE in layers 1 and 3." in said
+    )
+    assert "about ±90 mbit/byte wide" in said
 
 
 def test_without_a_noise_record_a_difference_is_not_called_beyond_the_seeds():
     said = _sentence(
         GQA, answer(0.02, 0.012, 0.03, "improved on one seed") | {"basis": "examples"}, 0.01
     )
-    assert "(no seed noise known): GQA did better than MHA on these documents, on one seed" in said
+    assert "; no seed noise known): GQA did better than MHA on these documents, on one seed" in said
     assert "seeds' reach" not in said
 
 
@@ -146,7 +168,7 @@ def test_a_seed_control_says_which_way_bits_per_byte_moved():
     said = _seed_control(result, Console(file=text, width=200))
     assert said == [{"run": "r003", "delta": -0.0151, "verdict": "x"}]
     assert (
-        "r003 (seed 625451353) against the reference: -15.1 mbit/byte reduction (bits per byte "
-        "rose; 95% CI over documents -19.8 to -10.0), an interval that excludes zero"
+        "r003 (seed 625451353) against the reference: bits per byte rose by 15.1 mbit/byte "
+        "(reduction -15.1; 95% CI over documents -19.8 to -10.0), an interval that excludes zero"
         in (text.getvalue())
     )

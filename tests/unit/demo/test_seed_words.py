@@ -73,7 +73,14 @@ def test_the_image_demo_answer_reads_the_best_variant_and_its_verdict():
 
     said = conclusion(runs("no evidence"))
     assert "r003-lora, scores 85.0% macro-F1 against 80.0% for r002-probe" in said
-    assert "No variant beat the reference beyond the noise" in said
+    assert said.endswith("No variant beat the reference.")  # no interval recorded
+    boot = {"delta": 0.02, "low": -0.043, "high": 0.089}
+    across = runs("no evidence")
+    across["runs"][1] |= {"vs_reference": {"bootstrap": boot}, "n": 96}
+    said = conclusion(across)
+    assert "none is shown to add nothing either: the best's interval, -4.3 to +8.9 points" in said
+    assert "96 validation images on one seed cannot tell them apart" in said
+    assert "what the fine-tunes know" not in said  # it claimed the features were all there was
     held = conclusion(runs("guardrail unresolved"))
     assert "It gained, but a guardrail is unresolved" in held and "No variant" not in held
     won = conclusion(runs("improved on one seed"))
