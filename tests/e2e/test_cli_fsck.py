@@ -90,10 +90,43 @@ def test_a_log_rewritten_whole_is_told_from_the_bundle(make_lab, capsys):
     store.log_path.unlink()
     store.log_event("data")
     code, found = tl(capsys, "fsck", *where)
-    assert code == 1 and [p["check"] for p in found["problems"]] == ["bundle"]
-    assert "its past was rewritten" in found["problems"][0]["problem"]
+    assert code == 1 and {p["check"] for p in found["problems"]} == {"bundle", "records"}
+    anchor = next(p for p in found["problems"] if p["check"] == "bundle")
+    assert "its past was rewritten" in anchor["problem"]
+    unlogged = [p["path"] for p in found["problems"] if p["check"] == "records"]
+    assert ".tunelab/runs/r003-lora/record.json" in unlogged  # the new log wrote none of them
     card = Path(bundle["bundle"]) / "README.md"
     card.write_text(card.read_text() + "edited after the export\n")
     code, found = tl(capsys, "fsck", *where)
     named = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "bundle"}
     assert named["bundles/r003-lora/README.md"] == "changed since the export"
+
+
+def test_a_deleted_log_and_an_unreadable_record_are_named_not_crashed_on(make_lab, capsys):
+    """Deleting the log turned every record check off ("clean"), so an edited metric went into
+    a bundle; a record cut short crashed fsck, runs and report with a JSONDecodeError."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    store = lab / ".tunelab"
+    record = store / "runs" / "r003-lora" / "record.json"
+    edited = json.loads(record.read_text())
+    edited["metrics"]["macro_f1"] = 0.99
+    record.write_text(json.dumps(edited))
+    (store / "events.jsonl").unlink()
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1
+    unlogged = {p["path"] for p in found["problems"] if p["check"] == "records"}
+    assert ".tunelab/runs/r003-lora/record.json" in unlogged
+    assert ".tunelab/comparisons/c001.json" in unlogged
+    code, repaired = tl(capsys, "fsck", *where, "--repair", "--reason", "log lost in a move")
+    assert code == 0 and repaired["passed"], repaired["problems"]
+
+    record.write_bytes(record.read_bytes()[:100])
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1
+    (cut,) = [p for p in found["problems"] if p["problem"].startswith("not readable JSON")]
+    assert cut["path"] == ".tunelab/runs/r003-lora/record.json"
+    code, refused = tl(capsys, "runs", *where)
+    assert code == 2 and "r003-lora/record.json: not readable JSON" in refused["error"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tunelab.core.chain import last_line
+from tunelab.core.errors import TunelabError
 from tunelab.core.stopping import held
 
 
@@ -160,13 +161,38 @@ def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
             fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in batch).encode())
 
 
+class DamagedFile(TunelabError):
+    """A JSON file tunelab wrote that no longer reads: cut short or edited by hand."""
+
+    def __init__(self, path: Path, err: ValueError, line: int | None = None):
+        where = f"{path}:{line}" if line else str(path)
+        why = f"{err.msg} at line {err.lineno} column {err.colno}" if hasattr(err, "msg") else err
+        self.why = f"not readable JSON ({why})"
+        super().__init__(
+            f"{where}: not readable JSON ({why}): a file tunelab wrote was cut short or edited. "
+            "Restore it from a backup; `tunelab fsck` lists whatever else changed"
+        )
+
+
 def read_jsonl(path: Path) -> list[dict]:
+    """One JSON value a line; a line that does not read is a DamagedFile naming it."""
     with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        out = []
+        for number, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as err:
+                    raise DamagedFile(path, err, number) from None
+        return out
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A JSON file tunelab wrote; one that does not read is a DamagedFile naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # JSONDecodeError, or bytes that are not UTF-8
+        raise DamagedFile(path, err) from None
 
 
 @contextmanager

@@ -179,7 +179,7 @@ class Store:
                 elif sha256_file(path) != digest:
                     problem = f"changed after line {number} of the log wrote it"
                     problems.append({"record": shown, "line": number, "problem": problem})
-        return state | {"records": problems, "records_hashed": len(last)}
+        return state | {"records": problems, "records_hashed": len(last), "hashed": set(last)}
 
     def require_intact_log(self, command: str) -> dict:
         """The chain's state; a StoreError naming every broken line and every edited record,

@@ -14,7 +14,10 @@ What it checks, each problem named with its path and what to do:
 - **every bundle** under `bundles/` against its `SHA256SUMS`, and the log's head the bundle
   recorded at export (`lab_log`) still in the log: a log rewritten whole, chain and all, is
   told from the bundle;
-- **leftovers**: hidden temporary folders or files (`.*.tmp`) that a killed command left.
+- **leftovers**: hidden temporary folders or files (`.*.tmp`) that a killed command left;
+- **records the log never wrote**: a record of store format 2 whose sha256 no event holds (the
+  log cut short, deleted or replaced, or a record put in by hand), and any record or manifest
+  that no longer reads as JSON.
 
 What a lab written before store format 2 did not hash (its records, its runs' weights) is
 listed in the result's `not_checked`. `--repair --reason R` appends a `chain_break` event with
@@ -29,7 +32,8 @@ from pathlib import Path
 from tunelab.core.chain import BREAK, line_hash
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
-from tunelab.core.layout import BUNDLES, DATA, MANIFEST, PREDICTIONS, RECORD
+from tunelab.core.files import DamagedFile
+from tunelab.core.layout import BUNDLES, COMPARISONS, DATA, MANIFEST, PREDICTIONS, RECORD
 from tunelab.core.store import Store, read_json
 from tunelab.core.sums import SUMS, BundleError, compare, listed
 
@@ -40,7 +44,7 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         raise TunelabError(f"{lab_path} has no store ({store.root}): not a tunelab lab")
     log = store.audit()
     if repair:
-        log = _repair(store, log, reason)
+        log = _repair(store, log, reason, _unlogged(store, log["hashed"]))
     problems = [
         {
             "check": "log",
@@ -59,6 +63,23 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         }
         for p in log.pop("records")
     ]
+    hashed = log.pop("hashed")
+    problems += [
+        _problem(
+            store,
+            "records",
+            path,
+            "no event in the log holds its sha256: the log was cut short, deleted or "
+            "replaced, or the record was put here by hand",
+            "restore the log from a backup, or accept the record as it is with "
+            "`tunelab fsck --repair --reason R`",
+        )
+        for path in _unlogged(store, hashed)
+    ]
+    problems += [
+        _problem(store, "records", path, why, "restore it from a backup")
+        for path, why in _unreadable(store)
+    ]
     checked = {"log_lines": log["lines"], "records": log.pop("records_hashed")}
     not_checked: list[str] = []
     for name, check in CHECKS.items():
@@ -76,18 +97,60 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
     }
 
 
-def _repair(store: Store, log: dict, reason: str | None) -> dict:
+def _repair(store: Store, log: dict, reason: str | None, unlogged: list[Path]) -> dict:
     if not (reason and reason.strip()):
         raise TunelabError('fsck --repair needs --reason "why": the break is recorded with it')
-    if not log["problems"] and not log["records"]:
+    if not log["problems"] and not log["records"] and not unlogged:
         return log
     accepted = {
         p["record"]: sha256_file(store.lab / p["record"]) if p["problem"] != "missing" else None
         for p in log["records"]
     }
+    accepted |= {_rel(store, path): sha256_file(path) for path in unlogged}
     forgives = [p["line"] for p in log["problems"]]
     store.log_event(BREAK, reason=reason.strip(), forgives=forgives, accepted=accepted)
     return store.audit()
+
+
+RECORD_GLOBS = (
+    "runs/*/record.json",
+    *(f"{folder}/*.json" for folder in ("comparisons", "groups", "noise", "plans", "finals")),
+    *(f"{folder}/*.json" for folder in ("exports", "checks", "sizing")),
+)
+"""Where the store's records are: each one `Store.save` wrote and logged with its sha256."""
+
+
+def _records(store: Store) -> list[Path]:
+    return sorted(
+        p for pattern in RECORD_GLOBS for p in store.root.glob(pattern) if p.stat().st_size
+    )
+
+
+def _unlogged(store: Store, hashed: set[str]) -> list[Path]:
+    """The records of store format 2 (written by `Store.save`, which logs each one with its
+    sha256) that no event of the log holds."""
+    out = []
+    for path in _records(store):
+        if _rel(store, path) in hashed:
+            continue
+        try:
+            record = read_json(path)
+        except DamagedFile:
+            continue  # named by `_unreadable`
+        if isinstance(record, dict) and record.get("store_format", 1) >= 2:
+            out.append(path)
+    return out
+
+
+def _unreadable(store: Store) -> list[tuple[Path, str]]:
+    """Records and data manifests that no longer read as JSON, with why."""
+    out = []
+    for path in [*_records(store), *sorted(store.path(DATA).glob(f"*/{MANIFEST}"))]:
+        try:
+            read_json(path)
+        except DamagedFile as err:
+            out.append((path, err.why))
+    return out
 
 
 def _rel(store: Store, path: Path) -> str:
@@ -107,7 +170,7 @@ def _data(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n = [], 0
     fix = "restore it, or build a new version with `tunelab data`"
     for manifest_path in sorted(store.path(DATA).glob(f"*/{MANIFEST}")):
-        manifest, folder = read_json(manifest_path), manifest_path.parent
+        manifest, folder = _json(manifest_path), manifest_path.parent
         for name, digest in (manifest.get("files") or {}).items():
             n += 1
             what = "the sealed test split was changed" if name == "test.jsonl" else "changed"
@@ -119,7 +182,7 @@ def _data(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
 def _comparisons(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n = [], 0
     fix = "restore the run's predictions, or invalidate the run"
-    for record in store.comparisons():
+    for record in (_json(path) for path in store.numbered(COMPARISONS)):
         for item in record.get("inputs", []):
             n += 1
             path = store.runs_dir / item["run"] / PREDICTIONS
@@ -148,7 +211,7 @@ def _runs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
                 )
             )
             continue
-        record = read_json(folder / RECORD)
+        record = _json(folder / RECORD)
         if record.get("status") != "completed":
             continue
         out += _run_files(store, folder, record, not_checked)
@@ -205,10 +268,11 @@ def _bundles(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
 
 def _anchored(store: Store, info_path: Path) -> list[dict]:
     """A bundle holds the log's head as it exported: that line must still be in the log."""
-    anchor = read_json(info_path).get("lab_log") if info_path.is_file() else None
+    anchor = _json(info_path).get("lab_log") if info_path.is_file() else None
     if not anchor or not anchor.get("head"):
         return []
-    raw = [line for line in store.log_path.read_bytes().split(b"\n") if line.strip()]
+    log = store.log_path
+    raw = [line for line in log.read_bytes().split(b"\n") if line.strip()] if log.exists() else []
     at = anchor["lines"]
     if at <= len(raw) and line_hash(raw[at - 1]) == anchor["head"]:
         return []
@@ -234,6 +298,16 @@ def _leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
                     )
                 )
     return out, len(out)
+
+
+def _json(path: Path) -> dict:
+    """A record or manifest as far as it reads: one that does not is named once, by
+    `_unreadable`, and the other checks pass over it."""
+    try:
+        value = read_json(path)
+    except DamagedFile:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _problem(store: Store, check: str, path: Path, problem: str, fix: str) -> dict:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -142,7 +141,7 @@ def _records(store: Store, folder: str) -> list[dict]:
     for file in store.numbered(folder):
         try:
             record = read_json(file)
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # DamagedFile among them
             continue  # a reserved (empty) or damaged record measures nothing
         if isinstance(record, dict):
             seen = datetime.fromtimestamp(file.stat().st_mtime, timezone.utc)
