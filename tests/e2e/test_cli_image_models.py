@@ -113,7 +113,7 @@ def test_a_convnet_lora_keeps_its_batch_norm_statistics_and_reloads_as_it_traine
     code, check = tl(capsys, "check", "--lab", lab)
     assert code == 0 and check["passed"], [i for i in check["items"] if not i["passed"]]
     (targets,) = [i for i in check["items"] if i["name"] == "targets"]
-    assert targets["matched"] == {"(every linear layer of the blocks)": 6}  # its convolutions
+    assert targets["matched"] == {"(every channel-mixing convolution of the blocks)": 6}
     code, run = tl(capsys, "run", "--lab", lab, "--allow-warnings", "tiny data")
     assert code == 0 and run["status"] == "completed", run
     code, refused = tl(capsys, "size", "--lab", lab)

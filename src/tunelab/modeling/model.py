@@ -34,6 +34,8 @@ from tunelab.modeling.safety import (
 
 BLOCK_LINEARS = "(every linear layer of the blocks)"
 """How the trainable report names the default targets (`method.target_modules` left out)."""
+BLOCK_CONVS = "(every channel-mixing convolution of the blocks)"
+"""The same default on a convolutional network whose blocks hold no linear layer."""
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -253,7 +255,9 @@ def check_targets(model: torch.nn.Module, method: LoraMethod) -> dict[str, list[
                 f"layers to adapt in method.target_modules. Linear layers it has: {linear}",
                 names,
             )
-        matched = {BLOCK_LINEARS: found}
+        modules = dict(model.named_modules())
+        convs = all(isinstance(modules[n], torch.nn.Conv2d) for n in found)
+        matched = {BLOCK_CONVS if convs else BLOCK_LINEARS: found}
     else:
         matched = {p: [n for n in names if _matches(n, p)] for p in method.target_modules}
     missing = [p for p, hits in matched.items() if not hits]

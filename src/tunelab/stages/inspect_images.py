@@ -200,8 +200,9 @@ def _mode_findings(by_label: dict[str, list[dict]], finding) -> list[dict]:
                     len(by_label[label]),
                     f"{label}: {mode}",
                     f"every image of {label!r} is {mode} while the other categories have "
-                    f"{', '.join(others)}: the channels can tell the category. Check that the "
-                    "model's processor converts every image to one mode the same way",
+                    f"{', '.join(others)}: as stored, the mode alone would tell this category "
+                    "apart. Check that the model's processor converts every image to one mode "
+                    "the same way",
                 )
             )
     return out

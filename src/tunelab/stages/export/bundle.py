@@ -215,7 +215,7 @@ def _write_bundle(
     }
     if merge:
         info["merge_check"] = _merge(bundle, spec, lab, info, sample)
-    info["serving"] = serving(bundle, spec.method.type, merge)
+    info["serving"] = serving(bundle, spec.method.type, merge, record["id"])
     if gguf:
         from tunelab.stages.export.gguf_file import write_bundle_gguf
 

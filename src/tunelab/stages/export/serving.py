@@ -35,9 +35,9 @@ MERGED_CLASS = {
 """The transformers class that loads a bundle's merged/ folder alone, by model kind."""
 
 
-def serving(bundle: Path, method: str, merged: bool) -> dict:
-    """How the bundle is served: `plain_lora` (None for a full fine-tune), the reasons it is
-    not one, and the servable form."""
+def serving(bundle: Path, method: str, merged: bool, run: str = "RUN") -> dict:
+    """How the bundle of `run` is served: `plain_lora` (None for a full fine-tune), the reasons
+    it is not one, and the servable form."""
     if method != "lora":
         return {
             "plain_lora": None,
@@ -51,7 +51,7 @@ def serving(bundle: Path, method: str, merged: bool) -> dict:
     elif merged:
         servable = "merged/ (the LoRA folded into the weights; verify loads it alone)"
     else:
-        servable = "the merged form: run `tunelab export RUN --merge`"
+        servable = f"the merged form: run `tunelab export {run} --merge`"
     return {"plain_lora": not why, "why": why, "servable": servable}
 
 

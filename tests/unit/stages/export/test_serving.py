@@ -37,4 +37,6 @@ def test_the_servable_form_is_the_merged_folder_or_the_command_that_makes_it(tmp
     (tmp_path / "adapter_config.json").write_text(json.dumps(PLAIN | {"modules_to_save": ["x"]}))
     assert serving(tmp_path, "lora", merged=True)["servable"].startswith("merged/")
     assert "--merge" in serving(tmp_path, "lora", merged=False)["servable"]
+    named = serving(tmp_path, "lora", merged=False, run="r003-lora")["servable"]
+    assert named.endswith("run `tunelab export r003-lora --merge`")  # it read `RUN
     assert serving(tmp_path, "full", merged=False)["plain_lora"] is None
