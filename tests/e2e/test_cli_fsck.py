@@ -130,3 +130,28 @@ def test_a_deleted_log_and_an_unreadable_record_are_named_not_crashed_on(make_la
     assert cut["path"] == ".tunelab/runs/r003-lora/record.json"
     code, refused = tl(capsys, "runs", *where)
     assert code == 2 and "r003-lora/record.json: not readable JSON" in refused["error"]
+
+
+def test_export_final_and_compare_refuse_a_run_whose_files_changed(make_lab, capsys):
+    """A weights file flipped by one byte went into a bundle that verified, and `final` opened
+    the seal with it; a deleted predictions file crashed compare with a FileNotFoundError."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    run = lab / ".tunelab" / "runs" / "r003-lora"
+    weights = run / "weights" / "adapter_model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 1
+    weights.write_bytes(bytes(raw))
+    code, refused = tl(capsys, "export", "r003-lora", *where)
+    assert code == 2 and "weights/adapter_model.safetensors changed since" in refused["error"]
+    assert not (lab / "bundles" / "r003-lora").exists()
+    code, refused = tl(capsys, "final", "r003-lora", *where, "--reason", "x")
+    assert code == 2 and "run r003-lora's files are not as it wrote them" in refused["error"]
+    assert not (lab / ".tunelab" / "finals").exists() or not any(
+        (lab / ".tunelab" / "finals").iterdir()
+    )  # the seal was not opened
+    (run / "predictions.jsonl").unlink()
+    code, refused = tl(capsys, "compare", *where)
+    assert code == 2 and "r003-lora/predictions.jsonl is missing" in refused["error"]

@@ -9,6 +9,7 @@ through these; it alone knows the names.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import json
@@ -108,9 +109,14 @@ def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
         os.replace(path, old)  # onto an empty folder
     try:
         os.rename(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if old is not None:
             os.replace(old, path)
+        if isinstance(err, OSError) and err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise TunelabError(  # another command wrote `path` meanwhile (two exports at once)
+                f"{path} was written by another command while this one wrote it; nothing of "
+                "this one's was kept: look at that folder, or give another destination"
+            ) from None
         raise
     _fsync(path.parent)
     if old is not None:

@@ -43,6 +43,7 @@ from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.files import locked, read_jsonl
 from tunelab.core.lab import Lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
+from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store
@@ -290,6 +291,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     chain = store.require_intact_log("final")
     record = store.read_record(run_id)
     _check_run(store, record)
+    require_intact_run(store.run_dir(run_id), record, "final")
     with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one
         earlier = final_accesses(store)
         _check_reason(earlier, reason)

@@ -34,6 +34,7 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.files import DamagedFile
 from tunelab.core.layout import BUNDLES, COMPARISONS, DATA, MANIFEST, PREDICTIONS, RECORD
+from tunelab.core.run_files import vouched, what_changed
 from tunelab.core.store import Store, read_json
 from tunelab.core.sums import SUMS, BundleError, compare, listed
 
@@ -220,21 +221,13 @@ def _runs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
 
 def _run_files(store: Store, folder: Path, record: dict, not_checked: list[str]) -> list[dict]:
     """A completed run's predictions and weights: there, and as their record hashed them."""
-    weights = record.get("weights") or {}
-    hashes = weights.get("sha256") or {}
-    wanted = {folder / PREDICTIONS: record.get("predictions_sha256")}
-    wanted |= {folder / weights["dir"] / f: hashes.get(f) for f in weights.get("files", [])}
-    # the scored documents of its forgetting sets (a guardrail `on` a text)
-    wanted |= {folder / g["file"]: g["sha256"] for g in (record.get("guard") or {}).values()}
     fix = "restore it, or `tunelab invalidate` the run"
     out, unhashed = [], []
-    for path, digest in wanted.items():
-        if digest:
-            changed = f"changed since the run wrote it (sha256 {digest[:12]} expected)"
-            out += _hashed(store, "runs", path, digest, changed, fix)
-        elif not path.exists():
-            out.append(_problem(store, "runs", path, "missing from a completed run", fix))
-        else:
+    for path, digest in vouched(folder, record).items():
+        problem = what_changed(path, digest)
+        if problem:
+            out.append(_problem(store, "runs", path, problem, fix))
+        elif not digest:
             unhashed.append(path.name)
     if unhashed:
         not_checked.append(

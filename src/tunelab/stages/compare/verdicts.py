@@ -286,7 +286,13 @@ def _seeds(arm: list[dict], metric: str) -> list[dict]:
 
 
 def _predictions(store, run_id: str) -> dict[str, dict]:
-    return {p["id"]: p for p in read_jsonl(store.run_dir(run_id) / PREDICTIONS)}
+    path = store.run_dir(run_id) / PREDICTIONS
+    if not path.is_file():
+        raise StoreError(
+            f"{path} is missing: run {run_id}'s predictions are what compare pairs; restore "
+            f"them, or `tunelab invalidate {run_id} --why ...` to leave the run out"
+        )
+    return {p["id"]: p for p in read_jsonl(path)}
 
 
 _VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "flips", "concentration")

@@ -37,6 +37,7 @@ from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
+from tunelab.core.run_files import require_intact_run
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import (
     atomic_write_json,
@@ -84,6 +85,7 @@ def export_run(
     store.require_intact_log("export")
     record = store.read_record(run_id)
     _check_exportable(record)
+    require_intact_run(store.run_dir(run_id), record, "export")
     spec = validate_spec(record["spec"])
     bundle = Path(out) if out else lab.path / BUNDLES / run_id
     if bundle.exists() and any(bundle.iterdir()):

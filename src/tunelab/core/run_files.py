@@ -1,0 +1,49 @@
+"""A completed run's files as its record vouches for them: its predictions, its weights and the
+scored documents of its forgetting sets, each with the sha256 the record holds (None where the
+run was written before store format 2 hashed them). `fsck` checks every run this way; `export`
+and `final` check the run they hand over or open the seal for, and refuse one whose files
+changed (each weights file flipped by a byte had gone into a verified bundle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunelab.core.digest import sha256_file
+from tunelab.core.errors import TunelabError
+from tunelab.core.layout import PREDICTIONS
+
+
+def vouched(folder: Path, record: dict) -> dict[Path, str | None]:
+    """Each file of the completed run in `folder`, with the sha256 its record holds."""
+    weights = record.get("weights") or {}
+    hashes = weights.get("sha256") or {}
+    wanted = {folder / PREDICTIONS: record.get("predictions_sha256")}
+    wanted |= {folder / weights["dir"] / f: hashes.get(f) for f in weights.get("files", [])}
+    # the scored documents of its forgetting sets (a guardrail `on` a text)
+    wanted |= {folder / g["file"]: g["sha256"] for g in (record.get("guard") or {}).values()}
+    return wanted
+
+
+def what_changed(path: Path, digest: str | None) -> str | None:
+    """What is wrong with one vouched file: `missing`, changed, or None."""
+    if not path.is_file():
+        return "missing" if digest else "missing from a completed run"
+    if digest and sha256_file(path) != digest:
+        return f"changed since the run wrote it (sha256 {digest[:12]} expected)"
+    return None
+
+
+def require_intact_run(folder: Path, record: dict, command: str) -> None:
+    """Refuse a run whose vouched files are missing or changed, naming each."""
+    found = [
+        f"{path.relative_to(folder)} {problem}"
+        for path, digest in vouched(folder, record).items()
+        if (problem := what_changed(path, digest))
+    ]
+    if found:
+        raise TunelabError(
+            f"{folder}: run {record['id']}'s files are not as it wrote them "
+            f"({'; '.join(found[:5])}). `tunelab {command}` does not hand over or judge from "
+            "them: restore them from a backup, or train the run again; `tunelab fsck` lists "
+            "every problem in the lab."
+        )
