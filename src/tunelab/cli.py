@@ -22,6 +22,7 @@ from tunelab.core.errors import (
     TrainingInterrupted,
     TunelabError,
     disk_full,
+    no_permission,
     out_of_memory,
     stop_cause,
 )
@@ -121,8 +122,10 @@ def _main(argv: list[str] | None) -> int:
             return EXIT_INTERRUPTED
         _error(
             args,
-            f"interrupted ({stop_cause(err)}): `tunelab {args.command}` stopped before it "
-            "finished, and left no run to resume; run it again.",
+            f"interrupted ({stop_cause(err)}): `tunelab {args.command}` was stopped before it "
+            "returned. Whatever it had finished is recorded whole (`tunelab runs` shows each "
+            "run and its status; `tunelab fsck` checks the lab): look there before running it "
+            "again.",
         )
         return EXIT_INTERRUPTED
     except TunelabError as err:  # input the user can fix: one line, exit 2
@@ -130,7 +133,7 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_USAGE
     except Exception as err:  # a bug or a broken environment: say so, traceback on request
         # no space, no memory: the user's to fix (and nothing was corrupted)
-        if resource := disk_full(err) or out_of_memory(err):
+        if resource := disk_full(err) or out_of_memory(err) or no_permission(err):
             _error(args, str(resource))
             return EXIT_USAGE
         debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")

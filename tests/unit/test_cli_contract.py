@@ -130,6 +130,54 @@ def test_a_plain_value_error_from_a_bug_is_not_read_as_a_usage_error(tmp_path, m
     assert json.loads(capsys.readouterr().out)["internal"] is True
 
 
+def test_a_file_this_user_may_not_write_is_the_user_s_to_fix(tmp_path, monkeypatch, capsys):
+    """A read-only lab ended in 'internal error: PermissionError', exit 1, fsck included."""
+    events = str(tmp_path / ".tunelab" / "events.jsonl")
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied", events)
+
+    (tmp_path / ".tunelab").mkdir()
+    monkeypatch.setattr(Store, "runs", denied)
+    assert main(["runs", "--lab", str(tmp_path), "--json"]) == 2
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said.startswith(f"{events}: Permission denied. This user may not read or write it")
+
+
+def test_an_interrupted_command_does_not_claim_it_left_nothing(tmp_path, monkeypatch, capsys):
+    """'stopped before it finished, and left no run to resume' was printed by commands that
+    train no run, and by a run stopped after its record was written complete."""
+
+    def stopped(self):
+        raise KeyboardInterrupt("SIGINT")
+
+    (tmp_path / ".tunelab").mkdir()
+    monkeypatch.setattr(Store, "runs", stopped)
+    assert main(["runs", "--lab", str(tmp_path), "--json"]) == 130
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert "Whatever it had finished is recorded whole" in said and "no run" not in said
+
+
+def test_a_reader_locks_a_log_it_may_only_read(tmp_path, monkeypatch):
+    """fsck of a read-only lab failed on its shared lock, which opened the log for writing."""
+    from tunelab.core.files import locked
+
+    log = tmp_path / "events.jsonl"
+    log.write_text("")
+    real_open = os.open
+
+    def read_only(path, flags, *mode):
+        if flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *mode)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with locked(log, shared=True):
+        pass
+    with pytest.raises(PermissionError), locked(log):  # a writer is still refused
+        pass
+
+
 def test_the_device_is_asked_for_once_and_refused_when_absent(monkeypatch):
     monkeypatch.delenv("TUNELAB_DEVICE", raising=False)
     assert pick_device("cpu").type == "cpu"

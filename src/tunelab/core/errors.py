@@ -90,6 +90,25 @@ def disk_full(err: BaseException) -> DiskFullError | None:
     return None
 
 
+class NoPermission(TunelabError):
+    """A file of the lab this user may not read or write (a read-only lab, another's files)."""
+
+
+def no_permission(err: BaseException) -> NoPermission | None:
+    """`err` as a NoPermission when it (or an error it came from) is an `OSError` for want of
+    permission or a read-only file system; None for any other error."""
+    for seen in _chain(err):
+        code = getattr(seen, "errno", None) if isinstance(seen, OSError) else None
+        if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+            where = getattr(seen, "filename", None) or "a file of the lab"
+            return NoPermission(
+                f"{where}: {os.strerror(code)}. This user may not read or write it: run as the "
+                "lab's owner, make the lab writable, or copy the lab and work on the copy. Every "
+                "store file is written whole or not at all, so nothing was left half-written."
+            )
+    return None
+
+
 class OutOfMemory(TunelabError):
     """The device (or the host) ran out of memory for what the spec asks."""
 

@@ -205,7 +205,12 @@ def read_json(path: Path) -> Any:
 def locked(path: Path, shared: bool = False) -> Iterator[None]:
     """Hold a lock on `path` (created if missing): exclusive, or `shared` among readers."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        if not (shared and path.exists()):
+            raise
+        fd = os.open(path, os.O_RDONLY)  # a reader of a read-only lab (`fsck`) still locks
     try:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
