@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import itertools
 import json
 import os
@@ -191,6 +192,20 @@ def read_jsonl(path: Path) -> list[dict]:
                 except ValueError as err:
                     raise DamagedFile(path, err, number) from None
         return out
+
+
+def read_jsonl_hashed(path: Path) -> tuple[list[dict], str]:
+    """`read_jsonl` and the file's sha256, in one pass over its bytes."""
+    digest, out = hashlib.sha256(), []
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            digest.update(line)
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as err:
+                    raise DamagedFile(path, err, number) from None
+    return out, digest.hexdigest()
 
 
 def read_json(path: Path) -> Any:

@@ -29,6 +29,7 @@ from tunelab.core.files import (  # noqa: F401  (the store's writers, imported f
     locked,
     read_json,
     read_jsonl,
+    read_jsonl_hashed,
     write_jsonl,
 )
 from tunelab.core.layout import STORE_DIR, STORE_FORMAT, number_of
@@ -257,7 +258,18 @@ class Store:
             )
         if split not in SPLITS:
             raise StoreError(f"unknown split {split!r}; known: {list(SPLITS)}")
-        return read_jsonl(self.data_dir(version) / f"{split}.jsonl")
+        folder = self.data_dir(version)
+        path = folder / f"{split}.jsonl"
+        expected = (self.data_manifest(version).get("files") or {}).get(path.name)
+        rows, digest = read_jsonl_hashed(path)
+        if expected and digest != expected:  # every run on it would claim data it never saw
+            raise StoreError(
+                f"{path}: changed since data version {version} was written (sha256 "
+                f"{expected[:12]} expected), so it is not that version any more. Restore it from "
+                f"a backup, or remove {folder} and run `tunelab data` again: the same sources "
+                "and spec build the same version."
+            )
+        return rows
 
     # --- numbered records ----------------------------------------------------------------
 

@@ -169,7 +169,10 @@ def _hashed(store: Store, check: str, path: Path, digest: str, changed: str, fix
 
 def _data(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n = [], 0
-    fix = "restore it, or build a new version with `tunelab data`"
+    fix = (
+        "restore it from a backup, or remove the version's folder and run `tunelab data` again "
+        "(the same sources and spec build the same version)"
+    )
     for manifest_path in sorted(store.path(DATA).glob(f"*/{MANIFEST}")):
         manifest, folder = _json(manifest_path), manifest_path.parent
         for name, digest in (manifest.get("files") or {}).items():
