@@ -180,3 +180,30 @@ def test_an_edited_split_is_refused_and_the_advice_rebuilds_it(make_lab, capsys)
     code, again = tl(capsys, "data", *where)
     assert code == 0 and again["version"] == data["version"]
     assert tl(capsys, "baseline", *where)[0] == 0
+
+
+def test_a_data_version_the_store_names_but_lost_is_named(make_lab, capsys):
+    """CURRENT pointing nowhere, and a whole version removed under its runs, read 'clean'."""
+    import shutil
+
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    data = lab / ".tunelab" / "data"
+    version = (data / "CURRENT").read_text().strip()
+    shutil.rmtree(data / version)
+    code, found = tl(capsys, "fsck", *where)
+    gone = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "data"}
+    assert (
+        code == 1
+        and gone[".tunelab/data/CURRENT"] == f"names data version {version}, which is gone"
+    )
+    assert len(gone) == 1  # named once, by the first that names it
+    (data / "CURRENT").write_text("deadbeef0000")
+    code, found = tl(capsys, "fsck", *where)
+    gone = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "data"}
+    assert gone[".tunelab/data/CURRENT"] == "names data version deadbeef0000, which is gone"
+    assert gone[".tunelab/runs/r001-majority/record.json"].endswith(f"{version}, which is gone")
+    assert tl(capsys, "data", *where)[0] == 0  # the advice: the same sources build it again
+    assert tl(capsys, "fsck", *where)[1]["passed"]

@@ -96,7 +96,12 @@ def verify(path: Path) -> dict:
             )
         if event.get("event") == BREAK:
             breaks.append(
-                {"line": number, "reason": event.get("reason"), "forgives": event.get("forgives")}
+                {
+                    "line": number,
+                    "reason": event.get("reason"),
+                    "forgives": event.get("forgives"),
+                    "accepted": sorted(event.get("accepted") or {}),
+                }
             )
             forgiven.update(event.get("forgives") or [])
     return {

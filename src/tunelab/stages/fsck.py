@@ -33,7 +33,15 @@ from tunelab.core.chain import BREAK, line_hash
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.files import DamagedFile
-from tunelab.core.layout import BUNDLES, COMPARISONS, DATA, MANIFEST, PREDICTIONS, RECORD
+from tunelab.core.layout import (
+    BUNDLES,
+    COMPARISONS,
+    CURRENT,
+    DATA,
+    MANIFEST,
+    PREDICTIONS,
+    RECORD,
+)
 from tunelab.core.run_files import vouched, what_changed
 from tunelab.core.store import Store, read_json
 from tunelab.core.sums import SUMS, BundleError, compare, listed
@@ -168,7 +176,7 @@ def _hashed(store: Store, check: str, path: Path, digest: str, changed: str, fix
 
 
 def _data(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
-    out, n = [], 0
+    out, n = _versions_named(store), 0
     fix = (
         "restore it from a backup, or remove the version's folder and run `tunelab data` again "
         "(the same sources and spec build the same version)"
@@ -181,6 +189,27 @@ def _data(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
             changed = f"{what} since the version was written (sha256 {digest[:12]} expected)"
             out += _hashed(store, "data", folder / name, digest, changed, fix)
     return out, n
+
+
+def _versions_named(store: Store) -> list[dict]:
+    """Data versions the store names (CURRENT, each run's) that are gone from it."""
+    named: dict[str, Path] = {}
+    current = store.path(DATA) / CURRENT
+    if current.is_file():
+        named.setdefault(current.read_text().strip(), current)
+    for folder in sorted(store.runs_dir.glob(f"*/{RECORD}")) if store.runs_dir.exists() else []:
+        version = _json(folder).get("data_version")
+        if version:
+            named.setdefault(version, folder)
+    fix = (
+        "restore the version's folder from a backup, or run `tunelab data` again with the "
+        "sources and spec that built it"
+    )
+    return [
+        _problem(store, "data", by, f"names data version {version}, which is gone", fix)
+        for version, by in named.items()
+        if not (store.path(DATA) / version / MANIFEST).is_file()
+    ]
 
 
 def _comparisons(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
@@ -209,9 +238,10 @@ def _runs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
                     store,
                     "runs",
                     folder,
-                    "a run folder without record.json (an "
-                    "orphan: its command died before writing it)",
-                    "move it out of the store once nothing needs it",
+                    "a run folder without record.json: its command died before writing it, "
+                    "or the record was deleted (then named above with the log's line)",
+                    "restore the record if the log wrote one, else move the folder out of the "
+                    "store once nothing needs it",
                 )
             )
             continue

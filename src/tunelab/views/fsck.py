@@ -16,8 +16,11 @@ def fsck(result: dict, console: Console) -> None:
             "read as they are"
         )
     for b in log["breaks"]:
+        lines = ", ".join(map(str, b["forgives"] or [])) or "none"
+        accepted = ", ".join(b.get("accepted") or []) or "none"
         console.print(
-            f"  log line {b['line']}: a marked break, forgiving {b['forgives']}: {b['reason']}"
+            f"  log line {b['line']}: a marked break ({escape(b['reason'] or '')}): log lines "
+            f"forgiven {lines}; records accepted as they are {escape(accepted)}"
         )
     for p in result["problems"]:
         console.print(
