@@ -192,8 +192,17 @@ def test_ctrl_c_during_evaluation_stops_at_once_and_records_interrupted(
     assert record["status"] == "interrupted" and "metrics" not in record
     assert record["checkpoint"] == "checkpoint" and "KeyboardInterrupt: Ctrl-C" in record["error"]
     message = json.loads(out)["error"]
-    assert message.startswith("interrupted (Ctrl-C): run r001-gen is recorded as interrupted")
-    assert "`tunelab resume r001-gen` continues it" in message
+    # the weights were saved as training ended: resuming evaluates them, trains nothing again
+    assert message.startswith("interrupted (Ctrl-C): run r001-gen finished training and saved")
+    assert "`tunelab resume r001-gen` evaluates it" in message
+    code, resumed = tl(capsys, "resume", "--lab", str(lab), "r001-gen")
+    assert code == 0 and resumed["status"] == "completed", resumed
+    assert resumed["resumed"][-1]["evaluated_only"] and resumed["training"] == record["training"]
+    code, straight = tl(capsys, "run", "--lab", str(lab), "--name", "straight")
+    assert code == 0 and resumed["metrics"] == straight["metrics"]
+    runs = lab / ".tunelab" / "runs"
+    preds = [(runs / r / "predictions.jsonl").read_text() for r in ("r001-gen", "r002-straight")]
+    assert preds[0] == preds[1]
 
 
 def test_a_run_name_that_is_a_path_is_refused_before_anything_loads(make_lab, capsys):

@@ -151,7 +151,7 @@ def cmd_compare(args):
 )
 def cmd_resume(args):
     reopened(args, needs_targets, needs_usable, needs_positions, needs_scorable)  # as `run` is
-    from tunelab.stages.run.variant import resume_run
+    from tunelab.stages.run.resume import resume_run
 
     return resume_run(args.lab, args.run, progress(args), args.device)
 

@@ -143,6 +143,12 @@ def _close_quietly(lab: Lab, record: dict, status: str, error: BaseException) ->
 
 def _interrupted(record: dict, err: BaseException) -> Interrupted:
     run = record["id"]
+    if record.get("weights") and record.get("training"):  # saved as training ended
+        outcome = (
+            f"run {run} finished training and saved its weights, then stopped before its "
+            f"evaluation was recorded; `tunelab resume {run}` evaluates it."
+        )
+        return Interrupted(stop_cause(err), outcome, run=run, resumable=True)
     if record.get("checkpoint"):
         outcome = (
             f"run {run} is recorded as interrupted, with its checkpoint; "

@@ -9,7 +9,6 @@ more than one group is refused unless `--reason` says why (see `tunelab.stages.r
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import torch
@@ -17,17 +16,15 @@ from rich.console import Console
 
 from tunelab.core import ledger
 from tunelab.core.digest import sha256_file
-from tunelab.core.env import pick_device
-from tunelab.core.errors import Interrupted, TunelabError, stop_cause
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS, WEIGHTS
-from tunelab.core.spec import validate_spec
 from tunelab.core.stopping import graceful_stop
-from tunelab.core.store import Store, atomic_dir, check_run_name, now, write_jsonl
+from tunelab.core.store import atomic_dir, check_run_name, write_jsonl
 from tunelab.data.guard_sets import guard_paths
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
-from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
+from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.feature_cache import run_cache
 from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.identity import identity
@@ -50,7 +47,6 @@ from tunelab.training.distributed import (
     check_batch,
     device_for,
     joined,
-    main_process,
     world_from_env,
 )
 from tunelab.training.evaluate import evaluate_rows, protocol
@@ -204,64 +200,13 @@ def run_variant(
     )
 
 
-def resume_run(
-    lab_path: Path, run_id: str, console: Console | None = None, device: str | None = None
-) -> dict:
-    """Continue an interrupted (or lost) run from its checkpoint, under the run's own spec and
-    data version, so it ends as an uninterrupted run with the same seed would."""
-    store = Store(lab_path)
-    record = store.read_record(run_id)
-    run_dir = store.run_dir(run_id)
-    _check_resumable(record, run_dir)
-    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
-    lab.data = record["data_version"]
-    lab, world = _on_world(lab)
-    try:
-        renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
-        sampler = mixture_sampler(lab, record["data_version"], train_set)
-        model, _ = build_model(lab, renderer.labels, record["data_version"])
-    except KeyboardInterrupt as err:  # before it runs again: the record is as it was
-        raise Interrupted(
-            stop_cause(err),
-            f"run {run_id} was not started again and is still {record['status']}, with its "
-            f"checkpoint; `tunelab resume {run_id}` continues it.",
-            run=run_id,
-            resumable=True,
-        ) from err
-    if not world.main:
-        return _follow(
-            lab, world, model, renderer, train_set, sampler, run_dir, record["data_version"]
-        )
-    record.setdefault("resumed", []).append(
-        {
-            "time": now(),
-            "pid": os.getpid(),
-            "world_size": world.size,
-            "strategy": world.strategy,
-            # DCP reshards a checkpoint for another number of processes or strategy
-            "checkpoint_written_by": written_by(find_checkpoint(run_dir / CHECKPOINT_DIR)),
-        }
+def _trained(record: dict, run_dir: Path) -> bool:
+    """The run trained to its end and saved its weights, then stopped before its evaluation
+    was recorded: resuming evaluates those weights."""
+    weights = record.get("weights") or {}
+    return bool(record.get("training")) and all(
+        (run_dir / weights["dir"] / f).is_file() for f in weights.get("files") or [None]
     )
-    ledger.reopen_run(lab, record)
-    return _train_and_finish(
-        lab, record, run_dir, model, renderer, train_set, sampler, console, True, world
-    )
-
-
-def _check_resumable(record: dict, run_dir: Path) -> None:
-    """Only an interrupted, lost or failed run with a checkpoint can be resumed. Under several
-    processes rank 0 judges the status (it reopens the run, maybe before another rank looks)."""
-    run_id, status = record["id"], ledger.effective_status(record, run_dir)
-    if main_process() and status not in ("interrupted", "lost", "failed"):
-        still = f" (process {record['process']['pid']})" if status == "running" else ""
-        raise TunelabError(
-            f"{run_id} is {status}{still}: only an interrupted, lost or failed run can be resumed"
-        )
-    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None:
-        raise TunelabError(
-            f"{run_id} has no checkpoint to resume from (set "
-            "training.checkpoint_every to checkpoint long runs); start a new run"
-        )
 
 
 def _train_and_finish(
@@ -283,18 +228,26 @@ def _train_and_finish(
     exists. The weights are written whole or not at all. Under several processes this is
     rank 0: it trains its share with the others, then evaluates alone."""
     with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
-        record["training"], model = _train(
-            lab,
-            world or World(),
-            model,
-            renderer,
-            train_set,
-            sampler,
-            console,
-            run_dir,
-            resume,
-            record["data_version"],
-        )
+        if resume and _trained(record, run_dir):  # stopped while evaluating: evaluate again
+            model = _load_trained(lab, record, run_dir, renderer)
+        else:
+            record["training"], model = _train(
+                lab,
+                world or World(),
+                model,
+                renderer,
+                train_set,
+                sampler,
+                console,
+                run_dir,
+                resume,
+                record["data_version"],
+            )
+            # saved before the evaluation, so a stop while evaluating loses no training
+            with atomic_dir(run_dir / WEIGHTS, replace=True) as weights:
+                files = save_trained(model, weights)
+            hashes = {f: sha256_file(run_dir / WEIGHTS / f) for f in files}  # `fsck` reads
+            record["weights"] = {"dir": WEIGHTS, "files": files, "sha256": hashes}
         e = lab.spec.evaluation
         val_rows = lab.store.read_split(record["data_version"], "validation")
         lab.store.log_event("run_evaluating", run=record["id"], rows=len(val_rows))
@@ -312,11 +265,17 @@ def _train_and_finish(
             record["guard"] = score_guard_sets(
                 model, renderer, lab.spec, lab.store, record["data_version"], run_dir, lab.device
             )
-        with atomic_dir(run_dir / WEIGHTS, replace=True) as weights:
-            files = save_trained(model, weights)
-        hashes = {f: sha256_file(run_dir / WEIGHTS / f) for f in files}  # `tunelab fsck` reads
-        record["weights"] = {"dir": WEIGHTS, "files": files, "sha256": hashes}
     return record
+
+
+def _load_trained(lab: Lab, record: dict, run_dir: Path, renderer):
+    """The run's saved weights on its base, as `final` and `export` load them."""
+    from tunelab.modeling.model import load_trained
+
+    kind = lab.spec.model_kind
+    labels = renderer.labels if kind in ("encoder", "image") else None
+    weights = run_dir / record["weights"]["dir"]
+    return load_trained(lab.spec.model, lab.path, weights, lab.device, labels, kind)
 
 
 def _same_validation(store, version: str, parent: dict | None) -> bool:
