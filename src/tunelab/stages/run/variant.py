@@ -221,12 +221,13 @@ def _train_and_finish(
     resume: bool = False,
     world: World | None = None,
 ) -> dict:
-    """Train, evaluate, save, inside the run's record (`ledger.recording`).
+    """Train, save the weights, evaluate, inside the run's record (`ledger.recording`); on a
+    resume of a run that had trained to its end, evaluate its saved weights alone.
 
     Ctrl-C or SIGTERM during training finishes the step and checkpoints; anywhere else it
     stops at once. Either way the run is recorded as interrupted, resumable when a checkpoint
-    exists. The weights are written whole or not at all. Under several processes this is
-    rank 0: it trains its share with the others, then evaluates alone."""
+    or its saved weights exist. The weights are written whole or not at all. Under several
+    processes this is rank 0: it trains its share with the others, then evaluates alone."""
     with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
         if resume and _trained(record, run_dir):  # stopped while evaluating: evaluate again
             model = _load_trained(lab, record, run_dir, renderer)
