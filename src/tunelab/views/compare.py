@@ -113,6 +113,9 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             _variant_notes(r, result["primary_metric"], console)
     if result.get("rules", {}).get("noise"):
         console.print(f"noise records counted: {', '.join(result['rules']['noise'])}")
+    if result.get("left_out"):
+        left = ", ".join(f"{r['run']} ({r['status']})" for r in result["left_out"])
+        console.print(f"[dim]not judged, not completed: {left}[/]")
 
 
 FLIP_IDS = 3

@@ -35,12 +35,12 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import COMPARISONS, PREDICTIONS
 from tunelab.core.replicates import seed_of
-from tunelab.core.spec import Guardrail, Hypothesis
 from tunelab.core.store import StoreError, now, read_jsonl
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.collapse import collapse_warnings
 from tunelab.stages.compare.compute import compute_differences
 from tunelab.stages.compare.forgetting import judge_forgetting
+from tunelab.stages.compare.frozen import frozen_rules, refuse_frozen_overrides, rule_differences
 from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
 from tunelab.stages.compare.pairs import Pair, make_arms, right
 from tunelab.stages.compare.platform import env_differences, process_differences
@@ -49,8 +49,6 @@ from tunelab.stages.compare.seeds import Arms
 from tunelab.stages.compare.stats import RESAMPLES, concentration, flips, mcnemar_exact
 from tunelab.stages.compare.two_level import SEED_RULE
 from tunelab.tasks import get_task
-
-FROZEN = ("hypothesis", "guardrails")
 
 
 def compare(
@@ -163,6 +161,12 @@ def compare(
         "labels": labels,
         "groups": task.group_key,
         "runs": rows,
+        # runs that were not judged for their status, said so rather than left out in silence
+        "left_out": [
+            {"run": r["id"], "status": r["status"]}
+            for r in store.runs()
+            if r["status"] != "completed" and same_eval(r["data_version"])
+        ],
     }
     rules = {
         "from": reference["id"],
@@ -179,49 +183,6 @@ def compare(
         "accepted_unresolved": accept_unresolved,
     }
     return write_comparison(store, result, rules, [reference, *variants])
-
-
-def refuse_frozen_overrides(overrides: dict) -> None:
-    frozen = sorted(k for k in overrides if k.split(".")[0] in FROZEN)
-    if frozen:
-        raise TunelabError(
-            f"compare does not take {frozen} on the command line: it judges with the hypothesis "
-            "and guardrails recorded with the runs, so that a verdict cannot be changed after "
-            "the fact. To test other rules, train the variants under a spec that states them."
-        )
-
-
-def frozen_rules(record: dict) -> tuple[Hypothesis | None, list[Guardrail]]:
-    """The hypothesis and guardrails a run was recorded under (its resolved spec)."""
-    spec = record.get("spec") or {}
-    raw = spec.get("hypothesis")
-    return (
-        Hypothesis(**raw) if raw else None,
-        [Guardrail(**g) for g in spec.get("guardrails") or []],
-    )
-
-
-def rule_differences(reference: dict, runs: list[dict]) -> dict[str, list[str]]:
-    """Per run, the frozen fields (`hypothesis.min_effect`, `guardrails`) that differ from the
-    reference's record."""
-    ref = reference.get("spec") or {}
-    out = {}
-    for run in runs:
-        spec = run.get("spec") or {}
-        fields = []
-        ra, rb = ref.get("hypothesis") or {}, spec.get("hypothesis") or {}
-        fields += [f"hypothesis.{k}" for k in sorted(set(ra) | set(rb)) if ra.get(k) != rb.get(k)]
-        if _rails(ref) != _rails(spec):
-            fields.append("guardrails")
-        if fields:
-            out[run["id"]] = fields
-    return out
-
-
-def _rails(spec: dict) -> list[dict]:
-    """A recorded spec's guardrails as today's spec writes them (fields added since, such as
-    `on`, at their defaults), so that a field's arrival is not a difference of rules."""
-    return [Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []]
 
 
 def _reference(runs: list[dict], baselines: list[dict], against, version: str, task, store) -> dict:

@@ -274,3 +274,24 @@ def test_every_verdict_word_has_a_colour_in_the_console_and_a_tone_in_the_report
 
     assert set(VERDICTS) <= set(VERDICT_STYLE) and set(VERDICTS) <= set(TONES)
     assert "worse on one seed" in VERDICTS  # a loss on one seed is said as one, as a gain is
+
+
+def test_runs_not_completed_are_named_as_not_judged(tmp_path):
+    """An interrupted or running run was left out of the comparison without a word."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.compare import compare as show
+
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.8, "b": 0.8, "c": 0.8}))
+    add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.8, "c": 0.8}))
+    add_run(
+        lab, "stopped", "variant", predictions({"a": 0.9, "b": 0.8, "c": 0.8}), status="interrupted"
+    )
+    result = compare(lab)
+    assert result["left_out"] == [{"run": "r003-stopped", "status": "interrupted"}]
+    out = io.StringIO()
+    show(result, Console(file=out, width=200))
+    assert "not judged, not completed: r003-stopped (interrupted)" in out.getvalue()

@@ -1,0 +1,54 @@
+"""The rules a comparison judges by: the hypothesis and guardrails recorded with its reference
+run, never today's spec (a verdict cannot be changed after the fact), and which runs were
+recorded under other rules."""
+
+from __future__ import annotations
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.spec import Guardrail, Hypothesis
+
+FROZEN = ("hypothesis", "guardrails")
+"""The spec sections a comparison takes from its reference's record."""
+
+
+def refuse_frozen_overrides(overrides: dict) -> None:
+    frozen = sorted(k for k in overrides if k.split(".")[0] in FROZEN)
+    if frozen:
+        raise TunelabError(
+            f"compare does not take {frozen} on the command line: it judges with the hypothesis "
+            "and guardrails recorded with the runs, so that a verdict cannot be changed after "
+            "the fact. To test other rules, train the variants under a spec that states them."
+        )
+
+
+def frozen_rules(record: dict) -> tuple[Hypothesis | None, list[Guardrail]]:
+    """The hypothesis and guardrails a run was recorded under (its resolved spec)."""
+    spec = record.get("spec") or {}
+    raw = spec.get("hypothesis")
+    return (
+        Hypothesis(**raw) if raw else None,
+        [Guardrail(**g) for g in spec.get("guardrails") or []],
+    )
+
+
+def rule_differences(reference: dict, runs: list[dict]) -> dict[str, list[str]]:
+    """Per run, the frozen fields (`hypothesis.min_effect`, `guardrails`) that differ from the
+    reference's record."""
+    ref = reference.get("spec") or {}
+    out = {}
+    for run in runs:
+        spec = run.get("spec") or {}
+        fields = []
+        ra, rb = ref.get("hypothesis") or {}, spec.get("hypothesis") or {}
+        fields += [f"hypothesis.{k}" for k in sorted(set(ra) | set(rb)) if ra.get(k) != rb.get(k)]
+        if _rails(ref) != _rails(spec):
+            fields.append("guardrails")
+        if fields:
+            out[run["id"]] = fields
+    return out
+
+
+def _rails(spec: dict) -> list[dict]:
+    """A recorded spec's guardrails as today's spec writes them (fields added since, such as
+    `on`, at their defaults), so that a field's arrival is not a difference of rules."""
+    return [Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []]
