@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    whole = argv is None  # this process is the command: the console script, `python -m`
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     try:
@@ -146,6 +148,8 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_FAIL
     if _follower():  # under torchrun, rank 0 alone reports
         return EXIT_OK
+    if whole:
+        _hold_signals()
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     elif cmd.view:
@@ -155,6 +159,15 @@ def _main(argv: list[str] | None) -> int:
         getattr(importlib.import_module(f"tunelab.views.{module}"), function)(result, console())
     # a result that says it did not pass (a failed `check`) exits 1, after it is shown
     return EXIT_FAIL if isinstance(result, dict) and result.get("passed") is False else EXIT_OK
+
+
+def _hold_signals() -> None:
+    """The command's work is done and recorded: Ctrl-C and SIGTERM are held from here until the
+    process ends, so its output is printed whole and it exits with its own code. A signal in
+    that last second (printing, torch's exit hooks) had ended it with 143 and no output, or with
+    exit 0 and a traceback. Only where this process is the command: a caller of `main` (a test,
+    a script) keeps its signals."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _usage_error(err: UsageError, argv: list[str]) -> int:

@@ -321,3 +321,25 @@ def test_a_command_line_argparse_refuses_is_an_error_like_any_other(capsys):
         "unrecognized arguments: method.r=4; `tunelab ablate` takes no key=value beside its one "
         "KEY=V1,V2,...: set the others in tunelab.yaml"
     )
+
+
+def test_a_signal_after_the_work_is_done_does_not_cut_the_output(tmp_path):
+    """SIGTERM as the result was printed ended `export` with 143 and an empty output file,
+    though the bundle was whole."""
+    (tmp_path / ".tunelab").mkdir()
+    script = (
+        "import builtins, os, signal, sys\n"
+        "import tunelab.cli as cli\n"
+        "real = builtins.print\n"
+        "def printed(*a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)  # as the result is printed\n"
+        "    real(*a, **k)\n"
+        "builtins.print = printed\n"
+        f"sys.argv = ['tunelab', 'runs', '--lab', {str(tmp_path)!r}, '--json']\n"
+        "sys.exit(cli.main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
