@@ -120,8 +120,21 @@ def test_a_deleted_log_and_an_unreadable_record_are_named_not_crashed_on(make_la
     unlogged = {p["path"] for p in found["problems"] if p["check"] == "records"}
     assert ".tunelab/runs/r003-lora/record.json" in unlogged
     assert ".tunelab/comparisons/c001.json" in unlogged
+    code, refused = tl(capsys, "export", "r003-lora", *where)  # it had exported 0.99 as true
+    assert code == 2 and "record.json in no event of the log" in refused["error"]
+    code, listed = tl(capsys, "runs", *where)
+    doubt = {r["id"]: r["doubt"] for r in listed}
+    assert doubt["r003-lora"] == "in no event of the log"
     code, repaired = tl(capsys, "fsck", *where, "--repair", "--reason", "log lost in a move")
     assert code == 0 and repaired["passed"], repaired["problems"]
+    assert not any(r["doubt"] for r in tl(capsys, "runs", *where)[1])
+    edited["metrics"]["macro_f1"] = 0.98
+    record.write_text(json.dumps(edited))
+    doubt = {r["id"]: r["doubt"] for r in tl(capsys, "runs", *where)[1]}
+    assert doubt["r003-lora"] == "edited after the log wrote it"
+    code, page = tl(capsys, "report", *where)
+    html = Path(lab, page["file"]).read_text()
+    assert code == 0 and "past is not as its event log wrote it (1 problem(s)" in html
 
     record.write_bytes(record.read_bytes()[:100])
     code, found = tl(capsys, "fsck", *where)

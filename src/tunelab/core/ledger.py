@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TrainingInterrupted, TunelabError, stop_cause
-from tunelab.core.layout import HEARTBEAT
+from tunelab.core.layout import HEARTBEAT, STORE_DIR
 from tunelab.core.stopping import held
 from tunelab.core.store import now
 
@@ -203,5 +203,26 @@ def listing(store) -> list[dict]:
     member_of = {
         m["run"]: g["id"] for g in store.groups() for m in g.get("members", []) if m.get("run")
     }
-    rows = [summary(r, store.runs_dir / r["id"]) for r in store.runs()]
-    return [r | {"group": r["group"] or member_of.get(r["id"])} for r in rows]
+    records = store.runs()
+    rows = [summary(r, store.runs_dir / r["id"]) for r in records]
+    doubt = _doubted(store, records)
+    return [
+        r | {"group": r["group"] or member_of.get(r["id"]), "doubt": doubt.get(r["id"])}
+        for r in rows
+    ]
+
+
+def _doubted(store, records: list[dict]) -> dict[str, str]:
+    """The runs whose record the event log does not vouch for, with why: edited after the event
+    that wrote it, or (store format 2) in no event at all: a log cut short or deleted. Their
+    values are what the file holds now, not what the run measured (`tunelab fsck`)."""
+    state = store.audit()
+    changed = {p["record"] for p in state["records"]}
+    out = {}
+    for record in records:
+        shown = f"{STORE_DIR}/runs/{record['id']}/record.json"
+        if shown in changed:
+            out[record["id"]] = "edited after the log wrote it"
+        elif record.get("store_format", 1) >= 2 and shown not in state["hashed"]:
+            out[record["id"]] = "in no event of the log"
+    return out

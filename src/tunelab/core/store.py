@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -160,46 +159,19 @@ class Store:
         return record
 
     def audit(self) -> dict:
-        """The log's chain (`core.chain.verify`) and `records`: each record whose file no
-        longer has the sha256 its last event gave it, or is gone (`{record, line, problem}`);
-        read under the log's lock, so a record being saved is seen whole with its event."""
-        with locked(self.log_path, shared=True) if self.log_path.exists() else nullcontext():
-            state = verify(self.log_path)
-            last: dict[str, tuple[int, str]] = {}
-            for number, event in self._numbered_events():
-                if event.get("record_sha256"):
-                    last[event["record"]] = (number, event["record_sha256"])
-                for shown, digest in (event.get("accepted") or {}).items():  # fsck --repair
-                    last[shown] = (number, digest)
-            last = {shown: at for shown, at in last.items() if at[1]}
-            problems = []
-            for shown, (number, digest) in sorted(last.items()):
-                path = self.lab / shown
-                if not path.is_file():
-                    problems.append({"record": shown, "line": number, "problem": "missing"})
-                elif sha256_file(path) != digest:
-                    problem = f"changed after line {number} of the log wrote it"
-                    problems.append({"record": shown, "line": number, "problem": problem})
-        return state | {"records": problems, "records_hashed": len(last), "hashed": set(last)}
+        """The log's chain and each record no longer as its event wrote it (`core.audit`)."""
+        from tunelab.core.audit import audit
+
+        return audit(self)
 
     def require_intact_log(self, command: str) -> dict:
-        """The chain's state; a StoreError naming every broken line and every edited record,
-        for the commands that judge from the lab (`compare`, `final`, `export`)."""
-        state = self.audit()
-        found = [f"line {p['line']} {p['problem']}" for p in state["problems"]]
-        found += [f"{p['record']} {p['problem']}" for p in state["records"]]
-        if found:
-            what = "the event log" if state["problems"] else "records the log hashed"
-            raise StoreError(
-                f"{self.log_path}: {what} changed after it was written "
-                f"({'; '.join(found[:5])}). `tunelab {command}` does not judge from a lab whose "
-                "past was edited. `tunelab fsck` lists every problem; restore from a backup, "
-                'or mark the break with `tunelab fsck --repair --reason "why"` (recorded in '
-                "the log)."
-            )
-        return state
+        """The chain's state; a StoreError naming what was changed (`core.audit`), for the
+        commands that judge from the lab (`compare`, `final`, `export`)."""
+        from tunelab.core.audit import require_intact_log
 
-    def _numbered_events(self) -> Iterator[tuple[int, dict]]:
+        return require_intact_log(self, command)
+
+    def numbered_events(self) -> Iterator[tuple[int, dict]]:
         """Each readable event with its line number in the log."""
         if self.log_path.exists():
             raw = [line for line in self.log_path.read_bytes().split(b"\n") if line.strip()]

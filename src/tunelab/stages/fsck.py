@@ -45,6 +45,7 @@ from tunelab.core.layout import (
 from tunelab.core.run_files import vouched, what_changed
 from tunelab.core.store import Store, read_json
 from tunelab.core.sums import SUMS, BundleError, compare, listed
+from tunelab.core.unlogged import record_files, unlogged
 
 
 def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dict:
@@ -53,7 +54,7 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         raise TunelabError(f"{lab_path} has no store ({store.root}): not a tunelab lab")
     log = store.audit()
     if repair:
-        log = _repair(store, log, reason, _unlogged(store, log["hashed"]))
+        log = _repair(store, log, reason, unlogged(store.root, store.lab, log["hashed"]))
     problems = [
         {
             "check": "log",
@@ -83,7 +84,7 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
             "restore the log from a backup, or accept the record as it is with "
             "`tunelab fsck --repair --reason R`",
         )
-        for path in _unlogged(store, hashed)
+        for path in unlogged(store.root, store.lab, hashed)
     ]
     problems += [
         _problem(store, "records", path, why, "restore it from a backup")
@@ -106,55 +107,25 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
     }
 
 
-def _repair(store: Store, log: dict, reason: str | None, unlogged: list[Path]) -> dict:
+def _repair(store: Store, log: dict, reason: str | None, unvouched: list[Path]) -> dict:
     if not (reason and reason.strip()):
         raise TunelabError('fsck --repair needs --reason "why": the break is recorded with it')
-    if not log["problems"] and not log["records"] and not unlogged:
+    if not log["problems"] and not log["records"] and not unvouched:
         return log
     accepted = {
         p["record"]: sha256_file(store.lab / p["record"]) if p["problem"] != "missing" else None
         for p in log["records"]
     }
-    accepted |= {_rel(store, path): sha256_file(path) for path in unlogged}
+    accepted |= {_rel(store, path): sha256_file(path) for path in unvouched}
     forgives = [p["line"] for p in log["problems"]]
     store.log_event(BREAK, reason=reason.strip(), forgives=forgives, accepted=accepted)
     return store.audit()
 
 
-RECORD_GLOBS = (
-    "runs/*/record.json",
-    *(f"{folder}/*.json" for folder in ("comparisons", "groups", "noise", "plans", "finals")),
-    *(f"{folder}/*.json" for folder in ("exports", "checks", "sizing")),
-)
-"""Where the store's records are: each one `Store.save` wrote and logged with its sha256."""
-
-
-def _records(store: Store) -> list[Path]:
-    return sorted(
-        p for pattern in RECORD_GLOBS for p in store.root.glob(pattern) if p.stat().st_size
-    )
-
-
-def _unlogged(store: Store, hashed: set[str]) -> list[Path]:
-    """The records of store format 2 (written by `Store.save`, which logs each one with its
-    sha256) that no event of the log holds."""
-    out = []
-    for path in _records(store):
-        if _rel(store, path) in hashed:
-            continue
-        try:
-            record = read_json(path)
-        except DamagedFile:
-            continue  # named by `_unreadable`
-        if isinstance(record, dict) and record.get("store_format", 1) >= 2:
-            out.append(path)
-    return out
-
-
 def _unreadable(store: Store) -> list[tuple[Path, str]]:
     """Records and data manifests that no longer read as JSON, with why."""
     out = []
-    for path in [*_records(store), *sorted(store.path(DATA).glob(f"*/{MANIFEST}"))]:
+    for path in [*record_files(store.root), *sorted(store.path(DATA).glob(f"*/{MANIFEST}"))]:
         try:
             read_json(path)
         except DamagedFile as err:

@@ -64,6 +64,7 @@ def runs(rows: list[dict], console: Console) -> None:
         created = r["created"][:16].replace("T", " ")
         at = r.get("at")  # a running run's last heartbeat
         status = r["status"] + (f", step {at['step']}/{at['of']}" if at else "")
+        status += " [bold red](record not vouched for)[/]" if r.get("doubt") else ""
         table.add_row(
             r["id"],
             r["kind"],
@@ -74,6 +75,13 @@ def runs(rows: list[dict], console: Console) -> None:
             created,
         )
     console.print(table if rows else "no runs yet: start with `tunelab baseline`.")
+    doubted = [f"{r['id']} ({r['doubt']})" for r in rows if r.get("doubt")]
+    if doubted:
+        console.print(
+            f"[bold red]not vouched for by the event log[/]: {', '.join(doubted)}; their values "
+            "are what the files hold now, not what the runs measured. `tunelab fsck` names "
+            "every problem; compare, export and final refuse them."
+        )
     groups: dict[str, list[dict]] = {}
     for r in rows:
         if r.get("group"):

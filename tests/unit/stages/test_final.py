@@ -246,9 +246,13 @@ def test_a_final_result_missing_from_the_log_is_refused(lab_with_baselines):
     kept = [line for line in log.read_text().splitlines() if '"event": "final' not in line]
     log.write_text("\n".join(kept) + "\n")  # the opening erased from the log
     # the last line deleted: no later line links to it, so the chain cannot see it; the finals
-    # record anchors it
-    with pytest.raises(SealBrokenError, match=rf"{first['file']} records an opening"):
+    # record is in no event now (`core.unlogged`), and anchors it too
+    with pytest.raises(StoreError, match=rf"{first['file']} in no event of the log"):
         run_final(lab, "r001-majority", None)
+    from tunelab.stages.final import final_accesses
+
+    with pytest.raises(SealBrokenError, match=rf"{first['file']} records an opening"):
+        final_accesses(lab.store)  # what `final` reads next, were the log accepted
 
 
 def _final_in_a_process(lab: str, queue) -> None:

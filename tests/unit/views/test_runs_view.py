@@ -20,3 +20,29 @@ def test_a_variant_of_a_baseline_says_what_that_baseline_measured():
     zero = {"spec": {"model": {}}, "parent_method": "zero-shot"}
     assert _after_baseline(zero).endswith("measured the base as it is, zero-shot)")
     assert _after_baseline({}).endswith("now fine-tuned (the baseline measured the base model)")
+
+
+def test_a_run_the_log_does_not_vouch_for_is_marked():
+    """An edited record's 99% read as the run's own, with no mark."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.runs import runs
+
+    row = {
+        "id": "r003-lora",
+        "kind": "variant",
+        "status": "completed",
+        "data_version": "6e220d6cae79",
+        "seed": 0,
+        "metric": "macro_f1",
+        "value": 0.99,
+        "created": "2026-12-06T10:00:00",
+        "doubt": "edited after the log wrote it",
+    }
+    out = io.StringIO()
+    runs([row], Console(file=out, width=300))
+    text = out.getvalue()
+    assert "completed (record not vouched for)" in text
+    assert "not vouched for by the event log: r003-lora (edited after the log wrote it)" in text

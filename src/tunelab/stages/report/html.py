@@ -91,6 +91,24 @@ def render(context: dict[str, Any]) -> str:
     return env.get_template("report.html.j2").render(**context)
 
 
+def _doubt(store) -> str | None:
+    """A warning at the top of the page when the lab's records are not all as its event log
+    wrote them (`core.audit`): the page shows what the files hold now."""
+    from tunelab.core.audit import audit
+    from tunelab.core.unlogged import unlogged
+
+    state = audit(store)
+    found = len(state["problems"]) + len(state["records"])
+    found += len(unlogged(store.root, store.lab, state["hashed"]))
+    if not found:
+        return None
+    return (
+        f"This lab's past is not as its event log wrote it ({found} problem(s): a record edited, "
+        "missing or in no event, or a log line changed): this page shows what the files hold "
+        "now, which may not be what the runs measured. `tunelab fsck` names each problem."
+    )
+
+
 def gather(lab: Lab) -> dict[str, Any]:
     """Everything the page shows, read from the store's records; the spec too is one a run
     recorded (`recorded_spec`), today's `tunelab.yaml` only before any run."""
@@ -105,6 +123,7 @@ def gather(lab: Lab) -> dict[str, Any]:
     data = sections.data_version(store)
     return {
         "lab": lab.path.name,
+        "doubt": _doubt(store),
         "as_of": sections.as_of(records, events),
         "sections": SECTIONS,
         "titles": dict(SECTIONS),
