@@ -59,8 +59,18 @@ def hub_snapshot(path: Path) -> tuple[str, str] | None:
     return repo.name.removeprefix("models--").replace("--", "/"), path.name
 
 
+TEMPLATE_PATHS = ("models/encoder", "models/causal-lm", "models/image-model")
+"""The `model.path` placeholders `tunelab init` writes: no model, no Hub id."""
+
+
 def missing_base(spec: ModelSpec, path: Path) -> str:
     """Why there is no base where `model.path` says, and what to do."""
+    if spec.path in TEMPLATE_PATHS and not path.exists():
+        return (
+            f"model.path {spec.path!r} is the placeholder `tunelab init` wrote: set it to your "
+            "base model, a local folder saved with save_pretrained (or, where the task takes "
+            "one, a .gguf file or a Hub id already in Hugging Face's local cache)."
+        )
     if spec.path is not None and looks_like_repo_id(spec.path) and not path.exists():
         at = f" at revision {spec.revision!r}" if spec.revision else ""
         return (

@@ -81,3 +81,12 @@ def test_a_lab_on_a_cached_repository_records_it(hub, tmp_path, capsys):
     runs = json.loads(capsys.readouterr().out)["runs"]
     base = json.loads((lab / ".tunelab/runs" / runs[-1]["id"] / "record.json").read_text())
     assert base["base_model"]["name"] == REPO and base["base_model"]["revision"] == COMMIT
+
+
+def test_the_template_s_placeholder_is_named_as_one(hub, tmp_path):
+    """`tunelab init`'s `models/encoder` was read as a Hub id: 'hf download models/encoder'."""
+    with pytest.raises(ModelError) as missing:
+        resolve_path(ModelSpec(path="models/encoder"), tmp_path)
+    said = str(missing.value)
+    assert "is the placeholder `tunelab init` wrote: set it to your base model" in said
+    assert "hf download" not in said
