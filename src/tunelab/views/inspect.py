@@ -24,14 +24,22 @@ def inspect(result: dict, console: Console) -> None:
         extra = ""
         if "eos_trained" in ex:
             extra = f", end token trained: {'yes' if ex['eos_trained'] else '[red]NO[/]'}"
-        cut = ex.get("text_cut") or ex.get("truncated_from")
+        cut = (
+            f", {ex['text_cut']} tokens of the text cut"
+            if ex.get("text_cut")
+            else f", cut from {ex['truncated_from']} tokens"
+            if ex.get("truncated_from")
+            else ""
+        )
         if ex.get("turns"):
             console.print(_turns_line(ex))
-            cut = None  # said with the turns
+            cut = ""  # said with the turns
+        # a classifier's loss is its head's, on the label: no token carries it
+        carry = (
+            f"loss: {ex['loss']}" if isinstance(ex.get("loss"), str) else f"{loss} carry the loss"
+        )
         console.print(
-            f"[dim]{len(ex['tokens'])} tokens, {loss} carry the loss{extra}"
-            + (f", truncated ({cut})" if cut else "")
-            + f"; expected: {ex['target']}[/]"
+            f"[dim]{len(ex['tokens'])} tokens, {carry}{extra}{cut}; expected: {ex['target']}[/]"
         )
     s = result.get("summary") or {}
     shown = s.get("shown")

@@ -129,6 +129,14 @@ def _processes(result: dict, console: Console) -> None:
     )
 
 
+def _measured_at(a: dict) -> str:
+    """Where the expected speed comes from, when the advice's microbatch is another."""
+    at = a.get("speed_measured_at")
+    if not at or at == a["microbatch"]:
+        return ""
+    return f" (the speed measured at microbatch {at}; a larger one is often faster)"
+
+
 def _advice(result: dict, console: Console) -> None:
     a = result["advice"]
     if a["fits"]:
@@ -136,6 +144,7 @@ def _advice(result: dict, console: Console) -> None:
             f"advice: microbatch {a['microbatch']} × accumulation {a['accumulation']} × "
             f"{a['processes']} process(es) = global batch {a['global_batch']}; expect "
             f"~{a['expected_tokens_per_s']:,.0f} tok/s, {a['expected_step_s']:.2f}s per step"
+            + _measured_at(a)
         )
     else:
         console.print(f"[red]advice[/]: {escape(a['reason'])}")

@@ -160,3 +160,14 @@ def test_many_categories_show_at_most_shown_examples_unless_asked(make_lab):
     )
     asked = inspect_lab(lab, sample=1)
     assert {e["category"] for e in asked["examples"]} == set(labels)
+
+
+def test_a_classifier_example_says_where_its_loss_is_and_how_long_it_was(make_lab):
+    """It read '128 tokens, 0 carry the loss ... truncated (475)' for a classifier, whose loss
+    is its head's and whose 475 was the length before the cut."""
+    lab = prepared(make_lab(), **{"model.max_length": 8})
+    out = Console(file=io.StringIO(), width=300)
+    inspect_view.inspect(inspect_lab(lab, sample=1), out)
+    text = out.file.getvalue()
+    assert "8 tokens, loss: the class head, on the label, cut from " in text
+    assert "carry the loss" not in text and "truncated (" not in text

@@ -25,9 +25,17 @@ def largest_by_estimate(estimate_mb, budget_mb: float, cap: int = MAX_MICROBATCH
     return good
 
 
-def advice(global_batch: int, largest: int, processes: int, tokens_per_s: float, seq: int):
+def advice(
+    global_batch: int,
+    largest: int,
+    processes: int,
+    tokens_per_s: float,
+    seq: int,
+    measured_at: int | None = None,
+):
     """Microbatch x accumulation x processes = the global batch, with the largest microbatch
-    that fits and divides the per-process share; the step time at the measured speed."""
+    that fits and divides the per-process share; the step time at the speed measured at
+    microbatch `measured_at` (a larger microbatch is often faster: a floor, said so)."""
     share = global_batch // processes if global_batch % processes == 0 else None
     if share is None or largest < 1:
         return {
@@ -51,6 +59,7 @@ def advice(global_batch: int, largest: int, processes: int, tokens_per_s: float,
         "tokens_per_step": tokens,
         "expected_tokens_per_s": round(tokens_per_s * processes, 1),
         "expected_step_s": round(tokens / (tokens_per_s * processes), 3),
+        "speed_measured_at": measured_at,
     }
 
 

@@ -338,7 +338,7 @@ def _measured(
         "gradient_check": check,
         "calibration": calibration,
         "largest_microbatch": largest,
-        "advice": advice(spec.training.global_batch, largest["value"], processes, speed, seq),
+        "advice": advice(spec.training.global_batch, largest["value"], processes, speed, seq, mb),
     }
     return _save(store, result, seq, mb, main["peak_mb"], largest["value"])
 
@@ -377,7 +377,7 @@ def _allocator(device: str) -> str:
     if device == "cuda":
         return "torch CUDA caching allocator (peak allocated)"
     return (
-        "glibc defaults, as in runs (its heap holds 10-35% more than the live tensors on CPU; "
-        "the largest-microbatch search scales the estimate by what the measured step showed: "
-        "bench/README.md)"
+        "glibc defaults, as in runs (its heap holds more than the live tensors the estimate "
+        "counts, so the largest-microbatch search scales the estimate by what the measured step "
+        "showed: bench/README.md)"
     )

@@ -156,6 +156,28 @@ def test_advice_reaches_the_global_batch():
     assert not sizing_advice.advice(16, largest=0, processes=1, tokens_per_s=1.0, seq=10)["fits"]
 
 
+def test_the_advice_says_at_which_microbatch_its_speed_was_measured():
+    """'microbatch 16 ... expect ~2,379 tok/s' gave the speed measured at microbatch 2."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.size import _advice
+
+    a = sizing_advice.advice(16, largest=16, processes=1, tokens_per_s=100.0, seq=10, measured_at=2)
+    out = io.StringIO()
+    _advice({"advice": a, "file": "f"}, Console(file=out, width=300))
+    assert (
+        "expect ~100 tok/s, 1.60s per step (the speed measured at microbatch 2;" in out.getvalue()
+    )
+    same = sizing_advice.advice(
+        16, largest=16, processes=1, tokens_per_s=1.0, seq=10, measured_at=16
+    )
+    out = io.StringIO()
+    _advice({"advice": same, "file": "f"}, Console(file=out, width=300))
+    assert "measured at" not in out.getvalue()
+
+
 def test_representative_length_is_the_95th_percentile():
     assert lengths.representative_length(list(range(1, 101))) == 96
     with pytest.raises(ValueError):
