@@ -82,7 +82,8 @@ def test_bad_spec_names_the_line_and_field(make_lab, capsys):
 def test_the_commands_that_run_the_model_refuse_it_in_the_user_s_words(make_lab, capsys):
     lab = make_lab()
     assert tl(capsys, "data", "--lab", str(lab))[0] == 0
-    for command in ("baseline", "check", "run", "size"):  # before any model loads
+    # inspect too: it had shown examples the trainer would never see
+    for command in ("baseline", "check", "run", "size", "inspect"):  # before any model loads
         code, out = tl(capsys, command, "--lab", str(lab), "model.max_length=4096")
         assert code == 2, command
         assert out["error"].startswith(

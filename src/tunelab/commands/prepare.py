@@ -92,7 +92,8 @@ def _lines(console, start: float):
 def cmd_inspect(args):
     from tunelab.stages.inspection import inspect_lab
 
-    return inspect_lab(opened(args), args.sample, args.split)
+    # as check and run would: examples longer than the model's positions are never trained
+    return inspect_lab(opened(args, needs_positions), args.sample, args.split)
 
 
 @command(
