@@ -176,22 +176,14 @@ class DamagedFile(TunelabError):
         why = f"{err.msg} at line {err.lineno} column {err.colno}" if hasattr(err, "msg") else err
         self.why = f"not readable JSON ({why})"
         super().__init__(
-            f"{where}: not readable JSON ({why}): a file tunelab wrote was cut short or edited. "
-            "Restore it from a backup; `tunelab fsck` lists whatever else changed"
+            f"{where}: {self.why}: a file tunelab wrote was cut short or edited. Restore it "
+            "from a backup; `tunelab fsck` lists whatever else changed"
         )
 
 
 def read_jsonl(path: Path) -> list[dict]:
     """One JSON value a line; a line that does not read is a DamagedFile naming it."""
-    with path.open(encoding="utf-8") as fh:
-        out = []
-        for number, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except ValueError as err:
-                    raise DamagedFile(path, err, number) from None
-        return out
+    return read_jsonl_hashed(path)[0]
 
 
 def read_jsonl_hashed(path: Path) -> tuple[list[dict], str]:

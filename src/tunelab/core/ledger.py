@@ -216,13 +216,18 @@ def _doubted(store, records: list[dict]) -> dict[str, str]:
     """The runs whose record the event log does not vouch for, with why: edited after the event
     that wrote it, or (store format 2) in no event at all: a log cut short or deleted. Their
     values are what the file holds now, not what the run measured (`tunelab fsck`)."""
+    from tunelab.core.unlogged import unlogged
+
     state = store.audit()
     changed = {p["record"] for p in state["records"]}
+    unvouched = {
+        str(p.relative_to(store.lab)) for p in unlogged(store.root, store.lab, state["hashed"])
+    }
     out = {}
     for record in records:
         shown = f"{STORE_DIR}/runs/{record['id']}/record.json"
         if shown in changed:
             out[record["id"]] = "edited after the log wrote it"
-        elif record.get("store_format", 1) >= 2 and shown not in state["hashed"]:
+        elif shown in unvouched:
             out[record["id"]] = "in no event of the log"
     return out
