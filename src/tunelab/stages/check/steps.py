@@ -13,6 +13,8 @@ the spec's wiring, `record.wiring`, which the record keeps). The items:
 - targets: every LoRA target and module to save matches a module, else the names that exist.
 - trainable_set: requires_grad is set on exactly what the method trains (LoRA adapter weights
   and modules_to_save copies, or everything for full fine-tuning); a new head is not frozen.
+- head_init (only for `method.head_init: probe`): the head fitted from a probe on the slice is
+  the model's output (`head.py`); the training items then start from it, as the run does.
 - train_loop: two optimizer steps of `train.train` on one global batch of the slice, with
   accumulation; the losses are finite.
 - update: by parameter name over those two steps, every tensor the method trains received a
@@ -49,6 +51,7 @@ from tunelab.core.store import now
 from tunelab.modeling import model as model_lib
 from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.environment import check_backend, check_versions, probe_backend
+from tunelab.stages.check.head import head_init_step
 from tunelab.stages.check.record import (
     check_path,
     check_status,
@@ -115,14 +118,15 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
     status = console.status("check") if console else None
     if status:
         status.start()
+    steps = steps_for(spec)
     try:
-        for i, (names, step) in enumerate(STEPS):
+        for i, (names, step) in enumerate(steps):
             if status:
                 status.update(f"check: {names[0]}")
             items += _guard(names, step, ctx)
             if names[0] in PREREQUISITES and not items[-1]["passed"]:
                 skip = f"not run: `{names[0]}` failed"
-                later = [n for group, _ in STEPS[i + 1 :] for n in group]
+                later = [n for group, _ in steps[i + 1 :] for n in group]
                 items += [item(n, False, skip, skipped=True) for n in later]
                 break
     finally:
@@ -312,5 +316,18 @@ STEPS = [
     (("reload",), reload_step),
 ]
 """The steps in order, each with the items it yields."""
+HEAD_INIT = (("head_init",), head_init_step)
+"""After `trainable_set` where the head starts from a probe (`method.head_init: probe`): the
+run fits it before its first step, so the check's training steps start from it too."""
+
+
+def steps_for(spec) -> list:
+    """`STEPS`, with `HEAD_INIT` where the spec's head starts from a probe."""
+    if getattr(spec.method, "head_init", "new") != "probe":
+        return STEPS
+    at = [names for names, _ in STEPS].index(("trainable_set",)) + 1
+    return [*STEPS[:at], HEAD_INIT, *STEPS[at:]]
+
+
 PREREQUISITES = {"render", "targets"}
 """Without a renderer or a model nothing after them can run."""

@@ -143,12 +143,29 @@ def _some(names: list[str], shown: int = 3) -> str:
     return f"{len(names)} tensors, e.g. {', '.join(names[:shown])} (all in the check's record)"
 
 
+FIT = 0.05
+"""A starting loss below this (a head fitted from a probe to the slice itself) may leave no fall
+to show: where it did not fall, the loss item is not checked, and says what the steps did."""
+
+
 def loss_item(before: float, after: float, losses: list[float], micro: int, batch: int) -> dict:
     finite = all(map(math.isfinite, [before, after, *losses]))
     detail = (
         f"one microbatch of {micro} overfit for {UPDATE_STEPS} steps (in the global batch of "
         f"{batch}): loss {before:.4f} -> {after:.4f} (eval mode, before and after)"
     )
+    if finite and before < FIT and after >= before:  # fitted already: no fall to show
+        rose = after > before + 1e-6 * abs(before)
+        return item(
+            "loss",
+            False,
+            f"not checked: the loss starts at {before:.4f}, fitted already (a head from a probe "
+            f"on these rows), so no fall can show; {detail}"
+            + ("; a rise that undoes the fit (lr too high?)" if rose and after > FIT else ""),
+            before=before,
+            after=after,
+            not_checked=True,
+        )
     if not finite:
         detail = "a loss is not finite: " + detail
     elif after > before + 1e-6 * abs(before):

@@ -1,0 +1,92 @@
+"""The check of a head that starts from a probe (`method.head_init: probe`): fitted on the slice
+by the run's own code, then the model's output, or the check says why not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tunelab.core.lab import open_lab
+from tunelab.core.spec import parse_overrides
+from tunelab.data import build_data
+from tunelab.modeling import head_init
+from tunelab.stages.check import reload as preflight_reload
+from tunelab.stages.check.steps import run_check
+
+
+def ready(path, *overrides: str):
+    lab = open_lab(path, parse_overrides(list(overrides)))
+    build_data(lab.spec, lab.path, lab.store)
+    return lab
+
+
+def by_name(result: dict) -> dict:
+    return {i["name"]: i for i in result["items"]}
+
+
+@pytest.fixture
+def no_reload(monkeypatch):
+    monkeypatch.setattr(
+        preflight_reload,
+        "reload_in_fresh_process",
+        lambda *a, **k: ({"stderr": "skipped by the test"}, None, {}),
+    )
+
+
+def test_a_probe_head_is_fitted_and_checked_before_the_training_items(make_lab, no_reload):
+    lab = ready(make_lab(), "method.head_init=probe")
+    result = run_check(lab)
+    names = [i["name"] for i in result["items"]]
+    assert names.index("head_init") == names.index("trainable_set") + 1 < names.index("update")
+    head = by_name(result)["head_init"]
+    assert head["passed"], head["detail"]
+    assert head["probe"]["rows"] == result["slice"]["train"]
+    assert head["model_accuracy"] == pytest.approx(head["probe"]["train_accuracy"], abs=1e-4)
+    assert "fitted from a probe on the slice's 16 rows" in head["detail"]
+    # the training items ran from the probe's head and still see it move
+    assert by_name(result)["update"]["passed"], by_name(result)["update"]["detail"]
+
+
+def test_a_head_loaded_in_another_label_order_fails(make_lab, no_reload, monkeypatch):
+    real = head_init.folded
+
+    def shifted(head, labels):  # each label's row loaded into the next label's place
+        weight, bias = real(head, labels)
+        return np.roll(weight, 1, axis=0), np.roll(bias, 1)
+
+    monkeypatch.setattr(head_init, "folded", shifted)
+    result = run_check(ready(make_lab(), "method.head_init=probe"))
+    head = by_name(result)["head_init"]
+    assert not head["passed"] and "head_init" in result["failed"]
+    assert "does not answer as the probe it was given" in head["detail"]
+
+
+def test_a_slice_without_every_label_is_not_checked_never_passed(make_lab, no_reload):
+    lab = ready(make_lab(), "method.head_init=probe")
+    result = run_check(lab, rows=2)
+    head = by_name(result)["head_init"]
+    assert head["not_checked"] and not head["passed"]
+    assert "`tunelab check --rows" in head["detail"] and "head_init" not in result["failed"]
+    assert any(w.startswith("head_init not checked") for w in result["warnings"])
+
+
+def test_a_new_head_has_no_head_init_item(make_lab, no_reload):
+    result = run_check(ready(make_lab()))
+    assert "head_init" not in by_name(result)
+
+
+def test_a_loss_fitted_already_is_not_checked_and_a_rise_from_it_is_said():
+    """The image demo's full fine-tuning from a probe's head: the slice's loss started at
+    0.0047, two steps at the LoRA's rate took it to 1.0709, and the check FAILED as if the
+    wiring were wrong; the demo stopped there."""
+    from tunelab.stages.check.update import loss_item
+
+    rose = loss_item(0.0047, 1.0709, [0.01, 0.4], 16, 16)
+    assert rose["not_checked"] and not rose["passed"]
+    assert rose["detail"].startswith("not checked: the loss starts at 0.0047, fitted already")
+    assert rose["detail"].endswith("a rise that undoes the fit (lr too high?)")
+    held = loss_item(0.0047, 0.0047, [0.01, 0.004], 16, 16)
+    assert held["not_checked"] and "lr too high" not in held["detail"]
+    assert loss_item(0.0047, 0.0002, [0.0059, 0.0048], 16, 16)["passed"]  # it fell all the same
+    assert loss_item(0.9, 0.4, [0.9, 0.6], 16, 16)["passed"]  # a loss with room to fall
+    assert not loss_item(0.9, 1.4, [0.9, 1.2], 16, 16)["passed"]
