@@ -148,4 +148,8 @@ def _advice(result: dict, console: Console) -> None:
         )
     else:
         console.print(f"[red]advice[/]: {escape(a['reason'])}")
-    console.print(f"[dim]saved to {result['file']}[/]")
+    saved = f"saved to {result['file']}"
+    if result.get("what_if"):  # kept beside the spec's own measurement, which `plan` cites
+        given = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result["what_if"].items())
+        saved += f" (a what-if at {given}, beside the spec's own measurement)"
+    console.print(f"[dim]{saved}[/]")

@@ -93,8 +93,10 @@ def latest_check(store: Store, device_type: str) -> dict | None:
 
 
 def latest_size(store: Store, device_type: str) -> dict | None:
-    """The newest size record measured on `device_type` (its `device`)."""
-    return _newest(_records(store, SIZING), lambda r: r.get("device") == device_type)
+    """The newest size record measured on `device_type` (its `device`) at the spec's own length
+    and microbatch; else the newest what-if (`--seq-len`, `--microbatch`: its `what_if`)."""
+    records = [r for r in _records(store, SIZING) if r.get("device") == device_type]
+    return _newest(records, lambda r: not r.get("what_if")) or _newest(records, bool)
 
 
 def finished_exports(store: Store) -> dict[str, tuple[float, str] | None]:

@@ -152,6 +152,7 @@ def _based_on(run, check, size, version: str, counts: dict, fig: dict, named: bo
             "step_s": (size.get("measured") or {}).get("step_s"),
             "tokens_per_s": (size.get("measured") or {}).get("tokens_per_s"),
             "microbatch": size.get("microbatch"),
+            "what_if": size.get("what_if"),
             "used": "shown beside the run's throughput, not used: one probe step at one length, "
             "where the run timed its whole budget",
         },

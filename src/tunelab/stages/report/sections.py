@@ -266,6 +266,7 @@ def sizing(path: Path) -> dict:
         "data_version": record.get("data_version"),
         "seq_len": seq.get("value") if isinstance(seq, dict) else seq,
         "microbatch": record.get("microbatch"),
+        "what_if": record.get("what_if"),  # --seq-len / --microbatch, not the spec's own step
         "components": components,
         "estimated_peak_mb": estimate.get("peak_mb"),
         "peak_phase": estimate.get("peak_phase"),

@@ -241,6 +241,7 @@ def _measured(
         "precision_choice": precision_choice,
         **lengths,  # seq_len, target_tokens
         "microbatch": mb,
+        "what_if": _what_if(spec, seq_len, mb),
         "allocator": _allocator(device),
         "loss_normalisation": LOSS_NORMALISATION,
         "model_shape": shape_dict(est.under_autocast(shape, precision), tr),  # as counted
@@ -343,11 +344,23 @@ def _measured(
     return _save(store, result, seq, mb, main["peak_mb"], largest["value"])
 
 
+def _what_if(spec, seq_len: int | None, mb: int) -> dict | None:
+    """What `--seq-len` and `--microbatch` set apart from the spec's own step (a length given,
+    a microbatch not the spec's), or None: a what-if is kept beside the spec's measurement,
+    never in its place, and `plan` builds on the spec's own where there is one."""
+    what_if = {"seq_len": seq_len} if seq_len else {}
+    if mb != spec.training.microbatch:
+        what_if["microbatch"] = mb
+    return what_if or None
+
+
 def _save(store, result: dict, seq: int, mb: int, estimated_mb: float, largest: int) -> dict:
-    """Write the record under `.tunelab/sizing/` (one file per data version and spec, and per
-    strategy × processes with --nproc) and log the event."""
-    p = result.get("processes")
+    """Write the record under `.tunelab/sizing/` (one file per data version and spec, per
+    strategy × processes with --nproc, and per what-if length and microbatch) and log the
+    event."""
+    p, what_if = result.get("processes"), result.get("what_if") or {}
     tail = f"-{p['strategy']}{p['nproc']}" if p else ""
+    tail += "".join(f"-{key.replace('_', '')}{value}" for key, value in what_if.items())
     name = f"{result['data_version']}-{result['spec_hash']}{tail}.json"
     path = store.path(SIZING, name)
     result |= {"created": now(), "file": str(path.relative_to(store.lab))}

@@ -257,3 +257,33 @@ def test_run_size_on_the_llama_lab(make_extraction_lab):
     check = r["gradient_check"]
     assert len(set(check["weights_per_microbatch"])) > 1  # unequal target tokens ...
     assert not check["per_microbatch_mean_equal"]  # ... which a per-microbatch mean gets wrong
+
+
+def test_a_what_if_is_kept_beside_the_specs_own_measurement_never_in_its_place(make_lab):
+    from tunelab.stages.plan.records import latest_size
+
+    lab = _built(make_lab())
+    spec_mb = lab.spec.training.microbatch
+    assert sizing._what_if(lab.spec, None, spec_mb) is None
+    assert sizing._what_if(lab.spec, 512, spec_mb * 4) == {
+        "seq_len": 512,
+        "microbatch": spec_mb * 4,
+    }
+    record = {
+        "data_version": lab.data_version,
+        "spec_hash": sizing.spec_hash(lab.spec),
+        "device": "cpu",
+        "model": {"path": None, "dtype": "float32", "model_kind": "encoder"},
+        "measured_peak_mb": 100.0,
+    }
+    own = sizing._save(lab.store, record | {"what_if": None}, 24, spec_mb, 90.0, 8)
+    assert latest_size(lab.store, "cpu")["file"] == own["file"]
+    what_if = {"microbatch": spec_mb * 4}
+    bigger = sizing._save(lab.store, record | {"what_if": what_if}, 24, spec_mb * 4, 300.0, 8)
+    assert bigger["file"] != own["file"] and bigger["file"].endswith(
+        f"-microbatch{spec_mb * 4}.json"
+    )
+    assert (lab.path / own["file"]).exists()  # the spec's own measurement is still there ...
+    assert latest_size(lab.store, "cpu")["file"] == own["file"]  # ... and the plan's
+    (lab.path / own["file"]).unlink()
+    assert latest_size(lab.store, "cpu")["what_if"] == what_if  # a what-if when no other
