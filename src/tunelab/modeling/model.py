@@ -353,10 +353,11 @@ def load_trained(
     weights: Path,
     device: torch.device,
     labels: list[str] | None,
-    kind: str = "encoder",
+    kind: str,
 ) -> torch.nn.Module:
-    """A run's trained model: the classifier of `kind` (labels given) or the causal LM."""
-    if labels is not None:
+    """A run's trained model: the classifier of `kind` (a text `encoder` or an `image` one, its
+    head one output per label) or, for any other kind, the causal LM (`labels` unused)."""
+    if kind in ("encoder", "image"):
         return load_trained_classifier(spec, lab, labels, weights, device, kind)
     require_safetensors(weights, "the trained weights")
     if (weights / "adapter_config.json").exists():

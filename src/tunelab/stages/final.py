@@ -191,9 +191,7 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
         model = load_causal(spec.model, lab.path, lab.device, spec.training.seed, version)
     else:
         weights = lab.store.run_dir(record["id"]) / record.get("weights", {}).get("dir", "weights")
-        kind = spec.model_kind
-        heads = labels if kind in ("encoder", "image") else None
-        model = load_trained(spec.model, lab.path, weights, lab.device, heads, kind)
+        model = load_trained(spec.model, lab.path, weights, lab.device, labels, spec.model_kind)
     e = spec.evaluation
     threshold = recorded_threshold(record) if multilabel else None  # applied, never chosen
     return evaluate_rows(

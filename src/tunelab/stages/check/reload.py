@@ -280,9 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = validate_spec(request["spec"])
     lab, device = Path(request["lab"]), torch.device(request["device"])
     renderer = lab_renderer(spec, lab, request["labels"], request["data_version"])
-    kind = spec.model_kind
-    labels = request["labels"] if kind in ("encoder", "image") else None
-    model = load_trained(spec.model, lab, Path(request["weights"]), device, labels, kind)
+    weights, labels = Path(request["weights"]), request["labels"]
+    model = load_trained(spec.model, lab, weights, device, labels, spec.model_kind)
     loaded = time.perf_counter()
     summary, tensors = reference_outputs(
         model,

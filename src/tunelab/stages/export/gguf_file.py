@@ -33,7 +33,7 @@ def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
     if (bundle / "merged").is_dir():
         model = AutoModelForCausalLM.from_pretrained(bundle / "merged")
     else:
-        model = load_trained(spec.model, lab.path, bundle, lab.device, None)
+        model = load_trained(spec.model, lab.path, bundle, lab.device, None, spec.model_kind)
         if hasattr(model, "merge_and_unload"):
             model = model.merge_and_unload()
     tokenizer = AutoTokenizer.from_pretrained(bundle)

@@ -153,9 +153,8 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
             base = materialize(base, cache / "gguf")[0]
         spec = ModelSpec(**(info["spec"]["model"] | {"path": str(base)}))
     kind = info["kind"]
-    labels = info["labels"] if kind in ("encoder", "image") else None
     lab = lab_of(bundle) or bundle  # paths in the spec are absolute; the lab names its cache
-    model = load_trained(spec, lab, bundle, torch.device(device), labels, kind)
+    model = load_trained(spec, lab, bundle, torch.device(device), info["labels"], kind)
     if kind == "image":  # the image processor the run used, saved in the bundle
         from transformers import AutoImageProcessor
 

@@ -24,9 +24,7 @@ def merge_and_check(bundle: Path, spec, lab, labels: list[str], sample: list[dic
     from tunelab.modeling.model import load_trained
 
     device = lab.device
-    kind = spec.model_kind
-    head = labels if kind in ("encoder", "image") else None  # a classifier's labels
-    adapter = load_trained(spec.model, lab.path, bundle, device, head, kind)
+    adapter = load_trained(spec.model, lab.path, bundle, device, labels, spec.model_kind)
     rows = [s["row"] for s in sample[:MERGE_ROWS]]
     inputs, processor = _inputs(spec, lab, bundle, labels, rows, device)
     with torch.no_grad():

@@ -273,10 +273,9 @@ def _load_trained(lab: Lab, record: dict, run_dir: Path, renderer):
     """The run's saved weights on its base, as `final` and `export` load them."""
     from tunelab.modeling.model import load_trained
 
-    kind = lab.spec.model_kind
-    labels = renderer.labels if kind in ("encoder", "image") else None
     weights = run_dir / record["weights"]["dir"]
-    return load_trained(lab.spec.model, lab.path, weights, lab.device, labels, kind)
+    kind = lab.spec.model_kind
+    return load_trained(lab.spec.model, lab.path, weights, lab.device, renderer.labels, kind)
 
 
 def _same_validation(store, version: str, parent: dict | None) -> bool:
