@@ -201,3 +201,47 @@ def test_a_lab_whose_rows_carry_no_loss_fails_its_check_at_render(tmp_path, tiny
     assert code == 1 and check["failed"][0] == "render", check["failed"]
     render = next(i for i in check["items"] if i["name"] == "render")
     assert render["no_loss"] == 16 and "16 carry no loss token (e.g. c" in render["detail"]
+
+
+def test_one_system_prompt_for_all_makes_no_duplicates_and_one_prompt_two_answers_conflict(
+    tmp_path, tiny_llama, capsys
+):
+    import random
+
+    rng = random.Random(0)
+    words = [
+        "river",
+        "stone",
+        "cloud",
+        "lamp",
+        "violin",
+        "harbor",
+        "pepper",
+        "engine",
+        "marble",
+        "falcon",
+        "quilt",
+        "cedar",
+    ]
+    system = " ".join(rng.choice(words) + str(i) for i in range(60))  # one long rule book
+    rows = []
+    for i in range(40):  # short questions, each its own
+        question = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(8))
+        turns = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        answer = {"role": "assistant", "content": json.dumps({"n": i})}
+        rows.append({"id": f"q{i}", "messages": [*turns, answer]})
+    asked = rows[0]["messages"][:-1]  # the same prompt again, answered otherwise
+    rows.append(
+        {"id": "again", "messages": [*asked, {"role": "assistant", "content": '{"n": 99}'}]}
+    )
+    split = {"train": 0.7, "validation": 0.15, "test": 0.15, "seed": 0}
+    lab = write_lab(
+        tmp_path, tiny_llama, rows, fields={"id": "id", "messages": "messages"}, split=split
+    )
+    code, data = tl(capsys, "data", "--lab", lab)
+    assert code == 0, data
+    assert data["quarantine"]["reasons"] == {"label_conflict": 2}, data["quarantine"]
+    assert data["kept"] == 39  # every other conversation, none taken for a near copy
+    assert data["duplicates"]["pairs_total"] == 0, data["duplicates"]
+    quarantined = read_jsonl(Path(lab) / ".tunelab/data" / data["version"] / "quarantine.jsonl")
+    assert all("the same prompt (the turns before the answer)" in q["reason"] for q in quarantined)

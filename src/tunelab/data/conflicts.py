@@ -1,4 +1,5 @@
-"""Label conflicts: the same text (after normalisation), or image, with different answers.
+"""Label conflicts: the same text (after normalisation), conversation prompt, or image, with
+different answers.
 
 Such copies are not duplicates to thin out: one of them is wrongly labelled, and keeping "the
 first" keeps the wrong one as often as not. Every copy of a conflicting text goes to
@@ -42,6 +43,12 @@ def answer_of(ex: Example, generative: bool) -> str:
     return ex.label
 
 
+def _what(ex: Example) -> str:
+    if ex.image is not None:
+        return "picture"
+    return "prompt (the turns before the answer)" if ex.messages is not None else "text"
+
+
 def find_conflicts(examples: list[Example], generative: bool, policy: str) -> Conflicts:
     """Group by normalised text (an image: by its pixels, `content.content_key`); a group with
     more than one answer is a conflict."""
@@ -63,7 +70,7 @@ def find_conflicts(examples: list[Example], generative: bool, policy: str) -> Co
                 out.rejections.append(
                     ex.reject(
                         "label_conflict",
-                        f"the same {'picture' if ex.image else 'text'} has {len(answers)} "
+                        f"the same {_what(ex)} has {len(answers)} "
                         f"different answers {answers} "
                         f"(other copies: {', '.join(others[:5])})",
                     )

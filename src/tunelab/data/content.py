@@ -3,6 +3,12 @@
 Exact duplicates and label conflicts group rows by it, and the near-duplicate detector pairs
 distinct ones. Each row's key is hashed once (`Example.content_digest`), so a million rows
 are grouped by 16-byte digests rather than by second copies of their texts.
+
+A conversation is keyed by its prompt, every turn before the answer (`key_text`), as any other
+generative row is keyed by its input and not its target: the same prompt with two answers is a
+label conflict, not two examples. The near-duplicate detector reads the prompt without its
+system turns (`near_text`): one system prompt shared by a whole dataset made every pair of
+short conversations look alike (a 27-word one left 2 of 140 distinct train rows).
 """
 
 from __future__ import annotations
@@ -25,11 +31,32 @@ def normalise(text: str) -> str:
 
 
 def content_key(ex: Any) -> str:
-    """The normalised text of a row (an `Example`), or `pixels:<sha256>` for an image, whatever
-    the file's encoding."""
+    """The normalised `key_text` of a row (an `Example`), or `pixels:<sha256>` for an image,
+    whatever the file's encoding."""
     if ex.image is not None:
         return f"pixels:{ex.image.pixels_sha256}"
-    return normalise(ex.text)
+    return normalise(key_text(ex))
+
+
+def key_text(ex: Any) -> str:
+    """What says which rows are the same example: a conversation's prompt (its turns before the
+    answer, the system's included, flattened as `Example.text` flattens them), else the text."""
+    if ex.messages is None:
+        return ex.text
+    return _flattened(ex.messages[:-1])
+
+
+def near_text(ex: Any) -> str:
+    """What the near-duplicate detector compares: a conversation's prompt without its system
+    turns (shared by whole datasets, they outweigh short questions), else the text."""
+    if ex.messages is None:
+        return ex.text
+    return _flattened([t for t in ex.messages[:-1] if t["role"] != "system"])
+
+
+def _flattened(turns: list[dict]) -> str:
+    """`conversations.flatten`'s form: `role: content`, a blank line between turns."""
+    return "\n\n".join(f"{t['role']}: {t['content']}" for t in turns)
 
 
 def digest(key: str) -> bytes:

@@ -17,8 +17,10 @@ The answer is the last turn, which must be the assistant's: a conversation that 
 (or any other) turn has nothing to learn or to evaluate and is quarantined, naming its last
 role. For task extraction the answer must be a JSON object (it becomes the target the fields
 are scored against); for task format it is the target string. The example's `text` is the
-turns flattened (`role: content`, a blank line between turns), for duplicates, conflicts and
-lengths; the turns themselves are kept in `messages` and hashed into the version.
+turns flattened (`role: content`, a blank line between turns), for cleaning and lengths; the
+turns themselves are kept in `messages` and hashed into the version. Duplicates and conflicts
+compare the prompt, the turns before the answer (`content.key_text`), as they compare any
+generative row's input: the same prompt with two answers is a conflict.
 """
 
 from __future__ import annotations

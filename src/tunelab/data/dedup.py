@@ -39,7 +39,7 @@ import numpy as np
 from tunelab.core.spec import DedupSpec
 from tunelab.core.store import SPLITS
 from tunelab.data import near, near_images
-from tunelab.data.content import DIGEST_BYTES, content_key, normalise
+from tunelab.data.content import DIGEST_BYTES, content_key, near_text, normalise
 from tunelab.data.loaders import Example
 from tunelab.data.spill import Texts
 from tunelab.data.split import Splits, in_id_order
@@ -160,7 +160,7 @@ def _text_clusters(
     with every copy of the other."""
     rows = _Rows(splits)
     text, first = _copies(rows)
-    pairs = find_pairs(Texts([rows.examples[r] for r in first.tolist()]))  # read as asked for
+    pairs = find_pairs(Texts([rows.examples[r] for r in first.tolist()], near_text))  # as asked
     copies = _rows_of(text, np.array([t for a, b, _ in pairs for t in (a, b)], dtype=np.int64))
     clusters = []
     for a, b, similarity in pairs:

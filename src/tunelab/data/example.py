@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tunelab.data.batches import map_batches
-from tunelab.data.content import DIGEST_BYTES, content_key, digest, text_digests
+from tunelab.data.content import DIGEST_BYTES, content_key, digest, key_text, text_digests
 from tunelab.data.raw import Rejection
 from tunelab.data.spill import Spilled, Texts, read_spilled
 
@@ -42,7 +42,8 @@ class Example:
     """The image of an image example (task image_classification), whose `text` is empty."""
     messages: list[dict] | None = None
     """A conversation's turns (`data/conversations.py`); its `text` is the turns flattened,
-    for duplicates and lengths, and its `target` the last assistant turn's answer."""
+    for cleaning and lengths, its `target` the last assistant turn's answer, and its prompt
+    (the turns before) what duplicates and conflicts compare (`content.key_text`)."""
     label_set: list[str] | None = None
     """A multilabel row's labels, sorted (`data/label_sets.py`); its `label` is then the set's
     key (the sorted JSON list), which the version id hashes."""
@@ -133,7 +134,8 @@ def compute_digests(examples: Sequence[Example], workers: int | None = None) -> 
     core, `batches.map_batches`): normalising and hashing a million texts one by one was the
     data step's largest cost in its own process."""
     todo = [ex for ex in examples if ex.image is None and ex._digest is None]
-    rows = map_batches(text_digests, Texts(todo), (), DIGEST_BYTES, np.uint8, workers)
+    keys = Texts(todo, key_text)
+    rows = map_batches(text_digests, keys, (), DIGEST_BYTES, np.uint8, workers)
     for ex, row in zip(todo, rows, strict=True):
         ex._digest = row.tobytes()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
@@ -138,11 +138,13 @@ def text_spill(folder: Path, budget_mb: float) -> Iterator[TextSpill]:
 
 
 class Texts(Sequence[str]):
-    """The texts of a list of examples, read as they are asked for (a spilled text is not read
-    until then): what the batched steps (`batches.map_batches`) take a slice at a time."""
+    """The texts of a list of examples (or what `read` takes of each: `content.key_text`, ...),
+    read as they are asked for (a spilled text is not read until then): what the batched steps
+    (`batches.map_batches`) take a slice at a time."""
 
-    def __init__(self, examples: Sequence[Example]):
+    def __init__(self, examples: Sequence[Example], read: Callable[[Example], str] | None = None):
         self.examples = examples
+        self.read = read or _text
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -153,5 +155,9 @@ class Texts(Sequence[str]):
     def __getitem__(self, i: slice) -> list[str]: ...
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [ex.text for ex in self.examples[i]]
-        return self.examples[i].text
+            return [self.read(ex) for ex in self.examples[i]]
+        return self.read(self.examples[i])
+
+
+def _text(ex: Example) -> str:
+    return ex.text
