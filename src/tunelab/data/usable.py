@@ -271,7 +271,10 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
                 "data.missing_label: warn"
             )
         else:
-            warnings.append(f"{problem}: their {split} scores cannot be measured")
+            warnings.append(
+                f"{problem}: their {split} scores cannot be measured"
+                + ("" if generative else _unmeasured_consequence(split))
+            )
     for split in ("validation", "test"):
         unlearned = [label for label in present.get(split, []) if label not in train]
         if unlearned and not generative:
@@ -280,3 +283,13 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
                 "cannot learn them"
             )
     return errors, warnings
+
+
+def _unmeasured_consequence(split: str) -> str:
+    """What a label without examples in `split` does to its scores (`tasks/classification.py`,
+    `tasks/multilabel.py`)."""
+    return (
+        f" (its {split} F1 reads 0 for every run, which lowers macro-F1 alike for all, and an "
+        "every_class guardrail leaves it not checked); give it more rows, or other "
+        "data.split ratios"
+    )

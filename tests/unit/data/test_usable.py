@@ -116,7 +116,9 @@ def test_a_label_missing_from_validation_warns_or_refuses_by_policy() -> None:
     counts = {**GOOD, "validation": {"a": 2}}
     assert check_usable(summary(counts), spec_of()) == [
         "label(s) ['b'] have train examples but none in the validation split: their "
-        "validation scores cannot be measured"
+        "validation scores cannot be measured (its validation F1 reads 0 for every run, which "
+        "lowers macro-F1 alike for all, and an every_class guardrail leaves it not checked); "
+        "give it more rows, or other data.split ratios"
     ]
     with pytest.raises(
         DataError,

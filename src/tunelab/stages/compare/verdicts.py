@@ -85,7 +85,7 @@ def compare(
             '--reason "why" to compare anyway (recorded), or re-run the variants under them.'
         )
     by_id = {r["id"]: r for r in runs}
-    unscored = unscored_sources(store, reference, task)
+    unscored = unscored_groups(store, reference, task)
     arms = Arms(store, runs, reference, same_eval)
     cache: dict[str, dict] = {}
 
@@ -213,10 +213,18 @@ def groups_of(record: dict, task) -> list[str]:
     return list(record["metrics"].get(task.group_key) or []) if task.group_key else []
 
 
-def unscored_sources(store, record: dict, task) -> dict[str, str]:
-    """The sources of the reference's data version it has no score for (task pretrain: a
-    source without rows in the evaluated split), each with why: an `every_source` guardrail
-    leaves them not checked."""
+def unscored_groups(store, record: dict, task) -> dict[str, str]:
+    """The groups of a per-group guardrail the reference has no score for, each with why: an
+    `every_source` or `every_class` guardrail leaves them not checked. A source of its data
+    version without rows in the evaluated split (task pretrain), or a class without an example
+    there (its F1 reads 0 whatever the model does: no drop could show)."""
+    if task.group_scope == "every_class":
+        split = record["spec"]["evaluation"]["split"]
+        return {
+            label: f"{label}: no {split} example in data version {record['data_version'][:8]}"
+            for label, scores in (record["metrics"].get(task.group_key) or {}).items()
+            if scores.get("support") == 0
+        }
     if task.group_scope != "every_source":
         return {}
     version = record["data_version"]

@@ -64,8 +64,8 @@ def test_a_source_without_validation_rows_leaves_every_source_unresolved():
     assert "; not checked: code: no validation rows" in describe(broken)
 
 
-def test_the_unscored_sources_are_those_of_the_data_version_without_a_score():
-    from tunelab.stages.compare.verdicts import unscored_sources
+def test_the_unscored_groups_are_sources_without_a_score_and_classes_without_an_example():
+    from tunelab.stages.compare.verdicts import unscored_groups
 
     class Store:
         def data_manifest(self, version):
@@ -77,7 +77,12 @@ def test_the_unscored_sources_are_those_of_the_data_version_without_a_score():
         "spec": {"evaluation": {"split": "validation"}},
         "metrics": {"per_source": {"prose": {"bits_per_byte": 2.5}}},
     }
-    assert unscored_sources(Store(), record, get_task("pretrain")) == {
+    assert unscored_groups(Store(), record, get_task("pretrain")) == {
         "code": "code: no validation rows in data version 65052606"
     }
-    assert unscored_sources(Store(), record, get_task("classification")) == {}
+    assert unscored_groups(Store(), record, get_task("classification")) == {}
+    # a class with no validation example: its F1 is 0 whatever the model does
+    record["metrics"]["per_class"] = {"sport": {"f1": 0.9, "support": 12}, "tech": {"support": 0}}
+    expected = {"tech": "tech: no validation example in data version 65052606"}
+    assert unscored_groups(Store(), record, get_task("multilabel")) == expected
+    assert unscored_groups(Store(), record, get_task("classification")) == expected
