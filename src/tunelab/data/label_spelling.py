@@ -6,6 +6,10 @@ Two labels are spelt alike when their NFC forms (Unicode's canonical composition
 When the data's cleaning rules normalise the texts (`unicode_nfkc`), the labels get the same
 rule, and such spellings become one label. Without that rule nothing is changed silently: the
 data step is refused, naming both spellings by their code points and a row of each.
+
+Labels that differ only in case or spacing (`Tech` and `tech`) print differently, and a label
+set may mean both (`US` and `us`), so they are not refused: `tunelab data` warns, naming them
+(`case_warnings`), since they are more often one class typed two ways.
 """
 
 from __future__ import annotations
@@ -44,6 +48,19 @@ def unify_label_spellings(examples: list[Example], rules: list[str]) -> list[Exa
         f"classes. Add {{rule: {RULE}}} to data.cleaning to normalise texts and labels alike, "
         "or correct the labels at the source."
     )
+
+
+def case_warnings(labels: set[str] | list[str]) -> list[str]:
+    """A warning per group of labels equal but for case and spacing."""
+    alike: dict[str, list[str]] = defaultdict(list)
+    for label in sorted(labels):
+        alike[" ".join(label.casefold().split())].append(label)
+    return [
+        f"labels {spellings} differ only in case or spacing: they are {len(spellings)} "
+        "separate classes; if they are one, correct the labels at the source"
+        for spellings in alike.values()
+        if len(spellings) > 1
+    ]
 
 
 def _nfkc(ex: Example) -> Example:

@@ -37,7 +37,7 @@ from tunelab.data.label_sets import (
     stratum,
     unify_set_spellings,
 )
-from tunelab.data.label_spelling import unify_label_spellings
+from tunelab.data.label_spelling import case_warnings, unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.raw import DataError
@@ -264,6 +264,7 @@ def _warnings(
         )
     if spec.task.type == "pretrain":
         warnings += _sources_missing(splits)
+    warnings += case_warnings(seen)
     if spec.task.type == "multilabel":  # per label, not per label set
         warnings += set_warnings(splits.get("train", []))
     elif not spec.task.generative:

@@ -264,3 +264,15 @@ def test_the_step_says_each_stage_as_it_begins_and_only_writes_a_new_version(
     heard.clear()
     build_data(spec, tmp_path, Store(tmp_path), say=heard.append)
     assert heard[-1] == "data: finding duplicates"  # the same version: found, not written
+
+
+def test_labels_equal_but_for_case_or_spacing_are_warned_of_and_kept_apart(tmp_path: Path) -> None:
+    slips = [{"text": f"a note about a Cat, typed {i}", "label": "Cat"} for i in range(6)]
+    write_rows(tmp_path / "data" / "rows.jsonl", [*animal_rows(), *slips])
+    report = build(tmp_path, make_spec(JSONL))
+    assert "Cat" in report["labels"] and "cat" in report["labels"]  # nothing merged silently
+    alike = [w for w in report["warnings"] if "differ only in case or spacing" in w]
+    assert alike == [
+        "labels ['Cat', 'cat'] differ only in case or spacing: they are 2 separate classes; "
+        "if they are one, correct the labels at the source"
+    ]
