@@ -8,11 +8,18 @@ a short matmul says, and the bf16 matmul is not measured there (emulated, a 1024
 took about 2 s, so best of 5 cost every check about 13 s). Where the flags are present the
 matmul decides: bf16 must be at least `MIN_SPEEDUP` times fp32's throughput; its repeats stop
 after `BUDGET_S`, so a bf16 that is slow in spite of its flags costs a second or two, not more.
+
+A lab decides once per machine: a run whose lab already trained under auto on the same device
+(CPU model and flags, or GPU name) and torch version keeps that run's choice (`kept_from`)
+instead of timing the matmul again. A 0.5 s timing on a shared machine read 2.41x one minute
+and 1.17x the next, so a seed replicate or a one-change variant trained in the other precision
+without a word.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -24,6 +31,18 @@ SIDE = 1024
 BUDGET_S = 0.5
 """Seconds of timed repeats after which a matmul's measurement stops (at least one is timed)."""
 NATIVE_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's model name (None where /proc/cpuinfo is not there to read)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return None
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
@@ -104,9 +123,27 @@ def _times(ratio: float) -> str:
     return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
 
 
-def resolve(asked: str, device: torch.device) -> tuple[str, dict]:
-    """The precision a run trains in, and what the record keeps of the choice."""
+def machine(device: torch.device) -> dict:
+    """What auto's choice depends on besides the timing: the device (a GPU's name, a CPU's
+    model and native bf16 flags) and torch's version."""
+    if device.type == "cuda":
+        where = {"gpu": torch.cuda.get_device_name(device)}
+    else:
+        where = {"cpu": cpu_model(), "flags": sorted(set(NATIVE_FLAGS) & cpu_flags())}
+    return {"device": device.type, **where, "torch": torch.__version__}
+
+
+def resolve(
+    asked: str, device: torch.device, earlier: Iterable[tuple[str, dict]] = ()
+) -> tuple[str, dict]:
+    """The precision a run trains in, and what the record keeps of the choice. Under auto, the
+    first of `earlier` (run id, its recorded choice; newest first) made on this `machine` is
+    kept, else the matmuls decide."""
     if asked != "auto":
         return asked, {"asked": asked, "used": asked}
+    here = machine(device)
+    for run_id, chosen in earlier:
+        if chosen.get("asked") == "auto" and chosen.get("machine") == here:
+            return chosen["used"], chosen | {"kept_from": chosen.get("kept_from") or run_id}
     found = measure(device)
-    return found["choice"], {"asked": "auto", "used": found["choice"], **found}
+    return found["choice"], {"asked": "auto", "used": found["choice"], **found, "machine": here}

@@ -223,7 +223,12 @@ def run(record: dict, console: Console) -> None:
     _validation_curve(t, console)
     chosen = t.get("precision") or {}
     if chosen.get("asked") == "auto":
-        console.print(f"  precision auto: trained in {chosen['used']} ({chosen['reason']})")
+        kept = (
+            f"; kept from {chosen['kept_from']}, this lab's choice on this machine"
+            if (chosen.get("kept_from"))
+            else ""
+        )
+        console.print(f"  precision auto: trained in {chosen['used']} ({chosen['reason']}{kept})")
     processes = t.get("processes") or {}
     if processes.get("world_size", 1) > 1:
         ranks = ", ".join(

@@ -53,3 +53,25 @@ def test_an_explicit_precision_is_kept_and_auto_is_resolved_on_this_machine():
     assert used in ("fp32", "bf16") and record["asked"] == "auto" and record["used"] == used
     assert record["fp32_gflops"] > 0 and record["reason"]
     assert record["bf16_gflops"] > 0 if record["native_bf16"] else record["bf16_gflops"] is None
+
+
+def test_auto_keeps_the_labs_choice_on_this_machine_and_measures_on_another(monkeypatch):
+    timed = []
+
+    def matmul(device, dtype):
+        timed.append(dtype)
+        return {torch.float32: 150.0, torch.bfloat16: 170.0}[dtype]
+
+    monkeypatch.setattr(precision, "matmul_gflops", matmul)
+    here = precision.machine(CPU)
+    assert here["device"] == "cpu" and here["torch"] == torch.__version__
+    first = {"asked": "auto", "used": "bf16", "reason": "measured then", "machine": here}
+    elsewhere = first | {"used": "fp32", "machine": here | {"cpu": "another CPU"}}
+    earlier = [("r004-seed1", elsewhere), ("r002-lora", first)]  # newest first
+    used, record = precision.resolve("auto", CPU, earlier)
+    assert (used, record["kept_from"], timed) == ("bf16", "r002-lora", [])  # nothing timed
+    chain = [("r005", record), ("r002-lora", first)]  # a kept choice names where it was made
+    assert precision.resolve("auto", CPU, chain)[1]["kept_from"] == "r002-lora"
+    used, record = precision.resolve("auto", CPU, [("r004-seed1", elsewhere)])
+    assert timed and "kept_from" not in record and record["machine"] == here
+    assert precision.resolve("fp32", CPU, earlier)[0] == "fp32"  # asked, not auto: as asked

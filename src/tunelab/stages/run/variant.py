@@ -283,6 +283,17 @@ def _same_validation(store, version: str, parent: dict | None) -> bool:
     return parent is not None and SameEval(store, version)(parent["data_version"])
 
 
+def _precisions(store) -> list[tuple[str, dict]]:
+    """Each earlier run's id and recorded precision choice, newest first (`precision.resolve`
+    keeps an auto choice made on this machine)."""
+    out = []
+    for record in reversed(store.runs()):
+        chosen = (record.get("training") or {}).get("precision")
+        if isinstance(chosen, dict):
+            out.append((record["id"], chosen))
+    return out
+
+
 def _on_world(lab: Lab) -> tuple[Lab, World]:
     """This process's world (torchrun's variables), its device, and the batch check, before
     any record exists."""
@@ -298,8 +309,10 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
     cfg = lab.spec.training
     with joined(world, lab.device) as world, graceful_stop(console) as stop:
         run_dir = world.broadcast(run_dir)  # rank 0 opened the run; its shards go there too
-        # precision auto: rank 0 measures and every rank trains in its choice
-        precision, chosen = world.broadcast(resolve_precision(cfg.precision, lab.device))
+        # precision auto: rank 0 measures (or keeps the lab's choice on this machine) and
+        # every rank trains in its choice
+        earlier = _precisions(lab.store) if cfg.precision == "auto" else ()
+        precision, chosen = world.broadcast(resolve_precision(cfg.precision, lab.device, earlier))
         cfg = cfg.model_copy(update={"precision": precision})
         trained, fsdp = world.wrap(model, lab.device, cfg.precision)
         training = train(
