@@ -245,3 +245,33 @@ def test_one_system_prompt_for_all_makes_no_duplicates_and_one_prompt_two_answer
     assert data["duplicates"]["pairs_total"] == 0, data["duplicates"]
     quarantined = read_jsonl(Path(lab) / ".tunelab/data" / data["version"] / "quarantine.jsonl")
     assert all("the same prompt (the turns before the answer)" in q["reason"] for q in quarantined)
+
+
+STRICT_TEMPLATE = (  # a Gemma-like template: prints no system turn
+    "{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{% elif message['role'] in ('user', 'assistant') %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}"
+)
+
+
+def test_a_template_that_cannot_print_a_validation_turn_is_refused_before_a_model_loads(
+    tmp_path, tiny_llama, capsys
+):
+    import shutil
+
+    strict = tmp_path / "strict-llama"
+    shutil.copytree(tiny_llama, strict)
+    (strict / "chat_template.jinja").write_text(STRICT_TEMPLATE)
+    fields = {"id": "id", "messages": "messages", "split": "split"}
+    lab = write_lab(tmp_path, strict, chats(), fields=fields)
+    assert tl(capsys, "data", "--lab", lab)[0] == 0
+    for command in (["baseline"], ["run", "--allow-warnings", "trying"]):
+        code, out = tl(capsys, *command, "--lab", lab)
+        assert code == 2, out
+        assert out["error"].startswith("6 validation conversation(s) cannot be rendered by")
+        assert "c18 (chats.jsonl:19): turn 0's role 'system': the chat template" in out["error"]
+    assert not (Path(lab) / ".tunelab" / "runs").exists() or not any(
+        (Path(lab) / ".tunelab" / "runs").iterdir()
+    )  # refused before a record opened

@@ -151,5 +151,8 @@ class ImageRenderer:
         """Training inputs (every image: they were checked at `tunelab data`), nothing rejected."""
         return self.encode(rows), []
 
+    def require_prompts(self, rows: list[dict], split: str) -> None:
+        """An image has no prompt for a template to render (`Renderer.require_prompts`)."""
+
     def encode(self, rows: list[dict]) -> list[Pixels]:
         return encode_images(self.processor, rows, self.labels, self.root)

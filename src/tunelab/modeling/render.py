@@ -280,6 +280,30 @@ class Renderer:
                 rejected.append({"id": row["id"], "reason": str(err), "kind": kind})
         return out, rejected
 
+    def require_prompts(self, rows: list[dict], split: str) -> None:
+        """Refuse, naming the rows, when the chat template cannot render the prompt of a
+        conversation of `split` (a role it does not print, a turn it refuses): evaluation
+        would stop there, after a baseline's model had loaded or a run had trained."""
+        from tunelab.modeling.conversation import TurnError
+        from tunelab.tasks.targets import row_name
+
+        bad = []
+        for row in rows:
+            if row.get("messages") is None:
+                continue
+            try:
+                self.render(row, with_target=False)
+            except TurnError as err:
+                bad.append(f"{row_name(row)}: {err}")
+        if bad:
+            more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+            raise TunelabError(
+                f"{len(bad)} {split} conversation(s) cannot be rendered by the model's chat "
+                f"template, so they cannot be evaluated: {'; '.join(bad[:3])}{more}. Map their "
+                "roles to ones the template prints (`tunelab inspect` shows each turn), or use "
+                "a model whose template knows them, and run `tunelab data` again."
+            )
+
     def render(self, row: dict, with_target: bool = True) -> Rendered:
         from tunelab.tasks import target_text
 

@@ -283,10 +283,11 @@ def image_probe_features(lab: Lab, at: Conditions, console: Console | None = Non
 def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) -> dict:
     """The base causal LM, zero-shot, with the lab's template and decoding."""
     info = {"model": "the base model, zero-shot, with the lab's template and decoding"}
+    tokenizer = load_tokenizer(lab.spec.model, lab.path, at.version)
+    renderer = make_renderer(lab.spec, tokenizer, at.labels, lab.path)
+    renderer.require_prompts(at.validation, "validation")  # before the record opens
     record, run_dir = _open(lab, at, "zero-shot", info)
     with ledger.recording(lab, record):
-        tokenizer = load_tokenizer(lab.spec.model, lab.path, at.version)
-        renderer = make_renderer(lab.spec, tokenizer, at.labels, lab.path)
         # a scratch model's baseline: its untrained weights, drawn as the runs draw them
         seed = lab.spec.training.seed
         model = load_causal(lab.spec.model, lab.path, lab.device, seed, at.version)

@@ -3,6 +3,8 @@ how many steps, from what (a probe's head, a scratch model, a mixture of sources
 
 from __future__ import annotations
 
+from collections import Counter
+
 from tunelab.training.distributed import World
 from tunelab.training.loop import sequence_length_of, total_steps
 
@@ -26,9 +28,18 @@ def start_line(record: dict, spec, train_set: list, world: World) -> str:
         f"{t['total_params']:,} parameters train ({100 * t['trainable_fraction']:.2f}%) · "
         f"global batch {cfg.global_batch} = {cfg.microbatch} microbatch × {accumulation} "
         f"accumulation × {processes} · {steps} steps on {n_train} examples"
+        + _left_out(record.get("rejected_train") or [])
         + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
         + (_scratch_text(record["base_model"]) if record["base_model"].get("init") else "")
     )
+
+
+def _left_out(rejected: list[dict]) -> str:
+    """` (28 train rows left out, 28 unknown_role: `tunelab inspect` says why)`."""
+    if not rejected:
+        return ""
+    kinds = ", ".join(f"{n} {k}" for k, n in Counter(r.get("kind", "?") for r in rejected).items())
+    return f" ({len(rejected)} train rows left out, {kinds}: `tunelab inspect` says why)"
 
 
 def _scratch_text(base: dict) -> str:
