@@ -322,6 +322,14 @@ def test_the_cards_verdict_says_what_its_interval_counts(exported):
     card = " ".join(body(seeded).split())
     assert "95% paired bootstrap interval" in card and "over the seeds and the validation" in card
     assert "of one seed" not in card
+    assert info["limitations"]["trained_past"] is None and "trained past" not in card
+    leave = {"why": "audit", "findings": [{"code": "target_not_in_format", "count": 1}]}
+    seeded["limitations"]["trained_past"] = leave
+    card = " ".join(body(seeded).split())
+    assert (
+        f"**Warning:** {info['run']} trained past blocking findings (target_not_in_format: 1 "
+        "row(s)) with --allow-warnings: 'audit'." in card
+    )
 
 
 def test_a_regressed_line_says_whether_its_interval_counts_the_seeds():

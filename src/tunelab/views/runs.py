@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tunelab.core.allowed import past_words, trained_past
 from tunelab.views.style import metric_value
 
 
@@ -201,6 +202,9 @@ def run(record: dict, console: Console) -> None:
         replicates(record, console)
         return
     t, m = record["training"], record["metrics"]
+    past = trained_past(record)
+    if past:
+        console.print(f"[bold yellow]warning[/] {escape(past_words(record['id'], past))}")
     if record.get("parent"):
         diff = record.get("diff") or {}
         changed = "; ".join(f"{g}: {_changes(cs)}" for g, cs in diff.items())

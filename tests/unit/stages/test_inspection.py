@@ -11,9 +11,11 @@ import pytest
 from rich.console import Console
 
 from conftest import page_rows, topic_rows
+from tunelab.core.allowed import past_words, trained_past
 from tunelab.core.lab import open_lab
 from tunelab.data import build_data
 from tunelab.modeling.render import Rendered
+from tunelab.stages.compare.verdicts import _warnings as compare_warnings
 from tunelab.stages.inspection import causal_view, inspect_lab
 from tunelab.stages.run.variant import BlockedError, run_variant
 from tunelab.views import inspect as inspect_view
@@ -67,6 +69,15 @@ def test_target_that_cannot_fit_blocks_training_until_a_reason_is_given(make_ext
     record = run_variant(lab, allow_warnings="checking the refusal")
     assert record["warnings_allowed"] == "checking the refusal"
     assert record["rejected_train"]
+    # the leave goes on with the run: compare, the card and the run's view say it
+    past = trained_past(record)
+    assert [f["code"] for f in past["findings"]] == ["target_truncated"]
+    assert past_words(record["id"], past).startswith(
+        f"{record['id']} trained past blocking findings (target_truncated: "
+    )
+    before = {"id": "r001-zero-shot", "kind": "baseline"}
+    warned = compare_warnings(before, record, {"concentration": {"concentrated": False}})
+    assert past_words(record["id"], past) in warned
 
 
 def test_missing_eos_is_blocking(make_extraction_lab, tiny_llama, tmp_path):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tunelab.core.allowed import past_words, trained_past
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
@@ -318,7 +319,8 @@ def _add_parent(row: dict, run: dict, by_id: dict, store, version: str, paired) 
 
 
 def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
-    """Concentrated gain, a different platform, a different evaluation protocol."""
+    """Concentrated gain, a different platform, a run trained past blocking findings or in
+    another precision, a different evaluation protocol."""
     out = []
     c = versus["concentration"]
     if c["concentrated"]:
@@ -331,6 +333,15 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + "; a new platform means the checks are redone (`tunelab check`)"
         )
     out.extend(compute_differences(before, run))
+    past = trained_past(run)
+    if past:
+        out.append(past_words(run["id"], past))
+    used = [((r.get("training") or {}).get("precision") or {}).get("used") for r in (before, run)]
+    if all(used) and used[0] != used[1]:
+        out.append(
+            f"{run['id']} trained in {used[1]}, {before['id']} in {used[0]}: the difference "
+            "mixes the change with the precision"
+        )
     pa, pb = before.get("protocol"), run.get("protocol")
     if pa and pb and pa != pb:
         keys = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))

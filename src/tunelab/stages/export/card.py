@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from tunelab.core.allowed import past_words
 from tunelab.core.data_sections import Fields
 from tunelab.stages.export.serving import MERGED_CLASS
 
@@ -126,6 +127,8 @@ def body(info: dict) -> str:
         )
     else:
         lines.append("No comparison has judged this run.")
+    if lim.get("trained_past"):
+        lines += ["", f"**Warning:** {past_words(info['run'], lim['trained_past'])}."]
     lines += ["", "## Numbers", "", "| metric | validation | test |", "|---|---|---|"]
     test = (info.get("final") or {}).get("metrics", {})
     for k, v in info["validation_metrics"].items():

@@ -1,8 +1,11 @@
 """What a bundle's user should know before trusting it, derived from the records alone:
 classes or fields that regressed (with their intervals), every guardrail's margin, how much
-input the model never saw (truncation), and typical failures with their inputs."""
+input the model never saw (truncation), typical failures with their inputs, and the blocking
+findings its run was told to train past (`--allow-warnings`)."""
 
 from __future__ import annotations
+
+from tunelab.core.allowed import trained_past
 
 FAILURES = 5
 SNIPPET = 300
@@ -19,6 +22,7 @@ def limitations(
         "guardrails": margins(row),
         "truncation": truncation,
         "typical_failures": failures(predictions, rows),
+        "trained_past": trained_past(record),
         "source": "comparison " + comparison["id"] if comparison else "no comparison judged it",
     }
 
