@@ -77,6 +77,11 @@ def test_a_multi_turn_lab_trains_on_its_answers_and_evaluates_its_last_turn(
     codes = {f["code"]: f for f in view["findings"]}
     assert not any(f["blocking"] for f in view["findings"])
     assert codes["system_prompt_differs"]["count"] == 6  # validation's system prompt
+    earlier = codes["earlier_answer_not_in_format"]  # "A page of documentation." trains too
+    assert not earlier["blocking"] and earlier["count"] == 18
+    assert "(e.g. c0 (chats.jsonl:1), turn 2: not a JSON object)" in earlier["message"]
+    code, last = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "model.loss_on_turns=last")
+    assert "earlier_answer_not_in_format" not in {f["code"] for f in last["findings"]}
     assert "instruction_unused" not in codes  # the task's default: nothing was asked of it
     code, view = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "task.instruction=Be brief.")
     (unused,) = [f for f in view["findings"] if f["code"] == "instruction_unused"]

@@ -129,7 +129,7 @@ def check_conversation(
     answer = last["content"]
     if not answer.strip():
         return reject("empty_answer", "the last assistant turn is empty")
-    target = _target(answer, task_type)
+    target = answer_target(answer, task_type)
     if target is None:
         return reject(
             "bad_target", "the last assistant turn must be a JSON object for task extraction"
@@ -212,7 +212,7 @@ def joined_parts(parts: list, where: str) -> tuple[str, str | None]:
     return "".join(texts), None
 
 
-def _target(answer: str, task_type: str):
+def answer_target(answer: str, task_type: str):
     """The target the task scores: extraction's JSON object (None if the answer is not one),
     or format's string."""
     if task_type != "extraction":

@@ -26,6 +26,7 @@ from tunelab.modeling.render import (
 from tunelab.modeling.template import RenderError
 from tunelab.modeling.token_text import token_texts
 from tunelab.stages.findings import finding
+from tunelab.stages.inspect_format import format_findings
 from tunelab.stages.inspect_turns import (
     system_prompt_finding,
     turn_findings,
@@ -143,7 +144,7 @@ def causal_view(
     )
     if max_new_tokens is not None:
         findings += _generation_findings(renderer, rendered, max_new_tokens)
-    findings += _format_findings(renderer, list(ok.values()))
+    findings += format_findings(renderer, list(ok.values()))
     empty = [r.id for r in rendered if not r.teaches]
     if empty:
         findings.append(
@@ -195,34 +196,6 @@ def _generation_findings(renderer: Renderer, rendered: list, max_new_tokens: int
             f"answers longer than evaluation.max_new_tokens ({max_new_tokens}): generation "
             "stops before they end, so they can never be right; the longest is "
             f"{long[0][0]} tokens: set evaluation.max_new_tokens to {long[0][0]} or more",
-        )
-    ]
-
-
-def _format_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
-    """Targets that the task's own schema or regex refuses (or that scoring cannot read): the
-    model would learn answers its metric counts invalid."""
-    from tunelab.tasks.targets import has_targets, off_format, row_name, unscorable
-
-    task, schema = renderer.task, renderer.schema
-    if not has_targets(task):
-        return []
-    bad = []
-    for row in rows:
-        why = unscorable(task, row.get("target")) or off_format(task, schema, row.get("target"))
-        if why:
-            bad.append((row, why))
-    if not bad:
-        return []
-    row, why = bad[0]
-    rule = "task.regex" if getattr(task, "regex", None) else "task.json_schema"
-    return [
-        finding(
-            "target_not_in_format",
-            len(bad),
-            row["id"],
-            f"targets that {rule} refuses, so training teaches answers the metric counts "
-            f"invalid (e.g. {row_name(row)}: {why}); fix the rows or the format",
         )
     ]
 
