@@ -5,6 +5,7 @@ spec's validation errors (`problems`) and for any other message about a field (`
 from __future__ import annotations
 
 import difflib
+import functools
 import typing
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,19 @@ def _error_loc(error: dict) -> tuple[list[str], list[str]]:
 
 
 def _is_union_tag(part: Any) -> bool:
-    return part in {"lora", "full", "classification", "extraction", "format", "pretrain"}
+    return part in _union_tags()
+
+
+@functools.cache
+def _union_tags() -> frozenset[str]:
+    """The `type` of every member of the spec's tagged unions (the task and the method), which
+    pydantic puts in an error's path: read off the unions, so a task added later is one too."""
+    from tunelab.core.sections import MethodSpec, TaskSpec
+
+    members = [
+        m for union in (TaskSpec, MethodSpec) for m in typing.get_args(typing.get_args(union)[0])
+    ]
+    return frozenset(m.model_fields["type"].default for m in members)
 
 
 def _origin(

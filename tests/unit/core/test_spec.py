@@ -55,6 +55,7 @@ def test_unknown_field_and_batch_divisibility_are_reported(tmp_path):
         ({"training": {"budget": {"stepz": 3}}}, "did you mean `training.budget.steps`?"),
         ({"method": {"type": "lora", "rr": 4}}, "did you mean `method.r`?"),  # under a union
         ({"task": {"type": "format", "regx": "x+"}}, "did you mean `task.regex`?"),
+        ({"task": {"type": "multilabel", "seperator": "|"}}, "did you mean `task.separator`?"),
         ({"data": {"sources": [{"type": "jsonl", "pth": "d"}]}}, "`data.sources.0.path`?"),
         ({"evaluation": {"zzzz": 1}}, "evaluation takes: batch_size, max_new_tokens, split"),
         ({"trainng": {"lr": 1e-3}}, "did you mean `training`?"),
