@@ -149,4 +149,4 @@ def test_targets_scoring_cannot_read_or_the_schema_refuses_stop_before_any_model
     assert found["blocking"] and found["count"] == 1
     assert "3 is not of type 'string'" in found["message"]
     code, out = tl(capsys, "run", "--lab", str(lab))
-    assert code == 2 and "target_not_in_format (1 rows" in out["error"]
+    assert code == 2 and "target_not_in_format (1 row(s), e.g. pages.jsonl:2)" in out["error"]

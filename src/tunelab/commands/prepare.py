@@ -16,11 +16,23 @@ from tunelab.commands.opening import (
 from tunelab.commands.table import arg, command, count, positive
 
 
+def _template_tasks() -> list[str]:
+    """The tasks `init` has a template for (a listing of the package's templates folder: the
+    CLI imports nothing heavy to say them)."""
+    from pathlib import Path
+
+    return sorted(p.stem for p in (Path(__file__).parent.parent / "templates").glob("*.yaml"))
+
+
 @command(
     "init",
     "write a commented starting spec",
     "data:init",
-    arg("--task", default="classification", help="task type of the template"),
+    arg(
+        "--task",
+        default="classification",
+        help=f"task type of the template: {', '.join(_template_tasks())} (default: classification)",
+    ),
     arg("--force", action="store_true", help="overwrite an existing tunelab.yaml"),
 )
 def cmd_init(args):

@@ -118,6 +118,13 @@ def check_conversation(
     if isinstance(turns, str):
         return reject("bad_turn", turns)
     last = turns[-1]
+    if last["role"] != ASSISTANT and last["role"].strip().lower() == ASSISTANT:
+        return reject(
+            "bad_turn",
+            f"the last turn's role is {last['role']!r}: roles are read as written and chat "
+            "templates know 'assistant'; write the roles in lower case (system, user, "
+            "assistant)",
+        )
     if last["role"] != ASSISTANT:
         return reject(
             "no_final_answer",
@@ -161,7 +168,13 @@ def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
     if not isinstance(value, list) or not value:
         kind = type(value).__name__ if not isinstance(value, list) else "an empty list"
         wanted = "a string or a list of turns" if role else "a list of turns"
-        return f"{field} must be {wanted} ({{role, content}}), got {kind}"
+        text = (
+            " (a CSV or TSV cell is text, not turns: keep conversations in JSONL or Parquet, "
+            "whose rows hold lists)"
+            if isinstance(value, str)
+            else ""
+        )
+        return f"{field} must be {wanted} ({{role, content}}), got {kind}{text}"
     turns = []
     for i, turn in enumerate(value):
         where = f"{field}[{i}]"

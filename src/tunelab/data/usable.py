@@ -66,7 +66,10 @@ HINTS = {
     "image_too_large": "raise data.images.max_pixels if such large images are meant",
     "image_unsupported": "convert the images to PNG, JPEG, WebP or GIF",
 }
-CSV_NO_HEADER = "no header row? the first row is read as the header (or not comma-separated?)"
+CSV_NO_HEADER = (
+    "does data.fields name the header's columns? A file without a header row has its first row "
+    "read as one (as does one that is not comma-separated)"
+)
 
 
 def check_usable(summary: Mapping[str, Any], spec: Spec) -> list[str]:

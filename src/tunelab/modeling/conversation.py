@@ -198,11 +198,16 @@ def pieces(
                 "a conversation as a growing prefix",
             )
         if turn["content"].strip() and turn["content"].strip() not in text[len(before) :]:
+            fix = (
+                "this template has no system turn: fold the system prompt into the first user "
+                "turn, or use a model whose template prints one"
+                if turn["role"] == "system"
+                else "map it to system, user or assistant"
+            )
             raise TurnError(
                 "unknown_role",
                 f"turn {i}'s role {turn['role']!r}: the chat template does not print its "
-                "content (a role it does not know), so it would be left out in silence; map it "
-                "to system, user or assistant",
+                f"content (a role it does not know), so it would be left out in silence; {fix}",
             )
         if turn["role"] == ASSISTANT and i > 0:
             opened = _chat(tokenizer, turns[:i], True, i)

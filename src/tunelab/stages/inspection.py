@@ -158,7 +158,12 @@ def causal_view(
         "tokens": _percentiles([len(r.input_ids) + r.text_cut for r in rendered]),
         "target_tokens": _percentiles([r.loss_tokens for r in rendered]),
         "inputs_truncated": len(cut),
-        "targets_truncated": len(rejected),
+        "targets_truncated": sum(
+            x.get("kind", "target_truncated") == "target_truncated" for x in rejected
+        ),
+        "rows_not_rendered": sum(
+            x.get("kind", "target_truncated") != "target_truncated" for x in rejected
+        ),
         "rows_without_loss_tokens": len(empty),
         "end_token": renderer.tokenizer.convert_ids_to_tokens(end) if end is not None else None,
         "pad_is_end_token": renderer.pad_id == end,

@@ -55,7 +55,13 @@ def inspect(result: dict, console: Console) -> None:
             + ("conversations cut" if "turns" in s else "inputs truncated")
             + f" {s['inputs_truncated']}"
             + (
-                f"; targets that cannot fit {s['targets_truncated']}; rows without loss "
+                f"; targets that cannot fit {s['targets_truncated']}"
+                + (
+                    f"; rows the template cannot render {s['rows_not_rendered']}"
+                    if s.get("rows_not_rendered")
+                    else ""
+                )
+                + f"; rows without loss "
                 f"tokens {s['rows_without_loss_tokens']}; end token {s['end_token']!r}"
                 + (
                     " (= pad token: masked by position, still trained)"

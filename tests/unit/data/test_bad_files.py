@@ -47,7 +47,7 @@ FILE_CASES = [
         match=r"data\.sources\[0\]\.path: rows\.csv: every row was quarantined \(5 of 5\), most "
         r"as missing_field \(5\), e\.g\. rows\.csv:2: missing field\(s\): text "
         r"\(data\.fields\.text\), label \(data\.fields\.label\) \(the row has 'row 0 about the "
-        r"apple', 'a'\)\. no header row\?",
+        r"apple', 'a'\)\. does data\.fields name the header's columns\?",
     ),
     Case(
         "tsv",

@@ -127,7 +127,12 @@ def test_an_answers_weight_0_is_kept_and_1_is_the_default():
     [
         ({"messages": turns(("user", "hi"))}, "no_final_answer", "ends on a 'user' turn"),
         ({"messages": turns(("assistant", "{}"))}, "no_prompt", "follows no other turn"),
-        ({"messages": "hello"}, "bad_turn", "must be a list of turns"),
+        ({"messages": "hello"}, "bad_turn", "got str (a CSV or TSV cell is text, not turns"),
+        (
+            {"messages": turns(("User", "q"), ("Assistant", "{}"))},
+            "bad_turn",
+            "write the roles in lower case",
+        ),
         ({"messages": []}, "bad_turn", "got an empty list"),
         (
             {"messages": [{"role": "assistant", "content": "x", "tool_calls": []}]},

@@ -170,8 +170,9 @@ def test_a_source_with_no_rows_or_only_quarantined_rows_is_refused() -> None:
         check_usable(summary({}, sources=[lost]), spec_of())  # the empty splits are not listed
     assert str(err.value) == (
         "data.sources[0].path: r.csv: every row was quarantined (5 of 5), most as missing_field "
-        "(4), e.g. r.csv:2: missing field(s): text; also malformed_row 1. no header row? the "
-        "first row is read as the header (or not comma-separated?)"
+        "(4), e.g. r.csv:2: missing field(s): text; also malformed_row 1. does data.fields name "
+        "the header's columns? A file without a header row has its first row read as one (as "
+        "does one that is not comma-separated)"
     )
 
 
@@ -228,7 +229,7 @@ def test_a_wholly_quarantined_source_among_good_ones_is_named(tmp_path: Path) ->
     with pytest.raises(
         DataError,
         match=r"^data\.sources\[1\]\.path: more\.csv: every row was "
-        r"quarantined \(1 of 1\).*more\.csv:2.*no header row\?",
+        r"quarantined \(1 of 1\).*more\.csv:2.*without a header row",
     ):
         build_data(spec_of(sources), tmp_path, Store(tmp_path))
 

@@ -42,6 +42,7 @@ from tunelab.stages.run.diff import (
     resolve_parent,
 )
 from tunelab.stages.run.lines import head_line, start_line
+from tunelab.tasks.targets import row_name
 from tunelab.training.distributed import (
     World,
     check_batch,
@@ -70,10 +71,12 @@ def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
     renderer.require_prompts(lab.store.read_split(version, "validation"), "validation")
     findings = training_findings(renderer, train_rows, rejected, lab.spec.evaluation.max_new_tokens)
     if blocking(findings) and not allow_warnings:
+        named = {r["id"]: row_name(r) for r in train_rows}  # where each row came from
         raise BlockedError(
             "training refuses to start: "
             + "; ".join(
-                f"{f['code']} ({f['count']} rows, e.g. {f['example']})" for f in blocking(findings)
+                f"{f['code']} ({f['count']} row(s), e.g. {named.get(f['example'], f['example'])})"
+                for f in blocking(findings)
             )
             + '. See `tunelab inspect`; to train anyway pass --allow-warnings "why".'
         )
