@@ -296,9 +296,14 @@ def _per_group(result: dict, console: Console) -> None:
     key = result["groups"]
     title, metric = GROUP_VIEW[key]
     names = list(result["runs"][0][key])
-    _grid(
-        title, result["runs"], names, lambda r, n: metric_value(metric, r[key][n][metric]), console
-    )
+
+    def value(run: dict, name: str) -> str:
+        scores = run[key][name]
+        if scores.get("support") == 0:  # no example of it here: its F1 of 0 measures nothing
+            return "[dim]no example[/]"
+        return metric_value(metric, scores[metric])
+
+    _grid(title, result["runs"], names, value, console)
 
 
 def _grid(title: str, runs: list[dict], names: list[str], value, console: Console) -> None:

@@ -115,3 +115,14 @@ def test_a_reference_over_several_seeds_says_what_its_variants_are_against():
     out = io.StringIO()
     compare(result, Console(file=out, width=300))
     assert "on average" not in out.getvalue()
+
+
+def test_a_class_without_an_example_reads_no_example_not_an_f1_of_0():
+    from tunelab.views.compare import _per_group
+
+    scores = {"sport": {"f1": 0.9, "support": 12}, "tech": {"f1": 0.0, "support": 0}}
+    result = {"groups": "per_class", "runs": [{"id": "r001", "per_class": scores}]}
+    out = io.StringIO()
+    _per_group(result, Console(file=out, width=100))
+    lines = {line.split()[0]: line.split()[1:] for line in out.getvalue().splitlines()[1:]}
+    assert lines["sport"] == ["90.0"] and lines["tech"] == ["no", "example"]
