@@ -107,6 +107,9 @@ def test_runs_refuses_a_folder_that_is_no_lab_and_lists_a_new_one(tmp_path, caps
         ("size --microbatch 0", "is not above 0"),
         ("run --seeds 0", "is not above 0"),
         ("inspect --sample -3", "is below 0"),  # 0 is the findings without examples
+        ("plan --tokens-per-second nan", "is not a finite number above 0"),  # had crashed
+        ("plan --tokens-per-second 0", "is not a finite number above 0"),
+        ("plan --price-per-hour inf", "is not a finite number of 0 or more"),  # NaN in records
     ],
 )
 def test_a_count_out_of_range_is_refused_by_name(command, why, tmp_path, capsys):

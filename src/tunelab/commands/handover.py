@@ -9,7 +9,7 @@ from tunelab.commands.opening import (
     opened,
     opened_records,
 )
-from tunelab.commands.table import arg, command
+from tunelab.commands.table import amount, arg, command, rate
 
 
 @command(
@@ -19,7 +19,7 @@ from tunelab.commands.table import arg, command
     arg("--days", type=int, choices=[3, 7, 30], help="rental length (default: rental.days)"),
     arg(
         "--price-per-hour",
-        type=float,
+        type=amount,
         metavar="P",
         help="price of the rental per hour (default: rental.price_per_hour); gives the cost",
     ),
@@ -31,7 +31,7 @@ from tunelab.commands.table import arg, command
     ),
     arg(
         "--tokens-per-second",
-        type=float,
+        type=rate,
         metavar="T",
         help="training throughput measured on that device; recorded with the plan",
     ),

@@ -4,6 +4,7 @@ stage, registered in `COMMANDS` by the `command` decorator."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,28 @@ def count(text: str) -> int:
     """A count that may be 0 (`inspect --sample 0`: the findings without examples), never
     below (`--sample -3` showed nothing and reported no findings)."""
     return _whole(text, 0)
+
+
+def amount(text: str) -> float:
+    """A finite number not below 0 (a price): `nan` and `inf` parse as floats and had crashed
+    the plan, or written NaN into its record and the event log."""
+    return _finite(text, above_zero=False)
+
+
+def rate(text: str) -> float:
+    """A finite number above 0 (a throughput the plan divides by)."""
+    return _finite(text, above_zero=True)
+
+
+def _finite(text: str, above_zero: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
+        least = "above 0" if above_zero else "of 0 or more"
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number {least}")
+    return value
 
 
 def _whole(text: str, least: int) -> int:

@@ -351,4 +351,4 @@ class EvaluationSpec(_Section):
 class RentalSpec(_Section):
     days: Literal[3, 7, 30] = 7
     device: str = "cpu"
-    price_per_hour: float | None = Field(None, ge=0)
+    price_per_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
