@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console
+
 from tunelab.views.export import regressions
 
 
@@ -35,3 +39,24 @@ def test_the_cut_says_how_many_inputs_to_how_many_tokens_or_none():
     assert _cut(cut | {"truncated": 0, "n": 60, "max_length": 320}) == (
         "; no validation input cut (model.max_length 320)"
     )
+
+
+def test_a_verdict_says_what_it_does_not_cover():
+    from tunelab.views.export import verify
+
+    result = {
+        "bundle": "bundles/r002",
+        "base": "base.gguf",
+        "seconds": 12.0,
+        "passed": True,
+        "items": [
+            {"name": "files", "passed": True, "detail": "12 files as listed"},
+            {"name": "gguf", "passed": False, "detail": "...", "not_checked": "not built"},
+        ],
+        "not_checked": ["gguf (llama.cpp runtime not built (make gguf-runtime))"],
+    }
+    out = io.StringIO()
+    verify(result, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "VERIFIED: bundles/r002" in text and "? gguf" in " ".join(text.split())
+    assert "not checked, so not part of that verdict: gguf (llama.cpp runtime not built" in text

@@ -370,6 +370,8 @@ def record_verification(store, export: dict, verified: dict) -> None:
     """Write `verify`'s outcome into the export's record (the report and the plan read it)."""
     path = store.lab / export["file"]
     summary = {k: verified[k] for k in ("passed", "seconds", "base")}
+    if verified.get("not_checked"):
+        summary["not_checked"] = verified["not_checked"]
     store.save(
         path,
         store.load(path) | {"verified": summary},

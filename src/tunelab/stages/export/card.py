@@ -283,7 +283,9 @@ def _gguf_lines(gguf: dict | None, method: str) -> list[str]:
         "",
         f"`{gguf['file']}`: {model} as one GGUF file for llama.cpp "
         f"({gguf['architecture']}, {gguf['dtype']}, {gguf['tensors']} tensors), with the run's "
-        f"tokenizer, {chat}BOS and EOS embedded: `llama-cli -m {gguf['file']}` or any "
-        "llama.cpp-based server loads it alone. `tunelab verify` reads it back and, where "
-        "llama.cpp is installed, generates the validation sample with it.",
+        f"tokenizer, {chat}BOS and EOS embedded, for `llama-cli -m {gguf['file']}` or a "
+        "llama.cpp-based server to load alone. Whether this file was run in llama.cpp is "
+        "`tunelab verify`'s to say: it reads the file back, and where llama.cpp is built (`make "
+        "gguf-runtime`) generates the validation sample with it; where not, it says "
+        '"not checked".',
     ]

@@ -42,8 +42,8 @@ def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
     written = write_gguf(model.cpu().eval(), tokenizer, path, dtype, _pre(spec, lab))
     return written | {
         "file": f"{GGUF_DIR}/{GGUF_FILE}",
-        "llama_cpp": "checked by `tunelab verify` (the validation sample generated in llama.cpp "
-        "where it is built: `make gguf-runtime`)",
+        "llama_cpp": "not run at export: `tunelab verify` generates the validation sample in "
+        "llama.cpp where it is built (`make gguf-runtime`), else says not checked",
     }
 
 

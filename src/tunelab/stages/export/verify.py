@@ -101,12 +101,16 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     for later in (*later_checks, "predictions"):
         if later not in names:
             items.append(_not_run(later, "an earlier check failed"))
-    fixable = [i["name"] for i in items if i["name"] in FIXES and not i["passed"]]
+    fixable = [
+        i["name"] for i in items if i["name"] in FIXES and not (i["passed"] or i.get("not_checked"))
+    ]
     return {
         "bundle": str(bundle),
         "run": info["run"],
         "base": str(base),
-        "passed": all(i["passed"] for i in items),
+        # a check that did not run (`not_checked`: llama.cpp not built) is said, not passed
+        "passed": all(i["passed"] or i.get("not_checked") for i in items),
+        "not_checked": [f"{i['name']} ({i['not_checked']})" for i in items if i.get("not_checked")],
         "items": items,
         "fix": FIXES[fixable[0]].format(run=info["run"]) if fixable else None,
         "seconds": round(time.perf_counter() - start, 2),
