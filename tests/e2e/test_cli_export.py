@@ -147,9 +147,13 @@ def tunelab_sha(model_dir: Path) -> str:
 
 
 def test_verify_passes_on_the_bundle_in_a_fresh_process(exported, capsys):
-    _, bundle = exported
+    lab, bundle = exported
     code, result = tl(capsys, "verify", str(bundle))
     assert code == 0 and result["passed"] and result["process"]["fresh"]
+    # a bundle in the lab that exported it: the outcome goes into the export's record
+    record = json.loads((lab / result["recorded"]).read_text())
+    assert record["bundle"] == str(bundle) and record["verified"]["passed"] is True
+    assert record["verified"]["seconds"] == result["seconds"]
     names = [i["name"] for i in result["items"]]
     assert names == ["files", "base", "load", "predictions", "merged"]
     assert "exact" in result["items"][3]["detail"]
@@ -166,7 +170,7 @@ def test_a_flipped_byte_is_named_by_verify(exported, tmp_path, capsys):
     weights.write_bytes(bytes(raw))
     code, result = tl(capsys, "verify", str(bundle))
     files = result["items"][0]
-    assert code == 1 and not result["passed"]
+    assert code == 1 and not result["passed"] and result["recorded"] is None  # not in a lab
     assert files["changed"] == ["adapter_model.safetensors"] and "changed" in files["detail"]
     assert result["fix"].startswith("the bundle is not as it was exported: get it again")
     assert "(`tunelab export r003-lora`)" in result["fix"]

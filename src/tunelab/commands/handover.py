@@ -86,9 +86,9 @@ def cmd_export(args):
     device=True,
 )
 def cmd_verify(args):
-    from tunelab.stages.export.verify import verify_bundle
+    from tunelab.stages.export.verification import verify_and_record
 
-    return verify_bundle(args.bundle, args.base, args.device or "cpu")
+    return verify_and_record(args.bundle, args.base, args.device or "cpu")
 
 
 @command(

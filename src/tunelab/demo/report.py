@@ -163,7 +163,8 @@ def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:
     """The demo's last section: export the chosen run, verify the bundle in a fresh process,
     plan a 7-day rental from the handed-over run's own measurements (in brief: the full plan is
     in its record and the lab report), and write the lab report."""
-    from tunelab.stages.export.bundle import export_run, record_verification
+    from tunelab.stages.export.bundle import export_run
+    from tunelab.stages.export.verification import record_verification
     from tunelab.stages.export.verify import verify_bundle
     from tunelab.stages.plan.rental import run_plan
     from tunelab.stages.report.html import write_report

@@ -94,6 +94,8 @@ def verify(result: dict, console: Console) -> None:
         f"{verdict}: {result['bundle']} on base {result['base']}, in a fresh process "
         f"({result['seconds']:.0f}s)"
     )
+    if result.get("recorded"):  # the export's record, in the lab that exported the bundle
+        console.print(f"  [dim]recorded in {escape(result['recorded'])}[/]")
     if result.get("not_checked"):  # what the verdict does not cover
         unchecked = escape("; ".join(result["not_checked"]))
         console.print(f"  [yellow]not checked[/], so not part of that verdict: {unchecked}")

@@ -277,6 +277,11 @@ def test_export_and_verify_records_are_used_when_they_exist(tmp_path):
         "source": ".tunelab/exports/1-r001-lora.json seconds",
     }
     assert figures["verify_s"]["source"] == ".tunelab/exports/1-r001-lora.json verified.seconds"
+    # a later bundle never verified: the pair stays one bundle's, not its export beside
+    # another bundle's verify
+    atomic_write_json(folder / "2-r001-lora.json", {"seconds": 64.6, "verified": None})
+    figures = run_plan(open_records_lab(tmp_path), days=7)["based_on"]["figures"]
+    assert figures["export_s"]["seconds"] == 1200.0 and figures["verify_s"]["seconds"] == 600.0
 
 
 def test_without_a_check_the_run_stands_in_and_it_says_so(tmp_path):

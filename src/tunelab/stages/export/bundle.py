@@ -364,19 +364,3 @@ def _record(store, result: dict) -> None:
         run=result["run"],
         bundle=result["bundle"],
     )
-
-
-def record_verification(store, export: dict, verified: dict) -> None:
-    """Write `verify`'s outcome into the export's record (the report and the plan read it)."""
-    path = store.lab / export["file"]
-    summary = {k: verified[k] for k in ("passed", "seconds", "base")}
-    if verified.get("not_checked"):
-        summary["not_checked"] = verified["not_checked"]
-    store.save(
-        path,
-        store.load(path) | {"verified": summary},
-        "verify",
-        run=export["run"],
-        bundle=export["bundle"],
-        passed=verified["passed"],
-    )

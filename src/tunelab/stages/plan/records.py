@@ -100,9 +100,23 @@ def latest_size(store: Store, device_type: str) -> dict | None:
 
 
 def finished_exports(store: Store) -> dict[str, tuple[float, str] | None]:
-    """Measured export and verify durations (seconds, source), the newest of each, or None."""
+    """Measured export and verify durations (seconds, source): the newest bundle's that was
+    timed both ways (one bundle's pair: a merged GGUF export beside an adapter's verify
+    planned neither), else the newest of each, or None."""
     out: dict[str, tuple[float, str] | None] = {"export": None, "verify": None}
-    for record in reversed(_records(store, EXPORTS)):
+    records = _records(store, EXPORTS)
+    for record in reversed(records):  # the newest bundle timed both ways: one bundle's pair
+        verified = record.get("verified")
+        if (
+            _number(record.get("seconds"))
+            and isinstance(verified, dict)
+            and _number(verified.get("seconds"))
+        ):
+            return {
+                "export": (float(record["seconds"]), f"{record['file']} seconds"),
+                "verify": (float(verified["seconds"]), f"{record['file']} verified.seconds"),
+            }
+    for record in reversed(records):
         if out["export"] is None and _number(record.get("seconds")):
             out["export"] = (float(record["seconds"]), f"{record['file']} seconds")
         verified = record.get("verified")

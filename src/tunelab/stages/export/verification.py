@@ -1,0 +1,59 @@
+"""`tunelab verify`'s outcome in the lab: written into the record of the export that made the
+bundle (`verified`: passed, seconds, base, what was not checked), which the report and the plan
+read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tunelab.core.layout import EXPORTS
+
+
+def record_verification(store, export: dict, verified: dict) -> None:
+    """Write `verify`'s outcome into the export's record (the report and the plan read it)."""
+    path = store.lab / export["file"]
+    summary = {k: verified[k] for k in ("passed", "seconds", "base")}
+    if verified.get("not_checked"):
+        summary["not_checked"] = verified["not_checked"]
+    store.save(
+        path,
+        store.load(path) | {"verified": summary},
+        "verify",
+        run=export["run"],
+        bundle=export["bundle"],
+        passed=verified["passed"],
+    )
+
+
+def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu") -> dict:
+    """`tunelab verify`: the bundle verified in a fresh process (`verify.verify_bundle`), and
+    its outcome written into the export's record when the bundle lies in the lab that exported
+    it (the report and the plan read it there); `recorded` names that record, or says why
+    none was written. A bundle elsewhere is verified all the same."""
+    from tunelab.core.store import Store
+    from tunelab.stages.export.load import lab_of
+    from tunelab.stages.export.verify import verify_bundle
+
+    result = verify_bundle(bundle, base, device)
+    lab = lab_of(Path(bundle))
+    if lab is None:
+        return result | {"recorded": None}
+    store = Store(lab)
+    here = Path(bundle).resolve()
+    exports = [p for p in store.numbered(EXPORTS) if _bundle_of(p) == here]
+    if not exports:
+        return result | {"recorded": None}
+    export = store.load(exports[-1])
+    try:
+        record_verification(store, export, result)
+    except PermissionError:  # a lab this user may only read: the verdict stands
+        return result | {"recorded": f"not written: {export['file']} may not be written"}
+    return result | {"recorded": export["file"]}
+
+
+def _bundle_of(record_path: Path) -> Path | None:
+    try:
+        return Path(json.loads(record_path.read_text())["bundle"]).resolve()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
