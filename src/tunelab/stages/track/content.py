@@ -3,7 +3,8 @@
 A tunelab run becomes one `Wanted` MLflow run: params (the resolved spec, flattened to dotted
 keys, values as the spec writes them), metric points (the loss history by step as `train/loss`,
 `train/lr`, ...; the evaluation metrics at the last step as `validation/accuracy`,
-`validation/per_class/sport/f1`, ...), `tunelab.*` tags, its record.json, and MLflow's status
+`validation/per_class/sport/f1`, ...; a forgetting set's scores, which a guardrail judges, as
+`guard/general/news.jsonl/bits_per_byte`), `tunelab.*` tags, its record.json, and MLflow's status
 and times. The lab itself becomes one more, `lab`: the report page and every comparison record.
 
 Names and values are fitted to MLflow's rules (`names`), so that a second `track` compares
@@ -79,6 +80,9 @@ def run_content(store: Store, record: dict) -> Wanted:
     when = end or millis(record.get("updated")) or start or 0
     for key, value in scalars(record.get("metrics") or {}).items():
         points.append(Point(f"{split}/{key}", value, last, when))
+    for on, scored in (record.get("guard") or {}).items():  # the forgetting sets' guardrail
+        for key, value in scalars(scored.get("metrics") or {}, f"guard/{name(on)}").items():
+            points.append(Point(key, value, last, when))
     return Wanted(
         name=record["id"],
         tags=run_tags(store, record, state),

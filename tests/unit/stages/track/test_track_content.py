@@ -3,6 +3,7 @@ the loss history and metrics as points, the tags, the artifacts; and where the s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -140,3 +141,25 @@ def test_the_cli_imports_no_mlflow_until_track_runs():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == "False"
+
+
+def test_a_forgetting_sets_scores_are_tracked_beside_the_validation_metrics(tmp_path):
+    store = Store(tmp_path)
+    run_dir = store.runs_dir / "r002-lora"
+    run_dir.mkdir(parents=True)
+    record = {
+        "id": "r002-lora",
+        "kind": "variant",
+        "status": "completed",
+        "data_version": "v1",
+        "created": "2026-12-06T12:00:00+00:00",
+        "ended": "2026-12-06T12:05:00+00:00",
+        "metrics": {"exact_match": 0.867, "n": 60},
+        "guard": {
+            "general/bbc_news.jsonl": {"metrics": {"bits_per_byte": 1.16, "n": 25}},
+        },
+    }
+    (run_dir / "record.json").write_text(json.dumps(record))
+    points = {p.key: p.value for p in run_content(store, record).points}
+    assert points["validation/exact_match"] == 0.867
+    assert points["guard/general/bbc_news.jsonl/bits_per_byte"] == 1.16
