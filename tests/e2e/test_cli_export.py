@@ -146,6 +146,17 @@ def tunelab_sha(model_dir: Path) -> str:
     return hashlib.sha256((model_dir / "model.safetensors").read_bytes()).hexdigest()
 
 
+def test_an_out_that_is_a_file_is_refused_by_name(exported, tmp_path, capsys):
+    lab, _ = exported
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    code, err = tl(capsys, "export", "r003-lora", "--lab", str(lab), "--out", str(taken))
+    assert code == 2 and err["error"] == (
+        f"{taken} is a file, not a folder; give --out a folder to write into."
+    )
+    assert taken.read_text() == "mine"
+
+
 def test_verify_passes_on_the_bundle_in_a_fresh_process(exported, capsys):
     lab, bundle = exported
     code, result = tl(capsys, "verify", str(bundle))

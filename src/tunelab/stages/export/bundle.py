@@ -88,6 +88,8 @@ def export_run(
     require_intact_run(store.run_dir(run_id), record, "export")
     spec = validate_spec(record["spec"])
     bundle = Path(out) if out else lab.path / BUNDLES / run_id
+    if bundle.exists() and not bundle.is_dir():
+        raise ExportError(f"{bundle} is a file, not a folder; give --out a folder to write into.")
     if bundle.exists() and any(bundle.iterdir()):
         raise ExportError(f"{bundle} exists and is not empty; give another --out or remove it.")
     removed = remove_leftovers(lab.path / BUNDLES)

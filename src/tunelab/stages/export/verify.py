@@ -72,7 +72,9 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
     items.append(_guarded("base", lambda: _base(info, base)))
     # a listing that points outside the bundle: nothing it lists is opened, merged/ and gguf/
     # included; missing files: a load would fail on them, and say something else
-    outside = "SHA256SUMS lists a path outside the bundle, so nothing it lists is opened"
+    outside = (  # missing, unreadable, or listing a path outside the bundle: `files` says which
+        "SHA256SUMS cannot be followed (see files), so nothing it lists is opened"
+    )
     loaded: dict = {}
     if files.get("unsafe"):
         items.append(_not_run("load", outside))
