@@ -146,6 +146,21 @@ def tunelab_sha(model_dir: Path) -> str:
     return hashlib.sha256((model_dir / "model.safetensors").read_bytes()).hexdigest()
 
 
+def test_verify_takes_its_device_as_the_lab_commands_do(exported, monkeypatch, capsys):
+    """`--device`, else TUNELAB_DEVICE: one this machine lacks is refused by name (exit 2); it
+    had been ignored, or found as a broken bundle's load (exit 1)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nothing to refuse")
+    _, bundle = exported
+    code, err = tl(capsys, "verify", str(bundle), "--device", "cuda")
+    assert code == 2 and err["error"].startswith("--device 'cuda': this machine has 0 CUDA")
+    monkeypatch.setenv("TUNELAB_DEVICE", "cuda")
+    code, err = tl(capsys, "verify", str(bundle))
+    assert code == 2 and err["error"].startswith("TUNELAB_DEVICE 'cuda'")
+
+
 def test_an_out_that_is_a_file_is_refused_by_name(exported, tmp_path, capsys):
     lab, _ = exported
     taken = tmp_path / "notes.txt"

@@ -86,9 +86,12 @@ def cmd_export(args):
     device=True,
 )
 def cmd_verify(args):
+    from tunelab.core.env import pick_device
     from tunelab.stages.export.verification import verify_and_record
 
-    return verify_and_record(args.bundle, args.base, args.device or "cpu")
+    # as the help says: --device, else TUNELAB_DEVICE, else CUDA when present; one absent here
+    # is refused by name (exit 2), not found broken in the bundle's load
+    return verify_and_record(args.bundle, args.base, str(pick_device(args.device)))
 
 
 @command(

@@ -122,8 +122,9 @@ def run_checks(bundle: Path, device: str, base: Path | None) -> dict:
 FIXES = {
     "files": "the bundle is not as it was exported: get it again from where it came, or export "
     "the run again in its lab (`tunelab export {run}`)",
-    "base": "the base is not the one the run was trained on: give that exact base with --base "
-    "(its name and weights' sha256 are in tunelab.json and the model card)",
+    "base": "the base was not found, or is not the one the run was trained on (the base line "
+    "says which): give that exact base with --base (its name and weights' sha256 are in "
+    "tunelab.json and the model card)",
 }
 """What to do when verify fails, by the first failed check that says it."""
 
