@@ -353,6 +353,11 @@ def test_the_cards_verdict_says_what_its_interval_counts(exported):
     assert "95% paired bootstrap interval" in card and "over the seeds and the validation" in card
     assert "of one seed" not in card
     assert info["limitations"]["trained_past"] is None and "trained past" not in card
+    assert "Primary metric `macro_f1`, minimum effect +1.0 points." in card  # points, as compare
+    failure = {"id": "p/a.1", "expected": {"name": "a"}, "output": '{"name": "b"}'}
+    seeded["limitations"]["typical_failures"] = [failure | {"input": "NAME\n\n  a - tool"}]
+    listed = body(seeded)  # JSON beside JSON, and one line per failure
+    assert '- `p/a.1`: expected `{"name": "a"}`, got `{"name": "b"}`: “NAME a - tool”' in listed
     leave = {"why": "audit", "findings": [{"code": "target_not_in_format", "count": 1}]}
     seeded["limitations"]["trained_past"] = leave
     card = " ".join(body(seeded).split())

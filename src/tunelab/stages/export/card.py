@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -9,6 +10,7 @@ import yaml
 from tunelab.core.allowed import past_words
 from tunelab.core.data_sections import Fields
 from tunelab.stages.export.serving import MERGED_CLASS
+from tunelab.tasks import units
 
 # a language model's metrics (bits per byte, loss, perplexity) are not rates: shown as numbers
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
@@ -82,6 +84,21 @@ def _value(metric: str, x: float) -> str:
     return f"{x:.4f}" if metric in PLAIN else f"{100 * x:.1f}"
 
 
+def _min_effect(hyp: dict) -> str:
+    """`minimum effect +10.0 points`, in the units compare and the report use (`units`)."""
+    metric, effect = hyp.get("metric"), hyp.get("min_effect")
+    if metric is None or not isinstance(effect, int | float):
+        return f"minimum effect {effect}"
+    return units.effect(metric, effect)
+
+
+def _as_written(value) -> str:
+    """A failure's answer as the model writes it: text as it is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
 def body(info: dict) -> str:
     spec, lim = info["spec"], info["limitations"]
     hyp = spec.get("hypothesis") or {}
@@ -101,7 +118,7 @@ def body(info: dict) -> str:
         "## Hypothesis",
         "",
         f"{hyp.get('behaviour', '(none recorded)')} Primary metric `{hyp.get('metric')}`, "
-        f"minimum effect {hyp.get('min_effect')}.",
+        f"{_min_effect(hyp)}.",
         "",
         "## Verdict",
         "",
@@ -174,10 +191,11 @@ def body(info: dict) -> str:
     if lim["typical_failures"]:
         lines += ["", "Typical failures:", ""]
         for f in lim["typical_failures"]:
-            expected = f.get("expected")
-            got = f.get("predicted", f.get("output"))
+            expected = _as_written(f.get("expected"))  # JSON, as the output it is set beside
+            got = _as_written(f.get("predicted", f.get("output")))
             shown = "/".join(Path(f["id"]).parts[-2:])
-            lines.append(f"- `{shown}`: expected `{expected}`, got `{got}`: “{f['input'][:160]}”")
+            asked = " ".join(f["input"][:160].split())  # one line: a list item ends at a blank
+            lines.append(f"- `{shown}`: expected `{expected}`, got `{got}`: “{asked}”")
     lines += [
         "",
         "## Use",
