@@ -120,6 +120,20 @@ def test_a_count_out_of_range_is_refused_by_name(command, why, tmp_path, capsys)
     assert (code, err["error"]) == (2, f"argument {flag}: {value} {why}")
 
 
+@pytest.mark.parametrize("command", [["export", "r002"], ["final", "r002"], ["resume", "r002"]])
+def test_a_run_named_in_a_folder_that_is_no_lab_says_so(command, tmp_path, capsys):
+    """It read "no run 'r002' in DIR; known runs: none yet", as if the lab were new."""
+    code, err = tl(capsys, *command, "--lab", str(tmp_path))
+    assert code == 2 and err["error"].startswith(f"{tmp_path} is not a tunelab lab")
+
+
+def test_verify_of_a_folder_that_is_not_there_says_so(tmp_path, capsys):
+    code, err = tl(capsys, "verify", str(tmp_path / "nothere"))
+    assert code == 2 and err["error"].endswith(
+        ": no such folder; give the path of a bundle `export` wrote."
+    )
+
+
 def test_init_then_refuses_to_overwrite(tmp_path, capsys):
     code, _ = tl(capsys, "init", "--lab", str(tmp_path))
     assert code == 0 and (tmp_path / "tunelab.yaml").exists()

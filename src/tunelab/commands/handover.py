@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunelab.commands.opening import (
+    lab_store,
     opened,
     opened_records,
 )
@@ -131,18 +132,9 @@ def cmd_track(args):
 
 @command("runs", "list the runs of the lab", "runs:runs")
 def cmd_runs(args):
-    from tunelab.core.errors import TunelabError
     from tunelab.core.ledger import listing
-    from tunelab.core.spec import SPEC_FILE
-    from tunelab.core.store import Store
 
-    store = Store(args.lab)
-    if not (store.root.exists() or (store.lab / SPEC_FILE).is_file()):  # a typo, not a new lab
-        raise TunelabError(
-            f"{store.lab} is not a tunelab lab (no {SPEC_FILE}, no store): name one with "
-            "--lab DIR, or write a spec there with `tunelab init`"
-        )
-    return listing(store)
+    return listing(lab_store(args.lab))
 
 
 @command(

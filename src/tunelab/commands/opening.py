@@ -11,15 +11,29 @@ from collections.abc import Callable
 RUN_ARGUMENTS = ("run", "parent", "against")  # the arguments that name a run of the lab
 
 
+def lab_store(path):
+    """The store of the lab at `path`, refused when the folder is no lab at all (a mistyped
+    --lab read as a lab with no runs yet)."""
+    from tunelab.core.errors import TunelabError
+    from tunelab.core.spec import SPEC_FILE
+    from tunelab.core.store import Store
+
+    store = Store(path)
+    if not (store.root.exists() or (store.lab / SPEC_FILE).is_file()):  # a typo, not a new lab
+        raise TunelabError(
+            f"{store.lab} is not a tunelab lab (no {SPEC_FILE}, no store): name one with "
+            "--lab DIR, or write a spec there with `tunelab init`"
+        )
+    return store
+
+
 def name_runs(args: argparse.Namespace) -> None:
     """The runs a command line names, as their ids: `r002` for `r002-full` (`Store.resolve_run`),
     so that records, bundles and messages say the id itself."""
     given = {a: getattr(args, a, None) for a in RUN_ARGUMENTS}
     if not any(isinstance(v, str) for v in given.values()):
         return
-    from tunelab.core.store import Store
-
-    store = Store(args.lab)
+    store = lab_store(args.lab)
     for name, value in given.items():
         if isinstance(value, str):
             setattr(args, name, store.resolve_run(value))

@@ -31,8 +31,8 @@ def plan(result: dict, console: Console) -> None:
     v = result["variants"]
     mark = "bold" if v["fit"] else "bold red"
     console.print(
-        f"variants: [{mark}]{v['fit']}[/] fit, {v['hours_each']:g} h ({v['seconds_each']:,.0f} s) "
-        f"each, {v['steps_each']} steps ({escape(v['steps_source'])})"
+        f"variants: [{mark}]{v['fit']:,}[/] fit, {v['hours_each']:g} h "
+        f"({v['seconds_each']:,.0f} s) each, {v['steps_each']} steps ({escape(v['steps_source'])})"
     )
     console.print(f"stop: {escape(v['stop_after'])}")
     console.print(_cost(result))

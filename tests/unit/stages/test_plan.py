@@ -348,3 +348,13 @@ def test_bad_inputs_are_refused(tmp_path):
         run_plan(lab, days=5)
     with pytest.raises(TunelabError, match="positive rate"):
         run_plan(lab, days=7, tokens_per_second=0)
+
+
+def test_a_device_name_matches_whole_words_of_the_measured_device():
+    from tunelab.stages.plan.records import same_device
+
+    gpu = {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}
+    assert same_device("cuda:1", gpu) and same_device("H100", gpu)
+    assert same_device("nvidia h100", gpu) and not same_device("H10", gpu)
+    cpu = {"type": "cpu", "name": "x86_64"}
+    assert same_device("cpu", cpu) and not same_device("x86", cpu) and not same_device("6", cpu)

@@ -187,7 +187,7 @@ def _warnings(q: dict, rule_q: int, fit: int, variants: dict, experiments: dict)
         )
     if fit > MANY_VARIANTS:
         out.append(
-            f"{fit:,} variants of {variants['seconds_each']:g} s fit: far more than a "
+            f"{fit:,} variants of {variants['seconds_each']:,.0f} s fit: far more than a "
             "one-change-at-a-time search needs, so most of this rental would sit idle; a larger "
             "budget per variant (training.budget: more steps, more data) or a larger model is "
             "what such a rental is for, or run the search where it was measured"

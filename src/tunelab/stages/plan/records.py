@@ -81,10 +81,11 @@ def _timed(run: dict) -> bool:
 
 def same_device(target: str, measured: dict) -> bool:
     """`cpu`, `cuda` or `cuda:1` match the recorded device type; a model name (`H100`) matches
-    the recorded device name."""
-    want = target.strip().lower()
-    name = str(measured.get("name") or "").lower()
-    return want.split(":")[0] == measured.get("type") or (bool(want) and want in name)
+    whole words of the recorded device name (`NVIDIA H100 80GB HBM3`), never a part of one
+    (`x86` is not `x86_64`)."""
+    want = " ".join(target.strip().lower().split())
+    name = " ".join(str(measured.get("name") or "").lower().split())
+    return want.split(":")[0] == measured.get("type") or (bool(want) and f" {want} " in f" {name} ")
 
 
 def latest_check(store: Store, device_type: str) -> dict | None:
