@@ -292,10 +292,15 @@ def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) 
         seed = lab.spec.training.seed
         model = load_causal(lab.spec.model, lab.path, lab.device, seed, at.version)
         e = lab.spec.evaluation
+        if console:  # generation is most of a baseline's minutes: say what it is doing
+            console.print(f"[dim]zero-shot: answering {len(at.validation)} validation rows…[/]")
         predictions, record["metrics"] = evaluate_rows(
             model, renderer, at.validation, e.batch_size, e.max_new_tokens, lab.device
         )
         if guard_paths(lab.spec):  # the forgetting sets, measured on the base as it is
+            if console:
+                named = ", ".join(guard_paths(lab.spec))
+                console.print(f"[dim]zero-shot: scoring the forgetting set {named}…[/]")
             record["guard"] = score_guard_sets(
                 model, renderer, lab.spec, lab.store, at.version, run_dir, lab.device
             )
