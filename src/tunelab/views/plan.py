@@ -16,6 +16,9 @@ def plan(result: dict, console: Console) -> None:
         f"{escape(result['device'])}, measured on {result['measured_on']}; "
         f"{t['tokens_per_s']:,.1f} {t.get('unit', 'tokens')}/s ({escape(t['source'])})"
     )
+    if result.get("overrides"):  # a what-if, not the spec as it stands
+        given = ", ".join(f"{k}={v}" for k, v in result["overrides"].items())
+        console.print(f"  a what-if, with {escape(given)}")
     table = Table("phase", "hours", "from → to", "what", box=None, padding=(0, 1))
     table.columns[0].no_wrap = True
     table.columns[1].justify = "right"

@@ -95,3 +95,17 @@ def test_replicates_and_a_noise_floor_take_their_runs_from_the_experiments(tmp_p
     assert seeded["variants"]["noise_runs"] == 0  # replicates give every arm its own seeds
     assert seeded["variants"]["fit"] == runs // 3 and seeded["variants"]["seeds"] == 3
     assert f"up to {runs // 3} variants × 3 seeds" in seeded["phases"][1]["what"]
+
+
+def test_a_plan_made_with_overrides_records_them_and_says_it_is_a_what_if(tmp_path):
+    from tunelab.stages.report.sections import plan as report_plan
+
+    reference(tmp_path)
+    lab = open_records_lab(tmp_path, {"training.budget.steps": 50})
+    record = run_plan(lab, days=7)
+    assert record["overrides"] == {"training.budget.steps": 50}
+    out = io.StringIO()
+    show_plan(record, Console(file=out, width=200))
+    assert "a what-if, with training.budget.steps=50" in out.getvalue()
+    assert report_plan(Store(tmp_path))["overrides"] == {"training.budget.steps": 50}
+    assert run_plan(open_records_lab(tmp_path), days=7)["overrides"] == {}

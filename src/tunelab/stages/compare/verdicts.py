@@ -158,6 +158,7 @@ def compare(
         "metrics": sorted(task.overall_metrics),
         "primary_metric": primary,
         "min_effect": hypothesis.min_effect if hypothesis else None,
+        "deltas": DELTAS,
         "reference": reference["id"],
         "labels": labels,
         "groups": task.group_key,
@@ -350,6 +351,15 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + ", ".join(f"{k} {pa.get(k)} -> {pb.get(k)}" for k in keys)
         )
     return out
+
+
+DELTAS = (
+    "every delta, interval and margin is signed so that better is positive: a rate's change is "
+    "after - before; a lower-is-better metric's (bits_per_byte, loss, perplexity) is its "
+    "reduction, before - after"
+)
+"""What a comparison's numbers mean, in the record itself: a reader of the JSON alone read a
+forgetting guardrail's +0.2553 (bits per byte fell by that much) the wrong way round."""
 
 
 def write_comparison(store, result: dict, rules: dict, inputs: list[dict]) -> dict:

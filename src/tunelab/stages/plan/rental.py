@@ -86,6 +86,8 @@ def run_plan(
         "throughput": fig["throughput"],
         "warnings": fig["warnings"] + plan["warnings"],
         "based_on": _based_on(run, check, size, version, counts, fig, named=run_id is not None),
+        # a what-if (`plan training.budget.steps=...`) says so wherever the plan is shown
+        "overrides": {k: lab.overrides[k] for k in sorted(lab.overrides)},
         "file": str(path.relative_to(store.lab)),
     }
     store.save(

@@ -292,6 +292,7 @@ def plan(store: Store) -> dict | None:
         "created": record.get("created"),
         "days": record.get("days"),
         "hours_total": record.get("hours_total"),
+        "overrides": record.get("overrides") or {},
         "phases": phases,
         "stop_after": (record.get("variants") or {}).get("stop_after"),
         "price_per_hour": record.get("price_per_hour"),

@@ -28,6 +28,7 @@ def test_editing_the_spec_after_the_runs_changes_no_verdict(tmp_path):
     after = compare(edited)  # today's spec asks for a 90-point gain: the records do not
     assert [r.get("verdict") for r in after["runs"]] == [r.get("verdict") for r in before["runs"]]
     assert after["runs"][-1]["verdict"] == "improved on one seed" and after["min_effect"] == 0.02
+    assert after["deltas"].startswith("every delta, interval and margin is signed so that better")
     assert after["rules"]["guardrails"] == [
         {"metric": "f1", "scope": "every_class", "max_drop": 0.05}
     ]
