@@ -36,6 +36,7 @@ from tunelab.modeling.checkpoint import (
 from tunelab.modeling.packing import Packed
 from tunelab.modeling.pixels import Pixels
 from tunelab.training.distributed import World, check_batch, main_process
+from tunelab.training.divergence import diverged
 from tunelab.training.levers import apply_threads, by_length, compiled
 from tunelab.training.memory import peak_mb, start_peak
 from tunelab.training.precision import resolve as resolve_precision
@@ -346,4 +347,5 @@ def train(
         "mixture": sampler.record(steps) if sampler is not None else None,
         "validation": validation.summary() if validation is not None else None,
         "kept": kept,
+        "diverged": diverged(history),
     }

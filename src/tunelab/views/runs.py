@@ -224,6 +224,8 @@ def run(record: dict, console: Console) -> None:
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
+    if t.get("diverged"):
+        console.print(f"  [bold yellow]warning[/] {escape(t['diverged']['message'])}")
     _validation_curve(t, console)
     chosen = t.get("precision") or {}
     if chosen.get("asked") == "auto":

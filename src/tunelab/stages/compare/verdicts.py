@@ -334,6 +334,9 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + "; a new platform means the checks are redone (`tunelab check`)"
         )
     out.extend(compute_differences(before, run))
+    went = (run.get("training") or {}).get("diverged")
+    if went:
+        out.append(f"{run['id']}: {went['message']}")
     past = trained_past(run)
     if past:
         out.append(past_words(run["id"], past))

@@ -1,0 +1,41 @@
+"""A run whose training loss ended higher than it began is said to have diverged."""
+
+from __future__ import annotations
+
+from tunelab.training.divergence import diverged
+
+
+def steps(*losses: float) -> list[dict]:
+    return [{"step": i + 1, "loss": x} for i, x in enumerate(losses)]
+
+
+def test_a_loss_that_ends_above_its_start_is_a_divergence_with_what_to_try():
+    found = diverged(steps(154.2, 170.0, 200.0, 260.0, 290.0, 314.1))
+    assert found["first"] == 154.2 and found["last"] == 314.1 and found["steps_each"] == 1
+    assert "ended higher than it began (154.2000 over the first 1 step(s)" in found["message"]
+    assert "method.head_init: new" in found["message"]
+
+
+def test_a_loss_that_falls_or_too_few_steps_say_nothing():
+    assert diverged(steps(2.3, 2.1, 1.8, 1.9, 1.2, 0.9)) is None
+    at_chance = [1.0977, 1.099, 1.101, 1.095, 1.1, 1.1058]  # three classes, a tiny model
+    assert diverged(steps(*at_chance)) is None
+    assert diverged(steps(0.002, 0.001, 0.002, 0.003, 0.002, 0.003)) is None  # near 0: noise
+    assert diverged(steps(0.5, 0.9, 1.4)) is None  # three steps: the check's kind of run
+    assert diverged([]) is None
+
+
+def test_each_end_is_a_tenth_of_the_steps():
+    # one early spike does not make a divergence once a tenth of 40 steps is averaged
+    losses = [9.0, 1.0, 1.0, 1.0] + [0.9] * 32 + [1.2, 1.2, 1.2, 1.2]
+    assert diverged(steps(*losses)) is None
+
+
+def test_compare_warns_of_a_variant_that_diverged():
+    from tunelab.stages.compare.verdicts import _warnings
+
+    went = diverged(steps(154.2, 170.0, 200.0, 260.0, 290.0, 314.1))
+    run = {"id": "r003-lora", "kind": "variant", "training": {"diverged": went}}
+    versus = {"concentration": {"concentrated": False}}
+    warned = _warnings({"id": "r001", "kind": "baseline"}, run, versus)
+    assert f"r003-lora: {went['message']}" in warned
