@@ -68,6 +68,19 @@ def shard(model: torch.nn.Module, device: torch.device, size: int, precision: st
     }
 
 
+def resharded(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` with every FSDP unit's parameters sharded again (a no-op in one process). FSDP2
+    leaves the root's parameters gathered after a forward (it keeps them for the backward): a
+    copy taken then, or written into them, reaches a buffer FSDP throws away, not the shards
+    that train and are saved (`training.keep: best` kept the head of the last step)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    return model
+
+
 def full_trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The trained tensors gathered whole onto rank 0's CPU (every rank must call it; the
     others get an empty dict)."""

@@ -26,6 +26,7 @@ from itertools import pairwise
 
 import torch
 
+from tunelab.training.sharding import resharded
 from tunelab.training.step import loss_weight, make_batch, summed_loss, train_mode
 
 
@@ -75,17 +76,48 @@ class Validation:
             self.best = {"step": step, "loss": loss}
             if self.keep == "best":
                 self.saved = {
-                    n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad
+                    n: p.detach().clone()
+                    for n, p in resharded(model).named_parameters()
+                    if p.requires_grad
                 }
         return first
+
+    def resume(self, history: list[dict]) -> None:
+        """The measurements a resumed run made before it was stopped, read back from its
+        history: the curve, the overfitting warning and the best step go on as if it had not
+        been (the best step's weights were not checkpointed: `restore` says so)."""
+        since = 0
+        for entry in history:
+            if "validation_loss" not in entry:
+                continue
+            before = [h for h in history if h["step"] <= entry["step"]]
+            loss, train_loss = entry["validation_loss"], window_loss(before, since)
+            self.points.append({"step": entry["step"], "loss": loss, "train_loss": train_loss})
+            since = entry["step"]
+            if self.warned is None and (message := self.overfitting()):
+                self.warned = {"step": entry["step"], "message": message}
+            if self.best is None or loss < self.best["loss"]:
+                self.best = {"step": entry["step"], "loss": loss}
+                self.saved = None  # measured before the stop: its weights are gone
 
     def restore(self, model: torch.nn.Module, last_step: int) -> dict:
         """With keep best, the best measurement's weights back in the model; what was kept."""
         if self.keep != "best" or self.best is None:
             return {"rule": "last", "step": last_step}
+        if self.saved is None and self.best["step"] != last_step:  # best before a resume
+            return {
+                "rule": "last",
+                "step": last_step,
+                "not_kept": (
+                    f"the lowest validation loss was at step {self.best['step']} "
+                    f"({self.best['loss']:.4f}), before the run was stopped and resumed; a "
+                    "checkpoint holds the weights it stopped with, not the best ones, so the "
+                    "last step's were kept"
+                ),
+            }
         if self.best["step"] != last_step:
             with torch.no_grad():
-                for n, p in model.named_parameters():
+                for n, p in resharded(model).named_parameters():
                     if n in self.saved:
                         p.copy_(self.saved[n])
         self.saved = None
@@ -113,7 +145,12 @@ class Validation:
             f"{now['step']}) while training loss fell "
             f"({last[0]['train_loss']:.4f} -> {last[-1]['train_loss']:.4f}): the model fits the "
             f"training set past what carries to validation; the lowest validation loss was at "
-            f"step {best['step']} ({best['loss']:.4f}), which `training.keep: best` keeps"
+            f"step {best['step']} ({best['loss']:.4f}), "
+            + (
+                "which `training.keep: best` keeps"
+                if self.keep == "best"
+                else "which `training.keep: best` would keep"
+            )
         )
 
     def summary(self) -> dict:
