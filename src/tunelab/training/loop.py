@@ -235,6 +235,8 @@ def train(
         state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
         tokens_seen, done = state["tokens"], state["step"]
         history = resumed_history(run_dir, state)
+        if validation is not None:  # its curve, warning and best step before the stop
+            validation.resume(history)
         elapsed_before = state["seconds"]
     elif run_dir is not None and world.main:
         (run_dir / HISTORY).unlink(missing_ok=True)  # a fresh start: no earlier attempt's lines

@@ -281,5 +281,7 @@ def _validation_curve(t: dict, console: Console) -> None:
     kept = t.get("kept") or {}
     if kept.get("rule") == "best validation loss":
         console.print(f"  kept step {kept['step']}'s weights (training.keep: best)")
+    if kept.get("not_kept"):
+        console.print(f"  [yellow]warning[/] {escape(kept['not_kept'])}")
     if v.get("overfitting"):
         console.print(f"  [yellow]warning[/] overfitting: {v['overfitting']['message']}")
