@@ -222,7 +222,9 @@ def train(
         "packing": cfg.packing,
     }
     stepping = compiled(model, cfg.compile)
-    torch.manual_seed(cfg.seed)
+    # dropout's draws: rank 0's are one process's; every other rank draws its own masks (the
+    # same seed on every rank had given ranks the same masks for different examples)
+    torch.manual_seed(cfg.seed + world.rank)
     steps = total_steps(cfg, len(examples), sequence_length_of(examples))
     params, optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
