@@ -144,7 +144,8 @@ def _main(argv: list[str] | None) -> int:
 
             traceback.print_exc()
         hint = "" if debug else f" (rerun with --debug or {DEBUG_VARIABLE}=1 for the traceback)"
-        _error(args, f"internal error: {type(err).__name__}: {err}{hint}", internal=True)
+        notes = "".join(f"; {n}" for n in getattr(err, "__notes__", []))  # what remains of it
+        _error(args, f"internal error: {type(err).__name__}: {err}{hint}{notes}", internal=True)
         return EXIT_FAIL
     if _follower():  # under torchrun, rank 0 alone reports
         return EXIT_OK

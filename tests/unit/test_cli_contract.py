@@ -120,6 +120,22 @@ def test_an_internal_error_is_one_line_without_debug_and_a_traceback_with_it(
     assert json.loads(out.out)["internal"] is True and "Traceback" in out.err
 
 
+def test_an_internal_error_says_what_remains_of_the_run_it_broke(tmp_path, monkeypatch, capsys):
+    def lost_peer(self):
+        err = RuntimeError("Connection closed by peer")
+        err.add_note("run r009 failed; its checkpoint (checkpoint) remains: `tunelab resume r009`")
+        raise err
+
+    (tmp_path / ".tunelab").mkdir()
+    monkeypatch.setattr(Store, "runs", lost_peer)
+    assert main(["runs", "--lab", str(tmp_path), "--json"]) == 1
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said.startswith("internal error: RuntimeError: Connection closed by peer (rerun")
+    assert said.endswith(
+        "; run r009 failed; its checkpoint (checkpoint) remains: `tunelab resume r009`"
+    )
+
+
 def test_a_plain_value_error_from_a_bug_is_not_read_as_a_usage_error(tmp_path, monkeypatch, capsys):
     def broken(self):
         raise ValueError("int('x') somewhere deep")

@@ -116,8 +116,9 @@ def recording(
       `interrupted`, with `record["checkpoint"]` set to `checkpoint()` (the run's checkpoint
       folder relative to the run, or None), then `Interrupted` is raised from the stop: it says
       whether `tunelab resume RUN` can continue the run;
-    - any other exception: `failed`, with its traceback in `record["error"]`, and the
-      exception goes on unchanged.
+    - any other exception: `failed`, with its traceback in `record["error"]` and its checkpoint
+      (as for a stop), and the exception goes on, with a note saying to resume where a
+      checkpoint remains (a peer process killed under torchrun, say).
 
     A record that cannot be written as the run fails (a full disk) stays `running` and is
     shown as `lost`; the first error is the one that goes on.
@@ -129,9 +130,23 @@ def recording(
         _close_quietly(lab, record, "interrupted", err)
         raise _interrupted(record, err) from err
     except Exception as err:
+        record["checkpoint"] = _quietly(checkpoint)
         _close_quietly(lab, record, "failed", err)
+        if record["checkpoint"]:  # a peer process lost, a crash: what it trained is kept
+            err.add_note(
+                f"run {record['id']} failed; its checkpoint ({record['checkpoint']}) remains: "
+                f"`tunelab resume {record['id']}` continues it from there"
+            )
         raise
     close_run(lab, record, "completed")
+
+
+def _quietly(checkpoint: Callable[[], str | None] | None) -> str | None:
+    """The run's checkpoint folder, or None (none asked for, or none readable as it fails)."""
+    try:
+        return checkpoint() if checkpoint else None
+    except Exception:  # the failure being handled is the one to report
+        return None
 
 
 def _close_quietly(lab: Lab, record: dict, status: str, error: BaseException) -> None:

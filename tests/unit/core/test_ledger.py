@@ -76,6 +76,21 @@ def test_a_crash_is_failed_with_its_traceback_and_goes_on_unchanged(lab):
         raise RuntimeError("fire")
     saved = on_disk(lab, record)
     assert saved["status"] == "failed" and "RuntimeError: fire" in saved["error"]
+    assert saved["checkpoint"] is None
+
+
+def test_a_crash_that_leaves_a_checkpoint_says_to_resume(lab, capsys):
+    """A rank killed under torchrun: the others fail on a lost peer, and the checkpoint it had
+    written was not mentioned (the run read "failed", nothing said it could resume)."""
+    record = opened(lab)
+    with pytest.raises(RuntimeError) as caught, ledger.recording(lab, record, lambda: "ckpt"):
+        raise RuntimeError("Connection closed by peer")
+    assert on_disk(lab, record)["checkpoint"] == "ckpt"
+    (note,) = caught.value.__notes__
+    assert note == (
+        f"run {record['id']} failed; its checkpoint (ckpt) remains: `tunelab resume "
+        f"{record['id']}` continues it from there"
+    )
 
 
 def test_a_record_that_cannot_be_written_does_not_hide_the_error(lab, monkeypatch):
