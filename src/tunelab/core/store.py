@@ -302,10 +302,14 @@ class Store:
         """Every measured noise floor (`noise/nNNN.json`, `tunelab noise`)."""
         return self.records(layout.NOISE)
 
-    def judgement(self, run_id: str) -> tuple[dict, dict] | None:
+    def judgement(self, run_id: str, strongest: bool = False) -> tuple[dict, dict] | None:
         """The newest comparison that judged `run_id`, and the run's row in it: a seed of an
-        arm is judged with its arm, in the row of the arm's first run (`arm`)."""
+        arm is judged with its arm, in the row of the arm's first run (`arm`). With `strongest`,
+        only a comparison against the strongest baseline (not one `--against` named: a weaker
+        reference makes "improved" easy)."""
         for record in reversed(self.comparisons()):
+            if strongest and record.get("reference_rule") == "--against":
+                continue
             rows = {row["id"]: row for row in record.get("runs", [])}
             row = rows.get(run_id)
             if row is not None and "verdict" not in row:

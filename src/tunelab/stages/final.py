@@ -75,9 +75,10 @@ def final_accesses(store: Store) -> list[dict]:
 
 
 def latest_verdict(store: Store, run_id: str) -> tuple[str | None, str | None]:
-    """The run's verdict in the newest comparison that judged it, and that comparison's id;
-    (None, None) when no comparison did."""
-    found = store.judgement(run_id)
+    """The run's verdict in the newest comparison that judged it against the strongest
+    baseline (`compare --against` a weaker one does not open the seal), and that comparison's
+    id; (None, None) when no such comparison did."""
+    found = store.judgement(run_id, strongest=True)
     return (found[1]["verdict"], found[0]["id"]) if found else (None, None)
 
 
@@ -138,7 +139,8 @@ def _check_verdict(run_id: str, verdict: str | None, comparison: str | None, rea
     said = (
         f"its verdict in comparison {comparison} is {verdict or 'none (no hypothesis)'}"
         if comparison
-        else "no comparison has judged it (run `tunelab compare` first)"
+        else "no comparison has judged it against the lab's strongest baseline (run `tunelab "
+        "compare` first; a comparison `--against` another reference does not count here)"
     )
     raise FinalError(
         f"{run_id}: {said}. The test split is for a run the validation evidence chose; to "

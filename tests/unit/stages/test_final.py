@@ -388,3 +388,27 @@ def test_test_targets_scoring_cannot_read_stop_final_before_the_opening_is_logge
     assert said.startswith("1 test row(s) have a target that scoring cannot read: p1 (pages")
     assert said.endswith("Nothing was scored and no opening was recorded.")
     _check_targets(spec, [{"id": "p2", "target": {"name": "ls", "section": "1"}}])
+
+
+def test_only_a_verdict_against_the_strongest_baseline_opens_the_seal(tmp_path):
+    """`compare --against r001-majority` read "improved" where the probe's comparison read
+    "worse", and `final` opened the test split on it without a reason."""
+    from tunelab.core.files import atomic_write_json
+    from tunelab.stages.final import latest_verdict
+
+    folder = tmp_path / ".tunelab" / "comparisons"
+
+    def judged(cid: str, reference: str, rule: str | None, verdict: str) -> None:
+        row = {"id": "r003-s0", "verdict": verdict}
+        record = {"id": cid, "created": "t", "file": f".tunelab/comparisons/{cid}.json"}
+        record |= {"inputs": [], "runs": [row], "reference": reference}
+        atomic_write_json(
+            folder / f"{cid}.json", record | ({"reference_rule": rule} if rule else {})
+        )
+
+    judged("c001", "r002-probe", "strongest baseline", "worse")
+    judged("c002", "r001-majority", "--against", "improved")
+    assert latest_verdict(Store(tmp_path), "r003-s0") == ("worse", "c001")
+    assert Store(tmp_path).judgement("r003-s0")[0]["id"] == "c002"  # the newest, for the rest
+    judged("c003", "r002-probe", None, "improved")  # a record from before the rule was kept
+    assert latest_verdict(Store(tmp_path), "r003-s0") == ("improved", "c003")

@@ -159,6 +159,8 @@ def compare(
         "primary_metric": primary,
         "min_effect": hypothesis.min_effect if hypothesis else None,
         "deltas": DELTAS,
+        # `final` opens the seal on a verdict against the strongest baseline only
+        "reference_rule": "--against" if against else "strongest baseline",
         "reference": reference["id"],
         "labels": labels,
         "groups": task.group_key,

@@ -322,7 +322,7 @@ def _input_cut(renderer, row: dict) -> bool:
 def _comparison_of(store, run_id: str) -> dict | None:
     """This run's row of the newest comparison that judged it, with that comparison's id
     and rules."""
-    found = store.judgement(run_id)
+    found = store.judgement(run_id, strongest=True) or store.judgement(run_id)
     if found is None:
         return None
     record, row = found
