@@ -82,7 +82,8 @@ def seed_aware(
     bounds: tuple[float, float] | None = None,
 ) -> dict:
     """The two-level interval around the example-level bootstrap `example` (`delta`, `sd`),
-    for arms carrying `weights` of the seeds' `variance`. `bounds`: the values the difference
+    for arms carrying `weights` of the seeds' `variance`, and never inside the examples' own
+    interval (`low`, `high`, where `example` has them). `bounds`: the values the difference
     can take (a share's change lies in [-1, 1], against an untrained reference of value a in
     [-a, 1 - a]); the t interval is cut to them, which can only drop values that cannot be the
     truth, so its coverage is kept (it said "+98.2 (+95.9, +100.6) points" of a share)."""
@@ -94,7 +95,10 @@ def seed_aware(
     df = math.inf if seed_part <= 0 else total**2 / (seed_part**2 / variance.df)
     quantile = float(student_t.ppf(1 - (1 - level) / 2, df))
     half = quantile * math.sqrt(total)
-    low, high = example["delta"] - half, example["delta"] + half
+    # never narrower than the examples' own (percentile) interval: counting the seeds can only
+    # widen it; two seeds that tie (spread 0) had left a normal interval inside the percentile
+    low = min(example["delta"] - half, example.get("low", math.inf))
+    high = max(example["delta"] + half, example.get("high", -math.inf))
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
     return {

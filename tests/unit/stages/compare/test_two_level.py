@@ -112,3 +112,13 @@ def test_a_share_s_interval_stays_within_what_its_change_can_be():
     assert cut["high"] == 1.0 and cut["low"] == free["low"] and cut["bounds"] == [0.0, 1.0]
     assert share_bounds([0.3], trained=False) == (-0.3, 0.7)
     assert share_bounds([0.3, 0.5], trained=True) == (-1.0, 1.0)  # a trained reference's mean
+
+
+def test_counting_the_seeds_never_narrows_the_examples_own_interval():
+    """Two seeds that tied (spread 0, 1 degree of freedom) left a normal interval, (+15.5,
+    +45.6), inside the examples' percentile one, (+15.3, +45.8)."""
+    example = {"delta": 0.305, "sd": 0.0768, "low": 0.153, "high": 0.458}
+    tied = seed_aware(example, (0.0, 0.5), SeedVariance(0.0, 1, ("r004-s1",)))
+    assert tied["low"] <= example["low"] and tied["high"] >= example["high"]
+    wide = seed_aware(example, (0.0, 0.5), SeedVariance(0.01, 2, ("r004-s1",)))
+    assert wide["low"] < example["low"] and wide["high"] > example["high"]
