@@ -54,8 +54,12 @@ VERDICT_RULE = (
     "interval alone (no replicates, no noise record); guardrail unresolved: either of those "
     "with a guardrail unresolved and not accepted; within seed noise: the example-level "
     "interval excludes zero but the seed-aware one does not, or the two runs differ only in "
-    "training.seed; otherwise no evidence"
+    "training.seed; otherwise no evidence. On one seed, a primary that is the share of examples "
+    "right (accuracy, exact match, ...) also needs McNemar's exact test below 0.05: on a few "
+    "changed examples the bootstrap's percentile interval is too narrow"
 )
+MCNEMAR_LEVEL = 0.05
+"""The exact test's level that a one-seed verdict on a 0/1 primary must also pass."""
 
 
 def noise_command(judged: tuple[str, int] | None) -> str:
@@ -100,6 +104,19 @@ def judged_verdict(interval: dict, min_effect: float) -> str:
     if interval["basis"] == SEEDS and excludes_zero(interval["example"]):
         return SEED_NOISE
     return NO_EVIDENCE
+
+
+def _too_few_changed(mcnemar: dict | None) -> str | None:
+    """Why a one-seed verdict on a primary that is McNemar's own share of examples right is
+    not one: the exact test cannot tell its few changed examples from chance."""
+    if not mcnemar or not mcnemar.get("tests_primary") or mcnemar["p_value"] < MCNEMAR_LEVEL:
+        return None
+    changed = mcnemar["fixed"] + mcnemar["broken"]
+    return (
+        f"only {changed} example(s) changed ({mcnemar['fixed']} fixed, {mcnemar['broken']} "
+        f"broken): McNemar's exact test gives p = {mcnemar['p_value']:.3g}, which cannot tell "
+        "that from chance, though the bootstrap's interval excludes zero (too narrow on so few)"
+    )
 
 
 def interval_text(metric: str, boot: dict) -> str:
@@ -166,6 +183,9 @@ def verdict(
     broken = [describe(g) for g in rails if g["status"] == BROKEN]
     unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
     word = judged_verdict(boot, hypothesis.min_effect)
+    too_few = _too_few_changed(versus.get("mcnemar"))
+    if word in (ONE_SEED, WORSE_ONE_SEED) and too_few:
+        return NO_EVIDENCE, [*reasons, too_few, one_seed_caution(judged), *unresolved, *extra]
     if word in LOSSES:
         one_seed = [one_seed_caution(judged)] if word == WORSE_ONE_SEED else []
         return word, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]

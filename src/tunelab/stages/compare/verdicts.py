@@ -277,6 +277,15 @@ def _versus(pair: Pair, primary: str) -> dict:
     result = {"metric": primary, "bootstrap": pair.interval(primary)}
     if set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
         result["mcnemar"] = mcnemar_exact(a == 1, b == 1)
+        # whether the primary is the share of these 0/1 values (accuracy, exact match), which
+        # McNemar then tests itself; a classifier's macro-F1 is not
+        if pair.multilabel:
+            tests = primary == "subset_accuracy"
+        elif pair.classification:
+            tests = primary == "accuracy"
+        else:
+            tests = not pair.documents
+        result["mcnemar"]["tests_primary"] = tests
     if pair.documents:  # a flip: a document the run scores better (fixed) or worse (broken)
         result["flips"] = flips(pair.ids, a > b, b > a)
     else:
