@@ -21,6 +21,8 @@ def test_a_loss_that_falls_or_too_few_steps_say_nothing():
     at_chance = [1.0977, 1.099, 1.101, 1.095, 1.1, 1.1058]  # three classes, a tiny model
     assert diverged(steps(*at_chance)) is None
     assert diverged(steps(0.002, 0.001, 0.002, 0.003, 0.002, 0.003)) is None  # near 0: noise
+    probe_start = [0.0284, 0.03, 0.035, 0.04, 0.045, 0.0474]  # a head fitted to train already
+    assert diverged(steps(*probe_start)) is None
     assert diverged(steps(0.5, 0.9, 1.4)) is None  # three steps: the check's kind of run
     assert diverged([]) is None
 
