@@ -97,10 +97,13 @@ def judge(
     status = BROKEN if BROKEN in statuses else UNRESOLVED if UNRESOLVED in statuses else HOLDS
     measured = [k for k in checks if "not_checked" not in checks[k]]
     missing = [k for k in checks if k not in measured]
+    # the group that decides the status: of equal low ends (intervals cut at -100 points),
+    # the one whose whole interval lies lowest, never an unresolved class beside a broken one
+    decides = [k for k in measured if checks[k]["status"] == status] or measured
     worst = (
         missing[0]  # what keeps it from holding, unless a measured group is broken
         if missing and status != BROKEN
-        else min(measured, key=lambda k: checks[k]["low"])
+        else min(decides, key=lambda k: (checks[k]["low"], checks[k]["high"], checks[k]["delta"]))
     )
     return {
         "metric": g.metric,

@@ -33,10 +33,11 @@ import numpy as np
 from tunelab.core.allowed import past_words, trained_past
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
+from tunelab.core.files import read_jsonl_hashed
 from tunelab.core.lab import Lab
 from tunelab.core.layout import COMPARISONS, PREDICTIONS
 from tunelab.core.replicates import seed_of
-from tunelab.core.store import StoreError, now, read_jsonl
+from tunelab.core.store import StoreError, now
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.collapse import collapse_warnings
 from tunelab.stages.compare.compute import compute_differences
@@ -265,7 +266,15 @@ def _predictions(store, run_id: str) -> dict[str, dict]:
             f"{path} is missing: run {run_id}'s predictions are what compare pairs; restore "
             f"them, or `tunelab invalidate {run_id} --why ...` to leave the run out"
         )
-    return {p["id"]: p for p in read_jsonl(path)}
+    rows, digest = read_jsonl_hashed(path)
+    recorded = store.read_record(run_id).get("predictions_sha256")
+    if recorded and digest != recorded:  # judged as the run wrote them, or not at all
+        raise StoreError(
+            f"{path} changed since run {run_id} wrote it: its record holds sha256 {recorded}, "
+            f"the file has {digest}. Restore the file; `tunelab fsck` lists whatever else "
+            "changed"
+        )
+    return {p["id"]: p for p in rows}
 
 
 _VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "flips", "concentration")

@@ -248,3 +248,18 @@ def test_of_equally_strong_baselines_the_newest_is_the_reference(tmp_path):
     assert (old, result["reference"]) == ("r001-majority", new)
     (variant,) = [r for r in result["runs"] if r["kind"] == "variant"]
     assert [g["scope"] for g in variant["guardrails"]] == ["every_class"]
+
+
+def test_predictions_edited_after_their_run_are_refused_naming_both_hashes(tmp_path):
+    """compare judged hand-rewritten predictions; only final and fsck had checked them."""
+    lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    written = predictions({"a": 0.7, "b": 0.7, "c": 0.7})
+    lora = add_run(lab, "lora", "variant", written)
+    path = lab.store.run_dir(lora) / PREDS
+    record = lab.store.read_record(lora) | {"predictions_sha256": sha256_file(path)}
+    lab.store.write_record(lora, record)
+    assert compare(lab)["runs"][-1]["id"] == lora  # as the run wrote them: judged
+    write_jsonl(path, predictions({"a": 1.0, "b": 1.0, "c": 1.0}))  # a better story
+    with pytest.raises(StoreError, match=r"changed since run .* wrote it: its record holds"):
+        compare(lab)

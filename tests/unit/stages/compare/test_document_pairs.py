@@ -86,3 +86,22 @@ def test_the_unscored_groups_are_sources_without_a_score_and_classes_without_an_
     expected = {"tech": "tech: no validation example in data version 65052606"}
     assert unscored_groups(Store(), record, get_task("multilabel")) == expected
     assert unscored_groups(Store(), record, get_task("classification")) == expected
+
+
+def test_a_broken_guardrail_names_the_broken_class_not_a_tied_unresolved_one():
+    """Intervals cut at -100 points tie on their low end: the guardrail read "broken: most at
+    risk business +15.8 (-100, +100)" where tech was the class broken (-66.1)."""
+    from types import SimpleNamespace
+
+    from tunelab.core.spec import Guardrail
+    from tunelab.stages.compare.guardrails import judge
+
+    boots = {
+        "business": {"delta": 0.158, "low": -1.0, "high": 1.0},
+        "tech": {"delta": -0.661, "low": -1.0, "high": -0.2},
+        "sport": {"delta": 0.01, "low": -0.02, "high": 0.05},
+    }
+    pair = SimpleNamespace(interval=lambda metric, name: boots[name], ids=list(range(6)))
+    rail = Guardrail(metric="f1", scope="every_class", max_drop=0.05)
+    judged = judge(rail, pair, list(boots))
+    assert (judged["status"], judged["worst"]) == ("broken", "tech")
