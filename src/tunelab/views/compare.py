@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tunelab.core.replicates import reference_arm
@@ -111,6 +112,8 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
     for r in result["runs"]:
         if "vs_reference" in r:
             _variant_notes(r, result["primary_metric"], console)
+    if result.get("multiplicity"):
+        console.print(f"[yellow]note[/] {escape(result['multiplicity'])}")
     if result.get("rules", {}).get("noise"):
         console.print(f"noise records counted: {', '.join(result['rules']['noise'])}")
     if result.get("left_out"):

@@ -166,6 +166,7 @@ def compare(
         "labels": labels,
         "groups": task.group_key,
         "runs": rows,
+        "multiplicity": multiplicity(rows, reference["id"]),
         # runs that were not judged for their status, said so rather than left out in silence
         "left_out": [
             {"run": r["id"], "status": r["status"]}
@@ -374,6 +375,23 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + ", ".join(f"{k} {pa.get(k)} -> {pb.get(k)}" for k in keys)
         )
     return out
+
+
+def multiplicity(rows: list[dict], reference: str) -> str | None:
+    """Several variants judged against one reference: the best of them is chosen after the
+    fact, and each interval is a single test's. What that costs, said where a gain is claimed."""
+    judged = [r for r in rows if "vs_reference" in r]
+    gains = [r["id"] for r in judged if str(r.get("verdict") or "").startswith("improved")]
+    k = len(judged)
+    if k < 2 or not gains:
+        return None
+    chance = 1 - (1 - 0.025) ** k  # one-sided: an interval wholly above zero by chance alone
+    return (
+        f"{k} variants were judged against {reference}, each on its own 95% interval: were none "
+        f"of them better, one or more would read improved about {chance:.0%} of the time, not "
+        f"2.5%, and the best of {k} is the one most likely lifted by chance. The sealed test "
+        f"split (`tunelab final` on the one chosen) is the check that shares no such choosing"
+    )
 
 
 DELTAS = (

@@ -38,6 +38,7 @@ def comparison(record: dict) -> dict:
         "rules": record.get("rules") or {},
         "runs": record["runs"],
         "reference_arm": reference_arm(record),
+        "multiplicity": record.get("multiplicity"),
         "headlines": [_headline(r, primary) for r in variants],
         "parents": {r["id"]: text for r in variants if (text := _parent(r, primary))},
         "forest": Markup(

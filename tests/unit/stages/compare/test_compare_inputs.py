@@ -263,3 +263,17 @@ def test_predictions_edited_after_their_run_are_refused_naming_both_hashes(tmp_p
     write_jsonl(path, predictions({"a": 1.0, "b": 1.0, "c": 1.0}))  # a better story
     with pytest.raises(StoreError, match=r"changed since run .* wrote it: its record holds"):
         compare(lab)
+
+
+def test_several_variants_against_one_reference_say_what_choosing_the_best_costs():
+    from tunelab.stages.compare.verdicts import multiplicity
+
+    rows = [{"id": "r001-probe"}] + [
+        {"id": f"r00{i}-lr", "vs_reference": {}, "verdict": v}
+        for i, v in ((2, "no evidence"), (3, "improved on one seed"), (4, "no evidence"))
+    ]
+    note = multiplicity(rows, "r001-probe")
+    assert note.startswith("3 variants were judged against r001-probe, each on its own 95%")
+    assert "about 7% of the time, not 2.5%" in note and "`tunelab final`" in note
+    assert multiplicity(rows[:2], "r001-probe") is None  # one variant: no choosing
+    assert multiplicity([r | {"verdict": "no evidence"} for r in rows], "r001-probe") is None
