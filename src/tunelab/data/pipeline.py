@@ -39,6 +39,7 @@ from tunelab.data.label_sets import (
 )
 from tunelab.data.label_spelling import case_warnings, unify_label_spellings
 from tunelab.data.loaders import Example, Rejection, load_sources
+from tunelab.data.opened import opened_test_warnings
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.raw import DataError
 from tunelab.data.spill import TEXTS_IN_MEMORY_MB, TextSpill, text_spill
@@ -191,6 +192,7 @@ def _build(
     warnings += _warnings(spec, dedup.splits, len(conflicts.groups), loaded.presplit, seen)
     if guard:
         warnings += overlap_warnings(guard, (ex.text for ex in dedup.splits["train"]))
+    warnings += opened_test_warnings(store, dedup.splits, version)
     report = {
         "version": version,
         "new": new,

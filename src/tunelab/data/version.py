@@ -34,6 +34,7 @@ from tunelab.data.cleaning import rule_settings
 from tunelab.data.guard_sets import GuardSet, write_sets
 from tunelab.data.images import DHASH_SIZE, FORMATS
 from tunelab.data.loaders import DataError, Rejection
+from tunelab.data.opened import TEST_KEYS, write_test_keys
 from tunelab.data.split import Splits
 
 ID_CHARS = 12
@@ -181,6 +182,7 @@ def write_version(
         if images is not None:
             files.update(_move_images(images, tmp, splits))
         files.update(write_sets(tmp, guard))
+        files[TEST_KEYS] = sha256_file(write_test_keys(tmp, splits))  # `opened.py`
         write_jsonl(tmp / "quarantine.jsonl", (r.to_dict() for r in quarantine))
         files["quarantine.jsonl"] = sha256_file(tmp / "quarantine.jsonl")
         write_jsonl(tmp / "duplicates.jsonl", duplicates)

@@ -92,6 +92,7 @@ def test_report_shape_and_split_files(tmp_path: Path) -> None:
 
     folder = Store(tmp_path).data_dir(report["version"])
     names = {"train", "validation", "test", "quarantine", "duplicates", "report", "manifest"}
+    names.add("test_keys")  # the test rows' digests: matched, never read, by a later `data`
     assert {p.stem for p in folder.iterdir()} == names
     train = read_jsonl(folder / "train.jsonl")
     assert set(train[0]) == {"id", "text", "label", "origin", "source"}
