@@ -30,14 +30,30 @@ def finals(store: Store) -> dict:
                 "test": ((record or {}).get("metrics") or {}).get(metric),
                 "validation": ((record or {}).get("validation_metrics") or {}).get(metric),
                 "copied": ((record or {}).get("copied_in_validation") or {}).get("rows"),
+                "invalid": invalidated(store, e.get("run")),
             }
         )
     return {"rows": rows, "warning": warning}
 
 
-def export(path: Path) -> dict:
+def invalidated(store: Store, run_id: str | None) -> str | None:
+    """Why the run was invalidated after its final or export (`tunelab invalidate`), or None:
+    the verdict those records keep was given before, and no longer stands."""
+    if not run_id:
+        return None
+    try:
+        record = store.read_record(run_id)
+    except (StoreError, OSError, ValueError):
+        return None
+    if record.get("status") != "invalid":
+        return None
+    return (record.get("invalidated") or {}).get("why") or "no reason recorded"
+
+
+def export(path: Path, store: Store | None = None) -> dict:
     """A bundle as its model card sums it up: the verdict it was handed over with, what
-    regressed, how many validation inputs were cut, and the form a server loads."""
+    regressed, how many validation inputs were cut, the form a server loads, and why its run
+    was invalidated since, where it was."""
     record = read_json(path)
     verified = record.get("verified")
     limits = record.get("limitations") or {}
@@ -60,4 +76,5 @@ def export(path: Path) -> dict:
             else None
         ),
         "serve": (record.get("serving") or {}).get("servable"),
+        "invalid": invalidated(store, record.get("run")) if store is not None else None,
     }

@@ -140,7 +140,7 @@ def gather(lab: Lab) -> dict[str, Any]:
         "sizing": [sections.sizing(p) for p in store.numbered(SIZING)],
         "plan": sections.plan(store),
         "finals": handover.finals(store),
-        "exports": [handover.export(p) for p in store.numbered(EXPORTS)],
+        "exports": [handover.export(p, store) for p in store.numbered(EXPORTS)],
     }
 
 

@@ -307,3 +307,18 @@ def test_the_report_never_imports_torch(lab):
     )
     result = json.loads(done.stdout.splitlines()[-1])
     assert result == {"torch": False, "sha": write_report(lab)["sha256"]}
+
+
+def test_a_run_invalidated_after_its_final_or_export_is_marked_there(lab, tmp_path):
+    """The bundle and test-access sections kept showing an invalid run's old "improved"."""
+    from tunelab.stages.report import handover
+
+    runs = {r["name"]: r["id"] for r in lab.store.runs()}
+    assert handover.invalidated(lab.store, runs["leaky"]) == "trained on a leaked validation file"
+    assert handover.invalidated(lab.store, runs["lora"]) is None
+    exported = tmp_path / "1-leaky.json"
+    atomic_write_json(exported, {"run": runs["leaky"], "limitations": {"verdict": "improved"}})
+    shown = handover.export(exported, lab.store)
+    assert (
+        shown["verdict"] == "improved" and shown["invalid"] == "trained on a leaked validation file"
+    )
