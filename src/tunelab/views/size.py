@@ -100,6 +100,8 @@ def _processes(result: dict, console: Console) -> None:
         f"{p['omp_num_threads']}): each rank {p['examples_per_rank']} examples per step as "
         f"{p['accumulation_per_rank']} microbatch(es) of {p['microbatch']}"
     )
+    if p.get("oversubscribed"):
+        console.print(f"[yellow]warning[/] {escape(p['oversubscribed'])}")
     e = p["estimate"]
     table = Table("per-rank estimate", "MiB", "what", box=None, padding=(0, 1))
     table.columns[1].justify = "right"

@@ -352,7 +352,7 @@ def _warnings(before: dict, run: dict, versus: dict) -> list[str]:
         out.append(
             f"{run['id']} ran on a different platform than {before['id']}: "
             + ", ".join(env)
-            + "; a new platform means the checks are redone (`tunelab check`)"
+            + "; a new platform means the checks are redone (`tunelab check`, in one process)"
         )
     out.extend(compute_differences(before, run))
     went = (run.get("training") or {}).get("diverged")

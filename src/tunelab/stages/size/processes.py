@@ -41,6 +41,22 @@ def omp_threads(nproc: int) -> int:
     return max(1, cores // nproc)
 
 
+def oversubscribed(nproc: int) -> str | None:
+    """Why the ranks' speeds are not what `nproc` cores would give, when this machine has fewer
+    cores than processes (the memory per rank holds; the speed does not)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    if nproc <= cores:
+        return None
+    return (
+        f"{nproc} processes on {cores} cores: the ranks share cores, so each rank's tokens/s "
+        "and the advice's speed are below what a machine with a core per process gives (its "
+        "memory per rank holds)"
+    )
+
+
 def torchrun_command(nproc: int, payload: str) -> list[str]:
     return [
         sys.executable,
@@ -108,6 +124,9 @@ def measure_processes(
     mb, seq, device = base["microbatch"], base["seq_len"], base["device"]
     share, acc = ranks.per_rank_split(global_batch, nproc, mb)
     say(f"{strategy} × {nproc} processes: each rank {acc} microbatch(es) of {mb}, {seq} tokens")
+    crowded = oversubscribed(nproc) if device == "cpu" else None
+    if crowded:
+        say(f"warning: {crowded}")
     m = probe_ranks(base | {"accumulation": acc, "strategy": strategy}, nproc)
     if m.get("oom"):
         raise TunelabError(
@@ -143,6 +162,7 @@ def measure_processes(
     return {
         "nproc": nproc,
         "strategy": strategy,
+        "oversubscribed": crowded,
         "omp_num_threads": m["omp_num_threads"],
         "command": m["command"],
         "examples_per_rank": share,

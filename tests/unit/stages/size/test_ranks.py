@@ -214,3 +214,14 @@ def test_a_rank_out_of_memory_is_oom_and_a_missing_rank_fails(monkeypatch, tmp_p
     _fake_torchrun(monkeypatch, {0: {"step_s": 1.0}}, returncode=1)
     with pytest.raises(SizingError, match="torchrun said something"):
         procs.run_rank_probes({}, 2, 10, scratch=tmp_path)
+
+
+def test_more_processes_than_cores_is_said_with_what_it_costs(monkeypatch):
+    import os
+
+    from tunelab.stages.size import processes
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert processes.oversubscribed(2) is None
+    said = processes.oversubscribed(3)
+    assert said.startswith("3 processes on 2 cores: the ranks share cores")
