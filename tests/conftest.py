@@ -211,3 +211,16 @@ def make_lab(tmp_path, tiny_bert):
         return lab
 
     return _make
+
+
+@pytest.fixture
+def no_reload(monkeypatch):
+    """`tunelab check` without its fresh interpreter (seconds) in tests about other items; the
+    reload item fails."""
+    from tunelab.stages.check import reload as preflight_reload
+
+    monkeypatch.setattr(
+        preflight_reload,
+        "reload_in_fresh_process",
+        lambda *a, **k: ({"stderr": "skipped by the test"}, None, {}),
+    )

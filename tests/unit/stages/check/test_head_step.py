@@ -5,32 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_steps import by_name, ready
 
-from tunelab.core.lab import open_lab
-from tunelab.core.spec import parse_overrides
-from tunelab.data import build_data
 from tunelab.modeling import head_init
-from tunelab.stages.check import reload as preflight_reload
 from tunelab.stages.check.steps import run_check
-
-
-def ready(path, *overrides: str):
-    lab = open_lab(path, parse_overrides(list(overrides)))
-    build_data(lab.spec, lab.path, lab.store)
-    return lab
-
-
-def by_name(result: dict) -> dict:
-    return {i["name"]: i for i in result["items"]}
-
-
-@pytest.fixture
-def no_reload(monkeypatch):
-    monkeypatch.setattr(
-        preflight_reload,
-        "reload_in_fresh_process",
-        lambda *a, **k: ({"stderr": "skipped by the test"}, None, {}),
-    )
 
 
 def test_a_probe_head_is_fitted_and_checked_before_the_training_items(make_lab, no_reload):

@@ -61,16 +61,6 @@ def spy_subprocess(monkeypatch):
     return calls
 
 
-@pytest.fixture
-def no_reload(monkeypatch):
-    """Skip the fresh interpreter (seconds) in tests about other items; the reload fails."""
-    monkeypatch.setattr(
-        preflight_reload,
-        "reload_in_fresh_process",
-        lambda *a, **k: ({"stderr": "skipped by the test"}, None, {}),
-    )
-
-
 def tamper(monkeypatch, change):
     """The seam: `model.apply_method` as the check calls it, then `change` on its result."""
     real = model_lib.apply_method
