@@ -29,8 +29,9 @@ def record_verification(store, export: dict, verified: dict) -> None:
 def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu") -> dict:
     """`tunelab verify`: the bundle verified in a fresh process (`verify.verify_bundle`), and
     its outcome written into the export's record when the bundle lies in the lab that exported
-    it (the report and the plan read it there); `recorded` names that record, or says why
-    none was written. A bundle elsewhere is verified all the same."""
+    it (the report and the plan read it there); `recorded` names that record (None where there
+    is none, or `not_recorded` says why it could not be written). A bundle elsewhere is
+    verified all the same."""
     from tunelab.core.store import Store
     from tunelab.stages.export.load import lab_of
     from tunelab.stages.export.verify import verify_bundle
@@ -48,7 +49,7 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
     try:
         record_verification(store, export, result)
     except PermissionError:  # a lab this user may only read: the verdict stands
-        return result | {"recorded": f"not written: {export['file']} may not be written"}
+        return result | {"recorded": None, "not_recorded": f"{export['file']} may not be written"}
     return result | {"recorded": export["file"]}
 
 
