@@ -15,7 +15,7 @@ from tunelab.core.allowed import past_words, trained_past
 from tunelab.core.lab import open_lab
 from tunelab.data import build_data
 from tunelab.modeling.render import Rendered
-from tunelab.stages.compare.verdicts import _warnings as compare_warnings
+from tunelab.stages.compare.notes import pair_warnings as compare_warnings
 from tunelab.stages.inspection import causal_view, inspect_lab
 from tunelab.stages.run.variant import BlockedError, run_variant
 from tunelab.views import inspect as inspect_view

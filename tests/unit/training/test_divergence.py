@@ -34,7 +34,7 @@ def test_each_end_is_a_tenth_of_the_steps():
 
 
 def test_compare_warns_of_a_variant_that_diverged():
-    from tunelab.stages.compare.verdicts import _warnings
+    from tunelab.stages.compare.notes import pair_warnings as _warnings
 
     went = diverged(steps(154.2, 170.0, 200.0, 260.0, 290.0, 314.1))
     run = {"id": "r003-lora", "kind": "variant", "training": {"diverged": went}}

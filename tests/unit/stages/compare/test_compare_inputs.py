@@ -266,7 +266,7 @@ def test_predictions_edited_after_their_run_are_refused_naming_both_hashes(tmp_p
 
 
 def test_several_variants_against_one_reference_say_what_choosing_the_best_costs():
-    from tunelab.stages.compare.verdicts import multiplicity
+    from tunelab.stages.compare.notes import multiplicity
 
     rows = [{"id": "r001-probe"}] + [
         {"id": f"r00{i}-lr", "vs_reference": {}, "verdict": v}

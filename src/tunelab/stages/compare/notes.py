@@ -1,0 +1,65 @@
+"""What compare says beside a verdict: what sets a variant's pair apart from a fair comparison
+(a concentrated gain, another platform, compute, precision or evaluation protocol, a run that
+diverged or trained past blocking findings), and what choosing the best of several variants
+costs."""
+
+from __future__ import annotations
+
+from tunelab.core.allowed import past_words, trained_past
+from tunelab.stages.compare.compute import compute_differences
+from tunelab.stages.compare.platform import env_differences, process_differences
+from tunelab.stages.compare.rules import concentration_note
+
+
+def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
+    """Concentrated gain, a different platform, a run trained past blocking findings or in
+    another precision, a different evaluation protocol."""
+    out = []
+    c = versus["concentration"]
+    if c["concentrated"]:
+        out.append(concentration_note(c, versus["flips"], versus["metric"]))
+    env = env_differences(before.get("env"), run.get("env")) + process_differences(before, run)
+    if env:
+        out.append(
+            f"{run['id']} ran on a different platform than {before['id']}: "
+            + ", ".join(env)
+            + "; a new platform means the checks are redone (`tunelab check`, in one process)"
+        )
+    out.extend(compute_differences(before, run))
+    went = (run.get("training") or {}).get("diverged")
+    if went:
+        out.append(f"{run['id']}: {went['message']}")
+    past = trained_past(run)
+    if past:
+        out.append(past_words(run["id"], past))
+    used = [((r.get("training") or {}).get("precision") or {}).get("used") for r in (before, run)]
+    if all(used) and used[0] != used[1]:
+        out.append(
+            f"{run['id']} trained in {used[1]}, {before['id']} in {used[0]}: the difference "
+            "mixes the change with the precision"
+        )
+    pa, pb = before.get("protocol"), run.get("protocol")
+    if pa and pb and pa != pb:
+        keys = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
+        out.append(
+            f"{run['id']} was evaluated under a different protocol than {before['id']}: "
+            + ", ".join(f"{k} {pa.get(k)} -> {pb.get(k)}" for k in keys)
+        )
+    return out
+
+
+def multiplicity(rows: list[dict], reference: str) -> str | None:
+    """Several variants judged against one reference: the best of them is chosen after the
+    fact, and each interval is a single test's. What that costs, said where a gain is claimed."""
+    judged = [r for r in rows if "vs_reference" in r]
+    gains = [r["id"] for r in judged if str(r.get("verdict") or "").startswith("improved")]
+    k = len(judged)
+    if k < 2 or not gains:
+        return None
+    chance = 1 - (1 - 0.025) ** k  # one-sided: an interval wholly above zero by chance alone
+    return (
+        f"{k} variants were judged against {reference}, each on its own 95% interval: were none "
+        f"of them better, one or more would read improved about {chance:.0%} of the time, not "
+        f"2.5%, and the best of {k} is the one most likely lifted by chance. The sealed test "
+        f"split (`tunelab final` on the one chosen) is the check that shares no such choosing"
+    )
