@@ -43,7 +43,7 @@ def key_text(ex: Any) -> str:
     answer, the system's included, flattened as `Example.text` flattens them), else the text."""
     if ex.messages is None:
         return ex.text
-    return _flattened(ex.messages[:-1])
+    return flatten(ex.messages[:-1])
 
 
 def near_text(ex: Any) -> str:
@@ -51,11 +51,12 @@ def near_text(ex: Any) -> str:
     turns (shared by whole datasets, they outweigh short questions), else the text."""
     if ex.messages is None:
         return ex.text
-    return _flattened([t for t in ex.messages[:-1] if t["role"] != "system"])
+    return flatten([t for t in ex.messages[:-1] if t["role"] != "system"])
 
 
-def _flattened(turns: list[dict]) -> str:
-    """`conversations.flatten`'s form: `role: content`, a blank line between turns."""
+def flatten(turns: list[dict]) -> str:
+    """A conversation's turns as one text (`Example.text`): `role: content`, a blank line
+    between turns."""
     return "\n\n".join(f"{t['role']}: {t['content']}" for t in turns)
 
 

@@ -29,6 +29,7 @@ import json
 from collections import Counter
 
 from tunelab.core.data_sections import Fields
+from tunelab.data.content import flatten
 from tunelab.data.loaders import (
     LONE_SURROGATE,
     Example,
@@ -235,11 +236,6 @@ def answer_target(answer: str, task_type: str):
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def flatten(turns: list[dict]) -> str:
-    """`system: ...`, `user: ...`, `assistant: ...`, a blank line between turns."""
-    return "\n\n".join(f"{t['role']}: {t['content']}" for t in turns)
 
 
 def summary(examples: list[Example]) -> dict:

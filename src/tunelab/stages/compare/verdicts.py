@@ -91,7 +91,7 @@ def compare(
 
     def preds_of(run_id: str) -> dict[str, dict]:
         if run_id not in cache:
-            cache[run_id] = _predictions(store, run_id)
+            cache[run_id] = _predictions(store, run_id, by_id.get(run_id))
         return cache[run_id]
 
     def paired(before: list[dict], arm: list[dict], seed_only: str | None = None) -> dict:
@@ -258,7 +258,9 @@ def _seeds(arm: list[dict], metric: str) -> list[dict]:
     return [{"run": r["id"], "seed": seed_of(r), metric: r["metrics"].get(metric)} for r in arm]
 
 
-def _predictions(store, run_id: str) -> dict[str, dict]:
+def _predictions(store, run_id: str, record: dict | None = None) -> dict[str, dict]:
+    """The run's predictions by id, refused unless they are the file its record (`record`,
+    else read from the store) hashed."""
     path = store.run_dir(run_id) / PREDICTIONS
     if not path.is_file():
         raise StoreError(
@@ -266,7 +268,7 @@ def _predictions(store, run_id: str) -> dict[str, dict]:
             f"them, or `tunelab invalidate {run_id} --why ...` to leave the run out"
         )
     rows, digest = read_jsonl_hashed(path)
-    recorded = store.read_record(run_id).get("predictions_sha256")
+    recorded = (record or store.read_record(run_id)).get("predictions_sha256")
     if recorded and digest != recorded:  # judged as the run wrote them, or not at all
         raise StoreError(
             f"{path} changed since run {run_id} wrote it: its record holds sha256 {recorded}, "
