@@ -68,7 +68,8 @@ def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
     renderer = lab_renderer(lab.spec, lab.path, labels, version)  # a scratch BPE: version's
     train_rows = lab.store.read_split(version, "train")
     train_set, rejected = renderer.training(train_rows)
-    renderer.require_prompts(lab.store.read_split(version, "validation"), "validation")
+    if lab.spec.data.fields.conversations:  # only a chat template can refuse a turn
+        renderer.require_prompts(lab.store.read_split(version, "validation"), "validation")
     findings = training_findings(renderer, train_rows, rejected, lab.spec.evaluation.max_new_tokens)
     if blocking(findings) and not allow_warnings:
         named = {r["id"]: row_name(r) for r in train_rows}  # where each row came from
