@@ -22,7 +22,7 @@ def start_line(record: dict, spec, train_set: list, world: World) -> str:
     t, cfg, n_train = record["trainable"], spec.training, len(train_set)
     steps = total_steps(cfg, n_train, sequence_length_of(train_set))
     accumulation = cfg.global_batch // (cfg.microbatch * world.size)
-    processes = "1 process" if world.size == 1 else f"{world.size} processes ({cfg.strategy})"
+    processes = processes_text(world.size, cfg.strategy)
     return (
         f"[bold]{record['id']}[/]: {t['method']} · {t['trainable_params']:,} of "
         f"{t['total_params']:,} parameters train ({100 * t['trainable_fraction']:.2f}%) · "
@@ -32,6 +32,15 @@ def start_line(record: dict, spec, train_set: list, world: World) -> str:
         + (_mixture_text(spec.data.mixture) if spec.data.mixture else "")
         + (_scratch_text(record["base_model"]) if record["base_model"].get("init") else "")
     )
+
+
+def processes_text(size: int, strategy: str) -> str:
+    """`2 processes (fsdp)`; one process says when it does not shard as the spec asks (FSDP
+    shards only among several processes, so one trains the whole model as it is)."""
+    if size > 1:
+        return f"{size} processes ({strategy})"
+    unsharded = " (training.strategy fsdp shards only under torchrun: unsharded here)"
+    return "1 process" + unsharded * (strategy == "fsdp")
 
 
 def _left_out(rejected: list[dict]) -> str:
