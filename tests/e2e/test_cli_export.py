@@ -115,6 +115,10 @@ def test_the_card_says_when_test_rows_have_copies_in_validation(exported):
     for none in ({**copied, "rows": 0, "pairs": 0}, None):
         quiet = body(info | {"final": {"metrics": metrics, "copied_in_validation": none}})
         assert "copy in validation" not in quiet
+    interval = {"metric": "macro_f1", "low": 0.7712, "high": 0.9581, "level": 0.95, "n": 40}
+    card = body(info | {"final": {"metrics": metrics, "interval": interval}})
+    assert "| 88.0 (95%: 77.1 to 95.8) |" in card  # the examples' noise on the test score
+    assert "| 90.0 |" in card  # accuracy: no interval was drawn for it
 
 
 def test_the_cards_gguf_paragraph_says_what_the_file_holds(exported):

@@ -24,7 +24,9 @@ Rules:
   frozen encoder's embeddings of the test rows). A probe recorded before tunelab stored its
   head, or whose head no longer has the sha256 its record holds, is refused before the seal
   is touched.
-- No per-example test predictions are stored: only the metrics leave the seal.
+- No per-example test predictions are stored: only the metrics leave the seal, with the primary
+  metric's 95% percentile bootstrap interval over the test examples (`interval`: the examples'
+  noise, not the seeds').
 - Test rows with an exact or near copy in validation (`tunelab data` keeps both, whatever the
   policy: it removes train copies only) are counted from the version's duplicates.jsonl and
   shown beside the score: a run chosen on validation was chosen partly on those rows, so the
@@ -47,8 +49,9 @@ from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store
-from tunelab.tasks import metrics_of, score
+from tunelab.tasks import get_task, metrics_of, score
 from tunelab.tasks.multilabel import recorded_threshold
+from tunelab.tasks.resampled import score_interval
 from tunelab.training.evaluate import evaluate_rows, protocol
 
 
@@ -329,6 +332,8 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
             run=run_id,
         ) from err
     primary = spec.hypothesis.metric if spec.hypothesis else None
+    labels = store.data_manifest(version)["labels"]
+    shown = primary or get_task(spec.task.type).default_metric  # the interval's metric
     result = {
         **access,
         "time": final_accesses(store)[-1]["time"],
@@ -336,6 +341,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
         "split": "test",
         "metrics": metrics,
         "primary_metric": primary,
+        "interval": score_interval(spec.task, predictions, labels, shown),
         "validation_metrics": record.get("metrics"),
         "copied_in_validation": _copied(store, version, spec, predictions, primary),
         "protocol": protocol(spec),

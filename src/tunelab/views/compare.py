@@ -260,6 +260,8 @@ def final(result: dict, console: Console) -> None:
         f" ({m['n']} examples, sha256 {result['test_sha256'][:12]}… verified)"
     )
     console.print(f"  test: {metric_line(m)}")
+    if interval := result.get("interval"):
+        console.print(f"  {_interval_line(interval)}")
     val = result.get("validation_metrics") or {}
     if primary and primary in val and primary in m:
         gap = m[primary] - val[primary]
@@ -284,6 +286,17 @@ def final(result: dict, console: Console) -> None:
         )
     else:
         console.print(f"  {access}; any later look needs --reason and is listed in the handover")
+
+
+def _interval_line(interval: dict) -> str:
+    """`macro f1 95% interval 91.2% to 95.6% over the 445 test examples (their noise, not
+    the seeds')`: how far another sample of this size could move the score."""
+    metric = interval["metric"]
+    low, high = (metric_value(metric, interval[k], "%") for k in ("low", "high"))
+    return (
+        f"{metric.replace('_', ' ')} {interval['level']:.0%} interval {low} to {high} over the "
+        f"{interval['n']} test examples (their noise, not the seeds')"
+    )
 
 
 def _without(without: dict | None) -> str:

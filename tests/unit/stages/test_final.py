@@ -119,6 +119,10 @@ def test_final_is_recorded_and_a_second_look_needs_a_reason(lab_with_baselines):
     label = lab.store.read_record("r001-majority")["baseline"]["label"]
     share = report["splits"]["test"]["labels"][label] / n_test
     assert first["metrics"]["accuracy"] == pytest.approx(share)
+    interval = first["interval"]  # no hypothesis: the task's default metric, over the examples
+    assert interval["metric"] == "macro_f1" and interval["n"] == n_test
+    assert interval["low"] <= first["metrics"]["macro_f1"] <= interval["high"]
+    assert stored["interval"] == interval
 
     for reason in (None, "  "):
         with pytest.raises(FinalError, match=r"already opened .* for r001-majority") as err:
@@ -361,6 +365,13 @@ def test_the_final_view_shows_bits_per_byte_as_it_is():
         "primary_metric": "bits_per_byte",
         "metrics": {"n": 21, "bits_per_byte": 2.5873, "loss": 6.73, "perplexity": 838.4},
         "validation_metrics": {"bits_per_byte": 2.5506},
+        "interval": {
+            "metric": "bits_per_byte",
+            "low": 2.41,
+            "high": 2.7702,
+            "level": 0.95,
+            "n": 21,
+        },
         "n": 1,
         "file": ".tunelab/finals/1-r002-full.json",
         "repeated": False,
@@ -370,7 +381,8 @@ def test_the_final_view_shows_bits_per_byte_as_it_is():
     final_view(result, Console(file=out, width=200))
     text = out.getvalue()
     assert "bits per byte: validation 2.5506 -> test 2.5873 (+0.0367, lower is better)" in text
-    assert "%" not in text and "points" not in text
+    assert "bits per byte 95% interval 2.4100 to 2.7702 over the 21 test examples" in text
+    assert "%" not in text.replace("95% interval", "") and "points" not in text
 
 
 def test_test_targets_scoring_cannot_read_stop_final_before_the_opening_is_logged():

@@ -24,13 +24,7 @@ import numpy as np
 
 from tunelab.core.errors import TunelabError
 from tunelab.stages.compare.set_stats import set_bootstrap, set_metric
-from tunelab.stages.compare.stats import (
-    MetricFn,
-    accuracy_rows,
-    arm_bootstrap,
-    class_metric_rows,
-    macro_f1_rows,
-)
+from tunelab.stages.compare.stats import MetricFn, arm_bootstrap
 from tunelab.stages.compare.two_level import (
     arm_weight,
     combine,
@@ -40,6 +34,7 @@ from tunelab.stages.compare.two_level import (
 )
 from tunelab.tasks import pretrain
 from tunelab.tasks.multilabel import multi_hot
+from tunelab.tasks.resampled import accuracy_rows, class_metric_rows, macro_f1_rows
 
 
 def share_bounds(values_a: list[float], trained: bool) -> tuple[float, float]:

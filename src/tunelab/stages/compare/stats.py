@@ -10,33 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tunelab.tasks.resampled import RESAMPLES
+
 MetricFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-RESAMPLES = 2000
-
-
-def accuracy_rows(gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
-    """Accuracy of each row of index arrays shaped (resamples, n)."""
-    return (gold == pred).mean(axis=-1)
-
-
-def class_metric_rows(gold: np.ndarray, pred: np.ndarray, k: int, metric: str) -> np.ndarray:
-    """Class k's F1, precision or recall per row (0 where undefined, as sklearn does)."""
-    gold, pred = np.atleast_2d(gold), np.atleast_2d(pred)
-    tp = ((gold == k) & (pred == k)).sum(-1)
-    fp = ((gold != k) & (pred == k)).sum(-1)
-    fn = ((gold == k) & (pred != k)).sum(-1)
-    if metric == "f1":
-        num, denom = 2 * tp, 2 * tp + fp + fn
-    elif metric == "precision":
-        num, denom = tp, tp + fp
-    else:  # recall
-        num, denom = tp, tp + fn
-    return np.where(denom > 0, num / np.maximum(denom, 1), 0.0)
-
-
-def macro_f1_rows(gold: np.ndarray, pred: np.ndarray, n_labels: int) -> np.ndarray:
-    """Macro-F1 (labels with no gold and no predictions count 0, as sklearn does) per row."""
-    return np.mean([class_metric_rows(gold, pred, k, "f1") for k in range(n_labels)], axis=0)
 
 
 def arm_bootstrap(

@@ -148,9 +148,12 @@ def body(info: dict) -> str:
         lines += ["", f"**Warning:** {past_words(info['run'], lim['trained_past'])}."]
     lines += ["", "## Numbers", "", "| metric | validation | test |", "|---|---|---|"]
     test = (info.get("final") or {}).get("metrics", {})
+    interval = (info.get("final") or {}).get("interval") or {}
     for k, v in info["validation_metrics"].items():
         if isinstance(v, int | float) and k != "n":
             shown = _value(k, test[k]) if k in test else "not opened"
+            if k in test and interval.get("metric") == k:  # the examples' noise on the test
+                shown += f" (95%: {_value(k, interval['low'])} to {_value(k, interval['high'])})"
             lines.append(f"| {k} | {_value(k, v)} | {shown} |")
     threshold = info["validation_metrics"].get("threshold")
     if isinstance(threshold, dict):  # task multilabel: sigmoids, and the cut that makes a set

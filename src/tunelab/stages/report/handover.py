@@ -28,12 +28,19 @@ def finals(store: Store) -> dict:
             | {
                 "metric": metric,
                 "test": ((record or {}).get("metrics") or {}).get(metric),
+                "interval": _interval(record, metric),
                 "validation": ((record or {}).get("validation_metrics") or {}).get(metric),
                 "copied": ((record or {}).get("copied_in_validation") or {}).get("rows"),
                 "invalid": invalidated(store, e.get("run")),
             }
         )
     return {"rows": rows, "warning": warning}
+
+
+def _interval(record: dict | None, metric: str | None) -> dict | None:
+    """The test score's interval over the test examples, where it is of the metric shown."""
+    interval = (record or {}).get("interval")
+    return interval if interval and metric and interval.get("metric") == metric else None
 
 
 def invalidated(store: Store, run_id: str | None) -> str | None:

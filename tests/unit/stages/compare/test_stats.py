@@ -4,14 +4,13 @@ from scipy.stats import binomtest, bootstrap
 from sklearn.metrics import f1_score
 
 from tunelab.stages.compare.stats import (
-    accuracy_rows,
     arm_bootstrap,
     concentration,
     concentration_k,
     flips,
-    macro_f1_rows,
     mcnemar_exact,
 )
+from tunelab.tasks.resampled import accuracy_rows, macro_f1_rows
 
 
 def test_macro_f1_rows_matches_sklearn():

@@ -150,7 +150,13 @@ def write_other_records(lab: Lab, chosen: str) -> None:
         root / "plans" / "p001.json",
         {"days": 3, "hours_total": 72.0, "phases": phases, "cost": 123.4, "warnings": ["tight"]},
     )
-    final = {"run": chosen, "primary_metric": "accuracy", "metrics": {"accuracy": 0.91}}
+    interval = {"metric": "accuracy", "low": 0.874, "high": 0.941, "level": 0.95, "n": 300}
+    final = {
+        "run": chosen,
+        "primary_metric": "accuracy",
+        "metrics": {"accuracy": 0.91},
+        "interval": interval,
+    }
     atomic_write_json(root / "finals" / f"1-{chosen}.json", final)
     lab.store.log_event(
         "final",
@@ -230,6 +236,7 @@ def test_every_section_has_its_heading_and_real_content(page):
     plan = section(page, "plan")
     assert "<svg" in plan and "initial checks" in plan and "<code>tunelab check</code>" in plan
     assert "chosen on validation" in section(page, "finals")
+    assert "(95%: 87.4% to 94.1%)" in section(page, "finals")
     exports = section(page, "exports")
     assert "bundles/tickets-lora" in exports and "not yet" in exports
 

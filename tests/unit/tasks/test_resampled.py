@@ -1,0 +1,73 @@
+"""`tasks.resampled.score_interval`: one run's score with its interval over its examples (what
+`final` reports on the test split)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tunelab.core.spec import validate_spec
+from tunelab.tasks import metrics_of, score_outputs
+from tunelab.tasks.resampled import _resampled, score_interval
+
+BASE = {"data": {"sources": [{"type": "jsonl", "path": "d.jsonl"}]}, "model": {"path": "m"}}
+LABELS = ["a", "b", "c"]
+
+
+def task(**raw):
+    return validate_spec({**BASE, "task": raw}).task
+
+
+def classified(n: int, right: float, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    gold = rng.choice(LABELS, n)
+    wrong = rng.choice(LABELS, n)
+    keep = rng.random(n) < right
+    return [
+        {"id": str(i), "gold": g, "predicted": g if k else w}
+        for i, (g, w, k) in enumerate(zip(gold, wrong, keep, strict=True))
+    ]
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "macro_f1"])
+def test_the_fast_classification_path_scores_each_resample_as_the_task_does(metric):
+    predictions = classified(40, 0.7)
+    idx = np.random.default_rng(3).integers(0, 40, size=(25, 40))
+    fast = _resampled(task(type="classification"), predictions, LABELS, metric, idx)
+    slow = [
+        metrics_of(task(type="classification"), [predictions[i] for i in row], LABELS)[metric]
+        for row in idx
+    ]
+    assert fast == pytest.approx(slow)
+
+
+def test_the_interval_holds_the_score_and_narrows_with_more_examples():
+    spec = task(type="classification")
+    small, large = classified(50, 0.8), classified(2000, 0.8)
+    widths = []
+    for predictions in (small, large):
+        value = metrics_of(spec, predictions, LABELS)["macro_f1"]
+        interval = score_interval(spec, predictions, LABELS, "macro_f1")
+        assert interval["low"] < value < interval["high"]
+        assert (interval["metric"], interval["n"], interval["level"]) == (
+            "macro_f1",
+            len(predictions),
+            0.95,
+        )
+        widths.append(interval["high"] - interval["low"])
+    # a binomial share's interval shrinks as 1/sqrt(n): 40 times the examples, about 1/6.3
+    assert widths[1] < widths[0] / 4
+    assert score_interval(spec, small[:1], LABELS, "macro_f1") is None
+
+
+def test_a_generative_score_is_resampled_by_its_own_metrics():
+    spec = task(type="format", regex=r"\d+")
+    predictions = [
+        {"id": str(i), "output": str(i) if i % 4 else "no", "target": str(i)} for i in range(80)
+    ]
+    exact = score_outputs(spec, None, predictions)["exact_match"]
+    assert exact == pytest.approx(0.75)
+    interval = score_interval(spec, predictions, [], "exact_match", resamples=400)
+    # the normal approximation of a share of 0.75 over 80: +-1.96 * sqrt(.75 * .25 / 80) = 0.095
+    assert interval["low"] == pytest.approx(0.75 - 0.095, abs=0.03)
+    assert interval["high"] == pytest.approx(0.75 + 0.095, abs=0.03)
