@@ -14,6 +14,15 @@ an interval (low, high) for metric(variant) - metric(reference) on the same exam
 
 A per-class (or per-field) guardrail bootstraps that class's own metric; it is broken when
 any class is broken, unresolved when none is broken but one is unresolved, else it holds.
+
+Where no example of a group got worse, no resample of them can drop, and the bootstrap's low
+end sits at zero or above however few they are: 4 examples alike in both runs read "holds" on
++0.0 (+0.0 to +0.0). A limit above 0 is a claim beyond these examples, so the low end is then
+the gain seen less the exact binomial bound on the share of the group a variant could make
+worse unseen in `n` examples (`unseen_drop`: 1 - 0.025^(1/n), 60 points for 4, 3.7/n for
+many), where that is lower: with no gain, the check holds only where the group has the
+examples to see a drop of the limit's size. A limit of 0 stays a
+rule about these examples: it holds when none of them got worse.
 """
 
 from __future__ import annotations
@@ -34,6 +43,45 @@ def status_of(boot: dict, max_drop: float) -> str:
     if boot["high"] < -max_drop:
         return BROKEN
     return UNRESOLVED
+
+
+UNSEEN_TAIL = 0.025
+"""The one-sided tail of the exact bound, the lower tail of the two-sided 95% interval."""
+
+
+def unseen_drop(n: int) -> float:
+    """The largest share of a group that could get worse, at 97.5%, when none of its `n`
+    examples did (exact binomial: (1 - p)^n = 0.025)."""
+    return 1 - UNSEEN_TAIL ** (1 / n)
+
+
+def examples_to_see(max_drop: float) -> int:
+    """The examples whose being none worse bounds a drop within `max_drop`."""
+    return math.ceil(math.log(UNSEEN_TAIL) / math.log(1 - max_drop))
+
+
+def _bounded(check: dict, g: Guardrail, pair: Pair, name: str | None) -> dict:
+    """A check whose bootstrap cannot show a drop (low >= 0, on the examples' noise), for a
+    limit above 0 on a rate: its low end becomes the gain seen less the unseen drop its
+    group's size allows, where that is lower."""
+    if g.max_drop <= 0 or check["low"] < 0 or "basis" in check or pair.documents:
+        return check
+    size = pair.group_size(name)
+    if not size:
+        return check
+    bound = unseen_drop(size)
+    low = round(min(check["low"], check["delta"] - bound), 4)  # the gain seen, less the unseen
+    status = status_of({"low": low, "high": check["high"]}, g.max_drop)
+    bounded = check | {
+        "low": low,
+        "status": status,
+        "margin": round(low + g.max_drop, 4),
+        "unseen": {"examples": size, "bootstrap_low": check["low"]},
+    }
+    if status == UNRESOLVED:
+        n = len(pair.ids)
+        bounded |= {"needed_n": math.ceil(n * examples_to_see(g.max_drop) / size), "examples": n}
+    return bounded
 
 
 def needed_n(boot: dict, max_drop: float, n: int) -> int | None:
@@ -92,7 +140,7 @@ def judge(
         elif status == UNRESOLVED:
             check["needed_n"] = needed_n(boot, g.max_drop, len(pair.ids))
             check["examples"] = len(pair.ids)
-        checks[name or "overall"] = check
+        checks[name or "overall"] = _bounded(check, g, pair, name)
     statuses = {c["status"] for c in checks.values()}
     status = BROKEN if BROKEN in statuses else UNRESOLVED if UNRESOLVED in statuses else HOLDS
     measured = [k for k in checks if "not_checked" not in checks[k]]
@@ -132,6 +180,11 @@ def describe(g: dict) -> str:
     parts = []
     for name, c in shown[:3]:
         text = f"{name} {units.change(g['metric'], c)}"
+        if c.get("unseen") and c["status"] != HOLDS:
+            text += (
+                f" (none of its {c['unseen']['examples']} examples got worse: too few to rule "
+                "out an unseen drop of the limit's size)"
+            )
         if c.get("needed_n"):
             text += f", {needed_words(c)} would resolve it"
         elif c.get("needs"):

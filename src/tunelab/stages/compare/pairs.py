@@ -104,6 +104,14 @@ class Pair:
         seeds = seed_aware(example, weights, variance, bounds=bounds) if variance else None
         return combine(example, seeds)
 
+    def group_size(self, group: str | None) -> int:
+        """The examples a group's metric rests on: a class's gold examples, or every example
+        (overall, and each field of a generative task, which every example has)."""
+        if group is None or self.gold is None:
+            return len(self.ids)
+        k = self.labels.index(group)
+        return int(self.gold[:, k].sum() if self.multilabel else (self.gold == k).sum())
+
     def _documents(self, metric: str, source: str | None):
         """The ratio metric over documents (of one source when given): the function, its
         weights (bytes or tokens) and how a seed's scored documents become NLLs."""

@@ -4,6 +4,7 @@ evidence and worse against the minimum effect, flips, gains from a handful of ex
 import pytest
 from compare_labs import LABELS, add_run, make_lab, predictions
 
+from tunelab.stages.compare.guardrails import describe
 from tunelab.stages.compare.verdicts import compare
 
 
@@ -295,3 +296,36 @@ def test_runs_not_completed_are_named_as_not_judged(tmp_path):
     out = io.StringIO()
     show(result, Console(file=out, width=200))
     assert "not judged, not completed: r003-stopped (interrupted)" in out.getvalue()
+
+
+def test_a_guardrail_holds_only_where_its_examples_could_show_a_drop_of_its_size(tmp_path):
+    """4 examples of a class alike in both runs read "holds: +0.0 (+0.0, +0.0)" against a
+    limit of 5 points: no resample can drop, however few the examples. None of 4 got worse
+    bounds an unseen drop only to 60 points (exact binomial); 200 bound it to 1.8."""
+    rail = {"metric": "f1", "scope": "every_class", "max_drop": 0.05}
+    for n, status in ((4, "unresolved"), (200, "holds")):
+        lab = make_lab(tmp_path / str(n), [rail])
+        add_run(lab, "probe", "baseline", predictions({"a": 1.0, "b": 0.5, "c": 0.5}, n=n))
+        add_run(lab, "lora", "variant", predictions({"a": 1.0, "b": 0.5, "c": 0.5}, n=n))
+        (judged,) = compare(lab)["runs"][-1]["guardrails"]
+        a = judged["checks"]["a"]
+        assert (a["delta"], a["high"], a["status"]) == (0.0, 0.0, status), n
+        assert a["unseen"]["examples"] == n and a["unseen"]["bootstrap_low"] == 0.0
+        assert a["low"] == pytest.approx(-(1 - 0.025 ** (1 / n)), abs=1e-4)
+    # the 4 examples of each class: ~72 of each would resolve it, so ~216 in all
+    assert judged["status"] == "holds"
+    lab = make_lab(tmp_path / "again", [rail])
+    add_run(lab, "probe", "baseline", predictions({"a": 1.0, "b": 0.5, "c": 0.5}, n=4))
+    add_run(lab, "lora", "variant", predictions({"a": 1.0, "b": 0.5, "c": 0.5}, n=4))
+    (judged,) = compare(lab)["runs"][-1]["guardrails"]
+    assert judged["status"] == "unresolved" and judged["checks"]["a"]["needed_n"] == 216
+    assert (
+        "a +0.0 points (-60.2 to +0.0) (none of its 4 examples got worse: too few to rule out an "
+        "unseen drop of the limit's size), ~216 examples (18x these 12) would resolve it"
+    ) in describe(judged)
+    # a limit of 0 is a rule about these examples: none got worse, so it holds
+    lab = make_lab(tmp_path / "zero", [rail | {"max_drop": 0.0}])
+    add_run(lab, "probe", "baseline", predictions({"a": 1.0, "b": 0.5, "c": 0.5}, n=4))
+    add_run(lab, "lora", "variant", predictions({"a": 1.0, "b": 0.5, "c": 0.5}, n=4))
+    (judged,) = compare(lab)["runs"][-1]["guardrails"]
+    assert judged["status"] == "holds" and "unseen" not in judged["checks"]["a"]
