@@ -220,3 +220,25 @@ def test_a_data_version_the_store_names_but_lost_is_named(make_lab, capsys):
     assert gone[".tunelab/runs/r001-majority/record.json"].endswith(f"{version}, which is gone")
     assert tl(capsys, "data", *where)[0] == 0  # the advice: the same sources build it again
     assert tl(capsys, "fsck", *where)[1]["passed"]
+
+
+def test_an_edited_record_is_not_written_again_over_the_edit(make_lab, capsys):
+    """`invalidate` and `resume` rewrote a record edited by hand and logged its new sha256:
+    fsck then read clean, and a faked macro F1 of 99.0 stood vouched for."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    (path,) = (lab / ".tunelab" / "runs").glob("*-lora/record.json")
+    record = json.loads(path.read_text())
+    record["metrics"]["macro_f1"] = 0.99
+    path.write_text(json.dumps(record))
+    run = path.parent.name
+    for command in (["invalidate", run, "--why", "tidying up"], ["resume", run]):
+        code, refused = tl(capsys, *command, *where)
+        assert code == 2, command
+        assert f"{path}: changed after line" in refused["error"]
+        assert "fsck --repair" in refused["error"]
+    assert json.loads(path.read_text()) == record  # as the edit left it, still not vouched for
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and [p["path"] for p in found["problems"]] == [str(path.relative_to(lab))]

@@ -10,6 +10,7 @@ no event at all (`core.unlogged`) came with a log cut short or deleted, or by ha
 from __future__ import annotations
 
 from contextlib import nullcontext
+from pathlib import Path
 
 from tunelab.core.chain import verify
 from tunelab.core.digest import sha256_file
@@ -68,3 +69,39 @@ def require_intact_log(store, command: str) -> dict:
             "(recorded in the log)."
         )
     return state
+
+
+def logged_digest(store, shown: str) -> tuple[int, str] | None:
+    """The line and sha256 of the last event that vouches for the record `shown` (its path
+    relative to the lab), as `audit` reads them; None where no event does. Reads the log
+    without its lock: `Store.save` holds it when it asks."""
+    last = None
+    for number, event in store.numbered_events():
+        if event.get("record") == shown and event.get("record_sha256"):
+            last = (number, event["record_sha256"])
+        accepted = event.get("accepted") or {}  # fsck --repair
+        if shown in accepted:
+            last = (number, accepted[shown])
+    return last if last and last[1] else None
+
+
+def require_as_logged(store, path: Path, who: str = "tunelab") -> None:
+    """A record, before `who` (a command) builds on it or writes it again: as the last event that
+    vouches for it wrote it. Otherwise a StoreError names the file and the line, since writing
+    it again would make the log vouch for the edit. A record no event vouches for (written
+    before the log held sha256s) passes; `fsck` names those."""
+    from tunelab.core.store import StoreError
+
+    if not path.is_file():
+        return
+    shown = str(path.relative_to(store.lab))
+    found = logged_digest(store, shown)
+    if found is None or sha256_file(path) == found[1]:
+        return
+    raise StoreError(
+        f"{path}: changed after line {found[0]} of the log ({store.log_path}) wrote it, so "
+        f"it is not the record the lab vouches for; {who} does not build on it or write it "
+        "again (the log would then vouch for the edit). `tunelab fsck` lists every "
+        "such change; restore the file from a backup, or accept it with `tunelab fsck --repair "
+        '--reason "why"` (recorded in the log).'
+    )

@@ -133,7 +133,9 @@ class Store:
     def save(self, path: Path, record: dict, event: str, **fields: Any) -> None:
         """Write `record` to `path` (checked against its declared shape, `core.records`) and
         log `event` with the file's sha256, both under the log's lock: a record edited
-        afterwards no longer matches its last event (`audit`)."""
+        afterwards no longer matches its last event (`audit`), and is not written again over
+        the edit (`require_as_logged`), which the new event would vouch for."""
+        from tunelab.core.audit import require_as_logged
         from tunelab.core.records import check_record
 
         record["store_format"] = STORE_FORMAT  # the shape it was written and checked in
@@ -142,6 +144,7 @@ class Store:
         shown = str(path.relative_to(self.lab))
 
         def line(previous: bytes | None) -> str:
+            require_as_logged(self, path)  # under the log's lock: no edit slips in between
             atomic_write_json(path, record)
             entry = {"time": now(), "event": event, **fields, "record": shown}
             return linked(entry | {"record_sha256": sha256_file(path)})(previous)

@@ -11,9 +11,11 @@ from pathlib import Path
 from rich.console import Console
 
 from tunelab.core import ledger
+from tunelab.core.audit import require_as_logged
 from tunelab.core.env import pick_device
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
+from tunelab.core.layout import RECORD
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, now
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
@@ -37,6 +39,7 @@ def resume_run(
     store = Store(lab_path)
     record = store.read_record(run_id)
     run_dir = store.run_dir(run_id)
+    require_as_logged(store, run_dir / RECORD, "`tunelab resume`")  # before anything trains
     _check_resumable(record, run_dir)
     lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
     lab.data = record["data_version"]
