@@ -22,7 +22,8 @@ def test_fsck_is_clean_then_finds_every_planted_fault(make_lab, capsys):
     code, clean = tl(capsys, "fsck", *where)
     assert code == 0 and clean["passed"] and clean["problems"] == []
     assert clean["checked"]["data_files"] >= 6 and clean["checked"]["comparison_inputs"] == 2
-    assert clean["checked"]["records"] == 4 and clean["not_checked"] == []  # 3 runs, 1 comparison
+    # 3 runs, 1 comparison and the data version's manifest, each vouched for by its event
+    assert clean["checked"]["records"] == 5 and clean["not_checked"] == []
 
     store = lab / ".tunelab"
     (version,) = [p for p in (store / "data").iterdir() if p.is_dir()]
@@ -242,3 +243,38 @@ def test_an_edited_record_is_not_written_again_over_the_edit(make_lab, capsys):
     assert json.loads(path.read_text()) == record  # as the edit left it, still not vouched for
     code, found = tl(capsys, "fsck", *where)
     assert code == 1 and [p["path"] for p in found["problems"]] == [str(path.relative_to(lab))]
+
+
+def test_a_split_edited_with_its_manifest_is_caught_by_the_log(make_lab, capsys):
+    """The test split and its hashes in the manifest changed together: fsck read clean and
+    `final` called the changed split "verified"; a manifest wiped to {} read "0 data files,
+    clean" and turned every split's check off."""
+    import hashlib
+
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    (folder,) = (lab / ".tunelab" / "data").glob("*/")
+    manifest_path = folder / "manifest.json"
+    pristine = manifest_path.read_text()
+    test = folder / "test.jsonl"
+    rows = test.read_text().splitlines()
+    row = json.loads(rows[0])
+    row["label"] = "business" if row["label"] != "business" else "sport"
+    test.write_text("\n".join([json.dumps(row), *rows[1:]]) + "\n")
+    digest = hashlib.sha256(test.read_bytes()).hexdigest()
+    manifest = json.loads(pristine)
+    manifest["files"]["test.jsonl"] = manifest["split_sha256"]["test"] = digest
+    manifest["test_sha256"] = digest
+    manifest_path.write_text(json.dumps(manifest))
+    code, found = tl(capsys, "fsck", *where)
+    shown = str(manifest_path.relative_to(lab))
+    assert code == 1 and [p["path"] for p in found["problems"]] == [shown]
+    code, refused = tl(capsys, "final", "r001-majority", "--reason", "a look", *where)
+    assert code == 2 and shown in refused["error"]
+    manifest_path.write_text("{}")
+    code, refused = tl(capsys, "run", "--name", "lora", *where)
+    assert code == 2 and f"{manifest_path}: changed after line" in refused["error"], refused
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and shown in [p["path"] for p in found["problems"]]

@@ -92,7 +92,9 @@ def test_runs_and_a_data_step_at_once_leave_a_clean_lab(make_lab, tmp_path):
     assert len(runs) == 3 * TRIALS == len({r["id"] for r in runs})
     numbers = sorted(int(r["id"][1:4]) for r in runs)
     assert numbers == list(range(1, 3 * TRIALS + 1))  # no id taken twice, none skipped
-    assert found["checked"]["records"] == 3 * TRIALS
+    manifests = len(list((lab / ".tunelab" / "data").glob("*/manifest.json")))
+    assert manifests == 2  # the first version and the lowercased one
+    assert found["checked"]["records"] == 3 * TRIALS + manifests  # each vouched for by the log
 
 
 @pytest.mark.slow

@@ -82,6 +82,7 @@ class Store:
     def __init__(self, lab: Path):
         self.lab = Path(lab).resolve()
         self.root = self.lab / STORE_DIR
+        self._vouched: dict[Path, str] = {}  # manifests found as the log wrote them
         self.format = layout.read_format(self.root)
         if self.format["format"] > STORE_FORMAT:
             raise NewerFormatError(
@@ -220,9 +221,18 @@ class Store:
         return path.read_text().strip()
 
     def data_manifest(self, version: str) -> dict:
+        """A data version's manifest, as its `data` event wrote it: the hashes of its splits
+        are the log's, so a manifest edited with its splits is refused (`require_as_logged`;
+        checked against the log once per file content)."""
+        from tunelab.core.audit import require_as_logged
+
         path = self.data_dir(version) / layout.MANIFEST
         if not path.exists():
             raise StoreError(f"{path}: data version {version} is missing its manifest.")
+        digest = sha256_file(path)
+        if self._vouched.get(path) != digest:
+            require_as_logged(self, path)
+            self._vouched[path] = digest
         return read_json(path)
 
     def read_split(self, version: str, split: str) -> list[dict]:
@@ -236,8 +246,14 @@ class Store:
         folder = self.data_dir(version)
         path = folder / f"{split}.jsonl"
         expected = (self.data_manifest(version).get("files") or {}).get(path.name)
+        if not expected:  # `tunelab data` hashes every split: a manifest without is not its
+            raise StoreError(
+                f"{folder / layout.MANIFEST}: holds no sha256 of {path.name}, so the split "
+                f"cannot be checked against data version {version}. Restore the manifest from "
+                f"a backup, or remove {folder} and run `tunelab data` again."
+            )
         rows, digest = read_jsonl_hashed(path)
-        if expected and digest != expected:  # every run on it would claim data it never saw
+        if digest != expected:  # every run on it would claim data it never saw
             raise StoreError(
                 f"{path}: changed since data version {version} was written (sha256 "
                 f"{expected[:12]} expected), so it is not that version any more. Restore it from "

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tunelab.core.digest import canonical_json, sha256_file, utf8_chunks
+from tunelab.core.layout import MANIFEST
 from tunelab.core.spec import DataSpec
 from tunelab.core.store import SPLITS, Store, atomic_write_json, now, write_jsonl
 from tunelab.data.cleaning import rule_settings
@@ -228,4 +229,14 @@ def publish(
     they are."""
     if current:
         store.set_current_data(version)
-    store.log_event("data", version=version, new=new, current=current, **counts)
+    manifest = store.data_dir(version) / MANIFEST  # vouched for by the log, as a record is
+    shown = str(manifest.relative_to(store.lab))
+    store.log_event(
+        "data",
+        version=version,
+        new=new,
+        current=current,
+        **counts,
+        record=shown,
+        record_sha256=sha256_file(manifest),
+    )

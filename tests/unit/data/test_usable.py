@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tunelab.core.spec import Spec, validate_spec
-from tunelab.core.store import Store, atomic_write_json
+from tunelab.core.store import Store
 from tunelab.data import DataError, build_data
 from tunelab.data.usable import check_usable, require_usable
 
@@ -277,11 +277,12 @@ def test_require_usable_rechecks_a_stored_version_from_its_manifest(built) -> No
     assert message.endswith("fix the data or the spec, then run `tunelab data` again")
 
 
-def test_require_usable_refuses_a_version_with_an_empty_split(built) -> None:
+def test_require_usable_refuses_a_version_with_an_empty_split(built, monkeypatch) -> None:
     store, version = built
     manifest = store.data_manifest(version)
     manifest["counts"]["validation"] = {"n": 0, "labels": dict.fromkeys(manifest["labels"], 0)}
-    atomic_write_json(store.data_dir(version) / "manifest.json", manifest)
+    # as read (a file edited so would be refused as not the one the log vouches for)
+    monkeypatch.setattr(store, "data_manifest", lambda v: manifest)
     with pytest.raises(
         DataError,
         match=rf"^data version {version} cannot be used: the "

@@ -177,7 +177,8 @@ def add_version(lab: Lab, version: str, validation: list[dict]) -> None:
     folder = lab.store.data_dir(version)
     write_jsonl(folder / "validation.jsonl", validation)
     digest = sha256_file(folder / "validation.jsonl")
-    manifest = {"labels": LABELS, "split_sha256": {"validation": digest}}
+    files = {"validation.jsonl": digest}
+    manifest = {"labels": LABELS, "split_sha256": {"validation": digest}, "files": files}
     atomic_write_json(folder / "manifest.json", manifest)
     lab.store.set_current_data(version)
     lab.data = version  # as a command opened after it would read it
