@@ -259,7 +259,11 @@ def run(record: dict, console: Console) -> None:
             f"(first: {record['rejected_train'][0]['reason']})"
         )
     preflight = record.get("preflight") or {}
-    for warning in (preflight.get("warning"), preflight.get("no_baseline")):
+    for warning in (
+        preflight.get("data_behind"),
+        preflight.get("warning"),
+        preflight.get("no_baseline"),
+    ):
         if warning:
             console.print(f"  [yellow]warning[/] {escape(warning)}")
 

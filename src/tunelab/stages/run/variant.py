@@ -21,6 +21,7 @@ from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS, WEIGHTS
 from tunelab.core.stopping import graceful_stop
 from tunelab.core.store import atomic_dir, check_run_name, write_jsonl
+from tunelab.data.behind import behind, behind_words
 from tunelab.data.guard_sets import guard_paths
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
@@ -145,7 +146,13 @@ def run_variant(
     preflight = check_status(lab, version)
     if parent_record is None:  # nothing to judge the run against until a baseline is measured
         preflight["no_baseline"] = no_baseline(version)
-    for warning in (preflight["warning"], preflight.get("no_baseline")):
+    if world.main and (differ := behind(spec, lab.path, store.data_manifest(version))):
+        preflight["data_behind"] = behind_words(version, differ)
+    for warning in (
+        preflight.get("data_behind"),
+        preflight["warning"],
+        preflight.get("no_baseline"),
+    ):
         if console and warning:
             console.print(f"[yellow]warning[/] {warning}")
     model, trainable = build_model(lab, renderer.labels, version)

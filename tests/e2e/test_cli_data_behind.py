@@ -1,0 +1,46 @@
+"""`run` on a data version that the spec's data section or its sources no longer describe: it
+trains on that version as it is, and says so (it had trained in silence, its record keeping
+the edited spec)."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tunelab.cli import main
+
+
+def tl(capsys, *args: str) -> tuple[int, dict]:
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_run_says_when_its_data_version_is_not_the_specs(make_lab, capsys):
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    code, same = tl(capsys, "run", "--name", "as-made", *where)
+    assert code == 0 and "data_behind" not in same["preflight"]
+
+    spec = yaml.safe_load((lab / "tunelab.yaml").read_text())
+    spec["data"]["split"]["seed"] = 7
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
+    code, split = tl(capsys, "run", "--name", "split-seed", "--reason", "a test", *where)
+    assert code == 0
+    words = split["preflight"]["data_behind"]
+    assert f"data version {split['data_version']} was not made from" in words
+    assert "(data.split)" in words and "Run `tunelab data`" in words
+
+    spec["data"]["split"]["seed"] = 0
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
+    with (lab / "docs.jsonl").open("a") as f:
+        f.write(json.dumps({"id": "new", "text": "a late row", "label": "sport"}) + "\n")
+    code, source = tl(capsys, "run", "--name", "source", "--reason", "a test", *where)
+    assert code == 0
+    assert "data.sources[0] (docs.jsonl): its content changed" in source["preflight"]["data_behind"]
+
+    assert tl(capsys, "data", *where)[0] == 0  # the version they describe now
+    code, again = tl(capsys, "run", "--name", "after", "--reason", "a test", *where)
+    assert code == 0 and "data_behind" not in again["preflight"]
