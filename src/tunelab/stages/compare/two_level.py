@@ -93,8 +93,14 @@ def seed_aware(
     example_part = example["sd"] ** 2
     total = seed_part + example_part
     df = math.inf if seed_part <= 0 else total**2 / (seed_part**2 / variance.df)
-    quantile = float(student_t.ppf(1 - (1 - level) / 2, df))
+    tail = 1 - (1 - level) / 2
+    quantile = float(student_t.ppf(tail, df))
     half = quantile * math.sqrt(total)
+    # nor narrower than the seeds' part alone on its own degrees of freedom: Welch's df counts
+    # the example term as exact, so a little example noise raised df faster than the variance
+    # and narrowed the interval by up to a quarter below what the seeds alone allow
+    if seed_part > 0:
+        half = max(half, float(student_t.ppf(tail, variance.df)) * math.sqrt(seed_part))
     # never narrower than the examples' own (percentile) interval: counting the seeds can only
     # widen it; two seeds that tie (spread 0) had left a normal interval inside the percentile
     low = min(example["delta"] - half, example.get("low", math.inf))

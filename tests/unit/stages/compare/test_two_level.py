@@ -122,3 +122,17 @@ def test_counting_the_seeds_never_narrows_the_examples_own_interval():
     assert tied["low"] <= example["low"] and tied["high"] >= example["high"]
     wide = seed_aware(example, (0.0, 0.5), SeedVariance(0.01, 2, ("r004-s1",)))
     assert wide["low"] < example["low"] and wide["high"] > example["high"]
+
+
+@pytest.mark.parametrize("example_sd", [0.0, 0.002, 0.004, 0.006, 0.012])
+def test_adding_the_examples_noise_never_narrows_the_seeds_own_interval(example_sd):
+    """Welch's df counts the example term as exact: a little example noise (sd 0.004 beside
+    seeds of sd 0.00455 over 3) raised df from 2 to 5 and narrowed the interval from +-0.0226
+    to +-0.0170, below what the seeds alone allow."""
+    from scipy.stats import t as student_t
+
+    variance = SeedVariance(0.00455**2, 2, ("ref",))
+    weights = (1 / 3, 1.0)
+    seeds_alone = student_t.ppf(0.975, 2) * np.sqrt(variance.variance * sum(weights))
+    got = seed_aware({"delta": 0.0394, "sd": example_sd}, weights, variance)
+    assert (got["high"] - got["low"]) / 2 >= seeds_alone - 1e-12
