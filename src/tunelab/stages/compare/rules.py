@@ -101,7 +101,8 @@ def judged_verdict(interval: dict, min_effect: float) -> str:
         return WORSE if interval["basis"] == SEEDS else WORSE_ONE_SEED
     if interval["delta"] >= min_effect and interval["low"] > 0:
         return IMPROVED if interval["basis"] == SEEDS else ONE_SEED
-    if interval["basis"] == SEEDS and excludes_zero(interval["example"]):
+    seeds_rule_it_out = excludes_zero(interval)  # a real difference, below the minimum effect
+    if interval["basis"] == SEEDS and excludes_zero(interval["example"]) and not seeds_rule_it_out:
         return SEED_NOISE
     return NO_EVIDENCE
 

@@ -136,3 +136,14 @@ def test_adding_the_examples_noise_never_narrows_the_seeds_own_interval(example_
     seeds_alone = student_t.ppf(0.975, 2) * np.sqrt(variance.variance * sum(weights))
     got = seed_aware({"delta": 0.0394, "sd": example_sd}, weights, variance)
     assert (got["high"] - got["low"]) / 2 >= seeds_alone - 1e-12
+
+
+def test_a_difference_the_seeds_rule_out_but_below_the_minimum_effect_is_not_seed_noise():
+    """Seed-aware (+0.002, +0.010) excludes zero: a new seed could not have produced it, yet
+    the verdict read "within seed noise"; it is a real difference too small to count."""
+    example = {"delta": 0.006, "low": 0.005, "high": 0.007}
+    real = {"delta": 0.006, "low": 0.002, "high": 0.010, "basis": "seeds and examples"}
+    assert judged_verdict(real | {"example": example}, min_effect=0.01) == "no evidence"
+    noise = real | {"low": -0.002}
+    assert judged_verdict(noise | {"example": example}, min_effect=0.01) == "within seed noise"
+    assert judged_verdict(real | {"example": example}, min_effect=0.005) == "improved"
