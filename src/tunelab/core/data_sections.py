@@ -6,6 +6,7 @@ others and `tunelab.core.spec` assembles them into `Spec`.
 
 from __future__ import annotations
 
+import math
 from pathlib import PurePath
 from typing import Literal
 
@@ -221,6 +222,9 @@ class DataSpec(_Section):
             unknown = sorted(set(weights) - set(names))
             if unknown:
                 raise ValueError(f"{where}: unknown source(s) {unknown}; the sources are {names}")
+            if not all(math.isfinite(w) for w in weights.values()):
+                odd = sorted(n for n, w in weights.items() if not math.isfinite(w))
+                raise ValueError(f"{where}: weights must be finite numbers; {odd} are not")
             if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
                 raise ValueError(f"{where}: weights must be >= 0 with a positive sum")
         return self

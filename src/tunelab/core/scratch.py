@@ -101,6 +101,12 @@ class Arch(_Section):
             if bad:
                 raise FieldError(field, f"layer(s) {bad} do not exist: layers are 0..{layers - 1}")
         moe = self.moe
+        if moe.num_experts and len(set(moe.dense_layers)) == layers:
+            raise FieldError(
+                "moe.dense_layers",
+                f"every layer (0..{layers - 1}) is dense, so no token reaches an expert: set "
+                "moe.num_experts: 0 for a dense model, or leave a layer out of dense_layers",
+            )
         if moe.num_experts and moe.experts_per_token > moe.num_experts:
             raise FieldError(
                 "moe.experts_per_token",

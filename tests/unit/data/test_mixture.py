@@ -41,6 +41,15 @@ def test_mixture_weights_must_name_known_sources():
         )
 
 
+@pytest.mark.parametrize("odd", [float("nan"), float("inf")])
+def test_mixture_weights_must_be_finite(odd):
+    """A weight of .nan or .inf passed ">= 0 with a positive sum" and stopped training with an
+    internal error (invalid multinomial distribution)."""
+    two = [{"type": "jsonl", "path": "news.jsonl"}, {"type": "jsonl", "path": "forum.jsonl"}]
+    with pytest.raises(ValidationError, match=r"weights must be finite numbers; \['forum'\]"):
+        DataSpec(sources=two, mixture={"weights": {"news": 1, "forum": odd}})
+
+
 def test_every_source_with_training_rows_needs_a_weight():
     with pytest.raises(ValueError, match=r"\['forum'\] have training rows but no weight"):
         MixtureSampler(_sources(), _mixture({"news": 1}))

@@ -225,6 +225,11 @@ def scratch_spec(**arch) -> dict:
             "model.arch.rope.nope_layers",
             "one at a time",
         ),
+        (  # every layer dense: it had crashed in training, an internal error
+            {"moe": {"num_experts": 4, "dense_layers": [0, 1]}},
+            "model.arch.moe.dense_layers",
+            "no token reaches an expert",
+        ),
     ],
 )
 def test_bad_architectures_name_the_field(change, field, words):
