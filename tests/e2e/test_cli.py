@@ -253,11 +253,30 @@ def test_ablate_makes_one_variant_per_value_with_one_change_each(make_lab, capsy
     code, run = tl(capsys, "run", "--lab", lab, "training.budget.steps=2")
     assert code == 0, run
     code, err = tl(capsys, "ablate", "--lab", lab, "training.lr=1e-3", "--parent", run["id"])
-    assert code == 2 and "budget: training.budget.steps 2 -> 4" in err["error"]
-    assert err["error"].endswith(
-        "ablate changes training.lr alone: make tunelab.yaml match the parent in everything "
-        "else (or name another --parent), then ablate again."
+    assert code == 2 and err["error"].startswith(
+        f"ablate changes training.lr alone, but the spec also differs from {run['id']} in "
+        "training.budget.steps 2 -> 4: make tunelab.yaml match the parent in everything else"
     )
+    # an edit left in the spec within the key's own group rode along in silence
+    spec_path = Path(lab) / "tunelab.yaml"
+    pristine = spec_path.read_text()
+    spec = yaml.safe_load(pristine)
+    spec["training"]["weight_decay"] = 0.5
+    spec_path.write_text(yaml.safe_dump(spec))
+    before = sorted(runs_dir.iterdir())
+    code, err = tl(capsys, "ablate", "--lab", lab, "training.lr=1e-3")
+    assert code == 2 and "differs from r002-probe in training.weight_decay" in err["error"]
+    # and a bad value is found before the first value trains
+    spec_path.write_text(
+        yaml.safe_dump(spec | {"training": {**spec["training"], "weight_decay": 0.0}})
+    )
+    code, err = tl(capsys, "ablate", "--lab", lab, "training.lr=1e-3,-1")
+    assert code == 2 and "field `training.lr`" in err["error"], err
+    assert sorted(runs_dir.iterdir()) == before  # nothing trained
+    # what follows from the key is no other change: full fine-tuning takes no LoRA rank
+    spec_path.write_text(pristine)
+    code, full = tl(capsys, "ablate", "--lab", lab, "method.type=full")
+    assert code == 0 and full["runs"][0]["parent"] == "r002-probe", full
 
 
 def test_a_data_ablation_builds_a_version_per_value_on_the_same_validation(make_lab, capsys):

@@ -140,7 +140,7 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert code == 0, ablation
     assert [r["parent"] for r in ablation["runs"]] == [mha["id"]] * 2
     runs = [Store(lab).read_record(r["id"]) for r in ablation["runs"]]
-    assert [list(r["diff"]) for r in runs] == [["model"], ["model"]]  # one group, one change
+    assert [list(r["diff"]) for r in runs] == [["attention"], ["attention"]]  # one change
     assert [r["base_model"]["config"]["num_key_value_heads"] for r in runs] == [2, 1]
     assert runs[1]["base_model"]["params"]["total"] < runs[0]["base_model"]["params"]["total"]
 

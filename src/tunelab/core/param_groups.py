@@ -9,7 +9,13 @@ Groups (dotted spec keys; lists are compared whole):
 
 - `task`: `task.*`; `plan`: `hypothesis.*`, `guardrails`, `compass.*`
 - `data`: `data.*`, and the data version itself (key `data_version`)
-- `model`: `model.*` except `model.dtype`; `method`: `method.*`
+- `model`: `model.*` but for the groups below it; `method`: `method.*`
+- a model's parts, each its own change, as a scratch ablation takes them one at a time:
+  `tokenizer` (`model.tokenizer`, `model.bpe.*`), `attention` (`model.arch.num_attention_heads`,
+  `.num_key_value_heads`), `positions` (`model.arch.rope.*`), `experts` (`model.arch.moe.*`),
+  and `length` (`model.max_length`, the window the model trains and is evaluated in). With
+  every `model.*` key in one group, GQA, experts, a width and the evaluation window changed
+  together had passed as one change
 - `optimizer`: `training.optimizer`, `.lr`, `.weight_decay`, `.max_grad_norm`
 - `schedule`: `training.schedule`, `.warmup_steps`; `batch`: `training.global_batch`,
   `.microbatch`; `precision`: `training.precision`, `model.dtype`
@@ -35,6 +41,11 @@ GROUPS = (
     "plan",
     "data",
     "model",
+    "tokenizer",
+    "attention",
+    "positions",
+    "experts",
+    "length",
     "method",
     "optimizer",
     "schedule",
@@ -73,6 +84,10 @@ _EXACT = {
     "training.packing": "speed",
     "model.attention": "speed",
     "data_version": "data",
+    "model.tokenizer": "tokenizer",
+    "model.arch.num_attention_heads": "attention",
+    "model.arch.num_key_value_heads": "attention",
+    "model.max_length": "length",
 }
 _PREFIX = {
     "training.budget": "budget",
@@ -82,6 +97,9 @@ _PREFIX = {
     "compass": "plan",
     "data": "data",
     "model": "model",
+    "model.bpe": "tokenizer",
+    "model.arch.rope": "positions",
+    "model.arch.moe": "experts",
     "method": "method",
     "evaluation": "evaluation",
     "rental": "runtime",

@@ -22,10 +22,11 @@ from rich.console import Console
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab, open_lab, open_records_lab
-from tunelab.core.overrides import parse_value
+from tunelab.core.overrides import apply_overrides, parse_value
+from tunelab.core.param_groups import diff_specs
 from tunelab.core.replicates import seed_of
 from tunelab.data import build_data
-from tunelab.stages.run.diff import OneChangeError
+from tunelab.stages.run.diff import OneChangeError, counted_groups, format_change, resolve_parent
 from tunelab.stages.run.replicates import run_replicates
 from tunelab.stages.run.variant import run_variant
 from tunelab.tasks import get_task
@@ -77,12 +78,12 @@ def run_ablation(
     key, values = parse_assignment(assignment)
     data_key = key.startswith("data.")
     current = open_records_lab(lab_path).data_version  # read once, never changed here
+    pinned = _pinned(lab_path, current) if data_key else {}
+    # every value's spec is checked, and its one change, before the first trains
+    labs = [open_lab(lab_path, {key: value} | pinned, device) for value in values]
+    _only(key, values, labs, parent, current)
     rows = []
-    for value in values:
-        overrides = {key: value}
-        if data_key:
-            overrides |= _pinned(lab_path, current)
-        lab = open_lab(lab_path, overrides, device)
+    for value, lab in zip(values, labs, strict=True):
         lab.data = current
         if data_key:
             lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
@@ -101,6 +102,30 @@ def run_ablation(
         if isinstance(prepared, dict):
             rows[-1]["check"] = {k: v for k, v in prepared.items() if k != "result"}
     return {"key": key, "values": values, "runs": rows, "data_version": current}
+
+
+def _only(key: str, values: list, labs: list[Lab], parent: str | None, current: str) -> None:
+    """Refuse, before anything trains, an ablation whose specs differ from the parent in more
+    than `key` (an edit left in tunelab.yaml rode along: a run named for `num_experts` changed
+    `num_key_value_heads` too). `data.eval_from`, which ablate pins itself, is not counted."""
+    found = resolve_parent(labs[0].store, current, parent)
+    if found is None:
+        return
+    for value, lab in zip(values, labs, strict=True):
+        # the parent's spec with the key set: what follows from the change (full fine-tuning
+        # takes no LoRA rank) is in it too, so only what the change does not explain remains
+        expected = apply_overrides(found.get("spec") or {}, {key: value})
+        diff = diff_specs(expected, lab.spec.to_dict())
+        extra = [
+            c for group in counted_groups(diff) for c in diff[group] if c["key"] != "data.eval_from"
+        ]
+        if extra:
+            raise OneChangeError(
+                f"ablate changes {key} alone, but the spec also differs from {found['id']} in "
+                f"{'; '.join(format_change(c) for c in extra)}: make tunelab.yaml match the "
+                "parent in everything else (or name another --parent), then ablate again. "
+                "Nothing was trained."
+            )
 
 
 @contextmanager

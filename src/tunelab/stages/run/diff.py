@@ -90,7 +90,7 @@ def diff_warnings(diff: dict[str, list[dict]], same_validation: bool = False) ->
     the two versions' validation splits have the same content, so the runs still pair)."""
     out = []
     protocol = list(diff.get("evaluation", [])) + [
-        c for c in diff.get("model", []) if c["key"] in PROTOCOL_KEYS
+        c for changes in diff.values() for c in changes if c["key"] in PROTOCOL_KEYS
     ]
     if protocol:
         out.append(

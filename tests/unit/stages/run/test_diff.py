@@ -95,13 +95,31 @@ def test_lists_are_compared_whole():
     assert change["key"] == "guardrails" and change["child"][0]["max_drop"] == 0.0
 
 
+def test_changes_to_several_parts_of_a_model_are_several_changes():
+    """GQA, experts, a width and the evaluation window passed as one change (`model`)."""
+    from tunelab.stages.run.diff import OneChangeError, check_one_change
+
+    before = {"model": {"arch": {"num_key_value_heads": 8, "moe": {"num_experts": 0}}}}
+    after = {"model": {"arch": {"num_key_value_heads": 2, "moe": {"num_experts": 4}}}}
+    diff = diff_specs(before, after)
+    assert list(diff) == ["attention", "experts"]
+    with pytest.raises(OneChangeError, match="changes 2 parameter groups"):
+        check_one_change(diff, None)
+
+
 def test_groups_follow_the_spec():
     assert group_of("model.dtype") == "precision"
     assert group_of("training.precision") == "precision"
     for lever in ("threads", "compile", "group_by_length", "packing"):
         assert group_of(f"training.{lever}") == "speed"
     assert group_of("model.attention") == "speed"
-    assert group_of("model.max_length") == "model"
+    assert group_of("model.max_length") == "length"
+    assert group_of("model.path") == group_of("model.arch.hidden_size") == "model"
+    # a scratch ablation's parts, each one change (they had all been `model`)
+    assert group_of("model.arch.num_key_value_heads") == "attention"
+    assert group_of("model.arch.rope.nope_layers") == "positions"
+    assert group_of("model.arch.moe.num_experts") == group_of("model.arch.moe.top_k") == "experts"
+    assert group_of("model.bpe.vocab_size") == group_of("model.tokenizer") == "tokenizer"
     assert group_of("training.microbatch") == "batch"
     assert group_of("training.warmup_steps") == "schedule"
     assert group_of("training.max_grad_norm") == "optimizer"
