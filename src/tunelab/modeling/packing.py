@@ -49,6 +49,10 @@ class Packed:
     """Tokens before the padding."""
     source: str
     documents: tuple[tuple[str, int, int], ...]
+    text_bytes: float = 0.0
+    """The UTF-8 bytes of text its tokens stand for (each document's bytes shared out over its
+    pieces by their tokens): what a run reads of the text, which tokens alone do not say when
+    tokenizers differ."""
 
     @property
     def loss_tokens(self) -> int:
@@ -78,22 +82,26 @@ def pack(
         by_source.setdefault(row.get("source") or "data", []).append(row)
     out: list[Packed] = []
     for source, source_rows in by_source.items():
-        out.extend(
-            _pack_source(
-                segments(tokenizer, source_rows), source, sequence_length, boundaries, pad_id
-            )
-        )
+        sizes = {r["id"]: len(r["text"].encode("utf-8")) for r in source_rows}
+        segs = segments(tokenizer, source_rows)
+        out.extend(_pack_source(segs, source, sequence_length, boundaries, pad_id, sizes))
     return out
 
 
 def _pack_source(
-    segs: list[tuple[str, list[int]]], source: str, length: int, boundaries: str, pad_id: int
+    segs: list[tuple[str, list[int]]],
+    source: str,
+    length: int,
+    boundaries: str,
+    pad_id: int,
+    sizes: dict[str, int],
 ) -> list[Packed]:
     out: list[Packed] = []
     ids: list[int] = []
     labels: list[int] = []
     positions: list[int] = []
     docs: list[tuple[str, int, int]] = []
+    text = [0.0]  # the bytes of the sequence being filled
 
     def close() -> None:
         real = len(ids)
@@ -108,16 +116,19 @@ def _pack_source(
                 real=real,
                 source=source,
                 documents=tuple(docs),
+                text_bytes=text[0],
             )
         )
         for part in (ids, labels, positions, docs):
             part.clear()
+        text[0] = 0.0
 
     for doc_id, seg in segs:
         start = 0
         while start < len(seg):
             take = seg[start : start + length - len(ids)]
             docs.append((doc_id, len(ids), len(take)))
+            text[0] += sizes[doc_id] * len(take) / len(seg)
             first_label = IGNORE if boundaries == "mask" else take[0]
             labels.extend([first_label, *take[1:]])
             positions.extend(range(len(take)))
@@ -143,6 +154,7 @@ def packing_record(packed: list[Packed], sequence_length: int, boundaries: str) 
         "tokens": sum(p.real for p in packed),
         "padding": sum(len(p.input_ids) - p.real for p in packed),
         "targets": sum(p.loss_tokens for p in packed),
+        "bytes": round(sum(p.text_bytes for p in packed)),
         "segment": "[EOS] + document tokens",
     }
 

@@ -44,6 +44,9 @@ def test_documents_become_eos_led_segments_cut_at_the_sequence_length(tokenizer)
     record = packing_record(packed, length, "mask")
     assert record["documents"] == 2 and record["documents_split"] == 1
     assert record["tokens"] == sum(lengths) and record["sequences"] == 2
+    # the text's bytes, a split document's shared out by its tokens
+    assert record["bytes"] == len("the cat sat on the mat") + len("a dog ran")
+    assert first.text_bytes == pytest.approx(len("the cat sat on the mat") + 9 * 2 / lengths[1])
 
 
 def test_sources_are_packed_apart_so_a_mixture_can_weigh_them(tokenizer):

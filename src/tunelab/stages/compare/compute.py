@@ -37,6 +37,32 @@ def mismatched(before: dict, run: dict, tolerance: float = TOLERANCE) -> dict[st
     }
 
 
+def text_read(record: dict) -> float | None:
+    """The bytes of train text a pretrain run's tokens stood for: its tokens trained over the
+    packed train split's, times that split's bytes (None where the record lacks them)."""
+    packing, training = record.get("packing") or {}, record.get("training") or {}
+    if not packing.get("bytes") or not packing.get("tokens") or not training.get("tokens"):
+        return None
+    return training["tokens"] / packing["tokens"] * packing["bytes"]
+
+
+def text_differences(before: dict, run: dict, tolerance: float = TOLERANCE) -> list[str]:
+    """One warning when two pretrain runs read amounts of text more than `tolerance` apart:
+    at equal tokens, a larger vocabulary's tokens hold more bytes, so the run reads more text
+    (bits per byte does not depend on the tokenizer; the budget in tokens does)."""
+    a, b = text_read(before), text_read(run)
+    if a is None or b is None or abs(b - a) <= tolerance * max(a, b):
+        return []
+    epochs = run["training"]["tokens"] / run["packing"]["tokens"]
+    return [
+        f"{run['id']} read {b / 1e6:,.2f} MB of train text where {before['id']} read "
+        f"{a / 1e6:,.2f} MB ({(b - a) / a:+.0%}; {epochs:.2f} passes over its train split): "
+        "its budget in tokens holds another amount of text (a tokenizer change does that), so "
+        "its difference mixes the change with the data seen. Give both the same text (a "
+        "budget in steps over matched bytes), or say so."
+    ]
+
+
 def compute_differences(before: dict, run: dict, tolerance: float = TOLERANCE) -> list[str]:
     """One warning when `run` and `before` differ in parameters or FLOPs per token by more
     than `tolerance`; none when they match or either is not a scratch model."""

@@ -6,7 +6,7 @@ costs."""
 from __future__ import annotations
 
 from tunelab.core.allowed import past_words, trained_past
-from tunelab.stages.compare.compute import compute_differences
+from tunelab.stages.compare.compute import compute_differences, text_differences
 from tunelab.stages.compare.platform import env_differences, process_differences
 from tunelab.stages.compare.rules import concentration_note
 
@@ -26,6 +26,7 @@ def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
             + "; a new platform means the checks are redone (`tunelab check`, in one process)"
         )
     out.extend(compute_differences(before, run))
+    out.extend(text_differences(before, run))
     went = (run.get("training") or {}).get("diverged")
     if went:
         out.append(f"{run['id']}: {went['message']}")

@@ -3,7 +3,7 @@ the stated fraction, and says the fraction."""
 
 from __future__ import annotations
 
-from tunelab.stages.compare.compute import TOLERANCE, compute_differences
+from tunelab.stages.compare.compute import TOLERANCE, compute_differences, text_differences
 
 
 def record(run_id: str, total: int, active: int, flops: int) -> dict:
@@ -27,3 +27,20 @@ def test_more_than_the_fraction_apart_is_named_with_the_fraction():
 def test_pretrained_runs_are_not_judged_on_compute():
     pretrained = {"id": "p", "base_model": {"name": "tiny-llama"}}
     assert compute_differences(pretrained, record("b", 1, 1, 1)) == []
+
+
+def trained(run_id: str, tokens: int, split_tokens: int, split_bytes: int) -> dict:
+    packing = {"tokens": split_tokens, "bytes": split_bytes}
+    return {"id": run_id, "training": {"tokens": tokens}, "packing": packing}
+
+
+def test_equal_tokens_over_other_tokenizers_read_other_amounts_of_text():
+    """vocab 512, 1024 and 4096 at 65k tokens read 145, 196 and 281 kB of text: 4096 read
+    "improved", and nothing said it had seen the train split twice over."""
+    ref = trained("r003-ref", 64_864, 47_679, 144_000)  # 3.02 bytes a token
+    big = trained("r013-vocab-4096", 64_709, 32_000, 138_900)  # 4.34 bytes a token
+    (warning,) = text_differences(ref, big)
+    assert "r013-vocab-4096 read 0.28 MB of train text where r003-ref read 0.20 MB" in warning
+    assert "(+43%; 2.02 passes over its train split)" in warning
+    assert text_differences(ref, trained("same", 64_864, 47_679, 146_000)) == []
+    assert text_differences(ref, {"id": "zero-shot", "training": None}) == []
