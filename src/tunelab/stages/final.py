@@ -336,7 +336,8 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     shown = primary or get_task(spec.task.type).default_metric  # the interval's metric
     result = {
         **access,
-        "time": final_accesses(store)[-1]["time"],
+        # this opening's own time (a `final` beside it may have logged the next one since)
+        "time": next(a["time"] for a in final_accesses(store) if a.get("n") == n),
         "kind": record["kind"],
         "split": "test",
         "metrics": metrics,

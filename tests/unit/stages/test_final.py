@@ -440,3 +440,21 @@ def test_a_new_split_that_moves_rows_final_scored_into_train_is_warned_of(lab_wi
     assert moved > 0 and "in this version's splits:" in warned and "in train" in warned
     same = build_data(open_lab(lab_dir).spec, lab_dir, Store(lab_dir))  # the opened one again
     assert not [w for w in same["warnings"] if "`final` scored" in w]
+
+
+def test_a_result_keeps_its_own_openings_time(lab_with_baselines, monkeypatch):
+    """Two finals at once: the first's result took the time of the second's opening, logged
+    while the first evaluated."""
+    from tunelab.stages import final
+
+    lab = open_lab(lab_with_baselines[0])
+    evaluate = final._evaluate
+
+    def meanwhile(*args):  # another final opens the split while this one evaluates
+        lab.store.log_event("final", n=2, run="r001-majority", time="2099-01-01T00:00:00+00:00")
+        return evaluate(*args)
+
+    monkeypatch.setattr(final, "_evaluate", meanwhile)
+    result = run_final(lab, "r001-majority", FOR_REPORT)
+    first = next(a for a in final_accesses(lab.store) if a["n"] == 1)
+    assert result["time"] == first["time"] != "2099-01-01T00:00:00+00:00"
