@@ -195,6 +195,14 @@ def test_ctrl_c_during_evaluation_stops_at_once_and_records_interrupted(
     # the weights were saved as training ended: resuming evaluates them, trains nothing again
     assert message.startswith("interrupted (Ctrl-C): run r001-gen finished training and saved")
     assert "`tunelab resume r001-gen` evaluates it" in message
+    # weights changed since they were saved are not evaluated (fsck skips a run not completed)
+    weights = lab / ".tunelab" / "runs" / "r001-gen" / record["weights"]["dir"]
+    first = weights / sorted(record["weights"]["sha256"])[0]
+    saved = first.read_bytes()
+    first.write_bytes(saved[:-1] + bytes([saved[-1] ^ 1]))
+    code, refused = tl(capsys, "resume", "--lab", str(lab), "r001-gen")
+    assert code == 2 and "saved weights are not as it wrote them" in refused["error"]
+    first.write_bytes(saved)
     code, resumed = tl(capsys, "resume", "--lab", str(lab), "r001-gen")
     assert code == 0 and resumed["status"] == "completed", resumed
     assert resumed["resumed"][-1]["evaluated_only"] and resumed["training"] == record["training"]

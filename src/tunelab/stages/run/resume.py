@@ -16,6 +16,7 @@ from tunelab.core.env import pick_device
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
 from tunelab.core.layout import RECORD
+from tunelab.core.run_files import what_changed
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, now
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
@@ -89,8 +90,25 @@ def _check_resumable(record: dict, run_dir: Path) -> None:
         raise TunelabError(
             f"{run_id} is {status}{still}: only an interrupted, lost or failed run can be resumed"
         )
-    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None and not _trained(record, run_dir):
-        raise TunelabError(
-            f"{run_id} has no checkpoint to resume from (set "
-            "training.checkpoint_every to checkpoint long runs); start a new run"
+    trained = _trained(record, run_dir)
+    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None and not trained:
+        every = ((record.get("spec") or {}).get("training") or {}).get("checkpoint_every")
+        why = (
+            f"it stopped before its first checkpoint (every {every} steps)"
+            if every
+            else "set training.checkpoint_every to checkpoint long runs"
         )
+        raise TunelabError(f"{run_id} has no checkpoint to resume from ({why}); start a new run")
+    if trained:  # resuming evaluates the saved weights: those the record hashed, or none
+        weights = record["weights"]
+        changed = [
+            f"{f} {problem}"
+            for f, digest in (weights.get("sha256") or {}).items()
+            if (problem := what_changed(run_dir / weights["dir"] / f, digest))
+        ]
+        if changed:
+            raise TunelabError(
+                f"{run_dir}: {run_id}'s saved weights are not as it wrote them "
+                f"({'; '.join(changed)}), and resuming would evaluate them: restore them "
+                "from a backup, or start a new run."
+            )
