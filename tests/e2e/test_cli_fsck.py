@@ -278,3 +278,40 @@ def test_a_split_edited_with_its_manifest_is_caught_by_the_log(make_lab, capsys)
     assert code == 2 and f"{manifest_path}: changed after line" in refused["error"], refused
     code, found = tl(capsys, "fsck", *where)
     assert code == 1 and shown in [p["path"] for p in found["problems"]]
+
+
+def test_json_of_the_wrong_shape_is_named_not_crashed_on(make_lab, capsys):
+    """A log line `[1,2]`, a record `[]` or `{}`, a manifest `[]`: fsck crashed or read clean,
+    and runs, resume and invalidate stopped with internal errors."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    store = lab / ".tunelab"
+    log = store / "events.jsonl"
+    pristine = log.read_text()
+    log.write_text(pristine + "[1, 2]\n")
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and any("not a JSON event" in p["problem"] for p in found["problems"])
+    code, refused = tl(capsys, "compare", *where)
+    assert code == 2 and not refused["internal"]
+    log.write_text(pristine)
+
+    record = store / "runs" / "r001-majority" / "record.json"
+    kept = record.read_text()
+    for shape in ("[]", "{}"):
+        record.write_text(shape)
+        for command in (["runs"], ["invalidate", "r001-majority", "--why", "x"], ["report"]):
+            code, out = tl(capsys, *command, *where)
+            named = str(record.relative_to(lab)) in out["error"]
+            assert code == 2 and not out["internal"] and named, (command, out)
+        code, found = tl(capsys, "fsck", *where)
+        assert code == 1 and str(record.relative_to(lab)) in [p["path"] for p in found["problems"]]
+    record.write_text(kept)
+
+    (manifest,) = store.glob("data/*/manifest.json")
+    manifest.write_text("[]")
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and any("not the object" in p["problem"] for p in found["problems"])
+    code, refused = tl(capsys, "run", "--name", "q", *where)
+    assert code == 2 and not refused["internal"]

@@ -72,8 +72,10 @@ def verify(path: Path) -> dict:
     for number, line in enumerate(raw, 1):
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
-            problems.append({"line": number, "problem": "not a JSON line (damaged or edited)"})
+            if not isinstance(event, dict):
+                raise ValueError(f"a JSON {type(event).__name__}")
+        except ValueError:  # bytes that do not parse, or JSON that is no event
+            problems.append({"line": number, "problem": "not a JSON event (damaged or edited)"})
             started = started or number > 1
             continue
         if "prev" not in event:

@@ -37,6 +37,10 @@ SPLITS = ("train", "validation", "test")
 RUN_STATES = ("running", "completed", "interrupted", "failed", "invalid")
 
 
+RUN_KEYS = ("id", "kind", "status", "spec", "data_version")
+"""What every run record holds, of any store format."""
+
+
 class StoreError(TunelabError):
     """The store lacks what a command needs; the message says which command makes it."""
 
@@ -158,8 +162,20 @@ class Store:
         from tunelab.core.records import check_record
 
         record = read_json(path)
-        if isinstance(record, dict) and record.get("store_format", 1) >= 2:
+        if not isinstance(record, dict):
+            raise StoreError(
+                f"{path}: holds a JSON {type(record).__name__}, not the record tunelab wrote "
+                "there (an object): it was edited by hand. Restore it from a backup; `tunelab "
+                "fsck` lists whatever else changed."
+            )
+        if record.get("store_format", 1) >= 2:
             check_record(path.relative_to(self.root), record)
+        elif path.name == layout.RECORD and (lost := [k for k in RUN_KEYS if k not in record]):
+            raise StoreError(  # a run record of any format has these: `{}` is an edit
+                f"{path.relative_to(self.lab)}: not a run record (no {', '.join(lost)}): it was "
+                "edited by hand. Restore it from a backup; `tunelab fsck` lists whatever else "
+                "changed."
+            )
         return record
 
     def audit(self) -> dict:
@@ -181,9 +197,11 @@ class Store:
             raw = [line for line in self.log_path.read_bytes().split(b"\n") if line.strip()]
             for number, line in enumerate(raw, 1):  # numbered as `core.chain.verify` does
                 try:
-                    yield number, json.loads(line)
+                    event = json.loads(line)
                 except ValueError:
                     continue
+                if isinstance(event, dict):  # a line of another shape is no event (fsck names it)
+                    yield number, event
 
     def events(self, strict: bool = False) -> list[dict]:
         """The event log. A damaged line (a write cut short by a kill) is skipped, unless
@@ -195,14 +213,18 @@ class Store:
         out = []
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as err:
+                event = json.loads(line)
+                if not isinstance(event, dict):
+                    raise ValueError(f"a JSON {type(event).__name__}, not an event")
+            except ValueError as err:
                 if strict:
                     raise StoreError(
-                        f"{path}:{number}: the event log is damaged ({err.msg}); the record of "
-                        "who opened the test split cannot be trusted with a line missing. "
-                        "Restore the line (or the file from a backup) before going on."
+                        f"{path}:{number}: the event log is damaged ({getattr(err, 'msg', err)});"
+                        " the record of who opened the test split cannot be trusted with a line "
+                        "missing. Restore the line (or the file from a backup) before going on."
                     ) from None
+                continue
+            out.append(event)
         return out
 
     # --- data versions -------------------------------------------------------------------

@@ -127,9 +127,14 @@ def _unreadable(store: Store) -> list[tuple[Path, str]]:
     out = []
     for path in [*record_files(store.root), *sorted(store.path(DATA).glob(f"*/{MANIFEST}"))]:
         try:
-            read_json(path)
+            value = read_json(path)
         except DamagedFile as err:
             out.append((path, err.why))
+            continue
+        if not isinstance(value, dict):  # valid JSON of another shape is no record either
+            out.append((path, f"a JSON {type(value).__name__}, not the object tunelab wrote"))
+        elif path.name == MANIFEST and not value.get("files"):
+            out.append((path, "a manifest with no file hashes: its splits cannot be checked"))
     return out
 
 

@@ -235,7 +235,7 @@ def test_a_damaged_event_log_stops_final_naming_the_line(lab_with_baselines):
     lines = log.read_text().splitlines()
     lines[1] = lines[1][: len(lines[1]) // 2]  # an earlier line cut in half
     log.write_text("\n".join(lines) + "\n")
-    with pytest.raises(StoreError, match=r"line 2 not a JSON line \(damaged or edited\)"):
+    with pytest.raises(StoreError, match=r"line 2 not a JSON event \(damaged or edited\)"):
         run_final(lab, "r001-majority", "a second look")
     assert len(lab.store.events()) == len(lines) - 1  # other readers still skip the line
     fsck(lab.path, repair=True, reason="the cut line is known")  # the chain forgives it...
