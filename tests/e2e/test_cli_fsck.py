@@ -315,3 +315,17 @@ def test_json_of_the_wrong_shape_is_named_not_crashed_on(make_lab, capsys):
     assert code == 1 and any("not the object" in p["problem"] for p in found["problems"])
     code, refused = tl(capsys, "run", "--name", "q", *where)
     assert code == 2 and not refused["internal"]
+
+
+def test_a_deleted_run_keeps_its_number(make_lab, capsys):
+    """`Store.reserve` took one past the highest folder: with r003-lora deleted, the next run
+    was r003-again, while the log and comparison c001 still named r003-lora as r003."""
+    import shutil
+
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    shutil.rmtree(lab / ".tunelab" / "runs" / "r003-lora")
+    code, again = tl(capsys, "run", "--name", "again", *where)
+    assert code == 0 and again["id"] == "r004-again"

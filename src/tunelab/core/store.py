@@ -32,6 +32,7 @@ from tunelab.core.files import (  # noqa: F401  (the store's writers, imported f
     write_jsonl,
 )
 from tunelab.core.layout import STORE_DIR, STORE_FORMAT, number_of
+from tunelab.core.numbered import NumberedRecords
 
 SPLITS = ("train", "validation", "test")
 RUN_STATES = ("running", "completed", "interrupted", "failed", "invalid")
@@ -77,7 +78,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-class Store:
+class Store(NumberedRecords):
     """The `.tunelab/` folder of one lab. Every path a command writes comes from here.
 
     Opening a lab written in a newer store format is refused (NewerFormatError, naming both
@@ -283,81 +284,6 @@ class Store:
                 "and spec build the same version."
             )
         return rows
-
-    # --- numbered records ----------------------------------------------------------------
-
-    def reserve(
-        self, folder: str, prefix: str = "", suffix: str = "", width: int = 3, is_dir=False
-    ) -> tuple[str, Path]:
-        """Reserve the next numbered record of `folder` (`c004.json`, `3-r004-lora.json`, or
-        a folder `r005-lora` with `is_dir`): under the folder's lock, one past the highest
-        number taken, created exclusively. Ids are never reused, even by commands that
-        reserve at the same moment."""
-        where = self.root / folder
-        with locked(where / layout.LOCK):
-            taken = [number_of(p) for p in where.iterdir() if not p.name.startswith(".")]
-            n = max(taken, default=0) + 1
-            name = f"{prefix}{n:0{width}d}{suffix}"
-            path = where / (name if is_dir else f"{name}.json")
-            if is_dir:
-                path.mkdir()
-            else:
-                path.open("x").close()
-        return name, path
-
-    def save_new(
-        self, folder: str, build, event: str, suffix: str = "", width: int = 3, **fields: Any
-    ) -> dict:
-        """Write a new numbered record in one go: under the folder's lock, the next number's
-        path is handed to `build(path) -> record`, and the record is saved there (`save`)
-        before the lock is let go. No empty reservation is ever left, even by a kill."""
-        where = self.root / folder
-        with locked(where / layout.LOCK):
-            taken = [number_of(p) for p in where.iterdir() if not p.name.startswith(".")]
-            path = where / f"{max(taken, default=0) + 1:0{width}d}{suffix}.json"
-            record = build(path)
-            self.save(path, record, event, **fields)
-        return record
-
-    def numbered(self, folder: str) -> list[Path]:
-        """The written records of `folder`, in the order of their numbers (a reserved record
-        not yet written is left out)."""
-        where = self.root / folder
-        if not where.is_dir():
-            return []
-        paths = [p for p in where.glob("*.json") if not p.name.startswith(".") and p.stat().st_size]
-        return sorted(paths, key=lambda p: (number_of(p), p.name))
-
-    def records(self, folder: str) -> list[dict]:
-        """Every written record of `folder`, oldest first."""
-        return [self.load(p) for p in self.numbered(folder)]
-
-    def comparisons(self) -> list[dict]:
-        return self.records(layout.COMPARISONS)
-
-    def groups(self) -> list[dict]:
-        """Every replicate group (`groups/gNNN.json`: a `--seeds N` run or a noise floor)."""
-        return self.records(layout.GROUPS)
-
-    def noise_records(self) -> list[dict]:
-        """Every measured noise floor (`noise/nNNN.json`, `tunelab noise`)."""
-        return self.records(layout.NOISE)
-
-    def judgement(self, run_id: str, strongest: bool = False) -> tuple[dict, dict] | None:
-        """The newest comparison that judged `run_id`, and the run's row in it: a seed of an
-        arm is judged with its arm, in the row of the arm's first run (`arm`). With `strongest`,
-        only a comparison against the strongest baseline (not one `--against` named: a weaker
-        reference makes "improved" easy)."""
-        for record in reversed(self.comparisons()):
-            if strongest and record.get("reference_rule") == "--against":
-                continue
-            rows = {row["id"]: row for row in record.get("runs", [])}
-            row = rows.get(run_id)
-            if row is not None and "verdict" not in row:
-                row = rows.get(row.get("arm"))
-            if row is not None and "verdict" in row:
-                return record, row
-        return None
 
     # --- runs ----------------------------------------------------------------------------
 
