@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tunelab.cli import main
 
 
@@ -329,3 +331,38 @@ def test_a_deleted_run_keeps_its_number(make_lab, capsys):
     shutil.rmtree(lab / ".tunelab" / "runs" / "r003-lora")
     code, again = tl(capsys, "run", "--name", "again", *where)
     assert code == 0 and again["id"] == "r004-again"
+
+
+def test_a_bundle_whose_export_was_not_recorded_is_named(make_lab, capsys, monkeypatch):
+    """A kill between the bundle's rename into place and its record left a whole, verifiable
+    bundle the lab never recorded: fsck read clean and a new export said only "exists"."""
+    from tunelab.stages.export import bundle as export_bundle
+
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert tl(capsys, *command, *where)[0] == 0
+
+    def killed(*_):
+        raise SystemExit(137)  # as a kill -9 stops it: nothing after the rename runs
+
+    monkeypatch.setattr(export_bundle, "_record", killed)
+    with pytest.raises(SystemExit):
+        main(["export", "r003-lora", *where, "--json"])
+    capsys.readouterr()
+    monkeypatch.undo()
+    bundle = lab / "bundles" / "r003-lora"
+    assert (bundle / "SHA256SUMS").is_file()
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1
+    assert [p["path"] for p in found["problems"]] == ["bundles/r003-lora"]
+    assert "no export record names" in found["problems"][0]["problem"]
+    code, refused = tl(capsys, "export", "r003-lora", *where)
+    assert code == 2 and "an export stopped after writing it" in refused["error"]
+    import shutil
+
+    shutil.rmtree(bundle)  # the advice; then a lab moved keeps its recorded bundle recorded
+    assert tl(capsys, "export", "r003-lora", *where)[0] == 0
+    moved = Path(shutil.copytree(lab, lab.parent / "moved"))
+    code, clean = tl(capsys, "fsck", "--lab", str(moved))
+    assert code == 0, clean["problems"]

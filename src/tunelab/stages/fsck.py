@@ -32,6 +32,7 @@ from pathlib import Path
 from tunelab.core.chain import BREAK, line_hash
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
+from tunelab.core.exports import recorded_export
 from tunelab.core.files import DamagedFile
 from tunelab.core.layout import (
     BUNDLES,
@@ -265,6 +266,13 @@ def _bundles(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
             for name in found["unlisted"]
         ]
         out += _anchored(store, bundle / "tunelab.json")
+        if not recorded_export(store, bundle):
+            problem = (
+                "a bundle that no export record names: its export stopped (a kill) after the "
+                "bundle was whole, before it was recorded"
+            )
+            fix = "remove the folder and export the run again (or `tunelab verify` it as it is)"
+            out.append(_problem(store, "bundle", bundle, problem, fix))
     return out, n
 
 

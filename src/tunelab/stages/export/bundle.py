@@ -35,6 +35,7 @@ from pathlib import Path
 from tunelab.core.chain import verify
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
+from tunelab.core.exports import BUNDLE_FILE, recorded_export
 from tunelab.core.lab import Lab
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
 from tunelab.core.run_files import require_intact_run
@@ -63,7 +64,6 @@ exactness, at a fraction of the decoding."""
 SAMPLE = {"encoder": 32, "image": 32, "causal": 16}
 """Rows stored from a larger split (other batches: a classifier's confidence may move a
 little, see `verify.CONFIDENCE_TOLERANCE`)."""
-BUNDLE_FILE = "tunelab.json"
 
 
 class ExportError(TunelabError):
@@ -91,7 +91,16 @@ def export_run(
     if bundle.exists() and not bundle.is_dir():
         raise ExportError(f"{bundle} is a file, not a folder; give --out a folder to write into.")
     if bundle.exists() and any(bundle.iterdir()):
-        raise ExportError(f"{bundle} exists and is not empty; give another --out or remove it.")
+        unrecorded = (bundle / BUNDLE_FILE).is_file() and not recorded_export(store, bundle)
+        why = (
+            " It holds a bundle that no export record names: an export stopped after writing "
+            "it, before recording it. Remove it and export again."
+            if unrecorded
+            else ""
+        )
+        raise ExportError(
+            f"{bundle} exists and is not empty; give another --out or remove it.{why}"
+        )
     removed = remove_leftovers(lab.path / BUNDLES)
     try:
         with writing(bundle) as folder:
