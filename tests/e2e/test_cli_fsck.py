@@ -366,3 +366,20 @@ def test_a_bundle_whose_export_was_not_recorded_is_named(make_lab, capsys, monke
     moved = Path(shutil.copytree(lab, lab.parent / "moved"))
     code, clean = tl(capsys, "fsck", "--lab", str(moved))
     assert code == 0, clean["problems"]
+
+
+def test_what_a_killed_command_left_behind_is_named(make_lab, capsys):
+    """A half-written checkpoint.new and a reserved comparison never written read clean."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    store = lab / ".tunelab"
+    (store / "runs" / "r001-majority" / "checkpoint.new").mkdir()
+    (store / "comparisons").mkdir(exist_ok=True)
+    (store / "comparisons" / "c002.json").write_text("")
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1
+    leftovers = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "leftover"}
+    assert "killed" in leftovers[".tunelab/runs/r001-majority/checkpoint.new"]
+    assert "reserved" in leftovers[".tunelab/comparisons/c002.json"]

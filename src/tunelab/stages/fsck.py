@@ -39,7 +39,10 @@ from tunelab.core.layout import (
     COMPARISONS,
     CURRENT,
     DATA,
+    GROUPS,
     MANIFEST,
+    NOISE,
+    PLANS,
     PREDICTIONS,
     RECORD,
 )
@@ -307,6 +310,22 @@ def _leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
                         "delete it (nothing reads it)",
                     )
                 )
+    killed = "delete it (nothing reads it)"
+    runs = sorted(store.runs_dir.glob("*/checkpoint.new")) if store.runs_dir.exists() else []
+    for path in runs:
+        problem = (
+            "a checkpoint being written when its run was killed (the run's last whole one, if "
+            "any, is beside it)"
+        )
+        out.append(_problem(store, "leftover", path, problem, killed))
+    for folder in (COMPARISONS, PLANS, GROUPS, NOISE):
+        for path in sorted(store.path(folder).glob("*.json")):
+            if not path.stat().st_size:  # reserved, never written
+                problem = (
+                    "an empty record: a number reserved by a command killed before it wrote it "
+                    "(or writing it now)"
+                )
+                out.append(_problem(store, "leftover", path, problem, killed))
     return out, len(out)
 
 
