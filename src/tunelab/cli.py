@@ -30,6 +30,9 @@ from tunelab.core.errors import (
 from tunelab.core.stopping import interrupt_on_signals
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout closed it early (`tunelab runs --json | head`): 128 + SIGPIPE, as a
+tool that SIGPIPE ends exits, with no traceback."""
 DEBUG_VARIABLE = "TUNELAB_DEBUG"
 
 
@@ -151,6 +154,19 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_OK
     if whole:
         _hold_signals()
+    try:
+        _show(args, cmd, result)
+    except BrokenPipeError:  # the reader stopped reading (`| head`): the work is recorded
+        if not whole:
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_BROKEN_PIPE
+    # a result that says it did not pass (a failed `check`) exits 1, after it is shown
+    return EXIT_FAIL if isinstance(result, dict) and result.get("passed") is False else EXIT_OK
+
+
+def _show(args: argparse.Namespace, cmd, result) -> None:
+    """The result on stdout: its JSON with `--json`, else the command's view."""
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     elif cmd.view:
@@ -158,8 +174,7 @@ def _main(argv: list[str] | None) -> int:
 
         module, function = cmd.view.split(":")
         getattr(importlib.import_module(f"tunelab.views.{module}"), function)(result, console())
-    # a result that says it did not pass (a failed `check`) exits 1, after it is shown
-    return EXIT_FAIL if isinstance(result, dict) and result.get("passed") is False else EXIT_OK
+    sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
 
 
 def _hold_signals() -> None:

@@ -359,3 +359,16 @@ def test_a_signal_after_the_work_is_done_does_not_cut_the_output(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
+    """`tunelab track --json | head -c 600` printed a BrokenPipeError traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunelab.cli", "init", "--task", "classification", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # as `head` does once it has what it wants
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in stderr, stderr
