@@ -1,4 +1,5 @@
 import hashlib
+import json
 import shutil
 
 import pytest
@@ -64,6 +65,9 @@ def test_saved_weights_reload_to_the_same_predictions(tiny_bert, tmp_path, metho
                 p.add_(0.01 * torch.randn_like(p))
     files = save_trained(model, tmp_path / "w")
     assert any(f.endswith(".safetensors") for f in files)
+    if "adapter_config.json" in files:  # a set written in its hash order: sorted, one order
+        config = json.loads((tmp_path / "w" / "adapter_config.json").read_text())
+        assert config["target_modules"] == sorted(model.peft_config["default"].target_modules)
     tok = load_tokenizer(spec, tiny_bert)
     data = encode_classification(
         tok,
@@ -172,3 +176,15 @@ def test_trusted_remote_code_warns_and_its_files_are_hashed(tiny_bert, tmp_path)
     with pytest.warns(RemoteCodeWarning, match=r"trust_remote_code is true.*modeling_custom\.py"):
         load_tokenizer(spec, folder)
     assert "remote_code" not in identity(ModelSpec(path=str(folder)), folder)
+
+
+def test_an_adapters_config_is_written_in_one_order(tiny_bert, tmp_path):
+    """target_modules is a set, written in the order of Python's string hashing, which changes
+    from process to process: two identical trainings had different weight hashes."""
+    spec = ModelSpec(path=str(tiny_bert))
+    targets = ["value", "query", "key", "dense"]
+    method = LoraMethod(r=2, target_modules=targets)
+    model, _ = apply_method(load_classifier(spec, tiny_bert, LABELS, CPU), method, TaskType.SEQ_CLS)
+    save_trained(model, tmp_path / "w")
+    config = json.loads((tmp_path / "w" / "adapter_config.json").read_text())
+    assert config["target_modules"] == sorted(targets)
