@@ -122,6 +122,15 @@ def _check_place(real: Path, lab: Path, allow_outside: bool, where: str, shown: 
             "it holds the versions already built and the sealed test split",
             "in_store",
         )
+    if real.is_file() and real.stat().st_nlink > 1:  # a hard link has no path into the store
+        for split in sorted((lab / STORE_DIR / "data").glob("*/*.jsonl")):
+            if real.samefile(split):
+                raise PlaceError(
+                    f"{where}: {shown} is a hard link to {split.relative_to(lab)}, a file of "
+                    f"the lab's store ({STORE_DIR}/), which is not data: it holds the versions "
+                    "already built and the sealed test split",
+                    "in_store",
+                )
     if not allow_outside and not real.is_relative_to(lab):
         resolves = "is" if shown.strip("'") == str(real) else f"resolves to {real},"
         raise PlaceError(

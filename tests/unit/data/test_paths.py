@@ -103,6 +103,12 @@ def test_the_store_is_never_a_source(lab: Path) -> None:
         DataError, match=r"\./?\.tunelab/data/v1/test\.jsonl is inside the lab's store"
     ):
         load_sources(folder.data, None, lab)
+    os.link(lab / ".tunelab" / "data" / "v1" / "test.jsonl", lab / "rows.jsonl")
+    linked = spec_for([{"type": "jsonl", "path": "rows.jsonl"}])  # no path into the store
+    with pytest.raises(
+        DataError, match=r"rows\.jsonl' is a hard link to \.tunelab/data/v1/test\.jsonl"
+    ):
+        load_sources(linked.data, None, lab)
 
 
 def test_a_lab_reached_through_a_link_reads_its_own_files(lab: Path) -> None:
