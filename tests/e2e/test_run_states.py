@@ -202,6 +202,8 @@ def test_ctrl_c_during_evaluation_stops_at_once_and_records_interrupted(
     first.write_bytes(saved[:-1] + bytes([saved[-1] ^ 1]))
     code, refused = tl(capsys, "resume", "--lab", str(lab), "r001-gen")
     assert code == 2 and "saved weights are not as it wrote them" in refused["error"]
+    code, found = tl(capsys, "fsck", "--lab", str(lab))
+    assert code == 1 and [p["path"] for p in found["problems"]] == [str(first.relative_to(lab))]
     first.write_bytes(saved)
     code, resumed = tl(capsys, "resume", "--lab", str(lab), "r001-gen")
     assert code == 0 and resumed["status"] == "completed", resumed

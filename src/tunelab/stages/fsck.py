@@ -226,10 +226,22 @@ def _runs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
             )
             continue
         record = _json(folder / RECORD)
-        if record.get("status") != "completed":
-            continue
-        out += _run_files(store, folder, record, not_checked)
+        if record.get("status") == "completed":
+            out += _run_files(store, folder, record, not_checked)
+        else:  # weights saved before a stop: `resume` evaluates them, so they are checked too
+            out += _saved_weights(store, folder, record)
     return out, n
+
+
+def _saved_weights(store: Store, folder: Path, record: dict) -> list[dict]:
+    """A run not completed whose record hashed its saved weights: as it hashed them."""
+    weights = record.get("weights") or {}
+    fix = "restore it, or start the run again (`tunelab resume` refuses it as it is)"
+    return [
+        _problem(store, "runs", path, problem, fix)
+        for name, digest in (weights.get("sha256") or {}).items()
+        if (problem := what_changed(path := folder / weights.get("dir", "weights") / name, digest))
+    ]
 
 
 def _run_files(store: Store, folder: Path, record: dict, not_checked: list[str]) -> list[dict]:
