@@ -35,6 +35,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.files import read_jsonl_hashed
 from tunelab.core.lab import Lab
 from tunelab.core.layout import COMPARISONS, PREDICTIONS
+from tunelab.core.ledger import effective_status
 from tunelab.core.replicates import seed_of
 from tunelab.core.store import StoreError, now
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
@@ -167,7 +168,7 @@ def compare(
         "multiplicity": multiplicity(rows, reference["id"]),
         # runs that were not judged for their status, said so rather than left out in silence
         "left_out": [
-            {"run": r["id"], "status": r["status"]}
+            {"run": r["id"], "status": effective_status(r, store.runs_dir / r["id"])}
             for r in store.runs()
             if r["status"] != "completed" and same_eval(r["data_version"])
         ],

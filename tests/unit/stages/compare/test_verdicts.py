@@ -329,3 +329,16 @@ def test_a_guardrail_holds_only_where_its_examples_could_show_a_drop_of_its_size
     add_run(lab, "lora", "variant", predictions({"a": 1.0, "b": 0.5, "c": 0.5}, n=4))
     (judged,) = compare(lab)["runs"][-1]["guardrails"]
     assert judged["status"] == "holds" and "unseen" not in judged["checks"]["a"]
+
+
+def test_a_run_whose_process_died_is_left_out_as_lost_not_running(tmp_path):
+    """A run killed with -9 read "not judged, not completed: r004-k (running)"."""
+    import socket
+
+    lab = make_lab(tmp_path, [])
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    process = {"pid": 2**22 + 12345, "host": socket.gethostname()}  # no such process
+    preds = predictions({"a": 0.6, "b": 0.6, "c": 0.6})
+    add_run(lab, "k", "variant", preds, status="running", process=process)
+    (left,) = compare(lab)["left_out"]
+    assert left == {"run": "r002-k", "status": "lost"}
