@@ -383,3 +383,17 @@ def test_what_a_killed_command_left_behind_is_named(make_lab, capsys):
     leftovers = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "leftover"}
     assert "killed" in leftovers[".tunelab/runs/r001-majority/checkpoint.new"]
     assert "reserved" in leftovers[".tunelab/comparisons/c002.json"]
+
+
+def test_a_missing_format_file_is_named_not_made_up(make_lab, capsys):
+    """With format.json deleted, fsck read clean and the next command wrote it again as a lab
+    "upgraded from format 1" at a line of its choosing: a made-up history."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    assert tl(capsys, "data", *where)[0] == 0
+    path = lab / ".tunelab" / "format.json"
+    path.unlink()
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and [p["path"] for p in found["problems"]] == [".tunelab/format.json"]
+    code, refused = tl(capsys, "baseline", *where)
+    assert code == 2 and "format.json is missing" in refused["error"] and not path.exists()

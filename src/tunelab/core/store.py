@@ -115,6 +115,13 @@ class Store(NumberedRecords):
             except PackageNotFoundError:
                 tunelab = None
             lines = verify(self.log_path)["lines"]
+            if lines and any(e.get("record_sha256") for _, e in self.numbered_events()):
+                raise StoreError(  # format 2 wrote that log: this is no format-1 lab
+                    f"{self.root / layout.FORMAT} is missing, but the event log was written in "
+                    f"store format {STORE_FORMAT} (its events hash their records): restore the "
+                    f'file from a backup, or write {{"format": {STORE_FORMAT}}} in it. Nothing '
+                    "was written."
+                )
             self.format = {"format": STORE_FORMAT, "tunelab": tunelab, "created": now()}
             if lines:
                 self.format |= {"upgraded_from": 1, "since_line": lines + 1}

@@ -39,6 +39,7 @@ from tunelab.core.layout import (
     COMPARISONS,
     CURRENT,
     DATA,
+    FORMAT,
     GROUPS,
     MANIFEST,
     NOISE,
@@ -94,6 +95,7 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         _problem(store, "records", path, why, "restore it from a backup")
         for path, why in _unreadable(store)
     ]
+    problems += _format_missing(store)
     checked = {"log_lines": log["lines"], "records": log.pop("records_hashed")}
     not_checked: list[str] = []
     for name, check in CHECKS.items():
@@ -109,6 +111,16 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         "format": store.format["format"],
         "not_checked": not_checked,
     }
+
+
+def _format_missing(store: Store) -> list[dict]:
+    """The store's format.json gone from a lab whose log a format-2 tunelab wrote (its events
+    hash their records): the next writer would take it for a format-1 lab and say so."""
+    path = store.root / FORMAT
+    if path.exists() or not any(e.get("record_sha256") for _, e in store.numbered_events()):
+        return []
+    problem = "missing, though the event log was written in store format 2"
+    return [_problem(store, "format", path, problem, 'restore it, or write {"format": 2} in it')]
 
 
 def _repair(store: Store, log: dict, reason: str | None, unvouched: list[Path]) -> dict:
