@@ -291,7 +291,21 @@ def _sources_missing(splits: Splits) -> list[str]:
                 f"{split} scores cannot be measured (an every_source guardrail leaves them not "
                 "checked); give them more rows, or other data.split ratios"
             )
+    few = {
+        s: n for s, n in counts["validation"].items() if s and counts["train"].get(s) and n < FEW
+    }
+    if few:
+        shown = ", ".join(f"{s} {n}" for s, n in sorted(few.items()))
+        out.append(
+            f"source(s) with fewer than {FEW} validation documents ({shown}): a per-source "
+            "score rests on that few, so an every_source guardrail on them can hardly tell a "
+            "change from chance; give them more rows, or other data.split ratios"
+        )
     return out
+
+
+FEW = 20
+"""Validation documents below which a source's own score is warned of as resting on too few."""
 
 
 def _long_texts(

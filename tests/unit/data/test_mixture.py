@@ -127,7 +127,7 @@ def test_a_source_missing_from_validation_or_test_is_warned_of():
 
     splits = {
         "train": rows("prose", "prose", "code"),
-        "validation": rows("prose"),
+        "validation": rows(*["prose"] * 20),
         "test": rows("prose", "code"),
     }
     assert _sources_missing(splits) == [
@@ -135,5 +135,9 @@ def test_a_source_missing_from_validation_or_test_is_warned_of():
         "validation scores cannot be measured (an every_source guardrail leaves them not "
         "checked); give them more rows, or other data.split ratios"
     ]
-    splits["validation"] += rows("code")
+    splits["validation"] += rows(*["code"] * 20)
     assert _sources_missing(splits) == []
+    # 4 validation documents of a source: its guardrail "held" on a bootstrap over 4
+    splits["validation"] = rows(*["prose"] * 20, *["code"] * 4)
+    (few,) = _sources_missing(splits)
+    assert few.startswith("source(s) with fewer than 20 validation documents (code 4)")
