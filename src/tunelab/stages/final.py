@@ -253,6 +253,14 @@ def _evaluate_multilabel_probe(
     )
 
 
+def _opened(store: Store, n: int, run_id: str) -> bool:
+    """Whether the log holds opening `n` of the test split, for `run_id`."""
+    return any(
+        e.get("event") == "final" and e.get("n") == n and e.get("run") == run_id
+        for e in store.events()
+    )
+
+
 def copied_in_validation(store: Store, version: str) -> tuple[set[str], dict] | None:
     """The ids of the test rows of data `version` that have an exact or near copy in its
     validation split, and how many rows and pairs, with the file listing them; None when the
@@ -295,35 +303,37 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     record = store.read_record(run_id)
     _check_run(store, record)
     require_intact_run(store.run_dir(run_id), record, "final")
-    with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one
-        earlier = final_accesses(store)
-        _check_reason(earlier, reason)
-        verdict, comparison = latest_verdict(store, run_id)
-        _check_verdict(run_id, verdict, comparison, reason)
-        spec = validate_spec(record["spec"])
-        version = record["data_version"]
-
-        rows, digest = open_sealed(store, version)
-        _check_targets(spec, rows)
-        n = len(earlier) + 1
-        out = store.root / FINALS / f"{n}-{run_id}.json"
-        access = {
-            "n": n,
-            "run": run_id,
-            "reason": reason,
-            "repeated": bool(earlier),
-            "verdict": verdict,
-            "comparison": comparison,
-            "data_version": version,
-            "test_sha256": digest,
-            "examples": len(rows),
-            "file": str(out.relative_to(store.lab)),
-        }
-        store.log_event("final", **access)
-
+    n = None
     try:
+        with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one
+            earlier = final_accesses(store)
+            _check_reason(earlier, reason)
+            verdict, comparison = latest_verdict(store, run_id)
+            _check_verdict(run_id, verdict, comparison, reason)
+            spec = validate_spec(record["spec"])
+            version = record["data_version"]
+
+            rows, digest = open_sealed(store, version)
+            _check_targets(spec, rows)
+            n = len(earlier) + 1
+            out = store.root / FINALS / f"{n}-{run_id}.json"
+            access = {
+                "n": n,
+                "run": run_id,
+                "reason": reason,
+                "repeated": bool(earlier),
+                "verdict": verdict,
+                "comparison": comparison,
+                "data_version": version,
+                "test_sha256": digest,
+                "examples": len(rows),
+                "file": str(out.relative_to(store.lab)),
+            }
+            store.log_event("final", **access)
         predictions, metrics = _evaluate(lab, record, spec, rows)
-    except KeyboardInterrupt as err:  # the look is logged; say so, and that no result exists
+    except KeyboardInterrupt as err:  # once the look is logged: say so, and that no result exists
+        if n is None or not _opened(store, n, run_id):  # a stop that lands as the line is written
+            raise  # nothing was opened: the generic message is the truth
         store.log_event("final_interrupted", n=n, run=run_id)
         raise Interrupted(
             stop_cause(err),

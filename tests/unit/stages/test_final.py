@@ -458,3 +458,24 @@ def test_a_result_keeps_its_own_openings_time(lab_with_baselines, monkeypatch):
     result = run_final(lab, "r001-majority", FOR_REPORT)
     first = next(a for a in final_accesses(lab.store) if a["n"] == 1)
     assert result["time"] == first["time"] != "2099-01-01T00:00:00+00:00"
+
+
+def test_a_stop_as_the_opening_is_logged_still_says_the_split_was_opened(
+    lab_with_baselines, monkeypatch
+):
+    """A Ctrl-C landing just after the `final` line was written (as the log's held signal is
+    let go) got the generic message, and no `final_interrupted` line."""
+    from tunelab.core.errors import Interrupted
+
+    lab = open_lab(lab_with_baselines[0])
+    log_event = lab.store.log_event
+
+    def stopped_after(event, **fields):
+        log_event(event, **fields)
+        if event == "final":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.store, "log_event", stopped_after)
+    with pytest.raises(Interrupted, match=r"opened for r001-majority \(access 1, logged\)"):
+        run_final(lab, "r001-majority", FOR_REPORT)
+    assert [e["event"] for e in lab.store.events()][-2:] == ["final", "final_interrupted"]
