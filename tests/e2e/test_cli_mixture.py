@@ -114,3 +114,23 @@ def test_an_interrupted_mixture_run_resumes_to_the_same_draws_and_metrics(make_l
     assert code == 0
     assert resumed["training"]["mixture"] == straight["training"]["mixture"]
     assert resumed["metrics"] == straight["metrics"]
+
+
+def test_copies_across_sources_are_counted_by_source(make_lab, capsys):
+    """40 documents in both sources were removed from the later one with no word that they
+    were cross-source pairs, nor which source lost them."""
+    from rich.console import Console
+
+    from tunelab.views.data import data as data_view
+
+    lab = _two_source_lab(make_lab, {"weights": {"docs": 1, "extra": 1}})
+    docs = (Path(lab) / "docs.jsonl").read_text().splitlines()
+    copied = [{**json.loads(line), "id": f"copy{i}"} for i, line in enumerate(docs[:3])]
+    with (Path(lab) / "more.jsonl").open("a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in copied))
+    code, data = tl(capsys, "data", "--lab", lab)
+    assert code == 0, data
+    assert data["duplicates"]["across_sources"] == {"docs <-> extra": 3}
+    console = Console(record=True, width=200)
+    data_view(data, console)
+    assert "pairs across sources: docs <-> extra 3" in console.export_text()

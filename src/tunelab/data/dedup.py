@@ -231,12 +231,14 @@ def _pair(cluster: Cluster, a: Member, b: Member) -> dict[str, Any]:
     method, similarity = cluster.method, cluster.similarity
     shown = next((_shown(ex) for s, ex in (a, b) if s != "test"), None)
     snippet = None if shown is None else _snippet(shown)
+    sides = {"a": {"id": a[1].id, "split": a[0]}, "b": {"id": b[1].id, "split": b[0]}}
+    if a[1].source != b[1].source:  # a copy across sources: which source each side is from
+        sides["a"]["source"], sides["b"]["source"] = a[1].source, b[1].source
     return {
         "kind": f"{a[0]}-{b[0]}",
         "method": method,
         "similarity": similarity,
-        "a": {"id": a[1].id, "split": a[0]},
-        "b": {"id": b[1].id, "split": b[0]},
+        **sides,
         "snippet": snippet,
     }
 

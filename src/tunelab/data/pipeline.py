@@ -42,6 +42,7 @@ from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.opened import opened_test_warnings
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.raw import DataError
+from tunelab.data.source_summary import across_sources, source_counts, sources_missing
 from tunelab.data.spill import TEXTS_IN_MEMORY_MB, TextSpill, text_spill
 from tunelab.data.split import (
     Splits,
@@ -201,7 +202,7 @@ def _build(
         "labels": labels,
         **({"label_sets": set_summary(dedup.splits)} if multilabel else {}),
         # pretrain reads no labels: its split table counts documents by source instead
-        "by_source": _source_counts(dedup.splits) if text_only else None,
+        "by_source": source_counts(dedup.splits) if text_only else None,
         "cleaning": cleaned.changed,
         "quarantine": {
             "file": _shown(store.data_dir(version) / "quarantine.jsonl", store.lab),
@@ -214,6 +215,7 @@ def _build(
             "pairs_total": len(dedup.pairs),
             "pairs_file": _shown(store.data_dir(version) / "duplicates.jsonl", store.lab),
             "removed": len(dedup.removed),
+            "across_sources": across_sources(dedup.pairs),
         },
         "conflicts": conflicts.report(data.dedup.conflicts),
         "rows_id": rows,
@@ -265,7 +267,7 @@ def _warnings(
             "the report"
         )
     if spec.task.type == "pretrain":
-        warnings += _sources_missing(splits)
+        warnings += sources_missing(splits)
     warnings += case_warnings(seen)
     if spec.task.type == "multilabel":  # per label, not per label set
         warnings += set_warnings(splits.get("train", []))
@@ -275,37 +277,6 @@ def _warnings(
         if unseen:
             warnings.append(f"label(s) {unseen} from task.labels have no example")
     return warnings
-
-
-def _sources_missing(splits: Splits) -> list[str]:
-    """Task pretrain scores each source apart (an `every_source` guardrail, the mixture's
-    per-source bits per byte): a source with train documents and none in validation or test
-    has no score there."""
-    counts = _source_counts(splits)
-    out = []
-    for split in ("validation", "test"):
-        missing = [s for s in counts["train"] if s and not counts[split].get(s)]
-        if missing:
-            out.append(
-                f"source(s) {missing} have train documents but none in the {split} split: their "
-                f"{split} scores cannot be measured (an every_source guardrail leaves them not "
-                "checked); give them more rows, or other data.split ratios"
-            )
-    few = {
-        s: n for s, n in counts["validation"].items() if s and counts["train"].get(s) and n < FEW
-    }
-    if few:
-        shown = ", ".join(f"{s} {n}" for s, n in sorted(few.items()))
-        out.append(
-            f"source(s) with fewer than {FEW} validation documents ({shown}): a per-source "
-            "score rests on that few, so an every_source guardrail on them can hardly tell a "
-            "change from chance; give them more rows, or other data.split ratios"
-        )
-    return out
-
-
-FEW = 20
-"""Validation documents below which a source's own score is warned of as resting on too few."""
 
 
 def _long_texts(
@@ -379,14 +350,6 @@ def _split_counts(splits: Splits, labels: list[str]) -> dict[str, dict[str, Any]
             "labels": {label: per_label.get(label, 0) for label in labels},
         }
     return out
-
-
-def _source_counts(splits: Splits) -> dict[str, dict[str, int]]:
-    """Documents per source name in each split."""
-    return {
-        split: dict(sorted(Counter(ex.source or "" for ex in splits.get(split, [])).items()))
-        for split in SPLITS
-    }
 
 
 def _shown(path: Path, lab: Path) -> str:

@@ -90,6 +90,12 @@ def data(report: dict, console: Console) -> None:
         }
         found = ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
         console.print(f"  {title} (pairs): {found}")
+    if dups.get("across_sources"):  # copies of one source's rows in another
+        shown = ", ".join(f"{k} {v}" for k, v in dups["across_sources"].items())
+        console.print(
+            f"  pairs across sources: {shown} (each side's source is in the pairs file; a "
+            "mixture weight counts such copies once, where the policy kept them)"
+        )
     near = [p for p in dups["pairs"] if p["method"] == "near" and p.get("snippet")]
     across = [p for p in near if p["a"]["split"] != p["b"]["split"]]  # a leak is the news
     example = (across or near or [None])[0]

@@ -120,7 +120,7 @@ def test_a_weighted_source_without_training_rows_is_refused():
 
 def test_a_source_missing_from_validation_or_test_is_warned_of():
     from tunelab.data.example import Example
-    from tunelab.data.pipeline import _sources_missing
+    from tunelab.data.source_summary import sources_missing
 
     def rows(*sources):
         return [Example(f"{s}{i}", "t", "", "f", i, source=s) for i, s in enumerate(sources)]
@@ -130,14 +130,14 @@ def test_a_source_missing_from_validation_or_test_is_warned_of():
         "validation": rows(*["prose"] * 20),
         "test": rows("prose", "code"),
     }
-    assert _sources_missing(splits) == [
+    assert sources_missing(splits) == [
         "source(s) ['code'] have train documents but none in the validation split: their "
         "validation scores cannot be measured (an every_source guardrail leaves them not "
         "checked); give them more rows, or other data.split ratios"
     ]
     splits["validation"] += rows(*["code"] * 20)
-    assert _sources_missing(splits) == []
+    assert sources_missing(splits) == []
     # 4 validation documents of a source: its guardrail "held" on a bootstrap over 4
     splits["validation"] = rows(*["prose"] * 20, *["code"] * 4)
-    (few,) = _sources_missing(splits)
+    (few,) = sources_missing(splits)
     assert few.startswith("source(s) with fewer than 20 validation documents (code 4)")

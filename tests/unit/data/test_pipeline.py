@@ -88,7 +88,16 @@ def test_report_shape_and_split_files(tmp_path: Path) -> None:
     assert report["splits"]["train"] == {"n": 30, "labels": {"cat": 20, "dog": 10}}
     assert report["splits"]["validation"]["n"] == report["splits"]["test"]["n"] == 6
     dups = report["duplicates"]
-    assert set(dups) == {"policy", "counts", "pairs", "pairs_total", "pairs_file", "removed"}
+    assert set(dups) == {
+        "policy",
+        "counts",
+        "pairs",
+        "pairs_total",
+        "pairs_file",
+        "removed",
+        "across_sources",
+    }
+    assert dups["across_sources"] == {}  # one source: no pair across sources
 
     folder = Store(tmp_path).data_dir(report["version"])
     names = {"train", "validation", "test", "quarantine", "duplicates", "report", "manifest"}
