@@ -19,7 +19,8 @@ from tunelab.modeling.lite import (
     EfficientNetLiteForImageClassification,
     register,
 )
-from tunelab.modeling.model import apply_method, load_trained_classifier, save_trained
+from tunelab.modeling.model import apply_method, load_trained_classifier
+from tunelab.modeling.saved import save_trained
 from tunelab.training.step import train_mode
 
 pytest.importorskip("efficientnet_lite_pytorch", reason="the Lite model code (make setup)")

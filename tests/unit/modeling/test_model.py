@@ -14,10 +14,10 @@ from tunelab.modeling.model import (
     load_classifier,
     load_tokenizer,
     load_trained_classifier,
-    save_trained,
 )
 from tunelab.modeling.render import encode_classification
 from tunelab.modeling.safety import ModelFolderError, RemoteCodeWarning, require_safetensors
+from tunelab.modeling.saved import save_trained
 from tunelab.training.evaluate import predict_classifier
 
 LABELS = ["business", "sport", "tech"]

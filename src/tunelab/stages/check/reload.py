@@ -3,7 +3,7 @@ fresh-process reload of the saved checkpoint (the environment probes: `environme
 
     python -m tunelab.stages.check.reload REQUEST.json     (the child; see `main`)
 
-The model is saved with `model.save_trained` and loaded with `model.load_trained` in a new
+The model is saved with `saved.save_trained` and loaded with `model.load_trained` in a new
 Python interpreter. Both sides run `reference_outputs`: the loss the next training step would
 compute on the first microbatch of the train slice (`train.summed_loss`, in eval mode so dropout
 cannot differ), compact tensors of that forward pass (a classifier's logits; a causal LM's
@@ -31,8 +31,9 @@ from tunelab.core.env import child_env
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import atomic_write_json, read_json
 from tunelab.modeling.loss_positions import target_logits
-from tunelab.modeling.model import load_trained, save_trained
+from tunelab.modeling.model import load_trained
 from tunelab.modeling.render import Renderer, lab_renderer
+from tunelab.modeling.saved import save_trained
 from tunelab.stages.check.record import item
 from tunelab.training.evaluate import evaluate_rows
 from tunelab.training.step import autocast, keeps_logits, loss_weight, make_batch, summed_loss

@@ -2,7 +2,7 @@
 
 On a slice of the current data version (16 train and 4 validation rows by default) it runs
 the run's own code (`model.trainable_model`, `render.lab_renderer`,
-`train.train`, `evaluate.evaluate_rows`, `model.save_trained` / `load_trained`) and ends with a
+`train.train`, `evaluate.evaluate_rows`, `saved.save_trained` / `load_trained`) and ends with a
 pass/fail checklist saved as `.tunelab/checks/<data version>-<spec hash>.json` (the hash of
 the spec's wiring, `record.wiring`, which the record keeps). The items:
 

@@ -29,10 +29,11 @@ from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.feature_cache import run_cache
 from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.identity import identity
-from tunelab.modeling.model import resolve_path, save_trained, trainable_model
+from tunelab.modeling.model import resolve_path, trainable_model
 from tunelab.modeling.packing import packing_record
 from tunelab.modeling.pooling import pooling_note
 from tunelab.modeling.render import lab_renderer
+from tunelab.modeling.saved import save_trained
 from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
 from tunelab.stages.run.diff import (
