@@ -107,6 +107,46 @@ def diff_warnings(diff: dict[str, list[dict]], same_validation: bool = False) ->
     return out
 
 
+DERIVED = (
+    ("kv_heads", "model.arch.num_key_value_heads", "num_attention_heads"),
+    ("head_dim", None, "hidden_size / num_attention_heads"),
+    ("expert_size", "model.arch.moe.expert_size", "intermediate_size / experts_per_token"),
+)
+"""A scratch model's widths that follow other settings where they are not set: (the `Arch`
+property, the key that sets it or None, what it follows)."""
+
+
+def derived_changes(parent_spec: dict, child_spec: dict, diff: dict) -> list[str]:
+    """What changed with a scratch model's settings without being named in the diff: a width
+    that follows others (`experts_per_token` 1 -> 4 also took each expert from 768 to 192
+    wide, and the total parameters with it). Empty for pretrained models."""
+    from tunelab.core.scratch import Arch
+
+    arches = []
+    for spec in (parent_spec, child_spec):
+        raw = ((spec or {}).get("model") or {}).get("arch")
+        try:
+            arches.append(Arch(**raw) if raw else None)
+        except (TypeError, ValueError):  # a spec no longer valid is diffed as stored
+            arches.append(None)
+    before, after = arches
+    if before is None or after is None:
+        return []
+    named = {c["key"] for changes in diff.values() for c in changes}
+    out = []
+    for name, key, follows in DERIVED:
+        if name == "expert_size" and not (before.moe.num_experts and after.moe.num_experts):
+            continue
+        old, new = getattr(before, name), getattr(after, name)
+        if old != new and key not in named:
+            setting = f"`{key}` is not set, so it" if key else "it"
+            out.append(
+                f"{name.replace('_', ' ')} {old} -> {new}: {setting} follows {follows}; the "
+                "change moves it too"
+            )
+    return out
+
+
 def no_baseline(data_version: str) -> str:
     """What a run without a parent is told: compare needs a baseline on its validation."""
     return (

@@ -38,6 +38,7 @@ from tunelab.stages.check.record import check_status
 from tunelab.stages.inspection import blocking, training_findings
 from tunelab.stages.run.diff import (
     check_one_change,
+    derived_changes,
     diff_runs,
     diff_warnings,
     no_baseline,
@@ -196,6 +197,7 @@ def run_variant(
         parent_method=parent_record.get("method") if parent_record else None,
         diff=diff,
         diff_warnings=diff_warnings(diff, _same_validation(store, version, parent_record))
+        + derived_changes(parent_record.get("spec"), as_diffed, diff)
         if diff
         else [],
         reason=reason.strip() if reason and reason.strip() else None,

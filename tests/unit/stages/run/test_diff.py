@@ -204,3 +204,30 @@ def test_a_named_parent_must_exist_and_be_completed(tmp_path):
         resolve_parent(store, "v1", broken)
     with pytest.raises(ParentError, match="no run 'r999'"):
         resolve_parent(store, "v1", "r999")
+
+
+def test_a_width_that_follows_the_changed_setting_is_named():
+    """`experts_per_token` 1 -> 4 also took each expert from 256 to 64 wide (and the total
+    parameters with it); the diff named experts_per_token alone."""
+    from tunelab.stages.run.diff import derived_changes
+
+    def spec(**moe):
+        arch = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256}
+        return {"model": {"arch": arch | {"moe": {"num_experts": 4, **moe}}}}
+
+    before, after = spec(experts_per_token=1), spec(experts_per_token=4)
+    diff = diff_specs(before, after)
+    (said,) = derived_changes(before, after, diff)
+    assert said.startswith("expert size 256 -> 64: `model.arch.moe.expert_size` is not set")
+    # set on both sides, it does not follow: nothing to name
+    before, after = (
+        spec(experts_per_token=1, expert_size=64),
+        spec(experts_per_token=4, expert_size=64),
+    )
+    assert derived_changes(before, after, diff_specs(before, after)) == []
+    # heads: the key/value heads follow them where unset, and the head width moves
+    mha = {"model": {"arch": {"hidden_size": 64, "num_attention_heads": 4}}}
+    eight = {"model": {"arch": {"hidden_size": 64, "num_attention_heads": 8}}}
+    said = derived_changes(mha, eight, diff_specs(mha, eight))
+    assert [s.split(":")[0] for s in said] == ["kv heads 4 -> 8", "head dim 16 -> 8"]
+    assert derived_changes({"model": {"path": "m"}}, {"model": {"path": "n"}}, {}) == []
