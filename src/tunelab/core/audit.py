@@ -26,13 +26,7 @@ def audit(store) -> dict:
     log = store.log_path
     with locked(log, shared=True) if log.exists() else nullcontext():
         state = verify(log)
-        last: dict[str, tuple[int, str]] = {}
-        for number, event in store.numbered_events():
-            if event.get("record_sha256"):
-                last[event["record"]] = (number, event["record_sha256"])
-            for shown, digest in (event.get("accepted") or {}).items():  # fsck --repair
-                last[shown] = (number, digest)
-        last = {shown: at for shown, at in last.items() if at[1]}
+        last = vouching(store)
         problems = []
         for shown, (number, digest) in sorted(last.items()):
             path = store.lab / shown
@@ -71,18 +65,22 @@ def require_intact_log(store, command: str) -> dict:
     return state
 
 
-def logged_digest(store, shown: str) -> tuple[int, str] | None:
-    """The line and sha256 of the last event that vouches for the record `shown` (its path
-    relative to the lab), as `audit` reads them; None where no event does. Reads the log
-    without its lock: `Store.save` holds it when it asks."""
-    last = None
+def vouching(store) -> dict[str, tuple[int, str]]:
+    """Each record some event vouches for (its path relative to the lab), with the line and
+    sha256 of the last such event: the event that saved it, or an `fsck --repair` that
+    accepted it as it was. Reads the log without its lock (`audit` and `Store.save` hold it)."""
+    last: dict[str, tuple[int, str]] = {}
     for number, event in store.numbered_events():
-        if event.get("record") == shown and event.get("record_sha256"):
-            last = (number, event["record_sha256"])
-        accepted = event.get("accepted") or {}  # fsck --repair
-        if shown in accepted:
-            last = (number, accepted[shown])
-    return last if last and last[1] else None
+        if event.get("record_sha256"):
+            last[event["record"]] = (number, event["record_sha256"])
+        for shown, digest in (event.get("accepted") or {}).items():  # fsck --repair
+            last[shown] = (number, digest)
+    return {shown: at for shown, at in last.items() if at[1]}
+
+
+def written_in_format_2(store) -> bool:
+    """Whether a format-2 tunelab wrote the log: its events hash their records."""
+    return any(event.get("record_sha256") for _, event in store.numbered_events())
 
 
 def require_as_logged(store, path: Path, who: str = "tunelab") -> None:
@@ -95,7 +93,7 @@ def require_as_logged(store, path: Path, who: str = "tunelab") -> None:
     if not path.is_file():
         return
     shown = str(path.relative_to(store.lab))
-    found = logged_digest(store, shown)
+    found = vouching(store).get(shown)
     if found is None or sha256_file(path) == found[1]:
         return
     raise StoreError(

@@ -33,6 +33,18 @@ def what_changed(path: Path, digest: str | None) -> str | None:
     return None
 
 
+def changed_weights(folder: Path, record: dict) -> list[tuple[Path, str]]:
+    """The saved weights files of the run in `folder` that are not as its record hashed them,
+    with what is wrong: what `resume` would evaluate of a run stopped after saving them."""
+    weights = record.get("weights") or {}
+    where = folder / weights.get("dir", "weights")
+    return [
+        (where / name, problem)
+        for name, digest in (weights.get("sha256") or {}).items()
+        if (problem := what_changed(where / name, digest))
+    ]
+
+
 def require_intact_run(folder: Path, record: dict, command: str) -> None:
     """Refuse a run whose vouched files are missing or changed, naming each."""
     found = [

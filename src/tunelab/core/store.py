@@ -106,6 +106,8 @@ class Store(NumberedRecords):
             return
         from importlib.metadata import PackageNotFoundError, version
 
+        from tunelab.core.audit import written_in_format_2
+
         with locked(self.root / layout.LOCK):  # one claim, whoever comes first
             self.format = layout.read_format(self.root)
             if self.format["format"] == STORE_FORMAT:
@@ -115,7 +117,7 @@ class Store(NumberedRecords):
             except PackageNotFoundError:
                 tunelab = None
             lines = verify(self.log_path)["lines"]
-            if lines and any(e.get("record_sha256") for _, e in self.numbered_events()):
+            if lines and written_in_format_2(self):
                 raise StoreError(  # format 2 wrote that log: this is no format-1 lab
                     f"{self.root / layout.FORMAT} is missing, but the event log was written in "
                     f"store format {STORE_FORMAT} (its events hash their records): restore the "

@@ -101,9 +101,10 @@ def _pack_source(
     labels: list[int] = []
     positions: list[int] = []
     docs: list[tuple[str, int, int]] = []
-    text = [0.0]  # the bytes of the sequence being filled
+    text_bytes = 0.0  # of the sequence being filled
 
     def close() -> None:
+        nonlocal text_bytes
         real = len(ids)
         pad = length - real
         pad_pos = list(range(pad))  # the padding is a block of its own
@@ -116,19 +117,19 @@ def _pack_source(
                 real=real,
                 source=source,
                 documents=tuple(docs),
-                text_bytes=text[0],
+                text_bytes=text_bytes,
             )
         )
         for part in (ids, labels, positions, docs):
             part.clear()
-        text[0] = 0.0
+        text_bytes = 0.0
 
     for doc_id, seg in segs:
         start = 0
         while start < len(seg):
             take = seg[start : start + length - len(ids)]
             docs.append((doc_id, len(ids), len(take)))
-            text[0] += sizes[doc_id] * len(take) / len(seg)
+            text_bytes += sizes[doc_id] * len(take) / len(seg)
             first_label = IGNORE if boundaries == "mask" else take[0]
             labels.extend([first_label, *take[1:]])
             positions.extend(range(len(take)))

@@ -253,12 +253,15 @@ def _evaluate_multilabel_probe(
     )
 
 
-def _opened(store: Store, n: int, run_id: str) -> bool:
-    """Whether the log holds opening `n` of the test split, for `run_id`."""
-    return any(
-        e.get("event") == "final" and e.get("n") == n and e.get("run") == run_id
+def _opening(store: Store, n: int, run_id: str) -> dict | None:
+    """The log's line for opening `n` of the test split, for `run_id`, or None: a `final`
+    beside this one may have logged the next one since, so the newest is not always it."""
+    found = (
+        e
         for e in store.events()
+        if e.get("event") == "final" and e.get("n") == n and e.get("run") == run_id
     )
+    return next(found, None)
 
 
 def copied_in_validation(store: Store, version: str) -> tuple[set[str], dict] | None:
@@ -278,7 +281,12 @@ def copied_in_validation(store: Store, version: str) -> tuple[set[str], dict] | 
 
 
 def _copied(
-    store: Store, version: str, spec: Spec, predictions: list[dict], primary: str | None
+    store: Store,
+    version: str,
+    spec: Spec,
+    predictions: list[dict],
+    labels: list[str],
+    primary: str | None,
 ) -> dict | None:
     """`copied_in_validation`'s counts, and the primary metric on the test rows without such a
     copy (`without`: its rows and value), the score the choice on validation did not see."""
@@ -288,7 +296,6 @@ def _copied(
     ids, copied = found
     kept = [p for p in predictions if p["id"] not in ids]
     if ids and kept and primary:
-        labels = store.data_manifest(version)["labels"]
         value = metrics_of(spec.task, kept, labels).get(primary)
         copied["without"] = {"n": len(kept), "metric": primary, "value": value}
     return copied
@@ -332,7 +339,8 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
             store.log_event("final", **access)
         predictions, metrics = _evaluate(lab, record, spec, rows)
     except KeyboardInterrupt as err:  # once the look is logged: say so, and that no result exists
-        if n is None or not _opened(store, n, run_id):  # a stop that lands as the line is written
+        # a stop can land as the line is written: only a logged opening was one
+        if n is None or _opening(store, n, run_id) is None:
             raise  # nothing was opened: the generic message is the truth
         store.log_event("final_interrupted", n=n, run=run_id)
         raise Interrupted(
@@ -346,15 +354,14 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     shown = primary or get_task(spec.task.type).default_metric  # the interval's metric
     result = {
         **access,
-        # this opening's own time (a `final` beside it may have logged the next one since)
-        "time": next(a["time"] for a in final_accesses(store) if a.get("n") == n),
+        "time": _opening(store, n, run_id)["time"],
         "kind": record["kind"],
         "split": "test",
         "metrics": metrics,
         "primary_metric": primary,
         "interval": score_interval(spec.task, predictions, labels, shown),
         "validation_metrics": record.get("metrics"),
-        "copied_in_validation": _copied(store, version, spec, predictions, primary),
+        "copied_in_validation": _copied(store, version, spec, predictions, labels, primary),
         "protocol": protocol(spec),
         "env": fingerprint(lab.device),
         "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],

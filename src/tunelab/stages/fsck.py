@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tunelab.core.audit import written_in_format_2
 from tunelab.core.chain import BREAK, line_hash
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
@@ -47,7 +48,7 @@ from tunelab.core.layout import (
     PREDICTIONS,
     RECORD,
 )
-from tunelab.core.run_files import vouched, what_changed
+from tunelab.core.run_files import changed_weights, vouched, what_changed
 from tunelab.core.store import Store, read_json
 from tunelab.core.sums import SUMS, BundleError, compare, listed
 from tunelab.core.unlogged import record_files, unlogged
@@ -117,7 +118,7 @@ def _format_missing(store: Store) -> list[dict]:
     """The store's format.json gone from a lab whose log a format-2 tunelab wrote (its events
     hash their records): the next writer would take it for a format-1 lab and say so."""
     path = store.root / FORMAT
-    if path.exists() or not any(e.get("record_sha256") for _, e in store.numbered_events()):
+    if path.exists() or not written_in_format_2(store):
         return []
     problem = "missing, though the event log was written in store format 2"
     return [_problem(store, "format", path, problem, 'restore it, or write {"format": 2} in it')]
@@ -247,12 +248,9 @@ def _runs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
 
 def _saved_weights(store: Store, folder: Path, record: dict) -> list[dict]:
     """A run not completed whose record hashed its saved weights: as it hashed them."""
-    weights = record.get("weights") or {}
     fix = "restore it, or start the run again (`tunelab resume` refuses it as it is)"
     return [
-        _problem(store, "runs", path, problem, fix)
-        for name, digest in (weights.get("sha256") or {}).items()
-        if (problem := what_changed(path := folder / weights.get("dir", "weights") / name, digest))
+        _problem(store, "runs", p, problem, fix) for p, problem in changed_weights(folder, record)
     ]
 
 

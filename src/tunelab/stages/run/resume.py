@@ -16,7 +16,7 @@ from tunelab.core.env import pick_device
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.lab import Lab
 from tunelab.core.layout import RECORD
-from tunelab.core.run_files import what_changed
+from tunelab.core.run_files import changed_weights
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, now
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
@@ -100,12 +100,7 @@ def _check_resumable(record: dict, run_dir: Path) -> None:
         )
         raise TunelabError(f"{run_id} has no checkpoint to resume from ({why}); start a new run")
     if trained:  # resuming evaluates the saved weights: those the record hashed, or none
-        weights = record["weights"]
-        changed = [
-            f"{f} {problem}"
-            for f, digest in (weights.get("sha256") or {}).items()
-            if (problem := what_changed(run_dir / weights["dir"] / f, digest))
-        ]
+        changed = [f"{p.name} {problem}" for p, problem in changed_weights(run_dir, record)]
         if changed:
             raise TunelabError(
                 f"{run_dir}: {run_id}'s saved weights are not as it wrote them "
