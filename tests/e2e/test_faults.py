@@ -192,8 +192,10 @@ def _data_whole(store: Store) -> None:
     from tunelab.core.digest import sha256_file
 
     current = store.root / "data" / "CURRENT"
-    if current.exists():
-        assert (store.data_dir(current.read_text().strip()) / "manifest.json").exists()
+    if current.exists():  # a version whole, and logged before it was made current
+        version = current.read_text().strip()
+        assert (store.data_dir(version) / "manifest.json").exists()
+        assert version in {e.get("version") for e in store.events() if e["event"] == "data"}
     data = store.root / "data"
     for folder in (
         [d for d in data.iterdir() if d.is_dir() and not d.name.startswith(".")]

@@ -124,10 +124,16 @@ def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def append_line(path: Path, line: str | Callable[[bytes | None], str]) -> None:
+def append_line(
+    path: Path,
+    line: str | Callable[[bytes | None], str],
+    then: Callable[[], None] | None = None,
+) -> None:
     """Append one line to a log, whole: a single write, fsynced with its folder, under an
     exclusive lock on the file, so that concurrent writers append one after another. `line`
-    may be a function of the log's last line (`core.chain.linked`: the hash chain).
+    may be a function of the log's last line (`core.chain.linked`: the hash chain); `then`,
+    what to do once the line is durable, still under the lock (what the line announces, in
+    the order the log gives).
 
     Ctrl-C or SIGTERM waits until the line is written. A write cut short (a full disk, a
     file-size limit) is taken back, so the next line does not land on a half one; and a line
@@ -150,9 +156,11 @@ def append_line(path: Path, line: str | Callable[[bytes | None], str]) -> None:
             except OSError as err:
                 os.ftruncate(fd, size)
                 raise OSError(err.errno, err.strerror, str(path)) from err
+            _fsync(path.parent)
+            if then is not None:
+                then()
         finally:
             os.close(fd)
-        _fsync(path.parent)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -139,11 +139,11 @@ class Store(NumberedRecords):
     def log_path(self) -> Path:
         return self.root / layout.EVENTS
 
-    def log_event(self, event: str, **fields: Any) -> None:
+    def log_event(self, event: str, then: Callable[[], None] | None = None, **fields: Any) -> None:
         """Append one event to `events.jsonl`, whole, durable and linked to the line before it
-        (`core.chain`; see `append_line`)."""
+        (`core.chain`; see `append_line`); then, still under the log's lock, do `then`."""
         self._claim()
-        append_line(self.log_path, linked({"time": now(), "event": event, **fields}))
+        append_line(self.log_path, linked({"time": now(), "event": event, **fields}), then)
 
     def save(self, path: Path, record: dict, event: str, **fields: Any) -> None:
         """Write `record` to `path` (checked against its declared shape, `core.records`) and

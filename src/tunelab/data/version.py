@@ -225,14 +225,15 @@ def _move_images(staging: Path, folder: Path, splits: Splits) -> dict[str, str]:
 def publish(
     store: Store, version: str, new: bool, counts: dict[str, Any], current: bool = True
 ) -> None:
-    """Log `version` and, if `current`, make it the current data; older versions stay where
-    they are."""
-    if current:
-        store.set_current_data(version)
+    """Log `version` and then, if `current`, make it the current data, under the log's lock:
+    CURRENT never names a version the log has not (a stop between the two leaves the version
+    logged and the one before still current, which `fsck` names), and two data steps at once
+    leave CURRENT at the one the log names last. Older versions stay where they are."""
     manifest = store.data_dir(version) / MANIFEST  # vouched for by the log, as a record is
     shown = str(manifest.relative_to(store.lab))
     store.log_event(
         "data",
+        then=(lambda: store.set_current_data(version)) if current else None,
         version=version,
         new=new,
         current=current,

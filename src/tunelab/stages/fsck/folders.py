@@ -1,0 +1,160 @@
+"""`fsck`'s checks of what commands leave in folders: the runs' files, the comparisons'
+inputs, the bundles and the leftovers of killed commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunelab.core.chain import line_hash
+from tunelab.core.exports import recorded_export
+from tunelab.core.layout import BUNDLES, COMPARISONS, GROUPS, NOISE, PLANS, PREDICTIONS, RECORD
+from tunelab.core.run_files import changed_weights, vouched, what_changed
+from tunelab.core.store import Store
+from tunelab.core.sums import SUMS, BundleError, compare, listed
+from tunelab.stages.fsck.problems import hashed, json_of, problem_at, rel
+
+
+def comparison_inputs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
+    out, n = [], 0
+    fix = "restore the run's predictions, or invalidate the run"
+    for record in (json_of(path) for path in store.numbered(COMPARISONS)):
+        for item in record.get("inputs", []):
+            n += 1
+            path = store.runs_dir / item["run"] / PREDICTIONS
+            changed = f"changed since comparison {record['id']} judged it"
+            out += hashed(store, "comparison", path, item["predictions_sha256"], changed, fix)
+    return out, n
+
+
+def run_folders(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
+    out, n = [], 0
+    if not store.runs_dir.exists():
+        return out, n
+    for folder in sorted(p for p in store.runs_dir.iterdir() if p.is_dir()):
+        if folder.name.startswith("."):
+            continue
+        n += 1
+        if not (folder / RECORD).exists():
+            out.append(
+                problem_at(
+                    store,
+                    "runs",
+                    folder,
+                    "a run folder without record.json: its command died before writing it, "
+                    "or the record was deleted (then named above with the log's line)",
+                    "restore the record if the log wrote one, else move the folder out of the "
+                    "store once nothing needs it",
+                )
+            )
+            continue
+        record = json_of(folder / RECORD)
+        if record.get("status") == "completed":
+            out += _run_files(store, folder, record, not_checked)
+        else:  # weights saved before a stop: `resume` evaluates them, so they are checked too
+            out += _saved_weights(store, folder, record)
+    return out, n
+
+
+def _saved_weights(store: Store, folder: Path, record: dict) -> list[dict]:
+    """A run not completed whose record hashed its saved weights: as it hashed them."""
+    fix = "restore it, or start the run again (`tunelab resume` refuses it as it is)"
+    return [
+        problem_at(store, "runs", p, problem, fix) for p, problem in changed_weights(folder, record)
+    ]
+
+
+def _run_files(store: Store, folder: Path, record: dict, not_checked: list[str]) -> list[dict]:
+    """A completed run's predictions and weights: there, and as their record hashed them."""
+    fix = "restore it, or `tunelab invalidate` the run"
+    out, unhashed = [], []
+    for path, digest in vouched(folder, record).items():
+        problem = what_changed(path, digest)
+        if problem:
+            out.append(problem_at(store, "runs", path, problem, fix))
+        elif not digest:
+            unhashed.append(path.name)
+    if unhashed:
+        not_checked.append(
+            f"{rel(store, folder)}: the bytes of {', '.join(unhashed)} (its record holds no "
+            "sha256 of them: written before store format 2)"
+        )
+    return out
+
+
+def bundles(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
+    out, n, again = [], 0, "export the run again"
+    for path in sorted((store.lab / BUNDLES).glob(f"*/{SUMS}")):
+        n, bundle = n + 1, path.parent
+        try:
+            found = compare(bundle, listed(bundle))
+        except BundleError as err:
+            out.append(problem_at(store, "bundle", path, str(err), again))
+            continue
+        for what, names in (
+            ("changed since the export", found["changed"]),
+            ("missing", found["missing"]),
+        ):
+            out += [problem_at(store, "bundle", bundle / name, what, again) for name in names]
+        out += [
+            problem_at(store, "bundle", bundle / name, "not listed in SHA256SUMS", again)
+            for name in found["unlisted"]
+        ]
+        out += _anchored(store, bundle / "tunelab.json")
+        if not recorded_export(store, bundle):
+            problem = (
+                "a bundle that no export record names: its export stopped (a kill) after the "
+                "bundle was whole, before it was recorded"
+            )
+            fix = "remove the folder and export the run again (or `tunelab verify` it as it is)"
+            out.append(problem_at(store, "bundle", bundle, problem, fix))
+    return out, n
+
+
+def _anchored(store: Store, info_path: Path) -> list[dict]:
+    """A bundle holds the log's head as it exported: that line must still be in the log."""
+    anchor = json_of(info_path).get("lab_log") if info_path.is_file() else None
+    if not anchor or not anchor.get("head"):
+        return []
+    log = store.log_path
+    raw = [line for line in log.read_bytes().split(b"\n") if line.strip()] if log.exists() else []
+    at = anchor["lines"]
+    if at <= len(raw) and line_hash(raw[at - 1]) == anchor["head"]:
+        return []
+    problem = (
+        f"holds the log's head at line {at} ({anchor['head'][:12]}), which the lab's log no "
+        "longer has: its past was rewritten after the export"
+    )
+    return [problem_at(store, "bundle", info_path, problem, "restore the log from a backup")]
+
+
+def leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
+    out = []
+    for root in (store.root, store.lab / BUNDLES):
+        if root.exists():
+            for path in sorted(root.rglob(".*.tmp")):
+                out.append(
+                    problem_at(
+                        store,
+                        "leftover",
+                        path,
+                        "a temporary left by a killed command",
+                        "delete it (nothing reads it)",
+                    )
+                )
+    killed = "delete it (nothing reads it)"
+    runs = sorted(store.runs_dir.glob("*/checkpoint.new")) if store.runs_dir.exists() else []
+    for path in runs:
+        problem = (
+            "a checkpoint being written when its run was killed (the run's last whole one, if "
+            "any, is beside it)"
+        )
+        out.append(problem_at(store, "leftover", path, problem, killed))
+    for folder in (COMPARISONS, PLANS, GROUPS, NOISE):
+        for path in sorted(store.path(folder).glob("*.json")):
+            if not path.stat().st_size:  # reserved, never written
+                problem = (
+                    "an empty record: a number reserved by a command killed before it wrote it "
+                    "(or writing it now)"
+                )
+                out.append(problem_at(store, "leftover", path, problem, killed))
+    return out, len(out)
