@@ -273,6 +273,11 @@ def test_ablate_makes_one_variant_per_value_with_one_change_each(make_lab, capsy
     code, err = tl(capsys, "ablate", "--lab", lab, "training.lr=1e-3,-1")
     assert code == 2 and "field `training.lr`" in err["error"], err
     assert sorted(runs_dir.iterdir()) == before  # nothing trained
+    # and a value `run` refuses before its model loads: the first value had trained, then
+    # the last stopped with an internal error inside the model
+    code, err = tl(capsys, "ablate", "--lab", lab, "model.max_length=16,100000")
+    assert code == 2 and "100000 positions, more than the base model's" in err["error"], err
+    assert sorted(runs_dir.iterdir()) == before
     # what follows from the key is no other change: full fine-tuning takes no LoRA rank
     spec_path.write_text(pristine)
     code, full = tl(capsys, "ablate", "--lab", lab, "method.type=full")

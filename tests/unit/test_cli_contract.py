@@ -46,13 +46,14 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
     importing torch: a refusal does not wait for a model's libraries to load. `data` builds its
     version without it too (torch alone would be a fifth of a GiB of its memory)."""
     spec = {"data": {"sources": [{"type": "jsonl", "path": "d.jsonl"}]}, "model": {}}
-    spec["model"]["path"] = str(tiny_bert)
+    spec["model"] |= {"path": str(tiny_bert), "max_length": 64}  # its positions: 128
     bare, planned = tmp_path / "bare", tmp_path / "planned"
     for lab, extra in ((bare, {}), (planned, PLAN)):
         lab.mkdir()
         (lab / "tunelab.yaml").write_text(json.dumps({**spec, **extra}))
     rows = [{"text": f"document {i} about {'ab'[i % 2]}", "label": "ab"[i % 2]} for i in range(40)]
-    (bare / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for lab in (bare, planned):
+        (lab / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     b, p = ["--lab", str(bare)], ["--lab", str(planned)]
     commands = [
         (["--help"], 0),
@@ -65,6 +66,9 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
         (["run", *b, "training.lr=abc"], 2),  # an override that is not a number
         (["run", *p, "method.target_modules=[q_proj]"], 2),  # BERT has query/key/value
         (["size", *p, "method.target_modules=[q_proj]"], 2),
+        (["data", *p], 0),  # a lab `run` would train: ablate's refusals are light there too
+        (["ablate", "foo", *p], 2),  # no KEY=V1,V2,...
+        (["ablate", "training.lr=1e-3,-1", *p], 2),  # a bad last value
     ]
     argv = json.dumps([c for c, _ in commands])
     wide = {**os.environ, "COLUMNS": "1000"}  # one error, one line

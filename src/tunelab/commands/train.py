@@ -78,9 +78,10 @@ def cmd_run(args):
     no_overrides=" beside its one KEY=V1,V2,...: set the others in tunelab.yaml",
 )
 def cmd_ablate(args):
-    # refused before any model, as `run` is
-    opened(args, needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable)
+    # every value refused before any model, as `run` is (and before torch is imported)
     from tunelab.stages.run.ablate import run_ablation
+
+    checks = (needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable)
 
     console = progress(args)
     prepare = None
@@ -101,7 +102,7 @@ def cmd_ablate(args):
             return checked
 
     return run_ablation(
-        args.lab, args.assignment, args.parent, console, args.device, args.seeds, prepare
+        args.lab, args.assignment, args.parent, console, args.device, args.seeds, prepare, checks
     )
 
 

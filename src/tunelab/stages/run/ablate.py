@@ -14,21 +14,20 @@ are YAML, separated by commas outside brackets: `data.cleaning=[],[{rule: whites
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 
+from tunelab.core.env import pick_device
 from tunelab.core.errors import TunelabError
-from tunelab.core.lab import Lab, open_lab, open_records_lab
+from tunelab.core.lab import Check, Lab, open_records_lab
 from tunelab.core.overrides import apply_overrides, parse_value
 from tunelab.core.param_groups import diff_specs
 from tunelab.core.replicates import seed_of
 from tunelab.data import build_data
 from tunelab.stages.run.diff import OneChangeError, counted_groups, format_change, resolve_parent
-from tunelab.stages.run.replicates import run_replicates
-from tunelab.stages.run.variant import run_variant
 from tunelab.tasks import get_task
 
 
@@ -71,17 +70,28 @@ def run_ablation(
     device: str | None = None,
     seeds: int | None = None,
     prepare: Callable[[Lab], object] | None = None,
+    checks: Sequence[Check] = (),
 ) -> dict:
     """Run one variant per value (see the module docstring); `prepare` is called with each
     value's lab, its data version set, right before its run (`ablate --check` and the demos
-    check each new wiring there), and what it returns is kept in the value's row (`check`)."""
+    check each new wiring there), and what it returns is kept in the value's row (`check`).
+    `checks` are the refusals `run` makes before a model loads, made on every value's lab."""
     key, values = parse_assignment(assignment)
     data_key = key.startswith("data.")
     current = open_records_lab(lab_path).data_version  # read once, never changed here
     pinned = _pinned(lab_path, current) if data_key else {}
-    # every value's spec is checked, and its one change, before the first trains
-    labs = [open_lab(lab_path, {key: value} | pinned, device) for value in values]
+    # every value's spec is checked, and its one change, before the first trains and before
+    # torch is imported (to pick the device): a bad last value is refused at once
+    labs = [open_records_lab(lab_path, {key: value} | pinned) for value in values]
+    for lab in labs:
+        for check in checks:
+            check(lab)
     _only(key, values, labs, parent, current)
+    from tunelab.stages.run.replicates import run_replicates
+    from tunelab.stages.run.variant import run_variant
+
+    for lab in labs:
+        lab.device = pick_device(device)
     rows = []
     for value, lab in zip(values, labs, strict=True):
         lab.data = current

@@ -31,7 +31,7 @@ def test_a_data_ablation_never_switches_the_current_version(make_lab, monkeypatc
         seen.append((variant_lab.data_version, meanwhile.data_version))
         return _record(len(seen), name, variant_lab.data_version)
 
-    monkeypatch.setattr(ablate, "run_variant", fake_variant)
+    monkeypatch.setattr("tunelab.stages.run.variant.run_variant", fake_variant)
     result = ablate.run_ablation(lab_path, "data.cleaning=[],[{rule: lowercase}]")
     given = [variant for variant, _ in seen]
     assert all(meanwhile == current for _, meanwhile in seen)  # CURRENT never moved
@@ -55,7 +55,7 @@ def test_a_model_ablation_trains_on_the_version_read_when_it_started(make_lab, m
             build_data(other.spec, other.path, other.store)
         return _record(len(seen), name, variant_lab.data_version)
 
-    monkeypatch.setattr(ablate, "run_variant", fake_variant)
+    monkeypatch.setattr("tunelab.stages.run.variant.run_variant", fake_variant)
     ablate.run_ablation(lab_path, "training.lr=1e-3,1e-2")
     assert Store(lab_path).current_data() != first
     assert seen == [first, first]
