@@ -311,3 +311,16 @@ def test_a_data_ablation_builds_a_version_per_value_on_the_same_validation(make_
     judged = {r["id"]: r for r in compared["runs"] if "vs_reference" in r}
     assert set(judged) == {r["id"] for r in result["runs"]}  # paired across data versions
     assert all("validation split is identical" in r["data_note"] for r in judged.values())
+
+    # a data value that cannot be built, or trained on, last: found before the first trains
+    before = sorted(runs_dir.iterdir())
+    missing = "data.sources=[{type: jsonl, path: docs.jsonl}],[{type: jsonl, path: gone.jsonl}]"
+    code, err = tl(capsys, "ablate", "--lab", lab, missing)
+    assert code == 2 and "gone.jsonl" in err["error"], err
+    (Path(lab) / "one.jsonl").write_text(
+        "".join(json.dumps({**r, "label": "sport"}) + "\n" for r in rows)
+    )
+    single = "data.sources=[{type: jsonl, path: docs.jsonl}],[{type: jsonl, path: one.jsonl}]"
+    code, err = tl(capsys, "ablate", "--lab", lab, single)
+    assert code == 2 and "label" in err["error"], err
+    assert sorted(runs_dir.iterdir()) == before

@@ -44,3 +44,24 @@ def test_a_run_says_when_its_data_version_is_not_the_specs(make_lab, capsys):
     assert tl(capsys, "data", *where)[0] == 0  # the version they describe now
     code, again = tl(capsys, "run", "--name", "after", "--reason", "a test", *where)
     assert code == 0 and "data_behind" not in again["preflight"]
+
+
+def test_a_run_says_when_the_declared_labels_are_not_its_versions(make_lab, capsys):
+    """`task.labels` narrowed without `tunelab data`: the run trained and scored on the
+    version's classes while its record held the new list, with no word."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    assert tl(capsys, "data", *where)[0] == 0
+    spec = yaml.safe_load((lab / "tunelab.yaml").read_text())
+    labels = json.loads(
+        (lab / ".tunelab" / "data")
+        .joinpath((lab / ".tunelab" / "data" / "CURRENT").read_text().strip(), "manifest.json")
+        .read_text()
+    )["labels"]
+    narrowed = labels[:-1]
+    code, run = tl(capsys, "run", "--name", "narrowed", *where, f"task.labels={narrowed}")
+    assert code == 0 and "(task.labels)" in run["preflight"]["data_behind"]
+    spec["task"] = {**spec.get("task", {}), "labels": labels}  # the version's own: nothing said
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
+    code, same = tl(capsys, "run", "--name", "same", "--reason", "a test", *where)
+    assert code == 0 and "data_behind" not in same["preflight"]

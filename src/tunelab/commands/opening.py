@@ -58,7 +58,7 @@ def reopened(args: argparse.Namespace, *checks: Callable):
     store = Store(args.lab)
     record = store.read_record(args.run)
     spec = validate_spec(record["spec"])
-    lab = Lab(store.lab, spec, store, None, data=record["data_version"])  # type: ignore[arg-type]
+    lab = Lab(store.lab, spec, store, None, data=record["data_version"], recorded=record["id"])  # type: ignore[arg-type]
     for check in checks:
         check(lab)
     return lab
@@ -102,6 +102,13 @@ def needs_usable(lab) -> None:
     from tunelab.data.usable import require_usable
 
     require_usable(lab.store, lab.data_version, lab.spec)
+
+
+def needs_base(lab) -> None:
+    """The base model is where `model.path` says (a folder moved, a typo: refused here)."""
+    from tunelab.modeling.hub_cache import require_base
+
+    require_base(lab)
 
 
 def needs_targets(lab) -> None:

@@ -4,6 +4,7 @@ preflight and the memory plan."""
 from __future__ import annotations
 
 from tunelab.commands.opening import (
+    needs_base,
     needs_positions,
     needs_scorable,
     needs_sizable,
@@ -175,7 +176,7 @@ def cmd_check(args):
     device=True,
 )
 def cmd_size(args):
-    lab = opened(args, needs_sizable, needs_targets, needs_usable, needs_positions)
+    lab = opened(args, needs_sizable, needs_base, needs_targets, needs_usable, needs_positions)
     from tunelab.stages.size.measure import run_size
 
     return run_size(

@@ -4,6 +4,7 @@ invalidated run, and the sealed final."""
 from __future__ import annotations
 
 from tunelab.commands.opening import (
+    needs_base,
     needs_one_change,
     needs_plan,
     needs_positions,
@@ -17,6 +18,9 @@ from tunelab.commands.opening import (
 )
 from tunelab.commands.table import arg, command, positive
 
+MODEL_CHECKS = (needs_base, needs_targets, needs_usable, needs_positions, needs_scorable)
+"""What `run` refuses of a spec before its model loads, besides its plan and parent; the
+commands that train or score one make them too, `noise` and `resume` on the run's record."""
 SEEDS = arg(
     "--seeds",
     type=positive,
@@ -48,7 +52,7 @@ def cmd_run(args):
 
         check_run_name(args.name)
     one_change = needs_one_change(args.parent, args.reason)
-    checks = (needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable, one_change)
+    checks = (needs_plan, *MODEL_CHECKS, one_change)
     lab = opened(args, *checks)
     seeds = args.seeds or lab.spec.training.replicates
     run_args = dict(allow_warnings=args.allow_warnings, parent=args.parent, reason=args.reason)
@@ -81,7 +85,7 @@ def cmd_ablate(args):
     # every value refused before any model, as `run` is (and before torch is imported)
     from tunelab.stages.run.ablate import run_ablation
 
-    checks = (needs_plan, needs_targets, needs_usable, needs_positions, needs_scorable)
+    checks = (needs_plan, *MODEL_CHECKS)
 
     console = progress(args)
     prepare = None
@@ -119,7 +123,8 @@ def cmd_ablate(args):
 def cmd_noise(args):
     from tunelab.stages.noise import measure_noise
 
-    return measure_noise(args.lab, args.run, args.seeds, progress(args), args.device)
+    checks = MODEL_CHECKS  # on the run's recorded spec, as `resume` makes them
+    return measure_noise(args.lab, args.run, args.seeds, progress(args), args.device, checks)
 
 
 @command(
@@ -151,7 +156,7 @@ def cmd_compare(args):
     processes=True,
 )
 def cmd_resume(args):
-    reopened(args, needs_targets, needs_usable, needs_positions, needs_scorable)  # as `run` is
+    reopened(args, *MODEL_CHECKS)  # as `run` makes them
     from tunelab.stages.run.resume import resume_run
 
     return resume_run(args.lab, args.run, progress(args), args.device)
@@ -182,4 +187,5 @@ def cmd_invalidate(args):
 def cmd_final(args):
     from tunelab.stages.final import run_final
 
-    return run_final(opened(args), args.run, args.reason)
+    checks = (needs_base, needs_targets, needs_positions)  # the run's spec, before the seal
+    return run_final(opened(args), args.run, args.reason, checks)

@@ -27,6 +27,9 @@ class Lab:
     """The data version this command works on: one it was given (an ablation's own version, a
     resumed run's), or else the store's CURRENT, read once when first asked (`data_version`)
     and kept, so a `tunelab data` or an ablation that runs meanwhile cannot change it."""
+    recorded: str | None = None
+    """The run whose recorded spec this is (`resume`, `noise`, `final`): its values come from
+    the record, not from tunelab.yaml."""
 
     @property
     def data_version(self) -> str:
@@ -37,7 +40,9 @@ class Lab:
 
     def where(self, dotted: str) -> str:
         """Where a spec field's value comes from, for a message about it: `tunelab.yaml line
-        12`, `method.r=4 (command line)` or `the default`."""
+        12`, `method.r=4 (command line)`, `the default`, or a run's record."""
+        if self.recorded:
+            return f"run {self.recorded}'s record: the spec it trained with, kept as it was"
         return origin_of(dotted, self.path / SPEC_FILE, self.overrides)
 
 

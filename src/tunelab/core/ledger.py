@@ -69,6 +69,12 @@ STALE_SECONDS = 600
 """A running run whose heartbeat is older than this (or whose process is gone) is lost."""
 
 
+def described(record: dict) -> str:
+    """A run as a message names it by its status and kind: "an interrupted variant"."""
+    status = record.get("status") or "unknown"
+    return f"{'an' if status[0] in 'aeiou' else 'a'} {status} {record.get('kind', 'run')}"
+
+
 def effective_status(record: dict, run_dir: Path) -> str:
     """`lost` for a run recorded as running whose process died without a word (kill -9)."""
     if record["status"] != "running":

@@ -32,6 +32,9 @@ def behind(spec: Any, lab: Path, manifest: dict) -> list[str]:
         differ.append("data.images")
     if rule_settings(spec.data.cleaning) != manifest.get("rules", []):
         differ.append("data.cleaning")
+    declared = None if spec.task.generative else getattr(spec.task, "labels", None)
+    if declared and list(declared) != manifest.get("labels"):  # a version keeps its labels only
+        differ.append("task.labels")
     if differ or len(sources) != len(spec.data.sources):
         return differ or ["data.sources"]
     return _changed_sources(spec, lab, sources)

@@ -83,3 +83,18 @@ def missing_base(spec: ModelSpec, path: Path) -> str:
         f"model.path {spec.path!r}: no config.json in {path}. tunelab loads local models only; "
         "point model.path at a folder saved with save_pretrained."
     )
+
+
+def require_base(lab) -> None:
+    """Refuse a base model that is not where `model.path` says (a folder moved, a typo) before
+    a command records anything: the load says so too, but only after a run, a seed group or the
+    test split's opening would have been recorded. A model built from scratch has no base."""
+    from tunelab.core.errors import TunelabError
+
+    model = lab.spec.model
+    if model.scratch or model.path is None:
+        return
+    path = locate(model, lab.path)
+    if not path.exists():
+        recorded = f" (run {lab.recorded}'s record)" if getattr(lab, "recorded", None) else ""
+        raise TunelabError(missing_base(model, path) + recorded)

@@ -38,12 +38,13 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.files import locked, read_jsonl
-from tunelab.core.lab import Lab
+from tunelab.core.lab import Check, Lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import SealBrokenError, open_sealed
@@ -173,23 +174,30 @@ def _check_targets(spec: Spec, rows: list[dict]) -> None:
             raise TunelabError(f"{err} Nothing was scored and no opening was recorded.") from None
 
 
-def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[list[dict], dict]:
-    """Predictions and metrics of the run on `rows`, under its spec's shared protocol."""
+Scorer = Callable[[list[dict]], tuple[list[dict], dict]]
+"""What scores the test rows: their predictions and metrics."""
+
+
+def _scorer(lab: Lab, record: dict, spec: Spec) -> Scorer:
+    """The run's scorer under its spec's shared protocol, its model already loaded: it is built
+    before the split is opened, so a base that is gone or does not load stops `final` with no
+    opening logged (an image probe loads its model when it reads the images)."""
     from tunelab.modeling.model import load_causal, load_trained
     from tunelab.modeling.render import lab_renderer
 
     labels = lab.store.data_manifest(record["data_version"])["labels"]
     multilabel = spec.task.type == "multilabel"  # the threshold recorded on validation
-    if record.get("method") == "majority" and multilabel:  # a constant set: no threshold
-        chosen = record["baseline"]["label_set"]
-        predictions = [{"id": r["id"], "gold": r["labels"], "predicted": chosen} for r in rows]
-        return predictions, score(spec.task.type, predictions, labels)
-    if record.get("method") == "majority":
-        label = record["baseline"]["label"]
-        predictions = [{"id": r["id"], "gold": r["label"], "predicted": label} for r in rows]
-        return predictions, score(spec.task.type, predictions, labels)
+    if record.get("method") == "majority":  # a constant: one label, or a set with no threshold
+        key, chosen = ("labels", "label_set") if multilabel else ("label", "label")
+        constant = record["baseline"][chosen]
+
+        def majority(rows: list[dict]) -> tuple[list[dict], dict]:
+            predictions = [{"id": r["id"], "gold": r[key], "predicted": constant} for r in rows]
+            return predictions, score(spec.task.type, predictions, labels)
+
+        return majority
     if record["kind"] == "baseline" and record.get("method") == "probe":
-        return _evaluate_probe(lab, record, spec, rows, labels)
+        return _probe_scorer(lab, record, spec, labels)
     version = record["data_version"]  # a scratch model's tokenizer is its version's
     renderer = lab_renderer(spec, lab.path, labels, version)
     if record["kind"] == "baseline":  # zero-shot: the base model itself (scratch: as drawn)
@@ -199,58 +207,56 @@ def _evaluate(lab: Lab, record: dict, spec: Spec, rows: list[dict]) -> tuple[lis
         model = load_trained(spec.model, lab.path, weights, lab.device, labels, spec.model_kind)
     e = spec.evaluation
     threshold = recorded_threshold(record) if multilabel else None  # applied, never chosen
-    return evaluate_rows(
+    return lambda rows: evaluate_rows(
         model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device, threshold
     )
 
 
-def _evaluate_probe(
-    lab: Lab, record: dict, spec: Spec, rows: list[dict], labels: list[str]
-) -> tuple[list[dict], dict]:
-    """The probe baseline on `rows`: its stored head on the frozen encoder's embeddings, made
-    as the baseline made them for validation."""
+def _probe_scorer(lab: Lab, record: dict, spec: Spec, labels: list[str]) -> Scorer:
+    """The probe baseline: its stored head on the frozen encoder's embeddings, made as the
+    baseline made them for validation (one-vs-rest at its validation threshold, multilabel)."""
     from tunelab.modeling.model import load_encoder, load_tokenizer
     from tunelab.modeling.probe import features, load_head
 
-    if spec.task.type == "multilabel":
-        return _evaluate_multilabel_probe(lab, record, spec, rows, labels)
-    head = load_head(_head_path(lab.store, record))
-    if spec.images:
+    head_path = _head_path(lab.store, record)
+    if spec.images and spec.task.type != "multilabel":
         from tunelab.modeling.head_init import image_base_features
 
+        head = load_head(head_path)
         version = record["data_version"]  # its folder holds the test images too
-        (x,), _ = image_base_features(spec, lab.path, labels, version, lab.device, rows)
-        predictions = head.predictions(rows, x)
+
+        def images(rows: list[dict]) -> tuple[list[dict], dict]:
+            (x,), _ = image_base_features(spec, lab.path, labels, version, lab.device, rows)
+            predictions = head.predictions(rows, x)
+            return predictions, score(spec.task.type, predictions, labels)
+
+        return images
+    tokenizer = load_tokenizer(spec.model, lab.path)
+    encoder = load_encoder(spec.model, lab.path, lab.device)
+    e, length = spec.evaluation, spec.model.max_length
+
+    def embedded(rows: list[dict]):
+        return features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
+
+    if spec.task.type == "multilabel":
+        from tunelab.modeling.multilabel_head import load_multilabel_head
+        from tunelab.tasks.multilabel import score_probabilities
+
+        ovr, threshold = load_multilabel_head(head_path), recorded_threshold(record)
+        return lambda rows: score_probabilities(
+            [r["id"] for r in rows],
+            [r["labels"] for r in rows],
+            ovr.predict_proba(embedded(rows)),
+            labels,
+            threshold,
+        )
+    head = load_head(head_path)
+
+    def probe(rows: list[dict]) -> tuple[list[dict], dict]:
+        predictions = head.predictions(rows, embedded(rows))
         return predictions, score(spec.task.type, predictions, labels)
-    tokenizer = load_tokenizer(spec.model, lab.path)
-    encoder = load_encoder(spec.model, lab.path, lab.device)
-    e, length = spec.evaluation, spec.model.max_length
-    x = features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
-    predictions = head.predictions(rows, x)
-    return predictions, score(spec.task.type, predictions, labels)
 
-
-def _evaluate_multilabel_probe(
-    lab: Lab, record: dict, spec: Spec, rows: list[dict], labels: list[str]
-) -> tuple[list[dict], dict]:
-    """The one-vs-rest probe on `rows`, at the threshold it chose on validation."""
-    from tunelab.modeling.model import load_encoder, load_tokenizer
-    from tunelab.modeling.multilabel_head import load_multilabel_head
-    from tunelab.modeling.probe import features
-    from tunelab.tasks.multilabel import score_probabilities
-
-    head = load_multilabel_head(_head_path(lab.store, record))
-    tokenizer = load_tokenizer(spec.model, lab.path)
-    encoder = load_encoder(spec.model, lab.path, lab.device)
-    e, length = spec.evaluation, spec.model.max_length
-    x = features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
-    return score_probabilities(
-        [r["id"] for r in rows],
-        [r["labels"] for r in rows],
-        head.predict_proba(x),
-        labels,
-        recorded_threshold(record),
-    )
+    return probe
 
 
 def _opening(store: Store, n: int, run_id: str) -> dict | None:
@@ -301,8 +307,13 @@ def _copied(
     return copied
 
 
-def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
-    """Evaluate `run_id` once on the sealed test split and record the access."""
+def run_final(
+    lab: Lab, run_id: str, reason: str | None = None, checks: Sequence[Check] = ()
+) -> dict:
+    """Evaluate `run_id` once on the sealed test split and record the access. `checks` (the
+    refusals `run` makes before a model loads) are made on the run's recorded spec, and its
+    model is loaded, before the split is opened: a run that cannot be scored any more (its base
+    moved or changed) costs no opening."""
     from tunelab.core.env import fingerprint
 
     store = lab.store
@@ -310,6 +321,11 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
     record = store.read_record(run_id)
     _check_run(store, record)
     require_intact_run(store.run_dir(run_id), record, "final")
+    if record.get("method") != "majority":  # a constant needs no model
+        recorded = Lab(lab.path, validate_spec(record["spec"]), store, lab.device)
+        recorded.data, recorded.recorded = record["data_version"], record["id"]
+        for check in checks:
+            check(recorded)
     n = None
     try:
         with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one
@@ -319,7 +335,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
             _check_verdict(run_id, verdict, comparison, reason)
             spec = validate_spec(record["spec"])
             version = record["data_version"]
-
+            scorer = _scorer(lab, record, spec)
             rows, digest = open_sealed(store, version)
             _check_targets(spec, rows)
             n = len(earlier) + 1
@@ -337,7 +353,7 @@ def run_final(lab: Lab, run_id: str, reason: str | None = None) -> dict:
                 "file": str(out.relative_to(store.lab)),
             }
             store.log_event("final", **access)
-        predictions, metrics = _evaluate(lab, record, spec, rows)
+        predictions, metrics = scorer(rows)
     except KeyboardInterrupt as err:  # once the look is logged: say so, and that no result exists
         # a stop can land as the line is written: only a logged opening was one
         if n is None or _opening(store, n, run_id) is None:

@@ -12,6 +12,7 @@ arm of that family (`stages/compare/seeds.py`). RUN defaults to the newest compl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,13 +20,13 @@ from rich.console import Console
 
 from tunelab.core.env import pick_device
 from tunelab.core.errors import TunelabError
-from tunelab.core.lab import Lab
+from tunelab.core.lab import Check, Lab
 from tunelab.core.layout import NOISE
+from tunelab.core.ledger import described
 from tunelab.core.replicates import FAMILY_KEYS, arms, family, replicate_seeds, seed_of
 from tunelab.core.sections import FORGETTING_METRICS
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, StoreError, now
-from tunelab.stages.run.replicates import open_group, train_seeds
 from tunelab.tasks import get_task
 
 FAMILY_RULE = (
@@ -42,13 +43,23 @@ def measure_noise(
     seeds: int = 3,
     console: Console | None = None,
     device: str | None = None,
+    checks: Sequence[Check] = (),
 ) -> dict:
+    """Measure the noise floor of `run_id` (see the module docstring). `checks` are the
+    refusals `run` makes before a model loads, made on the run's recorded spec before any
+    group is opened or torch is imported (as `resume` makes them)."""
     if seeds < 2:
         raise TunelabError(f"--seeds {seeds}: a spread needs at least 2 seeds (3 or more advised)")
     store = Store(lab_path)
     record = _chosen(store, run_id)
-    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
+    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, None)  # type: ignore[arg-type]
     lab.data = record["data_version"]  # the seeds train on the run's own data
+    lab.recorded = record["id"]
+    for check in checks:
+        check(lab)
+    from tunelab.stages.run.replicates import open_group, train_seeds
+
+    lab.device = pick_device(device)
     completed = [r for r in store.runs() if r["status"] == "completed" and r["kind"] == "variant"]
     grouped, _ = arms(completed)
     arm = next((ms for ms in grouped.values() if record["id"] in {m["id"] for m in ms}), [record])
@@ -114,7 +125,7 @@ def _chosen(store: Store, run_id: str | None) -> dict:
     record = store.read_record(run_id)
     if record["kind"] != "variant" or record["status"] != "completed":
         raise TunelabError(
-            f"{run_id} is a {record['status']} {record['kind']}: the noise floor is measured "
+            f"{run_id} is {described(record)}: the noise floor is measured "
             "on a completed variant (a baseline draws no seed)"
         )
     return record

@@ -448,13 +448,18 @@ def test_a_result_keeps_its_own_openings_time(lab_with_baselines, monkeypatch):
     from tunelab.stages import final
 
     lab = open_lab(lab_with_baselines[0])
-    evaluate = final._evaluate
+    scorer = final._scorer
 
     def meanwhile(*args):  # another final opens the split while this one evaluates
-        lab.store.log_event("final", n=2, run="r001-majority", time="2099-01-01T00:00:00+00:00")
-        return evaluate(*args)
+        scores = scorer(*args)
 
-    monkeypatch.setattr(final, "_evaluate", meanwhile)
+        def scored(rows):
+            lab.store.log_event("final", n=2, run="r001-majority", time="2099-01-01T00:00:00+00:00")
+            return scores(rows)
+
+        return scored
+
+    monkeypatch.setattr(final, "_scorer", meanwhile)
     result = run_final(lab, "r001-majority", FOR_REPORT)
     first = next(a for a in final_accesses(lab.store) if a["n"] == 1)
     assert result["time"] == first["time"] != "2099-01-01T00:00:00+00:00"

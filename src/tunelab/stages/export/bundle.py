@@ -38,6 +38,7 @@ from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.exports import BUNDLE_FILE, recorded_export
 from tunelab.core.lab import Lab
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
+from tunelab.core.ledger import described
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import (
@@ -241,7 +242,7 @@ def _write_bundle(
 def _check_exportable(record: dict) -> None:
     if record["kind"] != "variant" or record["status"] != "completed":
         raise ExportError(
-            f"{record['id']} is a {record['status']} {record['kind']}: only a completed, trained "
+            f"{record['id']} is {described(record)}: only a completed, trained "
             "variant has weights to hand over."
         )
     if not record.get("weights"):

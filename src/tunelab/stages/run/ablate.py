@@ -84,9 +84,17 @@ def run_ablation(
     # torch is imported (to pick the device): a bad last value is refused at once
     labs = [open_records_lab(lab_path, {key: value} | pinned) for value in values]
     for lab in labs:
+        lab.data = current
         for check in checks:
             check(lab)
     _only(key, values, labs, parent, current)
+    if data_key:  # each value's own version, built and checked like the rest before any trains
+        for value, lab in zip(values, labs, strict=True):
+            lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
+            if console:
+                console.print(f"{key}={value}: data version {lab.data}")
+            for check in checks:
+                check(lab)
     from tunelab.stages.run.replicates import run_replicates
     from tunelab.stages.run.variant import run_variant
 
@@ -94,11 +102,6 @@ def run_ablation(
         lab.device = pick_device(device)
     rows = []
     for value, lab in zip(values, labs, strict=True):
-        lab.data = current
-        if data_key:
-            lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
-            if console:
-                console.print(f"{key}={value}: data version {lab.data}")
         prepared = prepare(lab) if prepare is not None else None
         n = seeds or lab.spec.training.replicates
         if n > 1:
