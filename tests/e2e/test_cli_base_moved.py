@@ -76,3 +76,13 @@ def test_noise_and_ablate_refuse_a_base_that_is_not_there(trained, capsys):
     assert code == 2 and "model.path 'base': no config.json" in err["error"], err
     assert _events(trained) == before
     assert sorted((trained / ".tunelab" / "runs").iterdir()) == runs  # nothing trained
+
+
+def test_export_refuses_a_base_the_run_no_longer_fits(trained, capsys):
+    """It exported (exit 0, a bundle recorded), and `verify` then failed inside the model."""
+    where = ["--lab", str(trained)]
+    config = trained / "base" / "config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()) | {"max_position_embeddings": 16}))
+    code, err = tl(capsys, "export", "r003-lora", *where)
+    assert code == 2 and "32 positions, more than the base model's 16" in err["error"], err
+    assert not (trained / "bundles").exists() and "export" not in _events(trained)

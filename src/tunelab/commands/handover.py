@@ -7,8 +7,12 @@ from pathlib import Path
 
 from tunelab.commands.opening import (
     lab_store,
+    needs_base,
+    needs_positions,
+    needs_targets,
     opened,
     opened_records,
+    reopened,
 )
 from tunelab.commands.table import amount, arg, command, rate
 
@@ -72,6 +76,9 @@ def cmd_plan(args):
     device=True,
 )
 def cmd_export(args):
+    # the base as the run trained on it: there, with its targets and enough positions (a base
+    # changed since had exported, and `verify` then failed inside the model)
+    reopened(args, needs_base, needs_targets, needs_positions)
     from tunelab.stages.export.bundle import export_run
 
     return export_run(opened(args), args.run, args.out, args.merge, args.gguf)

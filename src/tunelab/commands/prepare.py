@@ -103,10 +103,11 @@ def _lines(console, start: float):
     overrides=True,
 )
 def cmd_inspect(args):
+    # as check and run would: examples longer than the model's positions are never trained
+    lab = opened(args, needs_positions)
     from tunelab.stages.inspection import inspect_lab
 
-    # as check and run would: examples longer than the model's positions are never trained
-    return inspect_lab(opened(args, needs_positions), args.sample, args.split)
+    return inspect_lab(lab, args.sample, args.split)
 
 
 @command(
@@ -121,7 +122,7 @@ def cmd_inspect(args):
     device=True,
 )
 def cmd_baseline(args):
-    lab = opened(args, needs_usable, needs_positions, needs_scorable)
+    lab = opened(args, needs_base, needs_usable, needs_positions, needs_scorable)
     from tunelab.stages.baseline import run_baseline
 
     return run_baseline(lab, progress(args), args.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,19 +63,19 @@ def device_of(device: torch.device) -> dict:
 def pick_device(requested: str | None = None) -> torch.device:
     """The device a stage runs on, chosen here once and then passed explicitly: `requested`
     (the CLI's `--device`), else the `TUNELAB_DEVICE` variable, else CUDA (or ROCm) when
-    present, else the CPU. A device that is asked for but not here is refused."""
+    present, else the CPU. A device that is asked for but not here is refused (a name that is
+    not cpu, cuda or cuda:N before torch is imported, so at once)."""
+    name = requested or os.environ.get(DEVICE_VARIABLE) or None
+    where = "--device" if requested else DEVICE_VARIABLE
+    if name is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", name):
+        raise TunelabError(
+            f"{where} {name!r} is not a device name tunelab runs on; use cpu, cuda or cuda:N"
+        )
     import torch
 
-    name = requested or os.environ.get(DEVICE_VARIABLE) or None
     if name is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    where = "--device" if requested else DEVICE_VARIABLE
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise TunelabError(
-            f"{where} {name!r} is not a device name; use cpu, cuda or cuda:N"
-        ) from None
+    device = torch.device(name)
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if (device.index is not None and device.index >= count) or count == 0:
@@ -82,8 +83,6 @@ def pick_device(requested: str | None = None) -> torch.device:
                 f"{where} {name!r}: this machine has {count} CUDA device(s); use cpu"
                 + (f" or cuda:0..cuda:{count - 1}" if count else "")
             )
-    elif device.type != "cpu":
-        raise TunelabError(f"{where} {name!r}: tunelab runs on cpu or cuda devices")
     return device
 
 
