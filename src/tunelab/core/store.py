@@ -260,7 +260,12 @@ class Store(NumberedRecords):
 
         path = self.data_dir(version) / layout.MANIFEST
         if not path.exists():
-            raise StoreError(f"{path}: data version {version} is missing its manifest.")
+            raise StoreError(
+                f"{path}: data version {version} is missing its manifest (its folder deleted or "
+                "moved?). Restore it from a backup, or run `tunelab data` with the sources and "
+                "spec that built it (they build the same version); `tunelab fsck` names what "
+                "else is missing."
+            )
         digest = sha256_file(path)
         if self._vouched.get(path) != digest:
             require_as_logged(self, path)

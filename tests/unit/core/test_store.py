@@ -145,3 +145,9 @@ def test_a_folder_appears_whole_or_not_at_all(tmp_path):
         (folder / "b.safetensors").write_text("new")
     assert [p.name for p in tmp_path.iterdir()] == ["weights"]
     assert [p.name for p in target.iterdir()] == ["b.safetensors"]
+
+
+def test_a_missing_data_version_says_how_to_get_it_back(tmp_path):
+    with pytest.raises(StoreError, match="missing its manifest") as err:
+        Store(tmp_path).data_manifest("0123456789ab")
+    assert "run `tunelab data` with the sources and spec that built it" in str(err.value)
