@@ -59,6 +59,7 @@ def test_final_and_noise_refuse_a_base_with_fewer_positions_before_recording(tra
     code, err = tl(capsys, "final", "r003-lora", "--reason", "chosen", *where)
     assert code == 2 and "32 positions, more than the base model's 16" in err["error"], err
     assert "run r003-lora's record" in err["error"]
+    assert "put back the base model it trained on" in err["error"]  # its spec cannot change
     code, err = tl(capsys, "noise", "r003-lora", "--seeds", "2", *where)
     assert code == 2 and "32 positions, more than the base model's 16" in err["error"], err
     assert _events(trained) == before  # no opening, no seed group, no failed seed

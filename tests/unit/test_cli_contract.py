@@ -69,6 +69,7 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
         (["data", *p], 0),  # a lab `run` would train: ablate's refusals are light there too
         (["ablate", "foo", *p], 2),  # no KEY=V1,V2,...
         (["ablate", "training.lr=1e-3,-1", *p], 2),  # a bad last value
+        (["ablate", "training.lr=1e-3,-1", "--check", *p], 2),  # with each wiring checked
         (["run", *p, "--device", "potato"], 2),  # no device name: refused before torch loads
     ]
     argv = json.dumps([c for c, _ in commands])

@@ -91,11 +91,12 @@ def cmd_ablate(args):
     prepare = None
     if args.check:
         from tunelab.core.errors import TunelabError
-        from tunelab.stages.check.steps import wiring_checked
 
         key = args.assignment.partition("=")[0].strip()
 
-        def prepare(lab):
+        def prepare(lab):  # the check's stage loads torch: imported once every value passed
+            from tunelab.stages.check.steps import wiring_checked
+
             checked = wiring_checked(lab, console)
             if not checked["passed"]:
                 raise TunelabError(

@@ -91,16 +91,28 @@ def require_positions(lab) -> None:
             f"{length} + evaluation.max_new_tokens = {spec.model.max_length} + "
             f"{spec.evaluation.max_new_tokens} = {need} positions, more than {has}: an "
             "evaluation prompt may fill model.max_length and its answer follows, and a longer "
-            f"sequence fails inside the model. Lower either so that the sum is {value} or less."
+            "sequence fails inside the model. "
+            + _fix(lab, f"Lower either so that the sum is {value} or less.")
         )
     if scored:
         raise PositionsError(
             f"{length} + the longest label's {scored} tokens = {need} positions, more than "
             f"{has}: a scored label follows a prompt that may fill model.max_length, and a "
-            f"longer sequence fails inside the model. Set model.max_length to {value - scored} "
-            "or less."
+            "longer sequence fails inside the model. "
+            + _fix(lab, f"Set model.max_length to {value - scored} or less.")
         )
     raise PositionsError(
         f"{length}: {need} positions, more than {has}: a longer sequence fails inside the model. "
-        f"Set model.max_length to {value} or less."
+        + _fix(lab, f"Set model.max_length to {value} or less.")
     )
+
+
+def _fix(lab, advice: str) -> str:
+    """What to do: change the spec, or, for a run's recorded spec (which stays as it trained),
+    give it back the base it trained on."""
+    if getattr(lab, "recorded", None):
+        return (
+            f"Run {lab.recorded} keeps the spec it trained with: put back the base model it "
+            "trained on, or train a new run."
+        )
+    return advice

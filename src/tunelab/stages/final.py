@@ -15,6 +15,9 @@ Rules:
   accesses. The verdict and its comparison are recorded with the access; all accesses are
   listed by `final_accesses` for the handover, read strictly (a damaged event line is an
   error naming it) and cross-checked against the results in `finals/`.
+- Before the seal is touched, the checks `run` makes before a model loads are made on the
+  run's recorded spec and the run's model is loaded (`_scorer`): a base moved or changed since
+  the run trained is refused with no opening logged.
 - The access is logged (`final` event) as soon as the test rows have been read, before the
   evaluation: a crash during evaluation still counts as having looked (a Ctrl-C or SIGTERM
   then logs `final_interrupted` too). The result is then written atomically to
