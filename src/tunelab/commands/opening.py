@@ -50,18 +50,12 @@ def opened(args: argparse.Namespace, *checks: Callable):
 
 def reopened(args: argparse.Namespace, *checks: Callable):
     """The lab of an existing run `args.run` under the run's own spec and data version, for
-    `resume`; `checks` refuse it before any model loads, as they do a new run."""
-    from tunelab.core.lab import Lab
-    from tunelab.core.spec import validate_spec
+    `resume` and `export`; `checks` refuse it before any model loads, as they do a new run."""
+    from tunelab.core.lab import recorded_lab
     from tunelab.core.store import Store
 
     store = Store(args.lab)
-    record = store.read_record(args.run)
-    spec = validate_spec(record["spec"])
-    lab = Lab(store.lab, spec, store, None, data=record["data_version"], recorded=record["id"])  # type: ignore[arg-type]
-    for check in checks:
-        check(lab)
-    return lab
+    return recorded_lab(store, store.read_record(args.run), checks)
 
 
 def opened_records(args: argparse.Namespace):

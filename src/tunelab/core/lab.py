@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import torch
 
 from tunelab.core.env import pick_device
-from tunelab.core.spec import SPEC_FILE, Spec, load_spec, origin_of
+from tunelab.core.spec import SPEC_FILE, Spec, load_spec, origin_of, validate_spec
 from tunelab.core.store import Store
 
 
@@ -63,6 +63,17 @@ def open_lab(
     for check in checks:
         check(lab)
     lab.device = pick_device(device)
+    return lab
+
+
+def recorded_lab(store: Store, record: dict, checks: Sequence[Check] = ()) -> Lab:
+    """A run's lab under the spec and data version its record holds, without a device
+    (`resume`, `noise`, `final`, `export`); messages name the record as where its values come
+    from. `checks` refuse it before any model loads."""
+    spec = validate_spec(record["spec"])
+    lab = Lab(store.lab, spec, store, None, data=record["data_version"], recorded=record["id"])  # type: ignore[arg-type]
+    for check in checks:
+        check(lab)
     return lab
 
 

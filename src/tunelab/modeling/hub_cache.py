@@ -96,5 +96,5 @@ def require_base(lab) -> None:
         return
     path = locate(model, lab.path)
     if not path.exists():
-        recorded = f" (run {lab.recorded}'s record)" if getattr(lab, "recorded", None) else ""
+        recorded = f" (run {lab.recorded}'s record)" if lab.recorded else ""
         raise TunelabError(missing_base(model, path) + recorded)

@@ -110,7 +110,7 @@ def require_positions(lab) -> None:
 def _fix(lab, advice: str) -> str:
     """What to do: change the spec, or, for a run's recorded spec (which stays as it trained),
     give it back the base it trained on."""
-    if getattr(lab, "recorded", None):
+    if lab.recorded:
         return (
             f"Run {lab.recorded} keeps the spec it trained with: put back the base model it "
             "trained on, or train a new run."

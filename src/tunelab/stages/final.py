@@ -47,7 +47,7 @@ from pathlib import Path
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.files import locked, read_jsonl
-from tunelab.core.lab import Check, Lab
+from tunelab.core.lab import Check, Lab, recorded_lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import SealBrokenError, open_sealed
@@ -325,10 +325,7 @@ def run_final(
     _check_run(store, record)
     require_intact_run(store.run_dir(run_id), record, "final")
     if record.get("method") != "majority":  # a constant needs no model
-        recorded = Lab(lab.path, validate_spec(record["spec"]), store, lab.device)
-        recorded.data, recorded.recorded = record["data_version"], record["id"]
-        for check in checks:
-            check(recorded)
+        recorded_lab(store, record, checks)
     n = None
     try:
         with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one

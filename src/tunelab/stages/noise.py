@@ -20,12 +20,11 @@ from rich.console import Console
 
 from tunelab.core.env import pick_device
 from tunelab.core.errors import TunelabError
-from tunelab.core.lab import Check, Lab
+from tunelab.core.lab import Check, recorded_lab
 from tunelab.core.layout import NOISE
 from tunelab.core.ledger import described
 from tunelab.core.replicates import FAMILY_KEYS, arms, family, replicate_seeds, seed_of
 from tunelab.core.sections import FORGETTING_METRICS
-from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, StoreError, now
 from tunelab.tasks import get_task
 
@@ -52,11 +51,7 @@ def measure_noise(
         raise TunelabError(f"--seeds {seeds}: a spread needs at least 2 seeds (3 or more advised)")
     store = Store(lab_path)
     record = _chosen(store, run_id)
-    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, None)  # type: ignore[arg-type]
-    lab.data = record["data_version"]  # the seeds train on the run's own data
-    lab.recorded = record["id"]
-    for check in checks:
-        check(lab)
+    lab = recorded_lab(store, record, checks)  # the seeds train on the run's own data
     from tunelab.stages.run.replicates import open_group, train_seeds
 
     lab.device = pick_device(device)

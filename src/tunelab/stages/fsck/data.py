@@ -48,10 +48,16 @@ def _versions_named(store: Store) -> list[dict]:
     ]
 
 
-def unlogged_versions(store: Store) -> list[Path]:
-    """The manifests of the data versions no `data` event names (a data step stopped before it
-    logged the version it wrote, or a log that lost the line) and no `fsck --repair` accepted."""
-    logged = {e.get("version") for _, e in store.numbered_events() if e.get("event") == "data"}
+def _data_steps(store: Store) -> list[dict]:
+    """The log's `data` events, in order."""
+    return [e for _, e in store.numbered_events() if e.get("event") == "data"]
+
+
+def unlogged_versions(store: Store, steps: list[dict] | None = None) -> list[Path]:
+    """The manifests of the data versions no `data` event (`steps`, else read from the log)
+    names, a data step stopped before it logged the version it wrote or a log that lost the
+    line, and no `fsck --repair` accepted."""
+    logged = {e.get("version") for e in (_data_steps(store) if steps is None else steps)}
     accepted = vouching(store)
     return [
         manifest
@@ -63,6 +69,7 @@ def unlogged_versions(store: Store) -> list[Path]:
 def _versions_logged(store: Store) -> list[dict]:
     """Data versions the log does not name (`unlogged_versions`), and a CURRENT that is not the
     version the log's last data step made current (one stopped between the two)."""
+    steps = _data_steps(store)
     out = [
         problem_at(
             store,
@@ -73,9 +80,8 @@ def _versions_logged(store: Store) -> list[dict]:
             "run `tunelab data` again with the sources and spec that built it (it logs the "
             "version), remove the folder, or accept it with `tunelab fsck --repair --reason R`",
         )
-        for manifest in unlogged_versions(store)
+        for manifest in unlogged_versions(store, steps)
     ]
-    steps = [e for _, e in store.numbered_events() if e.get("event") == "data"]
     made_current = [e.get("version") for e in steps if e.get("current", True)]
     path = store.path(DATA) / CURRENT
     named = path.read_text().strip() if path.is_file() else None

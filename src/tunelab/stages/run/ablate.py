@@ -98,8 +98,9 @@ def run_ablation(
     from tunelab.stages.run.replicates import run_replicates
     from tunelab.stages.run.variant import run_variant
 
+    chosen = pick_device(device)
     for lab in labs:
-        lab.device = pick_device(device)
+        lab.device = chosen
     rows = []
     for value, lab in zip(values, labs, strict=True):
         prepared = prepare(lab) if prepare is not None else None

@@ -14,10 +14,9 @@ from tunelab.core import ledger
 from tunelab.core.audit import require_as_logged
 from tunelab.core.env import pick_device
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
-from tunelab.core.lab import Lab
+from tunelab.core.lab import recorded_lab
 from tunelab.core.layout import RECORD
 from tunelab.core.run_files import changed_weights
-from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store, now
 from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint, written_by
 from tunelab.stages.run.variant import (
@@ -42,8 +41,8 @@ def resume_run(
     run_dir = store.run_dir(run_id)
     require_as_logged(store, run_dir / RECORD, "`tunelab resume`")  # before anything trains
     _check_resumable(record, run_dir)
-    lab = Lab(Path(lab_path).resolve(), validate_spec(record["spec"]), store, pick_device(device))
-    lab.data = record["data_version"]
+    lab = recorded_lab(store, record)
+    lab.device = pick_device(device)
     lab, world = _on_world(lab)
     try:
         renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
