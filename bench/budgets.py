@@ -4,15 +4,15 @@
         [--hold-avx2] [--out /tmp/tunelab-budgets] [--json FILE]
 
 The budgets (issue 28): each demo under 10 minutes, the ablation demo under 15, and `make test`
-(the fast and the slow suite, after the lint) under 30 minutes, on a 2-core machine, the
-slowest CPU included (AVX2 only: no AVX-512, no native bf16). Each demo runs as a newcomer
-runs it (`tunelab demo TASK` at its own budget, a fresh lab, torch's default threads); the
-suites as `make test` runs them (`make lint`, `make test-fast`, `make test-slow`). Each in its
-own process, one after the other; the wall time is the child's, its peak memory `wait4`'s
+(the lint, then the fast and the slow suite) under 30 minutes, on a 2-core machine, the slowest
+CPU included (AVX2 only: no AVX-512, no native bf16). Each demo runs as a newcomer runs it
+(`tunelab demo TASK` at its own budget, a fresh lab, torch's default threads); the tests as
+`make test` runs them (`make lint`, then `make test-all`: both suites in one session). Each in
+its own process, one after the other; the wall time is the child's, its peak memory `wait4`'s
 ru_maxrss (the largest of its processes, not their sum). The CPU's model and the flags that
 decide the speed of training (`avx2`, `avx512f`, `avx512_bf16`, `amx_bf16`) head the table,
-with the 1-minute load average at the start: the figures are only the machine's when it is
-idle (a load near 0 there; the steps themselves then keep it near the number of cores).
+with the 1-minute load average at the start: the figures are only the machine's when it is idle
+(a load near 0 there; the steps themselves then keep it near the number of cores).
 
 `--hold-avx2` runs every step with the libraries held to their AVX2 code paths (`HOLD_AVX2`:
 Intel MKL, torch's own kernels, oneDNN, numpy, OpenBLAS), a stand-in for an AVX2-only CPU on
@@ -27,7 +27,7 @@ Expected output (every value in <angle brackets> is a placeholder, not a measure
     |---|--:|--:|---|--:|--:|
     | demo classification | <m:ss> | 10:00 | <yes|NO> | <GiB> | 0 |
     ...
-    | make test (lint + fast + slow) | <m:ss> | 30:00 | <yes|NO> | | |
+    | make test (lint + both suites) | <m:ss> | 30:00 | <yes|NO> | | |
     demo classification by section (numbered as in its log): 0 <m:ss>, 1 <m:ss>, ...
 
 The last lines say where each demo's time went, from the demo's own ending ("done in … (by
@@ -50,7 +50,7 @@ from machine import cpuinfo
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = {"classification": 600, "extraction": 600, "ablation": 900, "images": 600}
 """Each demo's budget in seconds."""
-SUITES = ("lint", "test-fast", "test-slow")
+SUITES = ("lint", "test-all")
 """`make test`'s steps after the set-up, in its order; together under `MAKE_TEST_BUDGET`."""
 MAKE_TEST_BUDGET = 1800
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += suites
         rows.append(
             {
-                "what": "make test (lint + fast + slow)",
+                "what": "make test (lint + both suites)",
                 "seconds": round(total, 1),
                 "budget_s": MAKE_TEST_BUDGET,
                 "within": total <= MAKE_TEST_BUDGET and all(r["exit"] == 0 for r in suites),
