@@ -34,7 +34,7 @@ from tunelab.cli import main
 from tunelab.core import ledger
 from tunelab.core.chain import verify
 from tunelab.core.store import RUN_STATES, Store, read_jsonl
-from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
+from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint
 from tunelab.stages.export.verify import check_files
 from tunelab.stages.final import final_accesses
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +89,43 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
     assert [r["heavy"] for r in results] == [[]] * len(commands)
     assert "'q_proj' matches no module of" in run.stderr and "refuses to start" in run.stderr
     assert "training.lr=abc (command line)" in run.stderr
+
+
+FIXTURE_LAB = Path(__file__).resolve().parents[1] / "fixtures" / "lab-format2"
+
+
+def test_what_a_recorded_run_is_refuses_it_before_torch_and_before_its_base(tmp_path):
+    """`resume` of a completed run, `export` of a baseline and a second `final` without a
+    reason are said from the records alone: they took 3 to 7 s when they came after the stage's
+    imports, and `export` of a baseline whose base had moved was told to put the base back.
+    (The fixture lab's base is a temporary folder long gone.)"""
+    lab = shutil.copytree(FIXTURE_LAB, tmp_path / "lab")
+    at = ["--lab", str(lab)]
+    commands = [
+        (["resume", "r003", *at], 2),
+        (["export", "r001", *at], 2),
+        (["final", "r001", *at], 2),
+    ]
+    run = subprocess.run(
+        [sys.executable, "-c", LIGHT_COMMANDS, json.dumps([c for c, _ in commands])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "1000"},
+    )
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [(r["argv"], r["code"]) for r in results] == commands, run.stderr
+    assert [r["heavy"] for r in results] == [[]] * len(commands)
+    said = run.stderr.splitlines()
+    assert said[0].endswith(
+        "r003-lora is completed: only an interrupted, lost or failed run can be resumed"
+    )
+    assert said[1].endswith(
+        "r001-majority is a completed baseline: only a completed, trained "
+        "variant has weights to hand over."
+    )
+    assert said[2].startswith("error (final): the test split was already opened")
 
 
 PLAN = {

@@ -78,7 +78,9 @@ def cmd_plan(args):
 def cmd_export(args):
     # the base as the run trained on it: there, with its targets and enough positions (a base
     # changed since had exported, and `verify` then failed inside the model)
-    reopened(args, needs_base, needs_targets, needs_positions)
+    from tunelab.stages.export.exportable import exportable  # no torch: what the run is, first
+
+    reopened(args, exportable, needs_base, needs_targets, needs_positions)
     from tunelab.stages.export.bundle import export_run
 
     return export_run(opened(args), args.run, args.out, args.merge, args.gguf)

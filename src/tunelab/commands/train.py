@@ -157,7 +157,9 @@ def cmd_compare(args):
     processes=True,
 )
 def cmd_resume(args):
-    reopened(args, *MODEL_CHECKS)  # as `run` makes them
+    from tunelab.stages.run.resumable import resumable  # no torch: a run it cannot continue
+
+    reopened(args, resumable, *MODEL_CHECKS)  # then `run`'s checks on the recorded spec
     from tunelab.stages.run.resume import resume_run
 
     return resume_run(args.lab, args.run, progress(args), args.device)
@@ -189,4 +191,5 @@ def cmd_final(args):
     from tunelab.stages.final import run_final
 
     checks = (needs_base, needs_targets, needs_positions)  # the run's spec, before the seal
-    return run_final(opened(args), args.run, args.reason, checks)
+    # the lab without a device: the refusals from the records come before torch loads
+    return run_final(opened_records(args), args.run, args.reason, checks, args.device)

@@ -33,6 +33,15 @@ def what_changed(path: Path, digest: str | None) -> str | None:
     return None
 
 
+def trained_to_end(record: dict, folder: Path) -> bool:
+    """The run in `folder` trained to its end and saved its weights, then stopped before its
+    evaluation was recorded: resuming evaluates those weights."""
+    weights = record.get("weights") or {}
+    return bool(record.get("training")) and all(
+        (folder / weights["dir"] / f).is_file() for f in weights.get("files") or [None]
+    )
+
+
 def changed_weights(folder: Path, record: dict) -> list[tuple[Path, str]]:
     """The saved weights files of the run in `folder` that are not as its record hashed them,
     with what is wrong: what `resume` would evaluate of a run stopped after saving them."""

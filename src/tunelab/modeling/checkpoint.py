@@ -8,7 +8,8 @@ needs no saving: the example order is a pure function of the seed, so the resume
 the batches already taken. A new checkpoint is written beside the old one and swapped in by
 rename, so a kill at any moment leaves a complete checkpoint or the previous one; like the
 store's records, every file of it is fsynced before the rename and the folder after it
-(`durable`), so a power loss cannot leave a renamed checkpoint with empty tensor files.
+(`durable`), so a power loss cannot leave a renamed checkpoint with empty tensor files. Where
+the checkpoint is and who wrote it are read without torch (`checkpoint_files`).
 
 Under several processes (`torchrun`), a checkpoint is written with `torch.distributed.checkpoint`
 (DCP) by every rank: one folder, each rank's shard of the trained tensors and of the optimizer
@@ -38,7 +39,6 @@ from tunelab.core.store import atomic_write_json
 if TYPE_CHECKING:
     from tunelab.training.distributed import World
 
-CHECKPOINT_DIR = "checkpoint"
 SHARDED_MARK = ".metadata"
 """The file DCP writes beside the shards: its presence marks a several-process checkpoint."""
 
@@ -134,20 +134,6 @@ def _swap(tmp: Path, path: Path) -> None:
     tmp.rename(path)
     _fsync(path.parent)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def written_by(path: Path) -> dict:
-    """The processes that wrote the checkpoint at `path` (one process unless it says)."""
-    state = json.loads((path / "state.json").read_text())
-    return state.get("written_by") or {"world_size": 1, "strategy": None}
-
-
-def find_checkpoint(path: Path) -> Path | None:
-    """The complete checkpoint at `path`, or the previous one if a swap was cut short."""
-    for candidate in (path, path.with_name(path.name + ".old")):
-        if (candidate / "state.json").exists():
-            return candidate
-    return None
 
 
 def load_checkpoint(

@@ -56,7 +56,6 @@ from tunelab.core.store import Store
 from tunelab.tasks import get_task, metrics_of, score
 from tunelab.tasks.multilabel import recorded_threshold
 from tunelab.tasks.resampled import score_interval
-from tunelab.training.evaluate import evaluate_rows, protocol
 
 
 class FinalError(TunelabError):
@@ -187,6 +186,7 @@ def _scorer(lab: Lab, record: dict, spec: Spec) -> Scorer:
     opening logged (an image probe loads its model when it reads the images)."""
     from tunelab.modeling.model import load_causal, load_trained
     from tunelab.modeling.render import lab_renderer
+    from tunelab.training.evaluate import evaluate_rows
 
     labels = lab.store.data_manifest(record["data_version"])["labels"]
     multilabel = spec.task.type == "multilabel"  # the threshold recorded on validation
@@ -311,13 +311,18 @@ def _copied(
 
 
 def run_final(
-    lab: Lab, run_id: str, reason: str | None = None, checks: Sequence[Check] = ()
+    lab: Lab,
+    run_id: str,
+    reason: str | None = None,
+    checks: Sequence[Check] = (),
+    device: str | None = None,
 ) -> dict:
     """Evaluate `run_id` once on the sealed test split and record the access. `checks` (the
     refusals `run` makes before a model loads) are made on the run's recorded spec, and its
     model is loaded, before the split is opened: a run that cannot be scored any more (its base
-    moved or changed) costs no opening."""
-    from tunelab.core.env import fingerprint
+    moved or changed) costs no opening. A `lab` without a device gets `device` (`pick_device`)
+    once every refusal from the records has passed: those take no torch."""
+    from tunelab.core.env import fingerprint, pick_device
 
     store = lab.store
     chain = store.require_intact_log("final")
@@ -326,6 +331,9 @@ def run_final(
     require_intact_run(store.run_dir(run_id), record, "final")
     if record.get("method") != "majority":  # a constant needs no model
         recorded_lab(store, record, checks)
+    _check_reason(final_accesses(store), reason)  # said at once; again under the lock below,
+    _check_verdict(run_id, *latest_verdict(store, run_id), reason)  # where a final may have run
+    lab.device = lab.device or pick_device(device)
     n = None
     try:
         with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one
@@ -365,6 +373,8 @@ def run_final(
             "written; opening it again needs --reason.",
             run=run_id,
         ) from err
+    from tunelab.training.evaluate import protocol
+
     primary = spec.hypothesis.metric if spec.hypothesis else None
     labels = store.data_manifest(version)["labels"]
     shown = primary or get_task(spec.task.type).default_metric  # the interval's metric

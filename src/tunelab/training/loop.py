@@ -27,12 +27,8 @@ from tunelab.core.layout import HEARTBEAT, HISTORY
 from tunelab.core.spec import TrainingSpec
 from tunelab.core.store import atomic_write_json, now
 from tunelab.data.mixture import MixtureSampler
-from tunelab.modeling.checkpoint import (
-    CHECKPOINT_DIR,
-    find_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
-)
+from tunelab.modeling.checkpoint import load_checkpoint, save_checkpoint
+from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.packing import Packed
 from tunelab.modeling.pixels import Pixels
 from tunelab.training.distributed import World, check_batch, main_process

@@ -14,7 +14,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tunelab.core.spec import TrainingSpec
-from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
+from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.model import load_causal
 from tunelab.training.loop import train
 from tunelab.training.step import backward, make_batch, summed_loss

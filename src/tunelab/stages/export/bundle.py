@@ -34,11 +34,10 @@ from pathlib import Path
 
 from tunelab.core.chain import verify
 from tunelab.core.env import fingerprint
-from tunelab.core.errors import Interrupted, TunelabError, stop_cause
+from tunelab.core.errors import Interrupted, stop_cause
 from tunelab.core.exports import BUNDLE_FILE, recorded_export
 from tunelab.core.lab import Lab
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
-from tunelab.core.ledger import described
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import (
@@ -50,6 +49,7 @@ from tunelab.core.store import (
 )
 from tunelab.core.sums import write_sums
 from tunelab.stages.export.card import model_card
+from tunelab.stages.export.exportable import ExportError, check_exportable
 from tunelab.stages.export.leftovers import remove_leftovers, writing
 from tunelab.stages.export.limitations import limitations
 from tunelab.stages.export.load import SCRATCH_BASE
@@ -67,10 +67,6 @@ SAMPLE = {"encoder": 32, "image": 32, "causal": 16}
 little, see `verify.CONFIDENCE_TOLERANCE`)."""
 
 
-class ExportError(TunelabError):
-    """The run cannot be exported as asked."""
-
-
 def export_run(
     lab: Lab, run_id: str, out: Path | None = None, merge: bool = False, gguf: str | None = None
 ) -> dict:
@@ -85,7 +81,7 @@ def export_run(
     store = lab.store
     store.require_intact_log("export")
     record = store.read_record(run_id)
-    _check_exportable(record)
+    check_exportable(record)
     require_intact_run(store.run_dir(run_id), record, "export")
     spec = validate_spec(record["spec"])
     bundle = Path(out) if out else lab.path / BUNDLES / run_id
@@ -237,16 +233,6 @@ def _write_bundle(
     atomic_write_json(bundle / BUNDLE_FILE, info)
     atomic_write_text(bundle / "README.md", model_card(info))
     return info, base
-
-
-def _check_exportable(record: dict) -> None:
-    if record["kind"] != "variant" or record["status"] != "completed":
-        raise ExportError(
-            f"{record['id']} is {described(record)}: only a completed, trained "
-            "variant has weights to hand over."
-        )
-    if not record.get("weights"):
-        raise ExportError(f"{record['id']} has no saved weights.")
 
 
 def _base(bundle: Path, lab: Lab, record: dict, spec) -> dict:

@@ -19,13 +19,14 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS, WEIGHTS
+from tunelab.core.run_files import trained_to_end
 from tunelab.core.stopping import graceful_stop
 from tunelab.core.store import atomic_dir, check_run_name, write_jsonl
 from tunelab.data.behind import behind, behind_words
 from tunelab.data.guard_sets import guard_paths
 from tunelab.data.mixture import MixtureSampler, sampler_for
 from tunelab.data.same_eval import SameEval
-from tunelab.modeling.checkpoint import CHECKPOINT_DIR, find_checkpoint
+from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.feature_cache import run_cache
 from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.identity import identity
@@ -215,15 +216,6 @@ def run_variant(
     )
 
 
-def _trained(record: dict, run_dir: Path) -> bool:
-    """The run trained to its end and saved its weights, then stopped before its evaluation
-    was recorded: resuming evaluates those weights."""
-    weights = record.get("weights") or {}
-    return bool(record.get("training")) and all(
-        (run_dir / weights["dir"] / f).is_file() for f in weights.get("files") or [None]
-    )
-
-
 def _train_and_finish(
     lab,
     record,
@@ -244,7 +236,7 @@ def _train_and_finish(
     or its saved weights exist. The weights are written whole or not at all. Under several
     processes this is rank 0: it trains its share with the others, then evaluates alone."""
     with ledger.recording(lab, record, lambda: _checkpoint(run_dir)):
-        if resume and _trained(record, run_dir):  # stopped while evaluating: evaluate again
+        if resume and trained_to_end(record, run_dir):  # stopped while evaluating: evaluate again
             model = _load_trained(lab, record, run_dir, renderer)
         else:
             record["training"], model = _train(

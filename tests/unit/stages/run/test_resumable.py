@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tunelab.core.errors import TunelabError
-from tunelab.stages.run.resume import _check_resumable
+from tunelab.stages.run.resumable import check_resumable
 
 
 def test_a_run_stopped_before_its_first_checkpoint_is_told_so_not_to_set_the_cadence(tmp_path):
@@ -13,7 +13,7 @@ def test_a_run_stopped_before_its_first_checkpoint_is_told_so_not_to_set_the_cad
     record = {"id": "r004-k", "status": "interrupted", "process": {}}
     record["spec"] = {"training": {"checkpoint_every": 100}}
     with pytest.raises(TunelabError, match=r"before its first checkpoint \(every 100 steps\)"):
-        _check_resumable(record, tmp_path)
+        check_resumable(record, tmp_path)
     record["spec"] = {"training": {"checkpoint_every": None}}
     with pytest.raises(TunelabError, match=r"set training\.checkpoint_every"):
-        _check_resumable(record, tmp_path)
+        check_resumable(record, tmp_path)
