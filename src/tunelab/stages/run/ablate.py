@@ -54,6 +54,18 @@ def parse_assignment(text: str) -> tuple[str, list]:
     return key.strip(), values
 
 
+def _refused_with(key: str, value, lab, checks: Sequence[Check]) -> None:
+    """`checks` on one value's lab; a refusal starts with the value it refused, since the field
+    it names may be another (`model.path=small` is refused for `model.max_length`, which the
+    small model's positions cannot hold)."""
+    try:
+        for check in checks:
+            check(lab)
+    except TunelabError as err:
+        err.args = (f"{key}={value}: {err}", *err.args[1:])
+        raise
+
+
 def run_name(key: str, value) -> str:
     """The variant's run name, `lr-0.0001`: the key's last part and the value, in the
     characters a run name allows (`tunelab.core.store.check_run_name`)."""
@@ -83,18 +95,16 @@ def run_ablation(
     # every value's spec is checked, and its one change, before the first trains and before
     # torch is imported (to pick the device): a bad last value is refused at once
     labs = [open_records_lab(lab_path, {key: value} | pinned) for value in values]
-    for lab in labs:
+    for value, lab in zip(values, labs, strict=True):
         lab.data = current
-        for check in checks:
-            check(lab)
+        _refused_with(key, value, lab, checks)
     _only(key, values, labs, parent, current)
     if data_key:  # each value's own version, built and checked like the rest before any trains
         for value, lab in zip(values, labs, strict=True):
             lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
             if console:
                 console.print(f"{key}={value}: data version {lab.data}")
-            for check in checks:
-                check(lab)
+            _refused_with(key, value, lab, checks)
     from tunelab.stages.run.replicates import run_replicates
     from tunelab.stages.run.variant import run_variant
 

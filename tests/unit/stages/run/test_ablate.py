@@ -76,3 +76,24 @@ def test_a_seeded_ablation_s_table_says_its_scores_are_means():
         assert "ablation of training.lr" in text  # the key, named in the title
         header = next(line for line in text.splitlines() if line.startswith("┃ value "))
         assert f"┃ {said} ┃" in header and ("all seeds" in header) == (runs == [seeded])
+
+
+def test_a_value_refused_for_another_field_is_named_first(make_lab, tiny_bert, capsys):
+    """`ablate model.path=...,small` blamed `model.max_length` (tunelab.yaml), not the value:
+    a base with 16 positions cannot hold the spec's 32 tokens."""
+    import json
+    import shutil
+
+    from tunelab.cli import main
+
+    lab_path = make_lab()
+    assert main(["data", "--lab", str(lab_path), "--json"]) == 0
+    capsys.readouterr()
+    small = shutil.copytree(tiny_bert, lab_path / "small-bert")
+    config = json.loads((small / "config.json").read_text())
+    (small / "config.json").write_text(json.dumps(config | {"max_position_embeddings": 16}))
+    argv = ["ablate", f"model.path={tiny_bert},{small}", "--lab", str(lab_path), "--json"]
+    assert main(argv) == 2
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said.startswith(f"model.path={small}: ") and "model.max_length" in said
+    assert not list(Store(lab_path).root.glob("runs/*"))  # refused before anything trained
