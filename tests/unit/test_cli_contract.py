@@ -406,10 +406,12 @@ def test_a_signal_after_the_work_is_done_does_not_cut_the_output(tmp_path):
     assert json.loads(done.stdout) == []
 
 
-def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
-    """`tunelab track --json | head -c 600` printed a BrokenPipeError traceback."""
+@pytest.mark.parametrize("json_flag", [["--json"], []], ids=["json", "view"])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path, json_flag):
+    """`tunelab track --json | head -c 600` printed a BrokenPipeError traceback, and `tunelab
+    runs | head` exited 1 with no word (rich's answer to a closed pipe, not the CLI's 141)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tunelab.cli", "init", "--task", "classification", "--json"],
+        [sys.executable, "-m", "tunelab.cli", "init", "--task", "classification", *json_flag],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

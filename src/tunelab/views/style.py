@@ -23,10 +23,20 @@ def verdict_text(verdict: str | None) -> str:
     return f"[{VERDICT_STYLE[verdict]}]{verdict or 'no verdict'}[/]"
 
 
+class _Console(Console):
+    """rich's console, but a reader that stops reading (`tunelab runs | head`) raises
+    BrokenPipeError for the CLI to answer (exit 141, the work recorded), where rich's own
+    answer is `SystemExit(1)`: an internal error's code, said with no message."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(stderr: bool = False) -> Console:
     """A console at the terminal's width, or 120 columns when the output is piped."""
-    out = Console(stderr=stderr)
-    return out if out.is_terminal else Console(stderr=stderr, width=120)
+    out = _Console(stderr=stderr)
+    return out if out.is_terminal else _Console(stderr=stderr, width=120)
 
 
 def pct(x: float | None) -> str:
