@@ -155,6 +155,13 @@ def test_kill_9_leaves_a_lost_run(make_lab, capsys):
     proc.wait()
     _, runs = tl(capsys, "runs", "--lab", str(lab))
     assert [r["status"] for r in runs] == ["lost"]
+    # every command says so: `final`, `export` and `noise` had called it running
+    for command in ("final", "export", "noise"):
+        code, refused = tl(capsys, command, "r001", "--lab", str(lab))
+        assert code == 2 and refused["error"].startswith("r001-doomed is ")
+        assert " lost" in refused["error"] and "running" not in refused["error"], refused
+    _, invalid = tl(capsys, "invalidate", "r001", "--why", "killed", "--lab", str(lab))
+    assert invalid["invalidated"]["previous_status"] == "lost"
 
 
 def wait_for_event(lab: Path, event: str, proc: subprocess.Popen, timeout: float = 120) -> None:

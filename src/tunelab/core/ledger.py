@@ -59,7 +59,8 @@ def invalidate(store, run_id: str, why: str) -> dict:
     if not why.strip():
         raise TunelabError("invalidate needs --why: say what makes the run invalid")
     record = store.read_record(run_id)
-    record["invalidated"] = {"why": why, "time": now(), "previous_status": record["status"]}
+    was = effective_status(record, store.run_dir(run_id))  # `lost`, where its process is gone
+    record["invalidated"] = {"why": why, "time": now(), "previous_status": was}
     record["status"] = "invalid"
     store.write_record(run_id, record, "run_invalid", why=why)
     return record
@@ -69,9 +70,10 @@ STALE_SECONDS = 600
 """A running run whose heartbeat is older than this (or whose process is gone) is lost."""
 
 
-def described(record: dict) -> str:
-    """A run as a message names it by its status and kind: "an interrupted variant"."""
-    status = record.get("status") or "unknown"
+def described(record: dict, run_dir: Path) -> str:
+    """A run as a message names it by its status (`effective_status`: "lost", never "running",
+    for a run whose process is gone) and kind: "an interrupted variant"."""
+    status = effective_status(record, run_dir) if record.get("status") else "unknown"
     return f"{'an' if status[0] in 'aeiou' else 'a'} {status} {record.get('kind', 'run')}"
 
 

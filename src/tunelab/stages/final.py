@@ -49,6 +49,7 @@ from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.files import locked, read_jsonl
 from tunelab.core.lab import Check, Lab, recorded_lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
+from tunelab.core.ledger import effective_status
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
@@ -91,9 +92,8 @@ def latest_verdict(store: Store, run_id: str) -> tuple[str | None, str | None]:
 def _check_run(store: Store, record: dict) -> None:
     """Refuse, before the seal is touched, a run that cannot be evaluated."""
     if record["status"] != "completed":
-        raise FinalError(
-            f"{record['id']} is {record['status']}: only a completed run can be finalised."
-        )
+        status = effective_status(record, store.run_dir(record["id"]))  # lost, not running
+        raise FinalError(f"{record['id']} is {status}: only a completed run can be finalised.")
     if record["kind"] == "baseline" and record.get("method") not in BASELINES:
         raise FinalError(
             f"{record['id']} is a {record.get('method')!r} baseline, which final cannot "

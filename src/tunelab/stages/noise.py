@@ -120,7 +120,7 @@ def _chosen(store: Store, run_id: str | None) -> dict:
     record = store.read_record(run_id)
     if record["kind"] != "variant" or record["status"] != "completed":
         raise TunelabError(
-            f"{run_id} is {described(record)}: the noise floor is measured "
+            f"{run_id} is {described(record, store.run_dir(run_id))}: the noise floor is measured "
             "on a completed variant (a baseline draws no seed)"
         )
     return record

@@ -81,7 +81,7 @@ def export_run(
     store = lab.store
     store.require_intact_log("export")
     record = store.read_record(run_id)
-    check_exportable(record)
+    check_exportable(record, store.run_dir(run_id))
     require_intact_run(store.run_dir(run_id), record, "export")
     spec = validate_spec(record["spec"])
     bundle = Path(out) if out else lab.path / BUNDLES / run_id

@@ -5,6 +5,8 @@ well under a second, not that its base model has moved."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.ledger import described
 
@@ -13,10 +15,10 @@ class ExportError(TunelabError):
     """The run cannot be exported as asked."""
 
 
-def check_exportable(record: dict) -> None:
+def check_exportable(record: dict, run_dir: Path) -> None:
     if record["kind"] != "variant" or record["status"] != "completed":
         raise ExportError(
-            f"{record['id']} is {described(record)}: only a completed, trained "
+            f"{record['id']} is {described(record, run_dir)}: only a completed, trained "
             "variant has weights to hand over."
         )
     if not record.get("weights"):
@@ -25,4 +27,4 @@ def check_exportable(record: dict) -> None:
 
 def exportable(lab) -> None:
     """`check_exportable` as a check of the run's recorded lab (`commands.opening.reopened`)."""
-    check_exportable(lab.store.read_record(lab.recorded))
+    check_exportable(lab.store.read_record(lab.recorded), lab.store.run_dir(lab.recorded))
