@@ -56,6 +56,10 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
     rows = [{"text": f"document {i} about {'ab'[i % 2]}", "label": "ab"[i % 2]} for i in range(40)]
     for lab in (bare, planned):
         (lab / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pickled = planned / "pickled"  # a base saved as pytorch_model.bin only
+    pickled.mkdir()
+    shutil.copy(tiny_bert / "config.json", pickled / "config.json")
+    (pickled / "pytorch_model.bin").write_bytes(b"not loaded")
     b, p = ["--lab", str(bare)], ["--lab", str(planned)]
     commands = [
         (["--help"], 0),
@@ -73,6 +77,7 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
         (["ablate", "training.lr=1e-3,-1", *p], 2),  # a bad last value
         (["ablate", "training.lr=1e-3,-1", "--check", *p], 2),  # with each wiring checked
         (["run", *p, "--device", "potato"], 2),  # no device name: refused before torch loads
+        (["baseline", *p, "model.path=pickled"], 2),  # pickles: refused before torch, too
     ]
     argv = json.dumps([c for c, _ in commands])
     wide = {**os.environ, "COLUMNS": "1000"}  # one error, one line
@@ -89,6 +94,7 @@ def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_
     assert [r["heavy"] for r in results] == [[]] * len(commands)
     assert "'q_proj' matches no module of" in run.stderr and "refuses to start" in run.stderr
     assert "training.lr=abc (command line)" in run.stderr
+    assert "holds its weights only as pytorch_model.bin" in run.stderr
 
 
 FIXTURE_LAB = Path(__file__).resolve().parents[1] / "fixtures" / "lab-format2"

@@ -86,9 +86,10 @@ def missing_base(spec: ModelSpec, path: Path) -> str:
 
 
 def require_base(lab) -> None:
-    """Refuse a base model that is not where `model.path` says (a folder moved, a typo) before
-    a command records anything: the load says so too, but only after a run, a seed group or the
-    test split's opening would have been recorded. A model built from scratch has no base."""
+    """Refuse a base model that is not where `model.path` says (a folder moved, a typo), or
+    whose weights are only pickles, before a command records anything: the load says so too,
+    but only after a run, a seed group or the test split's opening would have been recorded.
+    A model built from scratch has no base."""
     from tunelab.core.errors import TunelabError
 
     model = lab.spec.model
@@ -98,3 +99,7 @@ def require_base(lab) -> None:
     if not path.exists():
         recorded = f" (run {lab.recorded}'s record)" if lab.recorded else ""
         raise TunelabError(missing_base(model, path) + recorded)
+    if path.is_dir() and (path / "config.json").is_file():  # the load refuses pickles too,
+        from tunelab.modeling.safety import require_safetensors  # after torch: seconds later
+
+        require_safetensors(path, f"model.path {model.path!r}")
