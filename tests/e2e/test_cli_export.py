@@ -176,6 +176,14 @@ def test_an_out_that_is_a_file_is_refused_by_name(exported, tmp_path, capsys):
     assert taken.read_text() == "mine"
 
 
+def test_a_gguf_of_a_classifier_is_refused_saying_what_it_is(exported, tmp_path, capsys):
+    lab, _ = exported
+    out = tmp_path / "gguf-bundle"
+    code, err = tl(capsys, "export", "r003-lora", "--lab", str(lab), "--gguf", "--out", str(out))
+    assert code == 2 and err["error"].endswith("this run is an encoder model")  # not "a encoder"
+    assert not out.exists() or not any(out.iterdir())  # no bundle left half-written
+
+
 def test_verify_passes_on_the_bundle_in_a_fresh_process(exported, capsys):
     lab, bundle = exported
     code, result = tl(capsys, "verify", str(bundle))

@@ -58,7 +58,7 @@ def require_intact_log(store, command: str) -> dict:
         )
         raise StoreError(
             f"{store.log_path}: {what} ({'; '.join(found[:5])}). `tunelab {command}` does not "
-            "judge from a lab whose past was edited. `tunelab fsck` lists every problem; "
+            "work from a lab whose past was edited. `tunelab fsck` lists every problem; "
             'restore from a backup, or mark the break with `tunelab fsck --repair --reason "why"` '
             "(recorded in the log)."
         )

@@ -75,7 +75,7 @@ def runs(rows: list[dict], console: Console) -> None:
             f"{r['metric'].replace('_', ' ')} {metric_value(r['metric'], r['value'])}",
             created,
         )
-    console.print(table if rows else "no runs yet: start with `tunelab baseline`.")
+    console.print(table if rows else "no runs yet: `tunelab data`, then `tunelab baseline`.")
     doubted = [f"{r['id']} ({r['doubt']})" for r in rows if r.get("doubt")]
     if doubted:
         console.print(

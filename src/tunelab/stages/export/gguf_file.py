@@ -25,7 +25,8 @@ def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
     from tunelab.modeling.model import load_trained
 
     if spec.model_kind != "causal" or spec.model.scratch:
-        what = "trained from scratch" if spec.model.scratch else f"a {spec.model_kind} model"
+        kind = f"{'an' if spec.model_kind[0] in 'aeiou' else 'a'} {spec.model_kind} model"
+        what = "trained from scratch" if spec.model.scratch else kind
         raise TunelabError(
             f"--gguf writes a causal language model fine-tuned from a pretrained base; this run "
             f"is {what}"
