@@ -102,7 +102,10 @@ def _resolve(path: Path, where: str, given: str) -> Path:
             raise DataError(
                 f"{where}: {given!r} is a symbolic link to a missing file (looked at {path})"
             ) from None
-        raise DataError(f"{where}: {given!r} not found (looked at {path})") from None
+        raise DataError(
+            f"{where}: {given!r} not found (looked at {path}); put the file there, or give its "
+            "path (relative to the lab folder, or absolute)"
+        ) from None
     except RuntimeError:  # Python < 3.13 reports a link loop this way
         raise DataError(_loop(where, given)) from None
     except OSError as err:

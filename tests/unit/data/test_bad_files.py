@@ -153,7 +153,8 @@ FILE_CASES = [
         "missing-file",
         made(lambda p: None, "rows.jsonl", "jsonl"),
         "refused",
-        match=r"data\.sources\[0\]\.path: 'rows\.jsonl' not found",
+        match=r"data\.sources\[0\]\.path: 'rows\.jsonl' not found \(looked at .*\); put the "
+        r"file there, or give its path",
     ),
 ]
 
