@@ -10,7 +10,6 @@ from tunelab.commands.opening import (
     needs_base,
     needs_positions,
     needs_targets,
-    opened,
     opened_records,
     reopened,
 )
@@ -80,10 +79,13 @@ def cmd_export(args):
     # changed since had exported, and `verify` then failed inside the model)
     from tunelab.stages.export.exportable import exportable  # no torch: what the run is, first
 
-    reopened(args, exportable, needs_base, needs_targets, needs_positions)
+    # the run's recorded spec, not today's tunelab.yaml (a typo there blocked a handover)
+    lab = reopened(args, exportable, needs_base, needs_targets, needs_positions)
+    from tunelab.core.env import pick_device
     from tunelab.stages.export.bundle import export_run
 
-    return export_run(opened(args), args.run, args.out, args.merge, args.gguf)
+    lab.device = pick_device(args.device)
+    return export_run(lab, args.run, args.out, args.merge, args.gguf)
 
 
 @command(

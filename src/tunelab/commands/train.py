@@ -191,5 +191,6 @@ def cmd_final(args):
     from tunelab.stages.final import run_final
 
     checks = (needs_base, needs_targets, needs_positions)  # the run's spec, before the seal
-    # the lab without a device: the refusals from the records come before torch loads
-    return run_final(opened_records(args), args.run, args.reason, checks, args.device)
+    # the run's recorded lab (today's tunelab.yaml is not read), without a device: the
+    # refusals from the records come before torch loads
+    return run_final(reopened(args), args.run, args.reason, checks, args.device)
