@@ -68,10 +68,21 @@ def _refused_with(key: str, value, lab, checks: Sequence[Check]) -> None:
 
 def run_name(key: str, value) -> str:
     """The variant's run name, `lr-0.0001`: the key's last part and the value, in the
-    characters a run name allows (`tunelab.core.store.check_run_name`)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{key.rsplit('.', 1)[-1]}-{value}")
+    characters a run name allows (`tunelab.core.store.check_run_name`); a list or mapping by
+    its values (`nope_layers-1-3`, `cleaning-lowercase`, `cleaning-none`), where its brackets
+    had read `cleaning-___rule____lowercase___`."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{key.rsplit('.', 1)[-1]}-{_slug(value)}")
     name = re.sub(r"\.{2,}", ".", name).lstrip(".-") or "value"
     return name[:64]
+
+
+def _slug(value) -> str:
+    """A value as a name: a list's or a mapping's values joined by `-`, an empty one `none`."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return "-".join(_slug(v) for v in value) or "none"
+    return str(value)
 
 
 def run_ablation(

@@ -97,3 +97,14 @@ def test_a_value_refused_for_another_field_is_named_first(make_lab, tiny_bert, c
     said = json.loads(capsys.readouterr().out)["error"]
     assert said.startswith(f"model.path={small}: ") and "model.max_length" in said
     assert not list(Store(lab_path).root.glob("runs/*"))  # refused before anything trained
+
+
+def test_a_list_or_mapping_value_names_its_run_by_its_values():
+    names = [
+        ("training.lr", 1e-4, "lr-0.0001"),
+        ("model.arch.rope.nope_layers", [1, 3], "nope_layers-1-3"),
+        ("data.cleaning", [], "cleaning-none"),
+        ("data.cleaning", [{"rule": "lowercase"}], "cleaning-lowercase"),
+        ("data.dedup.policy", "report", "policy-report"),
+    ]
+    assert [ablate.run_name(key, value) for key, value, _ in names] == [n for *_, n in names]
