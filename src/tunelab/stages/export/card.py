@@ -164,7 +164,8 @@ def body(info: dict) -> str:
             f"({threshold['rule']}).",
         ]
     accesses = info.get("test_access_log") or []
-    lines += ["", f"The sealed test split was opened {len(accesses)} time(s) in this lab."]
+    times = "once" if len(accesses) == 1 else f"{len(accesses)} times"
+    lines += ["", f"The sealed test split was opened {times} in this lab."]
     for a in accesses:
         lines.append(
             f"- {a['time']}: {a['run']}" + (f" ({a['reason']})" if a.get("reason") else "")
