@@ -23,12 +23,13 @@ def problems(
     overrides: dict[str, Any],
     model: type[BaseModel] | None = None,
 ) -> str:
-    """One line per problem: where it comes from, the dotted field, what is wrong; for a field
-    `model` (the spec's class) does not have, the one it most likely meant."""
+    """Each problem: where it comes from, the dotted field, what is wrong; for a field `model`
+    (the spec's class) does not have, the one it most likely meant. One problem is said in one
+    line, several in one line each under a heading."""
     count = err.error_count()
     source = f"{path} with the command-line overrides" if overrides else f"{path}"
-    lines = [f"{source}: the spec is not valid ({count} problem{'s' if count > 1 else ''}):"]
     root = yaml.compose(text) if text else None
+    found = []
     for e in err.errors():
         loc, scope = _error_loc(e)
         field = ".".join(loc) or "(top level)"
@@ -36,8 +37,12 @@ def problems(
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden" and model is not None:
             msg += _meant(model, loc)
-        lines.append(f"  - {where + ', ' if where else ''}field `{field}`: {msg}")
-    return "\n".join(lines)
+        found.append(f"{where + ', ' if where else ''}field `{field}`: {msg}")
+    if count == 1:
+        return f"{source}: the spec is not valid: {found[0]}"
+    return "\n".join(
+        [f"{source}: the spec is not valid ({count} problems):"] + [f"  - {f}" for f in found]
+    )
 
 
 ELSEWHERE = {
