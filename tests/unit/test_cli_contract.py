@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from light_commands import LIGHT_COMMANDS
 
 from tunelab.cli import COMMANDS, build_parser, main
 from tunelab.core.env import pick_device
@@ -25,22 +26,6 @@ def test_importing_the_cli_loads_neither_torch_nor_transformers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-# Run in one fresh process, one after another; after each, the heavy modules loaded so far.
-LIGHT_COMMANDS = """
-import json, sys
-from tunelab.cli import main
-HEAVY = ("torch", "transformers", "peft")
-out = []
-for argv in json.loads(sys.argv[1]):
-    try:
-        code = main(argv)
-    except SystemExit as exit:
-        code = exit.code
-    out.append({"argv": argv, "code": code, "heavy": [m for m in HEAVY if m in sys.modules]})
-print(json.dumps(out))
-"""
 
 
 def test_help_records_and_refused_specs_load_neither_torch_nor_transformers(tmp_path, tiny_bert):

@@ -122,7 +122,12 @@ def cmd_inspect(args):
     device=True,
 )
 def cmd_baseline(args):
-    lab = opened(args, needs_base, needs_usable, needs_positions, needs_scorable)
+    def not_measured_yet(lab) -> None:  # a second identical baseline: refused without torch
+        from tunelab.stages.baseline_once import not_measured_yet
+
+        not_measured_yet(lab, args.name)
+
+    lab = opened(args, needs_base, needs_usable, needs_positions, needs_scorable, not_measured_yet)
     from tunelab.stages.baseline import run_baseline
 
     return run_baseline(lab, progress(args), args.name)

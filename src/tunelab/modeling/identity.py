@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tunelab.core.digest import sha256_file, sha256_files
 from tunelab.core.spec import ModelSpec
+from tunelab.modeling.base_folder import resolve_path
 from tunelab.modeling.hub_cache import hub_snapshot, locate
-from tunelab.modeling.model import resolve_path
 from tunelab.modeling.safety import WEIGHT_SUFFIXES, remote_code
 
 TOKENIZER_FILES = (

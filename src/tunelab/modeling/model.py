@@ -19,10 +19,10 @@ from transformers import (
 )
 from transformers.pytorch_utils import Conv1D
 
-from tunelab.core.errors import TunelabError
 from tunelab.core.layout import CACHE
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.core.store import STORE_DIR
+from tunelab.modeling.base_folder import ModelError, resolve_path
 from tunelab.modeling.blocks import block_linears, is_linear
 from tunelab.modeling.render import pad_id
 from tunelab.modeling.safety import (
@@ -37,31 +37,6 @@ BLOCK_LINEARS = "(every linear layer of the blocks)"
 BLOCK_CONVS = "(every channel-mixing convolution of the blocks)"
 """The same default on a convolutional network whose blocks hold no linear layer."""
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class ModelError(TunelabError):
-    """The base model or the method cannot be used as the spec says. `modules` lists the
-    model's module names when a target matched none of them."""
-
-    def __init__(self, message: str, modules: list[str] | None = None):
-        super().__init__(message)
-        self.modules = modules or []
-
-
-def resolve_path(spec: ModelSpec, lab: Path) -> Path:
-    """The folder to load from: the model folder (`locate`), or the cached plain copy of a
-    GGUF file (dequantized once into the lab's store, keyed by the file's sha256)."""
-    from tunelab.modeling.hub_cache import locate, missing_base
-
-    path = locate(spec, lab)
-    if path.suffix == ".gguf":
-        from tunelab.modeling.gguf import materialize
-
-        return materialize(path, lab / STORE_DIR / "cache" / "gguf")[0]
-    if not (path / "config.json").exists():
-        raise ModelError(missing_base(spec, path))
-    require_safetensors(path, f"model.path {spec.path!r}")
-    return path
 
 
 def load_tokenizer(

@@ -12,15 +12,12 @@ Each record is opened before its work starts and closed however the work ends (`
 `failed` with the error, `interrupted` on Ctrl-C or SIGTERM: `ledger.recording`), so no
 baseline is left `running`, to be shown as `lost`.
 
-A baseline is measured once: one already completed with the same method and name, on the same
-data version, base model (weights, config and tokenizer hashes), dtype and evaluation protocol,
-is not measured again. When every baseline the lab has is already there, the command is refused;
-`--name NAME` records another one (`r007-probe-NAME`) on purpose.
+A baseline is measured once (`baseline_once`): one already completed under the same conditions
+is not measured again, and when every baseline the lab has is there the command is refused.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,31 +26,18 @@ from rich.console import Console
 
 from tunelab.core import ledger
 from tunelab.core.digest import sha256_file
-from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS
-from tunelab.core.store import check_run_name, write_jsonl
+from tunelab.core.store import write_jsonl
 from tunelab.data.guard_sets import guard_paths
-from tunelab.modeling.identity import identity
 from tunelab.modeling.model import load_causal, load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, save_head
 from tunelab.modeling.render import make_renderer
+from tunelab.stages.baseline_once import BASELINES, not_measured_yet, run_name
 from tunelab.tasks import score
-from tunelab.training.evaluate import evaluate_rows, protocol
+from tunelab.training.evaluate import evaluate_rows
 from tunelab.training.forgetting import score_guard_sets
-
-BASELINES = {
-    "encoder": ("majority", "probe"),
-    "image": ("majority", "probe"),
-    "causal": ("zero-shot",),
-}
-"""The baselines of each model kind, in the order they are measured."""
-IDENTITY_LOCATION = ("path", "name")
-"""Identity fields that say where the base model is, not what it is."""
-
-
-class DuplicateBaselineError(TunelabError):
-    """Every baseline of the lab is already recorded under the same conditions."""
+from tunelab.training.protocol import protocol
 
 
 @dataclass(frozen=True)
@@ -71,82 +55,20 @@ class Conditions:
         return run_name(method, self.name)
 
 
-def run_name(method: str, name: str | None) -> str:
-    """A baseline's run name: its method, then `-NAME` when given one."""
-    return method if name is None else f"{method}-{name}"
-
-
 def run_baseline(lab: Lab, console: Console | None = None, name: str | None = None) -> dict:
     """Measure the lab's baselines not yet recorded under these conditions; `already` lists the
     ones that were (and so were not measured again). Refused (DuplicateBaselineError) when
     every one was."""
     store, spec = lab.store, lab.spec
-    if name is not None:
-        check_run_name(name)
     version = lab.data_version
     labels = store.data_manifest(version)["labels"]
-    base = identity(spec.model, lab.path, _pack_length(spec), version)
+    base, found = not_measured_yet(lab, name)
     methods = BASELINES[spec.model_kind]
-    found = identical_baselines(lab, version, base, name)
     already = [found[m] for m in methods if m in found]
-    if len(already) == len(methods):
-        raise DuplicateBaselineError(_duplicate_message(already, version, base))
     train, validation = store.read_split(version, "train"), store.read_split(version, "validation")
     at = Conditions(version, labels, train, validation, base, name)
     runs = [MEASURES[m](lab, at, console) for m in methods if m not in found]
     return {"data_version": version, "runs": runs, "already": already}
-
-
-# --- one identical measurement is enough ----------------------------------------------------------
-
-
-def identical_baselines(lab: Lab, version: str, base: dict, name: str | None) -> dict[str, dict]:
-    """The newest completed baseline per method measured as this one would be: same method and
-    run name, data version, base model (not where it lies), dtype and protocol. As
-    `{method: {"id", "method"}}`."""
-    spec = lab.spec
-    wanted = {
-        "data_version": version,
-        "base": _what(base),
-        "dtype": spec.model.dtype,
-        "protocol": json.loads(json.dumps(protocol(spec))),  # as a record holds it
-    }
-    names = {m: run_name(m, name) for m in BASELINES[spec.model_kind]}
-    found: dict[str, dict] = {}
-    for record in lab.store.runs():
-        method = record.get("method")
-        if (
-            record.get("kind") == "baseline"
-            and record.get("status") == "completed"
-            and names.get(method) == record.get("name")
-            and _conditions(record) == wanted
-        ):
-            found[method] = {"id": record["id"], "method": method}
-    return found
-
-
-def _conditions(record: dict) -> dict:
-    return {
-        "data_version": record.get("data_version"),
-        "base": _what(record.get("base_model") or {}),
-        "dtype": record.get("spec", {}).get("model", {}).get("dtype", "float32"),
-        "protocol": record.get("protocol"),
-    }
-
-
-def _what(base: dict) -> dict:
-    """A base model's identity without its location: the same model moved is the same."""
-    return {k: v for k, v in base.items() if k not in IDENTITY_LOCATION}
-
-
-def _duplicate_message(already: list[dict], version: str, base: dict) -> str:
-    ids = ", ".join(a["id"] for a in already)
-    return (
-        f"the baselines of data version {version} are already recorded ({ids}), with the same "
-        f"base model (weights sha256 {base['weights_sha256'][:12]}…), dtype and evaluation "
-        "protocol: measuring them again adds nothing. To record another one on purpose, give "
-        "it a name: `tunelab baseline --name NAME`."
-    )
 
 
 # --- the measurements, each inside its own record ------------------------------------------------
@@ -306,12 +228,6 @@ def measure_zero_shot(lab: Lab, at: Conditions, console: Console | None = None) 
             )
         _finish(lab, record, run_dir, predictions, at)
     return record
-
-
-def _pack_length(spec) -> int | None:
-    from tunelab.tasks.pretrain import sequence_length
-
-    return sequence_length(spec) if spec.task.type == "pretrain" else None
 
 
 MEASURES = {"majority": measure_majority, "probe": measure_probe, "zero-shot": measure_zero_shot}

@@ -57,6 +57,7 @@ from tunelab.core.store import Store
 from tunelab.tasks import get_task, metrics_of, score
 from tunelab.tasks.multilabel import recorded_threshold
 from tunelab.tasks.resampled import score_interval
+from tunelab.training.protocol import protocol
 
 
 class FinalError(TunelabError):
@@ -373,8 +374,6 @@ def run_final(
             "written; opening it again needs --reason.",
             run=run_id,
         ) from err
-    from tunelab.training.evaluate import protocol
-
     primary = spec.hypothesis.metric if spec.hypothesis else None
     labels = store.data_manifest(version)["labels"]
     shown = primary or get_task(spec.task.type).default_metric  # the interval's metric

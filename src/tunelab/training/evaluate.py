@@ -85,25 +85,6 @@ def evaluate_rows(
     return predictions, score(renderer.task.type, predictions, renderer.labels)
 
 
-PROMPTS_TOKENISED = "whole"
-"""How a causal model's prompts are tokenised (`Template.fill`): the filled template as one
-string. Runs recorded before this key tokenised template and text apart; `compare` names the
-difference, and a baseline is measured again rather than reused across it."""
-
-
-def protocol(spec) -> dict:
-    """What every run of a lab is evaluated under: split, batch size, lengths, decoding, and
-    for a prompted causal model how its prompts are tokenised."""
-    out = spec.evaluation.model_dump() | {
-        "max_length": spec.model.max_length,
-        "template": spec.model.template,
-        "model_kind": spec.model_kind,
-    }
-    if spec.prompted:
-        out["prompt_tokens"] = PROMPTS_TOKENISED
-    return out
-
-
 def first_generation_batch(renderer: Renderer, rows: list[dict], batch_size: int) -> list[int]:
     """Indices of the rows in the first batch `generate` makes of `rows` (shortest prompts
     first). Generated alone, those rows are batched and padded exactly as in the full

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+from light_commands import LIGHT_COMMANDS
 
 from tunelab.cli import main
 from tunelab.core.lab import open_lab
@@ -65,6 +68,16 @@ def test_a_second_identical_baseline_is_refused_unless_named(data_lab, capsys):
     assert "already recorded (r001-majority, r002-probe)" in out["error"]
     assert "--name NAME" in out["error"]
     assert list(_statuses(data_lab)) == ["r001-majority", "r002-probe"]  # nothing added
+    # said before torch is imported (6.5 s, where it came after the stage's imports)
+    said = subprocess.run(
+        [sys.executable, "-c", LIGHT_COMMANDS, json.dumps([["baseline", "--lab", lab]])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(said.stdout.splitlines()[-1]) == [
+        {"argv": ["baseline", "--lab", lab], "code": 2, "heavy": []}
+    ], said.stderr
 
     code, out = tl(capsys, "baseline", "--lab", lab, "--name", "again")
     assert code == 0

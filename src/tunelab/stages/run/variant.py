@@ -54,10 +54,11 @@ from tunelab.training.distributed import (
     joined,
     world_from_env,
 )
-from tunelab.training.evaluate import evaluate_rows, protocol
+from tunelab.training.evaluate import evaluate_rows
 from tunelab.training.forgetting import score_guard_sets
 from tunelab.training.loop import sequence_length_of, total_steps, train
 from tunelab.training.precision import resolve as resolve_precision
+from tunelab.training.protocol import protocol
 from tunelab.training.sharding import full_trainable, load_trainable
 from tunelab.training.validate import validation_for
 
