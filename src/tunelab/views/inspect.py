@@ -43,7 +43,9 @@ def inspect(result: dict, console: Console) -> None:
         )
     s = result.get("summary") or {}
     shown = s.get("shown")
-    if shown and shown["of_categories"] < shown["categories"]:
+    if shown and shown["examples"] == 0:  # `--sample 0`: the findings alone
+        console.print("\n[dim]no examples shown (`--sample 0`): the summary and findings only[/]")
+    elif shown and shown["of_categories"] < shown["categories"]:
         console.print(
             f"\n[dim]{shown['examples']} examples of the first {shown['of_categories']} of "
             f"{shown['categories']} categories shown (`--sample 1` shows one of each)[/]"

@@ -171,6 +171,11 @@ def test_many_categories_show_at_most_shown_examples_unless_asked(make_lab):
     )
     asked = inspect_lab(lab, sample=1)
     assert {e["category"] for e in asked["examples"]} == set(labels)
+    none = inspect_lab(lab, sample=0)  # the findings alone, said so (it read "0 examples of
+    out = Console(file=io.StringIO(), width=200)  # the first 0 of 22 categories shown")
+    inspect_view.inspect(none, out)
+    said = out.file.getvalue()
+    assert "no examples shown (`--sample 0`)" in said and "of the first" not in said
 
 
 def test_a_classifier_example_says_where_its_loss_is_and_how_long_it_was(make_lab):
