@@ -28,6 +28,11 @@ from tunelab.core.param_groups import flatten, group_of, normalise
 DRAWN_GROUPS = frozenset({"seed", "runtime"})
 """The parameter groups in which the runs of one arm may differ."""
 
+COUNTS = ("n", "support", "bytes", "tokens")
+"""Fields of a run's metrics that count the validation data (examples, a class's support, a
+source's bytes and tokens), the same for every seed: not metrics, so they have no spread."""
+
+
 FAMILY_KEYS = (
     "task",
     "model.path",

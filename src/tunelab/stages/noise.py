@@ -23,7 +23,14 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Check, recorded_lab
 from tunelab.core.layout import NOISE
 from tunelab.core.ledger import described
-from tunelab.core.replicates import FAMILY_KEYS, arms, family, replicate_seeds, seed_of
+from tunelab.core.replicates import (
+    COUNTS,
+    FAMILY_KEYS,
+    arms,
+    family,
+    replicate_seeds,
+    seed_of,
+)
 from tunelab.core.sections import FORGETTING_METRICS
 from tunelab.core.store import Store, StoreError, now
 from tunelab.tasks import get_task
@@ -133,11 +140,6 @@ def _stats(values: list[float]) -> dict:
         "sd": float(np.std(values, ddof=1)),
         "range": float(max(values) - min(values)),
     }
-
-
-COUNTS = ("n", "support", "bytes", "tokens")
-"""Per-group fields that count the validation data (examples of a class, a source's bytes and
-tokens), the same for every seed: not metrics, so they have no spread."""
 
 
 def spread(runs: list[dict], task_name: str) -> dict:

@@ -18,7 +18,7 @@ from rich.console import Console
 from tunelab.core.errors import Interrupted
 from tunelab.core.lab import Lab
 from tunelab.core.layout import GROUPS
-from tunelab.core.replicates import replicate_seeds
+from tunelab.core.replicates import COUNTS, replicate_seeds
 from tunelab.core.store import Store, now
 from tunelab.stages.run.variant import run_variant
 
@@ -121,7 +121,7 @@ def summary(runs: list[dict]) -> dict:
     if not runs:
         return out
     for key, value in runs[0]["metrics"].items():
-        if key == "n" or not isinstance(value, int | float):
+        if key in COUNTS or not isinstance(value, int | float):  # bytes, tokens: not metrics
             continue
         values = [r["metrics"][key] for r in runs]
         out[key] = {

@@ -83,3 +83,13 @@ def test_derived_seeds_are_stable_distinct_and_start_with_the_spec_seed():
     seeds = replicate_seeds(0, 5)
     assert seeds[0] == 0 and len(set(seeds)) == 5 and seeds == replicate_seeds(0, 5)
     assert replicate_seeds(1, 2)[1] not in seeds  # another base seed draws other seeds
+
+
+def test_the_summary_spreads_metrics_not_the_counts_of_the_validation_data():
+    """A pretrain group read `bytes 108600.0 ± 0.0, tokens 49100.0 ± 0.0` as if they were
+    metrics."""
+    runs = [
+        {"metrics": {"bits_per_byte": b, "n": 12, "bytes": 108600, "tokens": 49100}}
+        for b in (3.40, 3.39)
+    ]
+    assert set(replicates.summary(runs)) == {"bits_per_byte"}
