@@ -71,7 +71,7 @@ def runs(rows: list[dict], console: Console) -> None:
             r["kind"],
             status,
             r["data_version"][:8],
-            "" if r["kind"] == "baseline" else str(r.get("seed", "")),
+            "" if r["kind"] == "baseline" else _seed(r),
             f"{r['metric'].replace('_', ' ')} {metric_value(r['metric'], r['value'])}",
             created,
         )
@@ -92,7 +92,14 @@ def runs(rows: list[dict], console: Console) -> None:
             f"{sum(m['status'] == s for m in members)} {s}"
             for s in dict.fromkeys(m["status"] for m in members)
         )
-        console.print(f"replicate group {group}: {len(members)} seeds ({states})")
+        ids = ", ".join(m["id"] for m in members)
+        console.print(f"replicate group {group}: {len(members)} seeds ({states}): {ids}")
+
+
+def _seed(row: dict) -> str:
+    """A run's seed, and its replicate group when it has one: `625451353 (g001)`."""
+    seed = str(row.get("seed", ""))
+    return f"{seed} ({row['group']})" if row.get("group") else seed
 
 
 def replicates(result: dict, console: Console) -> None:

@@ -46,3 +46,26 @@ def test_a_run_the_log_does_not_vouch_for_is_marked():
     text = out.getvalue()
     assert "completed (record not vouched for)" in text
     assert "not vouched for by the event log: r003-lora (edited after the log wrote it)" in text
+
+
+def test_each_run_of_a_replicate_group_shows_its_group():
+    """README: `tunelab runs` shows each run's seed and its group; the table had the seed only,
+    and the footer counted the group's seeds without naming them."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.runs import runs
+
+    row = {"kind": "variant", "status": "completed", "data_version": "6e220d6cae79"}
+    row |= {"metric": "bits_per_byte", "value": 3.4, "created": "2026-12-06T10:00:00"}
+    rows = [
+        row | {"id": "r004-rep", "seed": 0, "group": "g001"},
+        row | {"id": "r005-rep-s1", "seed": 625451353, "group": "g001"},
+        row | {"id": "r006-alone", "seed": 0},
+    ]
+    out = io.StringIO()
+    runs(rows, Console(file=out, width=300))
+    text = out.getvalue()
+    assert "│ 0 (g001) " in text and "│ 625451353 (g001) " in text and "│ 0    " in text
+    assert "replicate group g001: 2 seeds (2 completed): r004-rep, r005-rep-s1" in text
