@@ -55,12 +55,18 @@ def text_differences(before: dict, run: dict, tolerance: float = TOLERANCE) -> l
         return []
     epochs = run["training"]["tokens"] / run["packing"]["tokens"]
     return [
-        f"{run['id']} read {b / 1e6:,.2f} MB of train text where {before['id']} read "
-        f"{a / 1e6:,.2f} MB ({(b - a) / a:+.0%}; {epochs:.2f} passes over its train split): "
+        f"{run['id']} read {_amount(b)} of train text where {before['id']} read "
+        f"{_amount(a)} ({(b - a) / a:+.0%}; {epochs:.2f} passes over its train split): "
         "its budget in tokens holds another amount of text (a tokenizer change does that), so "
         "its difference mixes the change with the data seen. Give both the same text (a "
         "budget in steps over matched bytes), or say so."
     ]
+
+
+def _amount(n_bytes: float) -> str:
+    """An amount of text in a unit that shows it: `0.28 MB`, `4.9 kB` (a tiny lab's had read
+    `0.00 MB` against `0.00 MB`)."""
+    return f"{n_bytes / 1e6:,.2f} MB" if n_bytes >= 1e5 else f"{n_bytes / 1e3:,.1f} kB"
 
 
 def compute_differences(before: dict, run: dict, tolerance: float = TOLERANCE) -> list[str]:

@@ -42,5 +42,7 @@ def test_equal_tokens_over_other_tokenizers_read_other_amounts_of_text():
     (warning,) = text_differences(ref, big)
     assert "r013-vocab-4096 read 0.28 MB of train text where r003-ref read 0.20 MB" in warning
     assert "(+43%; 2.02 passes over its train split)" in warning
+    tiny = text_differences(trained("a", 400, 300, 900), trained("b", 400, 200, 900))
+    assert "b read 1.8 kB of train text where a read 1.2 kB" in tiny[0]  # not 0.00 MB
     assert text_differences(ref, trained("same", 64_864, 47_679, 146_000)) == []
     assert text_differences(ref, {"id": "zero-shot", "training": None}) == []
