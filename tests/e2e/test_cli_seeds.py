@@ -72,6 +72,15 @@ def test_replicates_a_noise_floor_and_a_seed_aware_comparison(make_lab, capsys):
     judged = Store(Path(lab)).judgement(second["id"])
     assert judged is not None and judged[1]["id"] == first["id"]
 
+    # a group of a spec whose seeds already ran counts those runs: trained again, a seed was a
+    # second run that compare judged alone, outside the group's arm
+    code, more = tl(capsys, "run", *where, "--name", "lr", "--seeds", "3", "training.lr=1e-3")
+    assert code == 0, more
+    assert [m["trained"] for m in more["members"]] == [False, False, True]
+    assert [r["id"] for r in more["runs"]][:2] == floor["runs"] and more["finished"] == 3
+    code, result = tl(capsys, "compare", *where)
+    assert code == 0 and result["rules"]["arms"][single["id"]] == [r["id"] for r in more["runs"]]
+
 
 def test_seeds_below_one_are_refused(make_lab, capsys):
     lab = str(make_lab())

@@ -18,7 +18,7 @@ from rich.console import Console
 from tunelab.core.errors import Interrupted
 from tunelab.core.lab import Lab
 from tunelab.core.layout import GROUPS
-from tunelab.core.replicates import COUNTS, replicate_seeds
+from tunelab.core.replicates import COUNTS, arm_key, replicate_seeds, seed_of
 from tunelab.core.store import Store, now
 from tunelab.stages.run.variant import run_variant
 
@@ -108,9 +108,36 @@ def run_replicates(
     completed runs and the mean and spread of each overall metric."""
     name = name or lab.spec.method.type
     base = lab.spec.training.seed
-    group, path = open_group(lab.store, "replicates", name, base, replicate_seeds(base, seeds))
-    runs = train_seeds(lab, group, path, name, console, **run_args)
+    planned = replicate_seeds(base, seeds)
+    have = trained_already(lab, planned)
+    if console:
+        for seed, run in have.items():
+            console.print(
+                f"seed {seed}: {run} trained this spec with it already; counted, not trained again"
+            )
+    group, path = open_group(lab.store, "replicates", name, base, planned)
+    runs = train_seeds(lab, group, path, name, console, have, **run_args)
     return {**group, "runs": runs, "summary": summary(runs)}
+
+
+def trained_already(lab: Lab, seeds: list[int]) -> dict[int, str]:
+    """The completed variants of this spec on this data version (its arm, `arm_key`: whatever
+    their parent) whose seed is one of `seeds`, by seed. `compare` keeps one run per spec and
+    seed, so a second run of a seed would be judged alone, outside the group's arm; `noise`
+    counts them the same way."""
+    spec = {"kind": "variant", "data_version": lab.data_version, "spec": lab.spec.to_dict()}
+    key, have = arm_key(spec), {}
+    for record in lab.store.runs():
+        seed = seed_of(record)
+        if (
+            record.get("kind") == "variant"
+            and record.get("status") == "completed"
+            and seed in seeds
+            and seed not in have
+            and arm_key(record) == key
+        ):
+            have[seed] = record["id"]
+    return have
 
 
 def summary(runs: list[dict]) -> dict:
