@@ -26,7 +26,6 @@ from tunelab.core.ledger import described
 from tunelab.core.replicates import (
     COUNTS,
     FAMILY_KEYS,
-    arms,
     family,
     replicate_seeds,
     seed_of,
@@ -59,14 +58,12 @@ def measure_noise(
     store = Store(lab_path)
     record = _chosen(store, run_id)
     lab = recorded_lab(store, record, checks)  # the seeds train on the run's own data
-    from tunelab.stages.run.replicates import open_group, train_seeds
+    from tunelab.stages.run.replicates import open_group, train_seeds, trained_already
 
     lab.device = pick_device(device)
-    completed = [r for r in store.runs() if r["status"] == "completed" and r["kind"] == "variant"]
-    grouped, _ = arms(completed)
-    arm = next((ms for ms in grouped.values() if record["id"] in {m["id"] for m in ms}), [record])
-    have = {seed_of(m): m["id"] for m in arm}
     wanted = replicate_seeds(seed_of(record), seeds)
+    # the seeds its arm has already (whatever their parent), the run itself for its own
+    have = trained_already(lab, wanted) | {seed_of(record): record["id"]}
     measured = _measured(store, [have.get(s) for s in wanted])
     if measured:  # these seeds are trained and measured already: no group, no second record
         return {**measured, "trained": 0, "unchanged": True}

@@ -122,9 +122,9 @@ def run_replicates(
 
 def trained_already(lab: Lab, seeds: list[int]) -> dict[int, str]:
     """The completed variants of this spec on this data version (its arm, `arm_key`: whatever
-    their parent) whose seed is one of `seeds`, by seed. `compare` keeps one run per spec and
-    seed, so a second run of a seed would be judged alone, outside the group's arm; `noise`
-    counts them the same way."""
+    their parent) whose seed is one of `seeds`, by seed, for `run --seeds` and `noise` to count
+    rather than train again: `compare` keeps one run per spec and seed, so a second run of a
+    seed would be judged alone, outside the group's arm."""
     spec = {"kind": "variant", "data_version": lab.data_version, "spec": lab.spec.to_dict()}
     key, have = arm_key(spec), {}
     for record in lab.store.runs():
