@@ -163,7 +163,10 @@ def init_from_probe(
 ) -> dict:
     """Fit the probe on `examples` (the run's train split) and load it into the head; return
     what the record keeps: the layer, the rows, the probe's train accuracy, the seconds and
-    whether the features came from `cache` (`feature_cache`). Multilabel examples (a 0/1
+    whether the features came from `cache` (`feature_cache`); and two losses the run's first
+    steps are held to (`training.divergence.start_lost`): the probe's own on train (the head's
+    start, in evaluation mode) and `prior_loss`, that of a head knowing only how often each
+    label occurs in train (their entropy). Multilabel examples (a 0/1
     target per label) get the one-vs-rest probe (`multilabel_head.init_from_multilabel_probe`)."""
     if examples and isinstance(examples[0].label, tuple):
         from tunelab.modeling.multilabel_head import init_from_multilabel_probe
@@ -187,13 +190,19 @@ def init_from_probe(
         layer.weight.copy_(torch.as_tensor(weight, dtype=layer.weight.dtype))
         if layer.bias is not None:
             layer.bias.copy_(torch.as_tensor(bias, dtype=layer.bias.dtype))
-    predicted = np.asarray(head.classes)[head.predict_proba(x).argmax(axis=1)]
+    proba = head.predict_proba(x)
+    predicted = np.asarray(head.classes)[proba.argmax(axis=1)]
+    picked = proba[np.arange(len(gold)), [head.classes.index(g) for g in gold]]
+    _, counts = np.unique(gold, return_counts=True)
+    shares = counts / counts.sum()
     return {
         "from": "probe",
         "layer": name,
         "features": int(x.shape[1]),
         "rows": len(examples),
         "train_accuracy": round(float(np.mean(predicted == np.asarray(gold))), 4),
+        "train_loss": round(float(-np.mean(np.log(np.clip(picked, 1e-12, None)))), 4),
+        "prior_loss": round(float(-np.sum(shares * np.log(shares))), 4),
         "seconds": round(time.perf_counter() - start, 2),
         "features_cached": cached,
     }

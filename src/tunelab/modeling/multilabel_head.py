@@ -152,7 +152,7 @@ def init_from_multilabel_probe(
     one-vs-rest probe on the head's input features over `examples` (the run's train split,
     each with its 0/1 targets; from `cache` when kept there) and load it into the head's last
     layer. Returns what the record keeps; `train_accuracy` is the probe's subset accuracy at
-    0.5 on train."""
+    0.5 on train, `prior_loss` the loss of a head knowing only how often each label occurs."""
     from tunelab.modeling.head_init import head_layer, probe_features
 
     start = time.perf_counter()
@@ -171,13 +171,23 @@ def init_from_multilabel_probe(
         layer.weight.copy_(torch.as_tensor(weight, dtype=layer.weight.dtype))
         if layer.bias is not None:
             layer.bias.copy_(torch.as_tensor(bias, dtype=layer.bias.dtype))
-    exact = (head.predict_proba(x) >= 0.5) == gold
+    proba = head.predict_proba(x)
+    exact = (proba >= 0.5) == gold
     return {
         "from": "probe (one-vs-rest)",
         "layer": name,
         "features": int(x.shape[1]),
         "rows": len(examples),
         "train_accuracy": round(float(exact.all(-1).mean()), 4),
+        # as the run's loss counts an example: its labels' mean binary cross-entropy
+        "train_loss": round(_binary_loss(np.where(gold, proba, 1 - proba)), 4),
+        "prior_loss": round(_binary_loss(np.where(gold, gold.mean(0), 1 - gold.mean(0))), 4),
         "seconds": round(time.perf_counter() - start, 2),
         "features_cached": cached,
     }
+
+
+def _binary_loss(picked: np.ndarray) -> float:
+    """The mean binary cross-entropy over examples and labels, given the probability each
+    example's own answer for each label got (0 where it was certain and wrong is clipped)."""
+    return float(-np.mean(np.log(np.clip(picked, 1e-12, None))))

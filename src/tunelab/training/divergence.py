@@ -1,4 +1,6 @@
-"""A run whose training loss ended higher than it began: it diverged rather than learned.
+"""What a run's training losses say went wrong: a loss that ended higher than it began (the run
+diverged rather than learned), or a head started from a probe whose first loss is already worse
+than knowing the labels' frequencies (`start_lost`: the probe's start did not survive dropout).
 
 The share of steps compared at each end (`SHARE`, at least one step) smooths a step's noise. A
 run can still read as a weak model in its metrics alone (a probe's head blown up by an extreme
@@ -40,5 +42,37 @@ def diverged(history: list[dict]) -> dict | None:
             f"step(s), {last:.4f} over the last {k}): the run diverged rather than learned; try "
             "a smaller training.lr, training.max_grad_norm, or, for a head fitted from a probe, "
             "method.head_init: new"
+        ),
+    }
+
+
+def start_lost(
+    history: list[dict], head_init: dict | None, seen: str = "the first training step's loss"
+) -> dict | None:
+    """For a head started from a linear probe (LP-FT, `method.head_init: probe`): the warning
+    when the first logged training loss is above `prior_loss`, a head's that knows only how
+    often each label occurs; else None. `seen` names the loss in the message.
+
+    The probe is fitted and loaded in evaluation mode; training runs with dropout on, and the
+    probe's scaler, folded into the head, divides each feature by its spread on train. Where
+    the features vary little next to dropout's noise (the tests' tiny BERT: the probe's loss
+    0.02, the first step's 303), the head's start is gone before the first update and the run
+    is LP-FT in name only. The classification demo's MiniLM keeps it (its first step 0.0094)."""
+    losses = [e["loss"] for e in history if isinstance(e.get("loss"), int | float)]
+    prior = (head_init or {}).get("prior_loss")
+    if not losses or prior is None or not losses[0] > prior:
+        return None
+    first, probe = losses[0], head_init["train_loss"]
+    return {
+        "first": round(first, 4),
+        "probe": probe,
+        "prior": prior,
+        "message": (
+            f"the head started from a linear probe (loss {probe:.4f} on train, in evaluation "
+            f"mode), but {seen} was {first:.4f}, above the {prior:.4f} "
+            "of a head that knows only how often each label occurs: the probe's start does not "
+            "survive dropout, so LP-FT is here in name only (the head's features vary little "
+            "next to dropout's noise, and the probe's scaler "
+            "magnifies it); a run with method.head_init: new says what the probe's head is worth"
         ),
     }

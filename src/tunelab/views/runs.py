@@ -231,8 +231,9 @@ def run(record: dict, console: Console) -> None:
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
-    if t.get("diverged"):
-        console.print(f"  [bold yellow]warning[/] {escape(t['diverged']['message'])}")
+    for said in ("start_lost", "diverged"):
+        if t.get(said):
+            console.print(f"  [bold yellow]warning[/] {escape(t[said]['message'])}")
     _validation_curve(t, console)
     chosen = t.get("precision") or {}
     if chosen.get("asked") == "auto":

@@ -102,6 +102,18 @@ def test_a_run_with_another_seed_reads_the_first_run_s_features(make_lab, capsys
     assert tl("data")[0] == 0 and tl("baseline")[0] == 0
     code, first = tl("run", "--name", "lpft")
     assert code == 0 and first["trainable"]["head_init"]["features_cached"] is False
+    # the tiny BERT's probe start does not survive dropout: the run records and says so
+    lost, head = first["training"]["start_lost"], first["trainable"]["head_init"]
+    assert lost["probe"] == head["train_loss"] < head["prior_loss"] < lost["first"]
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tunelab.views.runs import run as run_view
+
+    console = Console(file=StringIO(), record=True, width=2000)
+    run_view(first, console)
+    assert f"warning {lost['message']}" in console.export_text()
     code, second = tl("run", "--name", "lpft-seed1", "--parent", first["id"], "training.seed=1")
     assert code == 0 and second["trainable"]["head_init"]["features_cached"] is True
     assert (

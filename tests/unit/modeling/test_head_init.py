@@ -51,6 +51,12 @@ def test_the_initialised_model_predicts_what_the_probe_predicts(tiny_bert, label
     assert record["train_accuracy"] == pytest.approx(
         np.mean(expected.argmax(1) == [e.label for e in examples]), abs=1e-4
     )
+    # the probe's loss is the model's own first one in evaluation mode; the prior's is that of
+    # a head predicting the labels' shares (here equal: the log of the number of labels)
+    gold = torch.tensor([e.label for e in examples])
+    first = torch.nn.functional.cross_entropy(torch.log(torch.tensor(got)), gold)
+    assert record["train_loss"] == pytest.approx(float(first), abs=1e-3)
+    assert record["prior_loss"] == pytest.approx(np.log(len(labels)), abs=1e-4)
 
 
 def test_under_lora_the_trained_copy_of_the_head_is_the_one_initialised(tiny_bert):

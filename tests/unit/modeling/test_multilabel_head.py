@@ -111,3 +111,10 @@ def test_lp_ft_starts_the_sigmoids_at_the_probes_probabilities(tiny_bert, method
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     np.testing.assert_allclose(torch.sigmoid(logits).numpy(), probe.predict_proba(x), atol=1e-4)
     assert record["from"] == "probe (one-vs-rest)" and record["rows"] == len(examples)
+    # both losses as the run counts one: each example's labels' mean binary cross-entropy
+    targets = torch.tensor([e.label for e in examples], dtype=torch.float32)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    assert record["train_loss"] == pytest.approx(float(bce(logits, targets)), abs=1e-3)
+    shares = targets.mean(0).clamp(1e-12, 1 - 1e-12)
+    prior = bce(torch.logit(shares).expand_as(targets), targets)
+    assert record["prior_loss"] == pytest.approx(float(prior), abs=1e-4)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tunelab.training.divergence import diverged
+from tunelab.training.divergence import diverged, start_lost
 
 
 def steps(*losses: float) -> list[dict]:
@@ -41,3 +41,38 @@ def test_compare_warns_of_a_variant_that_diverged():
     versus = {"concentration": {"concentrated": False}}
     warned = _warnings({"id": "r001", "kind": "baseline"}, run, versus)
     assert f"r003-lora: {went['message']}" in warned
+
+
+PROBE = {"from": "probe", "train_loss": 0.0205, "prior_loss": 1.0986}
+
+
+def test_a_probe_start_worse_than_the_label_shares_is_lost_and_said_with_what_to_try():
+    """The tests' tiny BERT: the probe's loss 0.02 in evaluation mode, the first step's 303."""
+    lost = start_lost(steps(303.8, 280.0, 260.2), PROBE)
+    assert lost["first"] == 303.8 and lost["probe"] == 0.0205 and lost["prior"] == 1.0986
+    said = lost["message"]
+    assert "(loss 0.0205 on train, in evaluation mode)" in said
+    assert "but the first training step's loss was 303.8000, above the 1.0986" in said
+    assert "does not survive dropout" in said and "method.head_init: new" in said
+    # the check names its own loss
+    assert (
+        "but the slice's loss was 3.1"
+        in start_lost(steps(3.1), PROBE, "the slice's loss")["message"]
+    )
+
+
+def test_a_start_below_the_label_shares_a_new_head_or_an_old_record_say_nothing():
+    assert start_lost(steps(0.0094, 0.02, 0.3), PROBE) is None  # the demo's MiniLM: kept
+    assert start_lost(steps(1.0986), PROBE) is None  # only above the shares' loss
+    assert start_lost(steps(303.8), None) is None  # head_init: new
+    assert start_lost(steps(303.8), {"from": "probe", "train_accuracy": 1.0}) is None  # older
+    assert start_lost([], PROBE) is None
+
+
+def test_compare_warns_of_a_variant_whose_probe_start_was_lost():
+    from tunelab.stages.compare.notes import pair_warnings
+
+    lost = start_lost(steps(303.8, 280.0), PROBE)
+    run = {"id": "r004-lpft", "kind": "variant", "training": {"start_lost": lost}}
+    versus = {"concentration": {"concentrated": False}}
+    assert f"r004-lpft: {lost['message']}" in pair_warnings({"id": "r001"}, run, versus)

@@ -2,7 +2,10 @@
 probe`, LP-FT) is fitted on the slice by the run's own code (`head_init.init_from_probe`) and
 must then be the model's output: in evaluation mode, before any step, the model answers the
 slice's rows as the probe does, so its accuracy on them is the probe's. A head layer that is
-not the last one before the logits, or rows loaded in another label order, fails it.
+not the last one before the logits, or rows loaded in another label order, fails it. Then the
+slice's loss with dropout on, as the first training step will see it: above that of a head
+that knows only the labels' frequencies, the probe's start will not survive training (a
+warning: the wiring is right, the start is not worth its name; `divergence.start_lost`).
 
 Without this step a spec with a probe head was checked on a random head, the wiring its run
 would not use."""
@@ -15,6 +18,8 @@ import torch
 from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.render import classifier_batch
 from tunelab.stages.check.record import item
+from tunelab.training.divergence import start_lost
+from tunelab.training.step import make_batch, summed_loss
 
 AGREE_ROWS = 1
 """How many rows the model's first accuracy may differ from the probe's by: the probe is fitted
@@ -49,7 +54,37 @@ def head_init_step(ctx: dict) -> dict:
             ": the model does not answer as the probe it was given, so the head's last linear "
             "layer is not what the logits come from, or its rows are in another label order"
         )
-    return item("head_init", agrees, detail, model_accuracy=model_accuracy, probe=found)
+        return item("head_init", agrees, detail, model_accuracy=model_accuracy, probe=found)
+    in_training = _loss_in_training_mode(ctx["model"], examples, size, pad_id, lab.device)
+    detail += f"; its loss {found['train_loss']:.4f}, with dropout on {in_training:.4f}"
+    lost = start_lost([{"loss": in_training}], found, "the slice's loss with dropout on")
+    return item(
+        "head_init",
+        agrees,
+        detail,
+        model_accuracy=model_accuracy,
+        probe=found,
+        loss_in_training_mode=round(in_training, 4),
+        warning=lost["message"] if lost else None,
+    )
+
+
+@torch.no_grad()
+def _loss_in_training_mode(model, examples: list, size: int, pad_id: int, device) -> float:
+    """The mean loss on `examples` as the first training step sees them: training mode, dropout
+    on (drawn from a forked generator, so the check's later items see the same draws), no
+    update."""
+    was_training = model.training
+    model.train()
+    total = 0.0
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            for i in range(0, len(examples), size):
+                batch = make_batch(examples[i : i + size], pad_id, device)
+                total += float(summed_loss(model, batch))
+    finally:
+        model.train(was_training)
+    return total / len(examples)
 
 
 def _absent(examples: list, labels: list[str]) -> list[str]:

@@ -140,6 +140,7 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
     skipped = [i["name"] for i in items if i.get("skipped")]
     not_checked = [i for i in items if i.get("not_checked")]
     backend["warnings"] += [f"{i['name']} {i['detail']}" for i in not_checked]
+    backend["warnings"] += [f"{i['name']}: {i['warning']}" for i in items if i.get("warning")]
     result = {
         "passed": not failed and not skipped,
         "failed": failed,

@@ -27,9 +27,10 @@ def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
         )
     out.extend(compute_differences(before, run))
     out.extend(text_differences(before, run))
-    went = (run.get("training") or {}).get("diverged")
-    if went:
-        out.append(f"{run['id']}: {went['message']}")
+    for said in ("start_lost", "diverged"):
+        went = (run.get("training") or {}).get(said)
+        if went:
+            out.append(f"{run['id']}: {went['message']}")
     past = trained_past(run)
     if past:
         out.append(past_words(run["id"], past))

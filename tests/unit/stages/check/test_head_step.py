@@ -68,3 +68,37 @@ def test_a_loss_fitted_already_is_not_checked_and_a_rise_from_it_is_said():
     assert loss_item(0.0047, 0.0002, [0.0059, 0.0048], 16, 16)["passed"]  # it fell all the same
     assert loss_item(0.9, 0.4, [0.9, 0.6], 16, 16)["passed"]  # a loss with room to fall
     assert not loss_item(0.9, 1.4, [0.9, 1.2], 16, 16)["passed"]
+
+
+def test_a_probe_start_that_dropout_undoes_is_a_warning_not_a_failure(make_lab, no_reload):
+    """The tests' tiny BERT: its pooled features barely vary, so dropout's noise, divided by
+    their spread in the probe's folded scaler, sends the slice's loss far above a head that
+    knows only the labels' frequencies. The wiring is right (the item passes); the check says
+    LP-FT is here in name only."""
+    result = run_check(ready(make_lab(), "method.head_init=probe"))
+    head = by_name(result)["head_init"]
+    assert head["passed"] and "head_init" not in result["failed"]
+    prior = head["probe"]["prior_loss"]
+    assert prior == pytest.approx(np.log(3), abs=0.01)  # the slice's three labels, balanced
+    assert head["probe"]["train_loss"] < prior < head["loss_in_training_mode"]
+    assert f"with dropout on {head['loss_in_training_mode']:.4f}" in head["detail"]
+    (warned,) = [w for w in result["warnings"] if w.startswith("head_init: ")]
+    assert "but the slice's loss with dropout on was" in warned
+    assert "does not survive dropout" in warned and "method.head_init: new" in warned
+
+
+def test_without_dropout_the_probe_start_holds_and_nothing_is_said(
+    make_lab, no_reload, tiny_bert, tmp_path
+):
+    import json
+    import shutil
+
+    quiet = shutil.copytree(tiny_bert, tmp_path / "no-dropout")
+    config = json.loads((quiet / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (quiet / "config.json").write_text(json.dumps(config))
+    result = run_check(ready(make_lab(), "method.head_init=probe", f"model.path={quiet}"))
+    head = by_name(result)["head_init"]
+    assert head["passed"] and head["warning"] is None
+    assert head["loss_in_training_mode"] == pytest.approx(head["probe"]["train_loss"], abs=1e-3)
+    assert not [w for w in result["warnings"] if w.startswith("head_init")]
