@@ -80,6 +80,20 @@ def test_replicates_a_noise_floor_and_a_seed_aware_comparison(make_lab, capsys):
     assert [r["id"] for r in more["runs"]][:2] == floor["runs"] and more["finished"] == 3
     code, result = tl(capsys, "compare", *where)
     assert code == 0 and result["rules"]["arms"][single["id"]] == [r["id"] for r in more["runs"]]
+    saved = json.loads(Path(lab, ".tunelab/groups", f"{more['id']}.json").read_text())
+    assert [m["run"] for m in saved["members"]] == [r["id"] for r in more["runs"]]
+
+    # every seed trained already: nothing trains, no group is written, and it is said (it
+    # was a KeyError in the view, after an empty group record)
+    groups = sorted(Path(lab, ".tunelab/groups").iterdir())
+    code, same = tl(capsys, "run", *where, "--name", "lr", "--seeds", "3", "training.lr=1e-3")
+    assert code == 0 and same["unchanged"] and same["id"] is None
+    assert [r["id"] for r in same["runs"]] == [r["id"] for r in more["runs"]]
+    assert sorted(Path(lab, ".tunelab/groups").iterdir()) == groups
+    assert main(["run", *where, "--name", "lr", "--seeds", "2", "training.lr=1e-3"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"every one of the 2 seeds was trained already ({', '.join(floor['runs'])})" in said
+    assert "nothing trained, no group written; mean ± sd over them: accuracy" in said
 
 
 def test_seeds_below_one_are_refused(make_lab, capsys):

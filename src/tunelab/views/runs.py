@@ -103,20 +103,32 @@ def _seed(row: dict) -> str:
 
 
 def replicates(result: dict, console: Console) -> None:
-    """A replicate group: each seed's run, then each metric's mean and spread over them."""
+    """A replicate group: each seed's run, then each metric's mean and spread over them; or,
+    where every seed was trained already, that, with the mean and spread."""
+    if result.get("unchanged"):
+        console.print(
+            f"every one of the {len(result['seeds'])} seeds was trained already "
+            f"({', '.join(r['id'] for r in result['runs'])}): nothing trained, no group written; "
+            "mean ± sd over them: " + _spread(result["summary"])
+        )
+        return
     for record in result["runs"]:
         run(record, console)
     failed = [m for m in result["members"] if m.get("status") == "failed"]
     for m in failed:
         console.print(f"[red]seed {m['seed']} failed[/] ({m['run'] or 'no run'}): {m['error']}")
-    parts = [
-        f"{k.replace('_', ' ')} {metric_value(k, v['mean'])}"
-        + (f" ± {metric_value(k, v['sd'])}" if v["sd"] is not None else "")
-        for k, v in result["summary"].items()
-    ]
     console.print(
         f"[bold]{result['id']}[/]: {result['finished']} of {len(result['seeds'])} seeds "
-        f"completed; mean ± sd over them: " + ", ".join(parts)
+        f"completed; mean ± sd over them: " + _spread(result["summary"])
+    )
+
+
+def _spread(summary: dict) -> str:
+    """Each metric's mean ± sd: `accuracy 93.3% ± 1.2%, ...`."""
+    return ", ".join(
+        f"{k.replace('_', ' ')} {metric_value(k, v['mean'])}"
+        + (f" ± {metric_value(k, v['sd'])}" if v["sd"] is not None else "")
+        for k, v in summary.items()
     )
 
 

@@ -97,7 +97,8 @@ def train_seeds(
         finally:
             group["finished"] = len(completed)
             store.save(path, group, "group_member", group=group["id"], seed=seed)
-    store.log_event("group_ended", group=group["id"], finished=len(completed))
+    group["finished"] = len(completed)  # counted seeds after the last trained one are members too
+    store.save(path, group, "group_ended", group=group["id"], finished=len(completed))
     return completed
 
 
@@ -105,7 +106,9 @@ def run_replicates(
     lab: Lab, seeds: int, name: str | None = None, console: Console | None = None, **run_args
 ) -> dict:
     """`tunelab run --seeds N`: N replicates of the spec's variant; returns the group with its
-    completed runs and the mean and spread of each overall metric."""
+    completed runs and the mean and spread of each overall metric. When every seed is trained
+    already, nothing trains and no group is written (`id` None, `unchanged`): the runs that
+    have them are the arm `compare` judges already."""
     name = name or lab.spec.method.type
     base = lab.spec.training.seed
     planned = replicate_seeds(base, seeds)
@@ -115,6 +118,24 @@ def run_replicates(
             console.print(
                 f"seed {seed}: {run} trained this spec with it already; counted, not trained again"
             )
+    if len(have) == len(planned):  # nothing to train: no group to open for it
+        runs = [lab.store.read_record(have[seed]) for seed in planned]
+        members = [
+            {"index": i, "seed": seed, "run": have[seed], "trained": False}
+            for i, seed in enumerate(planned)
+        ]
+        return {
+            "id": None,
+            "kind": "replicates",
+            "name": name,
+            "base_seed": base,
+            "seeds": planned,
+            "members": members,
+            "finished": len(runs),
+            "runs": runs,
+            "summary": summary(runs),
+            "unchanged": True,
+        }
     group, path = open_group(lab.store, "replicates", name, base, planned)
     runs = train_seeds(lab, group, path, name, console, have, **run_args)
     return {**group, "runs": runs, "summary": summary(runs)}
