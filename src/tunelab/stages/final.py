@@ -16,8 +16,9 @@ Rules:
   listed by `final_accesses` for the handover, read strictly (a damaged event line is an
   error naming it) and cross-checked against the results in `finals/`.
 - Before the seal is touched, the checks `run` makes before a model loads are made on the
-  run's recorded spec and the run's model is loaded (`_scorer`): a base moved or changed since
-  the run trained is refused with no opening logged.
+  run's recorded spec and the run's model is loaded (`final_scorers.scorer_of`): a base moved
+  or changed since the run trained is refused with no opening logged. A test split with no
+  rows is refused as it is read, before the opening is logged.
 - The access is logged (`final` event) as soon as the test rows have been read, before the
   evaluation: a crash during evaluation still counts as having looked (a Ctrl-C or SIGTERM
   then logs `final_interrupted` too). The result is then written atomically to
@@ -41,8 +42,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
@@ -54,8 +54,8 @@ from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import SealBrokenError, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store
-from tunelab.tasks import get_task, metrics_of, score
-from tunelab.tasks.multilabel import recorded_threshold
+from tunelab.stages.final_scorers import head_path, scorer_of
+from tunelab.tasks import get_task, metrics_of
 from tunelab.tasks.resampled import score_interval
 from tunelab.training.protocol import protocol
 
@@ -122,7 +122,7 @@ def _check_head(store: Store, record: dict) -> None:
             "fitted head, so there is nothing to score on the test split. Measure it again "
             "with `tunelab baseline --name NAME` and finalise the new probe run."
         )
-    path = _head_path(store, record)
+    path = head_path(store, record)
     if not path.is_file():
         raise FinalError(f"{path}: the probe's stored head is missing; measure it again.")
     actual = sha256_file(path)
@@ -132,11 +132,6 @@ def _check_head(store: Store, record: dict) -> None:
             f"{head.get('sha256')}, the file has {actual}. Restore the file or measure the "
             "probe again with `tunelab baseline --name NAME`."
         )
-
-
-def _head_path(store: Store, record: dict) -> Path:
-    """The probe's head file, in the run's own folder (only the file name is taken)."""
-    return store.run_dir(record["id"]) / Path(record["baseline"]["head"]["file"]).name
 
 
 def _check_verdict(run_id: str, verdict: str | None, comparison: str | None, reason) -> None:
@@ -166,101 +161,22 @@ def _check_reason(earlier: list[dict], reason: str | None) -> None:
         )
 
 
-def _check_targets(spec: Spec, rows: list[dict]) -> None:
-    """Test targets that scoring cannot read stop `final` before the opening is recorded."""
+def _check_targets(spec: Spec, rows: list[dict], version: str) -> None:
+    """No test rows, or test targets that scoring cannot read, stop `final` before the opening
+    is recorded."""
     from tunelab.tasks.targets import has_targets, refuse_unscorable
 
+    if not rows:
+        raise FinalError(
+            f"the test split of data version {version[:12]} is empty: nothing to score, and no "
+            "opening was recorded. `tunelab data` warned of it; a test split needs rows (a "
+            "data.split.test share, or rows marked test), then runs trained on that new version."
+        )
     if has_targets(spec.task):
         try:
             refuse_unscorable(spec.task, rows, "test")
         except TunelabError as err:
             raise TunelabError(f"{err} Nothing was scored and no opening was recorded.") from None
-
-
-Scorer = Callable[[list[dict]], tuple[list[dict], dict]]
-"""What scores the test rows: their predictions and metrics."""
-
-
-def _scorer(lab: Lab, record: dict, spec: Spec) -> Scorer:
-    """The run's scorer under its spec's shared protocol, its model already loaded: it is built
-    before the split is opened, so a base that is gone or does not load stops `final` with no
-    opening logged (an image probe loads its model when it reads the images)."""
-    from tunelab.modeling.model import load_causal, load_trained
-    from tunelab.modeling.render import lab_renderer
-    from tunelab.training.evaluate import evaluate_rows
-
-    labels = lab.store.data_manifest(record["data_version"])["labels"]
-    multilabel = spec.task.type == "multilabel"  # the threshold recorded on validation
-    if record.get("method") == "majority":  # a constant: one label, or a set with no threshold
-        key, chosen = ("labels", "label_set") if multilabel else ("label", "label")
-        constant = record["baseline"][chosen]
-
-        def majority(rows: list[dict]) -> tuple[list[dict], dict]:
-            predictions = [{"id": r["id"], "gold": r[key], "predicted": constant} for r in rows]
-            return predictions, score(spec.task.type, predictions, labels)
-
-        return majority
-    if record["kind"] == "baseline" and record.get("method") == "probe":
-        return _probe_scorer(lab, record, spec, labels)
-    version = record["data_version"]  # a scratch model's tokenizer is its version's
-    renderer = lab_renderer(spec, lab.path, labels, version)
-    if record["kind"] == "baseline":  # zero-shot: the base model itself (scratch: as drawn)
-        model = load_causal(spec.model, lab.path, lab.device, spec.training.seed, version)
-    else:
-        weights = lab.store.run_dir(record["id"]) / record.get("weights", {}).get("dir", "weights")
-        model = load_trained(spec.model, lab.path, weights, lab.device, labels, spec.model_kind)
-    e = spec.evaluation
-    threshold = recorded_threshold(record) if multilabel else None  # applied, never chosen
-    return lambda rows: evaluate_rows(
-        model, renderer, rows, e.batch_size, e.max_new_tokens, lab.device, threshold
-    )
-
-
-def _probe_scorer(lab: Lab, record: dict, spec: Spec, labels: list[str]) -> Scorer:
-    """The probe baseline: its stored head on the frozen encoder's embeddings, made as the
-    baseline made them for validation (one-vs-rest at its validation threshold, multilabel)."""
-    from tunelab.modeling.model import load_encoder, load_tokenizer
-    from tunelab.modeling.probe import features, load_head
-
-    head_path = _head_path(lab.store, record)
-    if spec.images and spec.task.type != "multilabel":
-        from tunelab.modeling.head_init import image_base_features
-
-        head = load_head(head_path)
-        version = record["data_version"]  # its folder holds the test images too
-
-        def images(rows: list[dict]) -> tuple[list[dict], dict]:
-            (x,), _ = image_base_features(spec, lab.path, labels, version, lab.device, rows)
-            predictions = head.predictions(rows, x)
-            return predictions, score(spec.task.type, predictions, labels)
-
-        return images
-    tokenizer = load_tokenizer(spec.model, lab.path)
-    encoder = load_encoder(spec.model, lab.path, lab.device)
-    e, length = spec.evaluation, spec.model.max_length
-
-    def embedded(rows: list[dict]):
-        return features(encoder, tokenizer, rows, labels, length, e.batch_size, lab.device)
-
-    if spec.task.type == "multilabel":
-        from tunelab.modeling.multilabel_head import load_multilabel_head
-        from tunelab.tasks.multilabel import score_probabilities
-
-        ovr, threshold = load_multilabel_head(head_path), recorded_threshold(record)
-        return lambda rows: score_probabilities(
-            [r["id"] for r in rows],
-            [r["labels"] for r in rows],
-            ovr.predict_proba(embedded(rows)),
-            labels,
-            threshold,
-        )
-    head = load_head(head_path)
-
-    def probe(rows: list[dict]) -> tuple[list[dict], dict]:
-        predictions = head.predictions(rows, embedded(rows))
-        return predictions, score(spec.task.type, predictions, labels)
-
-    return probe
 
 
 def _opening(store: Store, n: int, run_id: str) -> dict | None:
@@ -344,9 +260,9 @@ def run_final(
             _check_verdict(run_id, verdict, comparison, reason)
             spec = validate_spec(record["spec"])
             version = record["data_version"]
-            scorer = _scorer(lab, record, spec)
+            scorer = scorer_of(lab, record, spec)
             rows, digest = open_sealed(store, version)
-            _check_targets(spec, rows)
+            _check_targets(spec, rows, version)
             n = len(earlier) + 1
             out = store.root / FINALS / f"{n}-{run_id}.json"
             access = {

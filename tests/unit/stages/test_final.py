@@ -13,6 +13,7 @@ import pytest
 from final_labs import FOR_REPORT, cli, lab_with_baselines  # noqa: F401 (pytest finds the fixture here)
 
 from conftest import topic_rows
+from tunelab.cli import main
 from tunelab.core.lab import open_lab
 from tunelab.core.store import SPLITS, SealedError, Store
 from tunelab.modeling.model import load_encoder, load_tokenizer
@@ -305,11 +306,11 @@ def test_test_targets_scoring_cannot_read_stop_final_before_the_opening_is_logge
     spec = SimpleNamespace(task=task)
     rows = [{"id": "p1", "origin": "pages.jsonl:4", "target": {"name": "ls"}}]
     with pytest.raises(TunelabError) as err:
-        _check_targets(spec, rows)
+        _check_targets(spec, rows, "0123456789abcdef")
     said = str(err.value)
     assert said.startswith("1 test row(s) have a target that scoring cannot read: p1 (pages")
     assert said.endswith("Nothing was scored and no opening was recorded.")
-    _check_targets(spec, [{"id": "p2", "target": {"name": "ls", "section": "1"}}])
+    _check_targets(spec, [{"id": "p2", "target": {"name": "ls", "section": "1"}}], "0123")
 
 
 def test_only_a_verdict_against_the_strongest_baseline_opens_the_seal(tmp_path):
@@ -350,3 +351,22 @@ def test_a_new_split_that_moves_rows_final_scored_into_train_is_warned_of(lab_wi
     assert moved > 0 and "in this version's splits:" in warned and "in train" in warned
     same = build_data(open_lab(lab_dir).spec, lab_dir, Store(lab_dir))  # the opened one again
     assert not [w for w in same["warnings"] if "`final` scored" in w]
+
+
+@pytest.mark.parametrize("run", ["r001-majority", "r002-probe"])
+def test_an_empty_test_split_is_refused_before_the_opening_is_logged(make_lab, capsys, run):
+    """A lab split by ratios with no test share: the probe's final was an IndexError (exit 1),
+    the majority's "no examples to score", and each try logged an opening with no result."""
+    rows = [
+        {**r, "part": "validation" if i % 3 == 0 else "train"} for i, r in enumerate(topic_rows())
+    ]
+    lab = make_lab(rows)
+    by_column = ["data.fields.split=part"]  # no row says test
+    report = cli(capsys, "data", "--lab", str(lab), *by_column)
+    assert report["splits"]["test"]["n"] == 0
+    cli(capsys, "baseline", "--lab", str(lab), *by_column)
+    code = main(["final", "--lab", str(lab), run, "--reason", "empty", "--json"])
+    said = json.loads(capsys.readouterr().out)
+    assert code == 2, said
+    assert "is empty: nothing to score, and no opening was recorded" in said["error"]
+    assert final_accesses(Store(lab)) == [] and not (lab / ".tunelab" / "finals").exists()

@@ -91,7 +91,7 @@ def test_a_result_keeps_its_own_openings_time(lab_with_baselines, monkeypatch):
     from tunelab.stages import final
 
     lab = open_lab(lab_with_baselines[0])
-    scorer = final._scorer
+    scorer = final.scorer_of
 
     def meanwhile(*args):  # another final opens the split while this one evaluates
         scores = scorer(*args)
@@ -102,7 +102,7 @@ def test_a_result_keeps_its_own_openings_time(lab_with_baselines, monkeypatch):
 
         return scored
 
-    monkeypatch.setattr(final, "_scorer", meanwhile)
+    monkeypatch.setattr(final, "scorer_of", meanwhile)
     result = run_final(lab, "r001-majority", FOR_REPORT)
     first = next(a for a in final_accesses(lab.store) if a["n"] == 1)
     assert result["time"] == first["time"] != "2099-01-01T00:00:00+00:00"
