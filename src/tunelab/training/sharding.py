@@ -91,9 +91,18 @@ def full_trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def load_trainable(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None:
-    """Load gathered trained tensors into an unsharded copy of the model."""
-    params = dict(model.named_parameters())
-    missing = sorted(n for n, p in params.items() if p.requires_grad and n not in tensors)
+    """Load gathered trained tensors into an unsharded copy of the model. A tensor a model ties
+    under two names (SmolLM2's input embeddings and output head) comes under both, where
+    `named_parameters` lists it once: every name is looked up, the copy lands in the one tensor."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    names: dict[int, list[str]] = {}  # a tied tensor's names
+    for name, param in params.items():
+        names.setdefault(id(param), []).append(name)
+    missing = sorted(
+        n
+        for n, p in model.named_parameters()
+        if p.requires_grad and not any(alias in tensors for alias in names[id(p)])
+    )
     if missing:
         raise RuntimeError(f"the gathered state lacks trained tensors {missing[:5]}")
     import torch
