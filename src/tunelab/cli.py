@@ -219,6 +219,11 @@ def _follower() -> bool:
 
 
 def _error(args: argparse.Namespace, message: str, internal: bool = False) -> None:
+    if _follower():  # under torchrun rank 0 reports on stdout; another rank's own words go to
+        # stderr, so `--json` reads one object (a refusal printed once per rank was not JSON)
+        rank = os.environ.get("RANK")
+        print(f"error ({args.command}, rank {rank}): {message}", file=sys.stderr)
+        return
     if args.json:
         print(json.dumps({"error": message, "command": args.command, "internal": internal}))
         return

@@ -129,14 +129,22 @@ def test_what_the_processes_cannot_share_is_refused_before_a_record(
         assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0, command
     capsys.readouterr()
     monkeypatch.setenv("WORLD_SIZE", "2")
-    for rank in ("0", "1"):
-        monkeypatch.setenv("RANK", rank)
+    for rank in ("0", "1"):  # rank 0 answers on stdout; rank 1 on stderr, marked, so that
+        monkeypatch.setenv("RANK", rank)  # `--json` reads one object
         monkeypatch.setenv("LOCAL_RANK", rank)
+
+        def said(rank=rank) -> str:
+            out, err = capsys.readouterr()
+            if rank == "0":
+                assert err == ""
+                return json.loads(out)["error"]
+            assert out == "" and err.startswith("error (")
+            return err
+
         assert main(["run", "--lab", str(lab), "--name", "odd", "--json"]) == 2
-        error = json.loads(capsys.readouterr().out)["error"]
-        assert "must be a multiple of 2 processes × training.microbatch (2)" in error
+        assert "must be a multiple of 2 processes × training.microbatch (2)" in said()
         assert main(["check", "--lab", str(lab), "--json"]) == 2  # one process only
-        assert "not in torchrun's 2" in json.loads(capsys.readouterr().out)["error"]
+        assert "not in torchrun's 2" in said()
     assert [r["id"] for r in Store(lab).runs()] == ["r001-zero-shot"]
 
 

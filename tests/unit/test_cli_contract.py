@@ -301,3 +301,16 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path, json_fla
     proc.stdout.close()  # as `head` does once it has what it wants
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and "Traceback" not in stderr, stderr
+
+
+def test_under_torchrun_only_rank_0_answers_on_stdout(make_lab, capsys, monkeypatch):
+    """A refusal under torchrun was printed once per rank, so `--json` read two objects."""
+    lab = str(make_lab())
+    argv = ["run", "--lab", lab, "training.strategy=fdsp", "--json"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "training.strategy" in json.loads(out)["error"] and err == ""
+    monkeypatch.setenv("RANK", "1")
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error (run, rank 1): ") and "training.strategy" in err

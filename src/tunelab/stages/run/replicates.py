@@ -21,6 +21,7 @@ from tunelab.core.layout import GROUPS
 from tunelab.core.replicates import COUNTS, arm_key, replicate_seeds, seed_of
 from tunelab.core.store import Store, now
 from tunelab.stages.run.variant import run_variant
+from tunelab.training.distributed import main_process
 
 
 def with_seed(lab: Lab, seed: int) -> Lab:
@@ -136,9 +137,28 @@ def run_replicates(
             "summary": summary(runs),
             "unchanged": True,
         }
+    if not main_process():  # under torchrun: rank 0 writes the group, this rank trains with it
+        return _follow_seeds(lab, planned, have, name, **run_args)
     group, path = open_group(lab.store, "replicates", name, base, planned)
     runs = train_seeds(lab, group, path, name, console, have, **run_args)
     return {**group, "runs": runs, "summary": summary(runs)}
+
+
+def _follow_seeds(lab: Lab, planned: list[int], have: dict[int, str], name: str, **run_args):
+    """A rank other than 0: its share of each seed rank 0 trains, in the same order (`have`,
+    read before any seed trains, is rank 0's too); it writes nothing. A seed that fails here
+    stops this rank: rank 0's run of it fails with it."""
+    lab.data = lab.data_version
+    base, followed = planned[0], []
+    for index, seed in enumerate(planned):
+        if seed in have:
+            continue
+        replicate = {"group": None, "index": index, "seed": seed, "base_seed": base}
+        run_name = name if index == 0 else f"{name}-s{index}"
+        followed.append(
+            run_variant(with_seed(lab, seed), run_name, None, replicate=replicate, **run_args)
+        )
+    return {"rank": followed[0]["rank"] if followed else None, "seeds": followed}
 
 
 def trained_already(lab: Lab, seeds: list[int]) -> dict[int, str]:

@@ -79,6 +79,29 @@ def test_an_interrupted_replicate_stops_the_group_and_is_recorded(tmp_path, monk
     assert stored["finished"] == 1
 
 
+def test_under_torchrun_another_rank_trains_each_seed_with_rank_0_and_writes_nothing(
+    tmp_path, monkeypatch
+):
+    """`run --seeds 2` under torchrun: rank 1 read its run's id from a record only rank 0 has
+    (`KeyError: 'id'`), wrote groups of its own, and left rank 0 waiting in the next seed."""
+    calls = []
+
+    def follow(lab, name, console, replicate=None, **_):
+        calls.append((name, lab.spec.training.seed, replicate["base_seed"]))
+        return {"rank": 1, "training": {"steps": 2, "tokens": 10}}
+
+    monkeypatch.setattr(replicates, "run_variant", follow)
+    monkeypatch.setenv("RANK", "1")
+    lab = fake_lab(tmp_path)
+    have = {replicate_seeds(7, 3)[1]: "r001-lora-s1"}  # a seed rank 0 counts, not trains
+    monkeypatch.setattr(replicates, "trained_already", lambda lab, seeds: have)
+    result = replicates.run_replicates(lab, 3, "lora")
+    seeds = replicate_seeds(7, 3)
+    assert calls == [("lora", seeds[0], 7), ("lora-s2", seeds[2], 7)]  # rank 0's order
+    assert result["rank"] == 1 and len(result["seeds"]) == 2
+    assert not (tmp_path / ".tunelab" / "groups").exists() and lab.store.events() == []
+
+
 def test_derived_seeds_are_stable_distinct_and_start_with_the_spec_seed():
     seeds = replicate_seeds(0, 5)
     assert seeds[0] == 0 and len(set(seeds)) == 5 and seeds == replicate_seeds(0, 5)
