@@ -63,8 +63,8 @@ def examples_to_see(max_drop: float) -> int:
 def _bounded(check: dict, g: Guardrail, pair: Pair, name: str | None) -> dict:
     """A check whose bootstrap cannot show a drop (low >= 0, on the examples' noise), for a
     limit above 0 on a rate: its low end becomes the gain seen less the unseen drop its
-    group's size allows, where that is lower."""
-    if g.max_drop <= 0 or check["low"] < 0 or "basis" in check or pair.documents:
+    group's size allows, where that is lower. A seed-aware check too: seeds add no examples."""
+    if g.max_drop <= 0 or check["low"] < 0 or pair.documents:
         return check
     size = pair.group_size(name)
     if not size:

@@ -109,3 +109,23 @@ def test_noise_records_that_share_runs_count_once_the_one_with_most_seeds(tmp_pa
     after = next(r for r in result["runs"] if r["id"] == single)
     assert after["vs_reference"]["bootstrap"]["seeds"]["sources"] == ["noise n003"]
     assert result["rules"]["noise"] == ["n003"]
+
+
+def test_seeds_do_not_lift_the_unseen_drop_bound_of_a_group_with_few_examples(tmp_path):
+    """Seeds measure training's noise and add no examples: 4 alike examples of each class
+    read "unresolved" on one seed, and "holds" on +0.0 (+0.0, +0.0) once three tied seeds made
+    the interval seed-aware (the bound was skipped for a seed-aware check)."""
+    rail = {"metric": "f1", "scope": "every_class", "max_drop": 0.05}
+    lab = make_lab(tmp_path, [rail])
+    alike = {"a": 1.0, "b": 0.5, "c": 0.5}
+    add_run(lab, "probe", "baseline", predictions(alike, n=4))
+    first = add_run(lab, "lora", "variant", predictions(alike, n=4))
+    for seed in (1, 2):
+        add_run(lab, "lora", "variant", predictions(alike, n=4), spec=seeded(lab, seed))
+    row = next(r for r in compare(lab)["runs"] if r["id"] == first)
+    (judged,) = row["guardrails"]
+    a = judged["checks"]["a"]
+    assert a["basis"] == "seeds and examples" and a["unseen"]["examples"] == 4
+    assert a["low"] < -0.05 and a["status"] == judged["status"] == "unresolved"
+    assert a["needed_n"] == 216 and "needs" not in a  # more examples, not more seeds
+    assert row["verdict"] != "improved"
