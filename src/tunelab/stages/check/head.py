@@ -58,6 +58,7 @@ def head_init_step(ctx: dict) -> dict:
     in_training = _loss_in_training_mode(ctx["model"], examples, size, pad_id, lab.device)
     detail += f"; its loss {found['train_loss']:.4f}, with dropout on {in_training:.4f}"
     lost = start_lost([{"loss": in_training}], found, "the slice's loss with dropout on")
+    ctx["start_lost"] = lost  # the loss item cannot judge a fall from a start that is gone
     return item(
         "head_init",
         agrees,

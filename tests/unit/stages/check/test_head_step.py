@@ -102,3 +102,19 @@ def test_without_dropout_the_probe_start_holds_and_nothing_is_said(
     assert head["passed"] and head["warning"] is None
     assert head["loss_in_training_mode"] == pytest.approx(head["probe"]["train_loss"], abs=1e-3)
     assert not [w for w in result["warnings"] if w.startswith("head_init")]
+
+
+def test_a_rise_after_a_probe_start_that_dropout_undid_is_not_checked_never_failed():
+    """The multilabel template on the tiny BERT: the slice's loss 0.1355 fitted, 203 and 240
+    in the steps (dropout on), 2.06 after; the check FAILED as if the wiring were wrong."""
+    from tunelab.stages.check.update import loss_item
+
+    lost = {"first": 142.5, "probe": 0.11, "prior": 0.6, "message": "m"}
+    rose = loss_item(0.1355, 2.0623, [203.4167, 239.7396], 4, 8, lost)
+    assert rose["not_checked"] and not rose["passed"]
+    assert (
+        "steps trained from losses of 203.4167, 239.7396, not from the fitted 0.1355"
+        in (rose["detail"])
+    )
+    assert loss_item(0.1355, 0.09, [203.4, 239.7], 4, 8, lost)["passed"]  # it fell all the same
+    assert not loss_item(0.1355, 2.0623, [203.4, 239.7], 4, 8)["passed"]  # no warning: failed
