@@ -104,7 +104,7 @@ def _lines(console, start: float):
 )
 def cmd_inspect(args):
     # as check and run would: examples longer than the model's positions are never trained
-    lab = opened(args, needs_positions)
+    lab = opened(args, needs_base, needs_positions)
     from tunelab.stages.inspection import inspect_lab
 
     return inspect_lab(lab, args.sample, args.split)
@@ -148,7 +148,7 @@ def cmd_baseline(args):
 )
 def cmd_check(args):
     # a LoRA target matching nothing is an item of the checklist, not a refusal
-    lab = opened(args, needs_usable, needs_positions, needs_scorable)
+    lab = opened(args, needs_base, needs_usable, needs_positions, needs_scorable)
     from tunelab.stages.check.steps import run_check
 
     return run_check(lab, progress(args), args.rows)

@@ -86,8 +86,9 @@ def missing_base(spec: ModelSpec, path: Path) -> str:
 
 
 def require_base(lab) -> None:
-    """Refuse a base model that is not where `model.path` says (a folder moved, a typo), or
-    whose weights are only pickles, before a command records anything: the load says so too,
+    """Refuse a base model that is not where `model.path` says (a folder moved, a typo), whose
+    weights are only pickles, or whose files are damaged (`whole_files.require_whole`), before a
+    command records anything: the load says so too,
     but only after a run, a seed group or the test split's opening would have been recorded.
     A model built from scratch has no base."""
     from tunelab.core.errors import TunelabError
@@ -103,3 +104,6 @@ def require_base(lab) -> None:
         from tunelab.modeling.safety import require_safetensors  # after torch: seconds later
 
         require_safetensors(path, f"model.path {model.path!r}")
+        from tunelab.modeling.whole_files import require_whole
+
+        require_whole(path, f"model.path {model.path!r}", images=bool(lab.spec.images))
