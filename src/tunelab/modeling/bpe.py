@@ -72,8 +72,35 @@ def trained_tokenizer(
         tokenizer = train_bpe(texts, bpe)
         with atomic_dir(folder, replace=True) as out:
             tokenizer.save_pretrained(out)
-            (out / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+            written = {p.name: sha256_file(p) for p in tokenizer_files(out)}
+            kept = settings | {"files_sha256": written}  # what `_unchanged` reads back
+            (out / "settings.json").write_text(json.dumps(kept, indent=2), encoding="utf-8")
+    _unchanged(folder)
     return AutoTokenizer.from_pretrained(folder), folder, settings
+
+
+def _unchanged(folder: Path) -> None:
+    """Refuse a cached BPE whose files are not as they were written (an edit, a damaged disk):
+    every run on this split would tokenize with it, under the same spec, and say nothing. A
+    folder cached before the hashes were kept has none to check."""
+    try:
+        kept = json.loads((folder / "settings.json").read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        kept = None
+    if kept is None:
+        changed = ["settings.json unreadable"]
+    elif "files_sha256" not in kept:  # cached before the hashes were kept: nothing to check
+        return
+    else:
+        written = kept["files_sha256"]
+        now = {p.name: sha256_file(p) for p in tokenizer_files(folder)}
+        changed = sorted(n for n in written.keys() | now.keys() if written.get(n) != now.get(n))
+    if changed:
+        raise TunelabError(
+            f"{folder}: the BPE cached there is not as it was trained ({', '.join(changed)} "
+            "changed): a cache the lab can make again, so delete that folder and the next "
+            "command trains it anew (the runs that used it recorded its files' sha256)"
+        )
 
 
 def named_tokenizer(path: str, lab: Path) -> tuple[PreTrainedTokenizerBase, Path]:

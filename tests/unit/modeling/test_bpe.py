@@ -88,3 +88,35 @@ def test_a_recorded_run_gets_its_own_versions_tokenizer_not_the_current_one(tmp_
     _, now = scratch_tokenizer(spec.model, tmp_path)
     _, then = scratch_tokenizer(spec.model, tmp_path, first)
     assert now["sha256"] != before["sha256"] and then == before
+
+
+def test_a_cached_bpe_changed_since_it_was_trained_is_refused_and_made_again_once_deleted(
+    tmp_path,
+):
+    """EOS and PAD ids swapped in the cached tokenizer.json: a run trained with it under the
+    same spec, and compare called it the same spec; a file that no longer parsed was an
+    internal error naming neither the file nor the fix."""
+    import shutil
+
+    import pytest
+
+    from tunelab.core.errors import TunelabError
+
+    spec = lab_with_data(tmp_path, bpe={"vocab_size": 280})
+    _, found = scratch_tokenizer(spec.model, tmp_path)
+    (folder,) = (tmp_path / ".tunelab" / "cache" / "tokenizers").iterdir()
+    settings = json.loads((folder / "settings.json").read_text())
+    assert settings["files_sha256"] == found["files"]  # as written, by the identity's own hashes
+    tokenizer = folder / "tokenizer.json"
+    tokenizer.write_text(tokenizer.read_text().replace('"<|pad|>"', '"<|pad2|>"'))
+    with pytest.raises(TunelabError) as err:
+        scratch_tokenizer(spec.model, tmp_path)
+    said = str(err.value)
+    assert said.startswith(f"{folder}: the BPE cached there is not as it was trained")
+    assert "(tokenizer.json changed)" in said and "delete that folder" in said
+    shutil.rmtree(folder)
+    assert scratch_tokenizer(spec.model, tmp_path)[1] == found  # the same BPE, trained anew
+    # a BPE cached before the hashes were kept has none to check: read as it is
+    del settings["files_sha256"]
+    (folder / "settings.json").write_text(json.dumps(settings))
+    assert scratch_tokenizer(spec.model, tmp_path)[1] == found
