@@ -68,6 +68,21 @@ def test_sigterm_then_resume_ends_like_an_uninterrupted_run(make_lab, capsys):
     stopped_at = json.loads((run_dir / "checkpoint" / "state.json").read_text())["step"]
     assert 5 <= stopped_at < 120
 
+    # a checkpoint file changed since it was written is refused by name, the run left as it is,
+    # and fsck says so too (a flipped byte was resumed from; a cut file failed the run)
+    tensors = run_dir / "checkpoint" / "trainable.safetensors"
+    whole = tensors.read_bytes()
+    tensors.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))
+    code, refused = tl(capsys, "resume", "--lab", str(lab), "r001-stopped")
+    assert code == 2 and f"{tensors}: sha256 " in refused["error"], refused
+    assert "checkpoint is not as the run wrote it" in refused["error"]
+    assert json.loads((run_dir / "record.json").read_text())["status"] == "interrupted"
+    code, checked = tl(capsys, "fsck", "--lab", str(lab))
+    assert code == 1 and any(
+        "the checkpoint is not as written" in p["problem"] for p in checked["problems"]
+    )
+    tensors.write_bytes(whole)
+
     code, resumed = tl(capsys, "resume", "--lab", str(lab), "r001-stopped")
     assert code == 0, resumed
     assert resumed["status"] == "completed" and resumed["resumed"]

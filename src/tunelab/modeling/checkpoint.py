@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING
 import torch
 from safetensors.torch import load_file, save_file
 
+from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.files import _fsync
 from tunelab.core.store import atomic_write_json
+from tunelab.modeling.checkpoint_files import STATE
 
 if TYPE_CHECKING:
     from tunelab.training.distributed import World
@@ -54,9 +56,12 @@ def save_checkpoint(
     """Write the checkpoint beside the old one and swap it in (every rank calls it under
     several processes; one process writes it alone)."""
     tmp = path.with_name(path.name + ".new")
+    state = state | {"scheduler": _scheduler(scheduler)}
     if world is not None and world.distributed:
-        _save_sharded(tmp, model, optimizer, state | {"scheduler": _scheduler(scheduler)}, world)
-        if world.main:  # every rank's shards are written when dcp.save returns
+        _save_sharded(tmp, model, optimizer, world)
+        if world.main:  # every rank's shards and generators are written: the barrier said so
+            written = {"world_size": world.size, "strategy": world.strategy}
+            _write_state(tmp, state | {"written_by": written})
             durable(tmp)
             _swap(tmp, path)
         _barrier()  # no rank goes on (or reads it) before the swap
@@ -74,9 +79,21 @@ def save_checkpoint(
     buffer = io.BytesIO()
     torch.save({"optimizer": optimizer.state_dict(), "rng": rng}, buffer)
     (tmp / "optimizer.pt").write_bytes(buffer.getvalue())
-    atomic_write_json(tmp / "state.json", state | {"scheduler": _scheduler(scheduler)})
+    _write_state(tmp, state)
     durable(tmp)
     _swap(tmp, path)
+
+
+def _write_state(tmp: Path, state: dict) -> None:
+    """`state.json`, last, with the sha256 of every other file of the checkpoint: `resume` and
+    `fsck` read them back (`checkpoint_files.checkpoint_problems`), so a file damaged or cut
+    since is refused by name, not resumed from."""
+    files = {
+        f.relative_to(tmp).as_posix(): sha256_file(f)
+        for f in sorted(tmp.rglob("*"))
+        if f.is_file() and f.name != STATE
+    }
+    atomic_write_json(tmp / STATE, state | {"files": files})
 
 
 def _scheduler(scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict:
@@ -150,7 +167,8 @@ def load_checkpoint(
         _load_whole_into_shards(path, model, optimizer)
     else:
         _load_whole(path, getattr(model, "module", model), optimizer)
-    state = json.loads((path / "state.json").read_text())
+    state = json.loads((path / STATE).read_text())
+    state.pop("files", None)  # checked before anything loads (`resume`'s refusals)
     sched = state.pop("scheduler") | {"lr_lambdas": [None] * len(optimizer.param_groups)}
     scheduler.load_state_dict(sched)
     return state
@@ -203,8 +221,9 @@ def _is_sharded(model: torch.nn.Module) -> bool:
     return isinstance(model, FSDPModule)
 
 
-def _save_sharded(tmp: Path, model, optimizer, state: dict, world: World) -> None:
-    """Every rank writes its shards with DCP; rank 0 adds the RNG and the loop state last."""
+def _save_sharded(tmp: Path, model, optimizer, world: World) -> None:
+    """Every rank writes its shards with DCP and its generators; rank 0 then writes the loop
+    state (`save_checkpoint`)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -217,10 +236,7 @@ def _save_sharded(tmp: Path, model, optimizer, state: dict, world: World) -> Non
     buffer = io.BytesIO()  # into memory first, as above; each rank its own generators
     torch.save(_rng(model), buffer)
     (tmp / _rng_file(world.rank)).write_bytes(buffer.getvalue())
-    if world.main:
-        written = {"world_size": world.size, "strategy": world.strategy}
-        atomic_write_json(tmp / "state.json", state | {"written_by": written})
-    _barrier()  # every rank's generators are written before rank 0 makes the folder durable
+    _barrier()  # every rank's generators are written before rank 0 hashes the folder
 
 
 def _rng_file(rank: int) -> str:

@@ -1,6 +1,7 @@
-"""Where a run's checkpoint is and which processes wrote it: read from its folder alone, without
-torch, so `tunelab resume` refuses a run it cannot continue before any model code loads. Writing
-and loading a checkpoint is `modeling.checkpoint`'s."""
+"""Where a run's checkpoint is, which processes wrote it, and whether its files are as they were
+written: read from its folder alone, without torch, so `tunelab resume` refuses a run it cannot
+continue before any model code loads (and `fsck` checks it). Writing and loading a checkpoint
+is `modeling.checkpoint`'s."""
 
 from __future__ import annotations
 
@@ -8,17 +9,44 @@ import json
 from pathlib import Path
 
 CHECKPOINT_DIR = "checkpoint"
+STATE = "state.json"
+"""The loop's state, written last: its presence marks a whole checkpoint."""
 
 
 def written_by(path: Path) -> dict:
     """The processes that wrote the checkpoint at `path` (one process unless it says)."""
-    state = json.loads((path / "state.json").read_text())
+    state = json.loads((path / STATE).read_text())
     return state.get("written_by") or {"world_size": 1, "strategy": None}
 
 
 def find_checkpoint(path: Path) -> Path | None:
     """The complete checkpoint at `path`, or the previous one if a swap was cut short."""
     for candidate in (path, path.with_name(path.name + ".old")):
-        if (candidate / "state.json").exists():
+        if (candidate / STATE).exists():
             return candidate
     return None
+
+
+def checkpoint_problems(path: Path) -> list[str]:
+    """What makes the checkpoint at `path` not as its run wrote it: `state.json` unreadable, or
+    a file missing or changed against the sha256 it records (a checkpoint written before these
+    were recorded has none to check)."""
+    from tunelab.core.digest import sha256_file
+
+    try:
+        state = json.loads((path / STATE).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return [f"{path / STATE}: unreadable ({err})"]
+    problems = []
+    for name, expected in (state.get("files") or {}).items():
+        file = path / name
+        if not file.is_file():
+            problems.append(f"{file}: missing")
+        elif (actual := sha256_file(file)) != expected:
+            problems.append(f"{file}: sha256 {actual[:12]}…, written as {expected[:12]}…")
+    return problems
+
+
+def lacks_state(path: Path) -> bool:
+    """A checkpoint folder with files in it but no `state.json`: damaged, not absent."""
+    return path.is_dir() and any(path.iterdir()) and not (path / STATE).exists()

@@ -11,6 +11,7 @@ from tunelab.core.layout import BUNDLES, COMPARISONS, GROUPS, NOISE, PLANS, PRED
 from tunelab.core.run_files import changed_weights, vouched, what_changed
 from tunelab.core.store import Store
 from tunelab.core.sums import SUMS, BundleError, compare, listed
+from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, checkpoint_problems, find_checkpoint
 from tunelab.stages.fsck.problems import hashed, json_of, problem_at, rel
 
 
@@ -50,9 +51,21 @@ def run_folders(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
         record = json_of(folder / RECORD)
         if record.get("status") == "completed":
             out += _run_files(store, folder, record, not_checked)
-        else:  # weights saved before a stop: `resume` evaluates them, so they are checked too
-            out += _saved_weights(store, folder, record)
+        else:  # weights saved before a stop, or a checkpoint: `resume` reads them
+            out += _saved_weights(store, folder, record) + _checkpoint(store, folder)
     return out, n
+
+
+def _checkpoint(store: Store, folder: Path) -> list[dict]:
+    """A run not completed: its checkpoint's files as their `state.json` hashed them."""
+    found = find_checkpoint(folder / CHECKPOINT_DIR)
+    if found is None:
+        return []
+    fix = "restore it from a backup, or start the run again (`tunelab resume` refuses it)"
+    return [
+        problem_at(store, "runs", found, f"the checkpoint is not as written: {problem}", fix)
+        for problem in checkpoint_problems(found)
+    ]
 
 
 def _saved_weights(store: Store, folder: Path, record: dict) -> list[dict]:

@@ -1,8 +1,9 @@
 """What `tunelab resume` refuses, read from the run's record and folder alone: a record that is
 not as its event logged it, a run that is not interrupted, lost or failed, one with no checkpoint
-to continue from, and saved weights that are not as the run wrote them. Nothing here imports
-torch, so the command says so in well under a second, before it makes `run`'s checks on the
-recorded spec or loads any model (it took 7 s when these came after the stage's imports)."""
+to continue from, a checkpoint or saved weights that are not as the run wrote them. Nothing here
+imports torch, so the command says so in well under a second, before it makes `run`'s checks
+on the recorded spec or loads any model (it took 7 s when these came after the stage's
+imports)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.layout import RECORD
 from tunelab.core.run_files import changed_weights, trained_to_end
 from tunelab.core.store import Store
-from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint
+from tunelab.modeling.checkpoint_files import (
+    CHECKPOINT_DIR,
+    checkpoint_problems,
+    find_checkpoint,
+    lacks_state,
+)
 from tunelab.training.distributed import main_process
 
 
@@ -44,7 +50,14 @@ def check_resumable(record: dict, run_dir: Path) -> None:
             f"{run_id} is {status}{still}: only an interrupted, lost or failed run can be resumed"
         )
     trained = trained_to_end(record, run_dir)
-    if find_checkpoint(run_dir / CHECKPOINT_DIR) is None and not trained:
+    found = find_checkpoint(run_dir / CHECKPOINT_DIR)
+    if found is None and not trained:
+        if lacks_state(run_dir / CHECKPOINT_DIR):
+            raise TunelabError(
+                f"{run_dir / CHECKPOINT_DIR}: {run_id}'s checkpoint has no state.json (the step "
+                "and schedule it resumes at, written last), so it is damaged, not whole: it "
+                "cannot be resumed from; start a new run"
+            )
         every = ((record.get("spec") or {}).get("training") or {}).get("checkpoint_every")
         why = (
             f"it stopped before its first checkpoint (every {every} steps)"
@@ -52,6 +65,12 @@ def check_resumable(record: dict, run_dir: Path) -> None:
             else "set training.checkpoint_every to checkpoint long runs"
         )
         raise TunelabError(f"{run_id} has no checkpoint to resume from ({why}); start a new run")
+    if found is not None and not trained and (problems := checkpoint_problems(found)):
+        raise TunelabError(
+            f"{run_id}'s checkpoint is not as the run wrote it ({'; '.join(problems)}): "
+            "resuming would train on from damaged state. Restore it from a backup, or start a "
+            "new run; the run stays as it is."
+        )
     if trained:  # resuming evaluates the saved weights: those the record hashed, or none
         changed = [f"{p.name} {problem}" for p, problem in changed_weights(run_dir, record)]
         if changed:
