@@ -72,7 +72,7 @@ def check_multilabel(spec) -> None:
         if source.type in ("folder", "image_folder"):
             raise FieldError(
                 f"data.sources.{i}.type",
-                f"a {source.type} source gives each file one label (its folder), and task "
+                f"a source of type {source.type} gives each file one label (its folder), and task "
                 "multilabel needs a set of labels per row: use jsonl, csv, parquet or "
                 "hf_dataset rows whose label field is a list (or a string with task.separator)",
             )

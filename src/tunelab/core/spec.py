@@ -129,7 +129,7 @@ class Spec(_Section):
         if self.hypothesis and self.hypothesis.metric not in task.overall_metrics:
             raise FieldError(
                 "hypothesis.metric",
-                f"{self.hypothesis.metric!r} is not a {self.task.type} metric; "
+                f"{self.hypothesis.metric!r} is not a metric of task {self.task.type}; "
                 f"choose one of {sorted(task.overall_metrics)}",
             )
         for i, g in enumerate(self.guardrails):
@@ -151,11 +151,19 @@ class Spec(_Section):
                 raise FieldError(
                     f"guardrails.{i}.source", "a source is named only with scope every_source"
                 )
+            sources = [s.source_name for s in self.data.sources]
+            if g.source is not None and g.source not in sources:
+                raise FieldError(
+                    f"guardrails.{i}.source",
+                    f"{g.source!r} is not a source of this lab; its sources are {sources} "
+                    "(data.sources[i].name, else each file's or folder's name)",
+                )
             known = task.overall_metrics if g.scope == "overall" else task.class_metrics
             if g.metric not in known:
+                scope = "an overall" if g.scope == "overall" else f"an {g.scope}"
                 raise FieldError(
                     f"guardrails.{i}.metric",
-                    f"{g.metric!r} is not a {g.scope} metric of {self.task.type}; "
+                    f"{g.metric!r} is not {scope} metric of {self.task.type}; "
                     f"choose one of {sorted(known)}",
                 )
         return self
@@ -235,8 +243,8 @@ class Spec(_Section):
             if source.type in ("folder", "image_folder"):
                 raise FieldError(
                     f"data.sources.{i}.type",
-                    f"a {source.type} source holds texts, not conversations: use jsonl, csv, "
-                    "parquet or hf_dataset rows with the turns",
+                    f"a source of type {source.type} holds texts, not conversations: use "
+                    "jsonl, csv, parquet or hf_dataset rows with the turns",
                 )
         if self.data.cleaning:
             raise FieldError(

@@ -147,16 +147,16 @@ def _check_kind(real: Path, source_type: str, where: str, given: str) -> None:
     takes = get_loader(source_type).takes
     if takes == "folder" and not real.is_dir():
         raise DataError(
-            f"{where}: {given!r} is not a folder; a {source_type} source is a folder"
+            f"{where}: {given!r} is not a folder; a source of type {source_type} is a folder"
             + (" of label sub-folders" if source_type in ("folder", "image_folder") else "")
         )
     if takes == "file" and real.is_dir():
         raise DataError(
-            f"{where}: {given!r} is a folder; a {source_type} source is one file (for a folder "
-            "of label sub-folders use type: folder, or image_folder for images)"
+            f"{where}: {given!r} is a folder; a source of type {source_type} is one file (for a "
+            "folder of label sub-folders use type: folder, or image_folder for images)"
         )
     if takes == "file" and not real.is_file():
         raise DataError(
             f"{where}: {given!r} is not a regular file (a device, a pipe or a socket); "
-            f"a {source_type} source is one file"
+            f"a source of type {source_type} is one file"
         )

@@ -84,6 +84,35 @@ def test_unknown_metric_lists_known_ones():
         validate_spec(raw)
 
 
+def test_a_guardrail_on_a_source_the_lab_lacks_is_refused_at_its_field():
+    """`source: cod` ran and baselined, and compare then said there was no validation document
+    of source 'cod', as if the data lacked it."""
+    raw = {
+        "task": {"type": "pretrain"},
+        "data": {
+            "sources": [
+                {"type": "jsonl", "path": "prose.jsonl"},
+                {"type": "jsonl", "path": "c.jsonl", "name": "code"},
+            ]
+        },
+        "model": {"init": "scratch"},
+        "method": {"type": "full"},
+        "guardrails": [
+            {"metric": "bits_per_byte", "scope": "every_source", "source": "cod", "max_drop": 0.02}
+        ],
+    }
+    with pytest.raises(SpecError) as err:
+        validate_spec(raw)
+    said = str(err.value)
+    assert "guardrails.0.source" in said
+    assert "'cod' is not a source of this lab; its sources are ['prose', 'code']" in said
+    raw["guardrails"][0]["source"] = "code"
+    assert validate_spec(raw).guardrails[0].source == "code"
+    raw["guardrails"][0] |= {"scope": "overall", "metric": "exact_match", "source": None}
+    with pytest.raises(SpecError, match="'exact_match' is not an overall metric of pretrain"):
+        validate_spec(raw)
+
+
 def test_overrides_parse_yaml_values_and_reset_on_type_change():
     raw = {**MINIMAL, "method": {"type": "lora", "r": 8}}
     overrides = parse_overrides(["training.lr=1e-4", "method.type=full", "model.max_length=64"])

@@ -122,8 +122,8 @@ FILE_CASES = [
         "directory-as-jsonl",
         made(lambda p: p.mkdir(), "rows.jsonl", "jsonl"),
         "refused",
-        match=r"data\.sources\[0\]\.path: 'rows\.jsonl' is a folder; a jsonl source is one "
-        r"file",
+        match=r"data\.sources\[0\]\.path: 'rows\.jsonl' is a folder; a source of type jsonl "
+        r"is one file",
     ),
     Case(
         "file-as-folder-source",

@@ -52,7 +52,7 @@ def test_labels_are_optional_and_kept_in_order_when_given() -> None:
 
 
 def test_the_plan_names_classification_metrics_and_scopes() -> None:
-    with pytest.raises(SpecError, match="not a image_classification metric"):
+    with pytest.raises(SpecError, match="not a metric of task image_classification"):
         image_spec(hypothesis={"behaviour": "b", "metric": "exact_match", "min_effect": 0.1})
     with pytest.raises(SpecError, match="every_field"):
         image_spec(guardrails=[{"metric": "f1", "scope": "every_field", "max_drop": 0.1}])

@@ -166,7 +166,7 @@ def test_the_spec_takes_a_multilabel_task_and_its_metrics() -> None:
         (
             {"type": "multilabel"},
             {"hypothesis": {"behaviour": "b", "metric": "accuracy", "min_effect": 0}},
-            "'accuracy' is not a multilabel metric",
+            "'accuracy' is not a metric of task multilabel",
         ),
     ],
 )

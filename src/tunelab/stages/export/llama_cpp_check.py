@@ -49,7 +49,7 @@ def llama_cpp_answers(bundle: Path, info: dict, sample: list[dict], path: Path, 
     spec = validate_spec(info["spec"])
     if not spec.task.generative or spec.task.type == "pretrain":
         return _not_checked(
-            f"a {spec.task.type} run's sample is scored, not generated; this check compares "
+            f"a sample of task {spec.task.type} is scored, not generated; this check compares "
             "generated answers"
         )
     if not sample:
