@@ -221,18 +221,23 @@ def _last_beat(run_dir: Path) -> dict | None:
 
 
 def listing(store) -> list[dict]:
-    """`tunelab runs`: every run's `summary`, with its replicate group. A noise floor's first
-    seed was trained before its group existed, so its record names none: the group's does."""
-    member_of = {
-        m["run"]: g["id"] for g in store.groups() for m in g.get("members", []) if m.get("run")
-    }
+    """`tunelab runs`: every run's `summary`, with its replicate group and the seeds that group
+    planned. A noise floor's first seed was trained before its group existed, so its record
+    names none: the group's does."""
+    groups = store.groups()
+    member_of = {m["run"]: g["id"] for g in groups for m in g.get("members", []) if m.get("run")}
+    planned = {g["id"]: len(g.get("seeds") or []) for g in groups}
     records = store.runs()
     rows = [summary(r, store.runs_dir / r["id"]) for r in records]
     doubt = _doubted(store, records)
-    return [
-        r | {"group": r["group"] or member_of.get(r["id"]), "doubt": doubt.get(r["id"])}
-        for r in rows
-    ]
+    out = []
+    for r in rows:
+        group = r["group"] or member_of.get(r["id"])
+        row = r | {"group": group, "doubt": doubt.get(r["id"])}
+        if group:
+            row["group_seeds"] = planned.get(group)  # the seeds it planned, trained or not
+        out.append(row)
+    return out
 
 
 def _doubted(store, records: list[dict]) -> dict[str, str]:

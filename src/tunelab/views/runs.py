@@ -93,7 +93,17 @@ def runs(rows: list[dict], console: Console) -> None:
             for s in dict.fromkeys(m["status"] for m in members)
         )
         ids = ", ".join(m["id"] for m in members)
-        console.print(f"replicate group {group}: {len(members)} seeds ({states}): {ids}")
+        planned = members[0].get("group_seeds") or len(members)
+        done = sum(m["status"] == "completed" for m in members)
+        console.print(
+            f"replicate group {group}: {len(members)} of {planned} planned seeds ({states}): {ids}"
+            + (
+                "; the same `tunelab run --seeds N` trains the seeds it lacks (a resumed one "
+                "counts once it completes)"
+                if done < planned and not any(m["status"] == "running" for m in members)
+                else ""
+            )
+        )
 
 
 def _seed(row: dict) -> str:

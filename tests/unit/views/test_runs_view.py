@@ -68,4 +68,18 @@ def test_each_run_of_a_replicate_group_shows_its_group():
     runs(rows, Console(file=out, width=300))
     text = out.getvalue()
     assert "│ 0 (g001) " in text and "│ 625451353 (g001) " in text and "│ 0    " in text
-    assert "replicate group g001: 2 seeds (2 completed): r004-rep, r005-rep-s1" in text
+    assert "replicate group g001: 2 of 2 planned seeds (2 completed): r004-rep, r005-rep-s1\n" in (
+        text
+    )
+    # an interrupted seed ended its group early: how many were planned, and how to go on
+    rows = [
+        row | {"id": "r007-long", "seed": 0, "group": "g002", "group_seeds": 3},
+        row
+        | {"id": "r008-long-s1", "seed": 7, "group": "g002", "group_seeds": 3}
+        | {"status": "interrupted"},
+    ]
+    out = io.StringIO()
+    runs(rows, Console(file=out, width=300))
+    said = " ".join(out.getvalue().split())
+    assert "replicate group g002: 2 of 3 planned seeds (1 completed, 1 interrupted)" in said
+    assert "the same `tunelab run --seeds N` trains the seeds it lacks" in said
