@@ -379,11 +379,17 @@ def test_what_a_killed_command_left_behind_is_named(make_lab, capsys):
     (store / "runs" / "r001-majority" / "checkpoint.new").mkdir()
     (store / "comparisons").mkdir(exist_ok=True)
     (store / "comparisons" / "c002.json").write_text("")
+    scratch = store / "sizing" / "scratch" / "scratch-model-982"  # a size killed with -9
+    scratch.mkdir(parents=True)
+    (scratch / "model.safetensors").write_bytes(b"")
     code, found = tl(capsys, "fsck", *where)
     assert code == 1
     leftovers = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "leftover"}
     assert "killed" in leftovers[".tunelab/runs/r001-majority/checkpoint.new"]
     assert "reserved" in leftovers[".tunelab/comparisons/c002.json"]
+    assert (
+        "left by a size that was killed" in leftovers[".tunelab/sizing/scratch/scratch-model-982"]
+    )
 
 
 def test_a_missing_format_file_is_named_not_made_up(make_lab, capsys):

@@ -85,7 +85,9 @@ def disk_full(err: BaseException) -> DiskFullError | None:
                 "corrupted: every store file is written to a temporary file and renamed into "
                 "place, so each record holds its last whole version (an open run is recorded "
                 "as failed, or shown as lost if even that could not be written). Free space or "
-                "raise the limit, then run the command again."
+                "raise the limit, then run the command again; `tunelab fsck` lists what the "
+                "stopped command left half-made (an empty numbered record, a run folder "
+                "without its record), each with what to do."
             )
     return None
 

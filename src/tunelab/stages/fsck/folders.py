@@ -7,7 +7,16 @@ from pathlib import Path
 
 from tunelab.core.chain import line_hash
 from tunelab.core.exports import recorded_export
-from tunelab.core.layout import BUNDLES, COMPARISONS, GROUPS, NOISE, PLANS, PREDICTIONS, RECORD
+from tunelab.core.layout import (
+    BUNDLES,
+    COMPARISONS,
+    GROUPS,
+    NOISE,
+    PLANS,
+    PREDICTIONS,
+    RECORD,
+    SIZING_SCRATCH,
+)
 from tunelab.core.run_files import changed_weights, vouched, what_changed
 from tunelab.core.store import Store
 from tunelab.core.sums import SUMS, BundleError, compare, listed
@@ -162,6 +171,13 @@ def leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
             "any, is beside it)"
         )
         out.append(problem_at(store, "leftover", path, problem, killed))
+    scratch = store.path(SIZING_SCRATCH)
+    for path in sorted(scratch.iterdir()) if scratch.is_dir() else []:
+        problem = (
+            "what `tunelab size` writes while it measures (a scratch model, its probes' "
+            "results): left by a size that was killed (or measuring now)"
+        )
+        out.append(problem_at(store, "leftover", path, problem, "delete it once no size runs"))
     for folder in (COMPARISONS, PLANS, GROUPS, NOISE):
         for path in sorted(store.path(folder).glob("*.json")):
             if not path.stat().st_size:  # reserved, never written

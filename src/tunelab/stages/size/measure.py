@@ -29,7 +29,7 @@ from tunelab.core.digest import sha256_json
 from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
-from tunelab.core.layout import SIZING
+from tunelab.core.layout import SIZING, SIZING_SCRATCH
 from tunelab.core.store import now
 from tunelab.modeling.model import apply_method, load_tokenizer
 from tunelab.modeling.render import make_renderer
@@ -48,7 +48,7 @@ MIB = 2**20
 GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
 """Largest relative difference (L2, over all trainable gradients) still counted as equal."""
 PROBE_TIMEOUT_S = 3600
-SCRATCH = Path("sizing") / "scratch"
+SCRATCH = Path(SIZING_SCRATCH)
 """Where, under the lab's store, each probe process keeps its files while it runs."""
 
 
