@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -128,9 +129,14 @@ def _decoded(image, data: bytes, file: str, max_pixels: int) -> ImageInfo | BadI
 
 
 def _too_large(err: Exception, max_pixels: int) -> BadImage:
+    """Pillow's words name its own limit, which for its error is twice the one set (it warns
+    past the limit, which tunelab turns into an error, and raises past twice it)."""
+    found = re.search(r"Image size \((\d+) pixels\)", str(err))
+    size = f"{int(found[1]):,} pixels" if found else "more pixels than allowed"
     return BadImage(
         "image_too_large",
-        f"{err} (data.images.max_pixels is {max_pixels:,}; raise it if such images are meant)",
+        f"{size}, more than data.images.max_pixels ({max_pixels:,}): the limit against "
+        "decompression bombs; raise it if such large images are meant",
     )
 
 

@@ -151,7 +151,7 @@ def test_each_bad_image_of_a_folder_is_quarantined_and_the_counts_add_up(tmp_pat
     assert where["image_truncated"] == ("pics/cat/cut.png", None)
     assert where["image_unsupported"] == ("pics/cat/old.bmp", None)
     too_large = next(q for q in quarantine if q["kind"] == "image_too_large")
-    assert "data.images.max_pixels is 2,000" in too_large["reason"]
+    assert "more than data.images.max_pixels (2,000)" in too_large["reason"]
 
 
 def path_rows(lab: Path) -> list[dict]:
