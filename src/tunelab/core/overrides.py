@@ -17,11 +17,14 @@ def parse_value(raw: str) -> Any:
 
     A mapping or list counts only when written in brackets (`{a: 1}`, `[q_proj, v_proj]`): a
     text that YAML alone reads as one (`task.regex=ANSWER: (` is the mapping `{ANSWER: (}`) or
-    cannot read at all (`ANSWER: [`) is kept as the text it is.
+    cannot read at all (`ANSWER: [`) is kept as the text it is, and so is one that starts as
+    a block scalar (`task.separator=|` read as the empty text).
     """
     text = raw.strip()
     if not text:
         return ""
+    if text[0] in "|>":  # YAML's block scalars: on one line, `|` read as the empty text
+        return raw
     bracketed = text[0] in "[{"
     try:
         value = load_yaml(raw)

@@ -331,6 +331,8 @@ def test_an_override_is_a_mapping_or_list_only_when_written_in_brackets():
     }
     with pytest.raises(SpecError, match=r"override 'm=\[q_proj, v_proj': the value is not a YAML"):
         parse_overrides(["m=[q_proj, v_proj"])
+    # YAML's block scalar indicators: `|` alone read as the empty text, a separator refused
+    assert parse_overrides(["task.separator=|", "x=> 5"]) == {"task.separator": "|", "x": "> 5"}
 
 
 def test_on_off_yes_and_no_are_words_not_booleans(tmp_path):
