@@ -71,7 +71,18 @@ def check_run_name(name: str) -> str:
             "(.tunelab/runs/r003-NAME), so it is 1 to 64 letters, digits, '.', '_' or '-', "
             "does not start with '.' or '-' and has no '..'; e.g. --name lora-r16."
         )
+    if LIKE_AN_ID.match(name):
+        raise RunNameError(
+            f"run name {name!r} reads as a run id: commands name a run by its id (r009-NAME) or "
+            f"its number (r009), so `{name.split('-')[0]}` would name run "
+            f"{name.split('-')[0]}, not this one; give a name that does not start with r and "
+            "digits, e.g. --name lora-r16."
+        )
     return name
+
+
+LIKE_AN_ID = re.compile(r"r\d+(-|$)")
+"""A name that a command would read as a run's number (`r003`, `r003-lora`)."""
 
 
 def now() -> str:

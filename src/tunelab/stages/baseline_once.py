@@ -38,8 +38,8 @@ def run_name(method: str, name: str | None) -> str:
 def not_measured_yet(lab: Lab, name: str | None) -> tuple[dict, dict[str, dict]]:
     """The base's identity and the baselines already measured as these would be
     (`identical_baselines`); refused (DuplicateBaselineError) when every one was."""
-    if name is not None:
-        check_run_name(name)
+    if name is not None:  # as the runs are named: `probe-NAME`
+        check_run_name(run_name("probe", name))
     version = lab.data_version
     base = identity(lab.spec.model, lab.path, pack_length(lab.spec), version)
     found = identical_baselines(lab, version, base, name)
@@ -101,5 +101,5 @@ def _duplicate_message(already: list[dict], version: str, base: dict) -> str:
         f"the baselines of data version {version} are already recorded ({ids}), with the same "
         f"base model (weights sha256 {base['weights_sha256'][:12]}…), dtype and evaluation "
         "protocol: measuring them again adds nothing. To record another one on purpose, give "
-        "it a name: `tunelab baseline --name NAME`."
+        "it a name not used yet: `tunelab baseline --name NAME`."
     )

@@ -82,6 +82,18 @@ def test_run_names_that_could_escape_or_hide_are_refused(tmp_path, name):
     )
 
 
+@pytest.mark.parametrize("name", ["r003", "r003-lora", "r12-x"])
+def test_a_name_that_reads_as_a_run_id_is_refused(tmp_path, name):
+    """`run --name r003` made r009-r003, and `invalidate r003` then took run r003-lora."""
+    with pytest.raises(RunNameError, match="reads as a run id") as err:
+        Store(tmp_path).new_run(name)
+    assert f"`{name.split('-')[0]}` would name run {name.split('-')[0]}, not this one" in str(
+        err.value
+    )
+    assert check_run_name("lora-r16") == "lora-r16"
+    assert check_run_name("rank-4") == "rank-4" and check_run_name("r2d2x") == "r2d2x"
+
+
 def test_a_run_id_that_is_a_path_is_no_run(tmp_path):
     store = Store(tmp_path)
     outside = tmp_path / "record.json"
