@@ -180,6 +180,20 @@ def test_an_out_that_is_a_file_is_refused_by_name(exported, tmp_path, capsys):
     assert taken.read_text() == "mine"
 
 
+def test_an_out_relative_to_the_shell_is_recorded_where_it_is(
+    exported, tmp_path, capsys, monkeypatch
+):
+    """`cd /tmp && export --lab L --out s64/b` recorded `s64/b`, a path the lab cannot find."""
+    lab, _ = exported
+    monkeypatch.chdir(tmp_path)
+    code, result = tl(capsys, "export", "r003-lora", "--lab", str(lab), "--out", "elsewhere/b")
+    assert code == 0, result
+    where = str((tmp_path / "elsewhere" / "b").resolve())
+    assert result["bundle"] == where
+    recorded = [json.loads(p.read_text()) for p in (lab / ".tunelab" / "exports").glob("*.json")]
+    assert where in [r["bundle"] for r in recorded]
+
+
 def test_a_gguf_of_a_classifier_is_refused_saying_what_it_is(exported, tmp_path, capsys):
     lab, _ = exported
     out = tmp_path / "gguf-bundle"
@@ -213,6 +227,7 @@ def test_a_flipped_byte_is_named_by_verify(exported, tmp_path, capsys):
     code, result = tl(capsys, "verify", str(bundle))
     files = result["items"][0]
     assert code == 1 and not result["passed"] and result["recorded"] is None  # not in a lab
+    assert result["not_recorded"].startswith("the bundle lies in no lab")  # said, not left out
     assert files["changed"] == ["adapter_model.safetensors"] and "changed" in files["detail"]
     assert result["fix"].startswith("the bundle is not as it was exported: get it again")
     assert "(`tunelab export r003-lora`)" in result["fix"]

@@ -98,7 +98,7 @@ def verify(result: dict, console: Console) -> None:
     if result.get("recorded"):  # the export's record, in the lab that exported the bundle
         console.print(f"  [dim]recorded in {escape(result['recorded'])}[/]")
     elif result.get("not_recorded"):
-        console.print(f"  [dim]not recorded in the lab: {escape(result['not_recorded'])}[/]")
+        console.print(f"  [dim]not recorded: {escape(result['not_recorded'])}[/]")
     if result.get("not_checked"):  # what the verdict does not cover
         unchecked = escape("; ".join(result["not_checked"]))
         console.print(f"  [yellow]not checked[/], so not part of that verdict: {unchecked}")

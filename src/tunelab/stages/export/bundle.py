@@ -84,7 +84,8 @@ def export_run(
     check_exportable(record, store.run_dir(run_id))
     require_intact_run(store.run_dir(run_id), record, "export")
     spec = validate_spec(record["spec"])
-    bundle = Path(out) if out else lab.path / BUNDLES / run_id
+    # recorded absolute: a relative --out was read from the shell's folder, not the lab's
+    bundle = Path(out).expanduser().resolve() if out else lab.path / BUNDLES / run_id
     if bundle.exists() and not bundle.is_dir():
         raise ExportError(f"{bundle} is a file, not a folder; give --out a folder to write into.")
     if bundle.exists() and any(bundle.iterdir()):

@@ -39,12 +39,12 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
     result = verify_bundle(bundle, base, device)
     lab = lab_of(Path(bundle))
     if lab is None:
-        return result | {"recorded": None}
+        return result | {"recorded": None, "not_recorded": OUTSIDE}
     store = Store(lab)
     here = Path(bundle).resolve()
-    exports = [p for p in store.numbered(EXPORTS) if _bundle_of(p) == here]
+    exports = [p for p in store.numbered(EXPORTS) if _bundle_of(p, lab) == here]
     if not exports:
-        return result | {"recorded": None}
+        return result | {"recorded": None, "not_recorded": f"no export of {lab} wrote it"}
     export = store.load(exports[-1])
     try:
         record_verification(store, export, result)
@@ -53,8 +53,16 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
     return result | {"recorded": export["file"]}
 
 
-def _bundle_of(record_path: Path) -> Path | None:
+OUTSIDE = (
+    "the bundle lies in no lab, so there is no export record to write into (verify records "
+    "where a bundle lies inside the lab that exported it)"
+)
+
+
+def _bundle_of(record_path: Path, lab: Path) -> Path | None:
+    """The bundle an export record names (a relative path, as exports before it was made
+    absolute wrote an `--out` one, is read from the lab)."""
     try:
-        return Path(json.loads(record_path.read_text())["bundle"]).resolve()
+        return (lab / json.loads(record_path.read_text())["bundle"]).resolve()
     except (OSError, ValueError, KeyError, TypeError):
         return None
