@@ -39,6 +39,13 @@ class MultilabelTask(_Section):
             )
         if self.labels is None:
             return self
+        if len(self.labels) < 2:
+            raise FieldError(
+                "labels",
+                f"{len(self.labels)} label(s) listed: a multilabel head needs two or more (for "
+                "one tag, yes or no, use task classification with labels [TAG, other]); leave "
+                "task.labels out to take them from the data",
+            )
         stripped = [label.strip() for label in self.labels]
         if any(not label for label in stripped):
             raise FieldError("labels", "a label is empty")

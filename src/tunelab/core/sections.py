@@ -71,6 +71,16 @@ FORGETTING_METRICS = ("bits_per_byte", "loss")
 """What a forgetting guardrail (`on`) measures on its text: less is better."""
 
 
+def two_or_more(labels: list[str] | None) -> list[str] | None:
+    """A classifier's listed labels: two or more, or none (taken from the data)."""
+    if labels is not None and len(labels) < 2:
+        raise ValueError(
+            f"{len(labels)} label(s) listed: a classifier needs two or more; leave task.labels "
+            "out to take them from the data"
+        )
+    return labels
+
+
 class ClassificationTask(_Section):
     type: Literal["classification"] = "classification"
     labels: list[str] | None = None
@@ -80,6 +90,11 @@ class ClassificationTask(_Section):
 
     generative: ClassVar[bool] = False
     needs_target: ClassVar[bool] = False
+
+    @field_validator("labels")
+    @classmethod
+    def _two_or_more(cls, labels: list[str] | None) -> list[str] | None:
+        return two_or_more(labels)
 
 
 class ImageClassificationTask(_Section):
@@ -91,6 +106,11 @@ class ImageClassificationTask(_Section):
 
     generative: ClassVar[bool] = False
     needs_target: ClassVar[bool] = False
+
+    @field_validator("labels")
+    @classmethod
+    def _two_or_more(cls, labels: list[str] | None) -> list[str] | None:
+        return two_or_more(labels)
 
 
 class ExtractionTask(_Section):

@@ -273,6 +273,7 @@ def _warnings(
         warnings += set_warnings(splits.get("train", []))
     elif not spec.task.generative:
         warnings += imbalance_warnings(splits.get("train", []))
+    if not spec.task.generative:  # a multilabel head's sigmoid for it never sees a yes either
         unseen = [label for label in spec.task.labels or [] if label not in seen]
         if unseen:
             warnings.append(f"label(s) {unseen} from task.labels have no example")

@@ -390,3 +390,13 @@ def test_an_override_below_a_plain_value_is_refused_in_its_words():
     raw = {"training": {"lr": 0.001}}
     with pytest.raises(SpecError, match=r"training.lr is a value \(0.001\), not a section"):
         apply_overrides(raw, {"training.lr.x": 1})
+
+
+@pytest.mark.parametrize("task", ["classification", "image_classification"])
+@pytest.mark.parametrize("labels", [[], ["sport"]])
+def test_fewer_than_two_listed_labels_are_refused_at_the_field(task, labels):
+    """`task.labels=[]` read every row's label as unknown, and the data step then asked whether
+    data.fields.label named the label field."""
+    raw = {**MINIMAL, "task": {"type": task, "labels": labels}}
+    with pytest.raises(SpecError, match=r"task\.labels`: \d label\(s\) listed: a classifier needs"):
+        validate_spec(raw)

@@ -185,3 +185,18 @@ def test_a_label_on_every_train_row_is_warned_about(tmp_path) -> None:
         r["labels"] = sorted({*r["labels"], "news"})
     report = build_data(make_spec(tmp_path, rows), tmp_path, Store(tmp_path))
     assert any("['news'] are on every train row" in w for w in report["warnings"])
+
+
+def test_a_listed_label_no_row_has_is_warned_about_as_for_one_label_a_row(tmp_path) -> None:
+    """`weather` listed and on no row: its F1 counted 0 in every macro score, unsaid."""
+    task = {"labels": ["business", "sport", "tech", "weather"]}
+    report = build_data(make_spec(tmp_path, tagged_rows(), task), tmp_path, Store(tmp_path))
+    assert "label(s) ['weather'] from task.labels have no example" in report["warnings"]
+
+
+@pytest.mark.parametrize("labels", [[], ["tech"]])
+def test_fewer_than_two_listed_labels_are_refused_at_the_field(tmp_path, labels) -> None:
+    from tunelab.core.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"task\.labels.*a multilabel head needs two or more"):
+        make_spec(tmp_path, tagged_rows(), {"labels": labels})

@@ -160,7 +160,11 @@ def test_the_spec_takes_a_multilabel_task_and_its_metrics() -> None:
             {"data": {"sources": [{"type": "folder", "path": "f"}]}},
             "data.sources.0.type",
         ),
-        ({"type": "multilabel", "labels": ["a|b"], "separator": "|"}, {}, "contain the separator"),
+        (
+            {"type": "multilabel", "labels": ["a|b", "c"], "separator": "|"},
+            {},
+            "contain the separator",
+        ),
         ({"type": "multilabel", "labels": ["a", "a"]}, {}, "more than once"),
         ({"type": "multilabel", "separator": " "}, {}, "only whitespace"),
         (
