@@ -30,6 +30,15 @@ def head_init_step(ctx: dict) -> dict:
     """Fit the probe head on the slice and compare the model's first accuracy with the probe's."""
     lab, examples, labels = ctx["lab"], ctx["examples"], ctx["labels"]
     absent = _absent(examples, labels)
+    counts = lab.store.data_manifest(lab.data_version).get("counts", {}).get("train", {})
+    never = [label for label in absent if not counts.get("labels", {}).get(label)]
+    if never:  # no slice holds one: the run's probe, fitted on the train split, refuses it
+        return item(
+            "head_init",
+            False,
+            f"the train split has no example of {_names(never)}: method.head_init: probe fits "
+            "the head on it, so `tunelab run` refuses this spec; add some, or use head_init: new",
+        )
     if absent:
         return item(
             "head_init",

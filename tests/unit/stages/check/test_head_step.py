@@ -118,3 +118,19 @@ def test_a_rise_after_a_probe_start_that_dropout_undid_is_not_checked_never_fail
     )
     assert loss_item(0.1355, 0.09, [203.4, 239.7], 4, 8, lost)["passed"]  # it fell all the same
     assert not loss_item(0.1355, 2.0623, [203.4, 239.7], 4, 8)["passed"]  # no warning: failed
+
+
+def test_a_label_the_train_split_lacks_fails_the_item_as_the_run_refuses_it(make_lab, no_reload):
+    """`weather` only in validation: the check PASSED, advising a larger slice, and `run` then
+    refused the spec (the probe is fitted on the whole train split)."""
+    from conftest import topic_rows
+
+    parts = ("validation", "test", "train", "train", "train")
+    rows = [{**r, "part": parts[i % 5]} for i, r in enumerate(topic_rows())]
+    rows += [{"text": f"rain and wind {i}", "label": "weather", "part": "validation"} for i in "ab"]
+    lab = ready(make_lab(rows), "method.head_init=probe", "data.fields.split=part")
+    result = run_check(lab)
+    head = by_name(result)["head_init"]
+    assert not head["passed"] and "head_init" in result["failed"] and not result["passed"]
+    assert head["detail"].startswith("the train split has no example of weather: ")
+    assert "`tunelab run` refuses this spec; add some, or use head_init: new" in head["detail"]
