@@ -121,3 +121,13 @@ PLAN = {
     "hypothesis": {"behaviour": "b", "metric": "accuracy", "min_effect": 0.0},
     "guardrails": [{"metric": "f1", "scope": "every_class", "max_drop": 0.05}],
 }
+
+
+def test_size_strategy_without_nproc_is_refused_not_ignored(make_lab, capsys):
+    """`size --strategy fsdp` measured one process and said nothing of the strategy."""
+    from tunelab.cli import main
+
+    code = main(["size", "--lab", str(make_lab()), "--strategy", "fsdp", "--json"])
+    said = json.loads(capsys.readouterr().out)
+    assert code == 2 and said["error"].startswith("--strategy fsdp says how several processes")
+    assert "add --nproc N" in said["error"]

@@ -182,6 +182,13 @@ def cmd_check(args):
     device=True,
 )
 def cmd_size(args):
+    if args.strategy is not None and args.nproc == 1:  # one process shards nothing
+        from tunelab.core.errors import TunelabError
+
+        raise TunelabError(
+            f"--strategy {args.strategy} says how several processes share the model; with one "
+            "process there is nothing to share: add --nproc N (2 or more) to measure it"
+        )
     lab = opened(args, needs_sizable, needs_base, needs_targets, needs_usable, needs_positions)
     from tunelab.stages.size.measure import run_size
 
