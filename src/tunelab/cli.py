@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     whole = argv is None  # this process is the command: the console script, `python -m`
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _every_commands_options_after_it(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
@@ -106,9 +106,14 @@ def _main(argv: list[str] | None) -> int:
         if extra and cmd.overrides and settings:
             args.overrides = [*(args.overrides or []), *extra]  # key=value after an option
         elif extra:
-            why = f"; `tunelab {args.command}` takes no key=value{cmd.no_overrides}"
+            why = f"; `tunelab {args.command}` takes no key=value{cmd.no_overrides}" * settings
+            if any(e.split("=")[0] == "--nproc" for e in extra) and cmd.processes:
+                why = (
+                    f"; `tunelab {args.command}` takes several processes from torchrun: "
+                    f"`torchrun --nproc_per_node N -m tunelab.cli {args.command} ...`"
+                )
             unknown = f"unrecognized arguments: {' '.join(extra)}"
-            args.commands[args.command].error(unknown + (why if settings else ""))
+            args.commands[args.command].error(unknown + why)
     except UsageError as err:
         return _usage_error(err, argv)
     _quiet_libraries()
@@ -184,6 +189,19 @@ def _hold_signals() -> None:
     exit 0 and a traceback. Only where this process is the command: a caller of `main` (a test,
     a script) keeps its signals."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+EVERY_COMMANDS = ("--json", "--debug")
+"""Options every command takes: also read when given before the command's name."""
+
+
+def _every_commands_options_after_it(argv: list[str]) -> list[str]:
+    """`tunelab --json runs` as `tunelab runs --json` (argparse knows them after it only)."""
+    at = next((i for i, a in enumerate(argv) if a in COMMANDS), None)
+    if at is None:
+        return argv
+    moved = [a for a in argv[:at] if a in EVERY_COMMANDS]
+    return [a for a in argv[:at] if a not in EVERY_COMMANDS] + argv[at:] + moved
 
 
 def _usage_error(err: UsageError, argv: list[str]) -> int:

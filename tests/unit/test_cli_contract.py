@@ -264,6 +264,21 @@ def test_a_command_line_argparse_refuses_is_an_error_like_any_other(capsys):
         "unrecognized arguments: method.r=4; `tunelab ablate` takes no key=value beside its one "
         "KEY=V1,V2,...: set the others in tunelab.yaml"
     )
+    # `run --nproc` (size's option): the processes come from torchrun, said with its line
+    assert main(["run", "--nproc", "2", "--json"]) == 2
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert (
+        said.startswith("unrecognized arguments: --nproc") and "`tunelab run` takes several" in said
+    )
+    assert "`torchrun --nproc_per_node N -m tunelab.cli run ...`" in said
+    assert main(["run", "--bogus", "--json"]) == 2  # any other unknown option: named alone
+    assert json.loads(capsys.readouterr().out)["error"] == "unrecognized arguments: --bogus"
+
+
+def test_every_command_s_options_may_come_before_its_name(make_lab, capsys):
+    """`tunelab --json runs` answered, in JSON, that it did not know --json."""
+    assert main(["--json", "runs", "--lab", str(make_lab())]) == 0
+    assert json.loads(capsys.readouterr().out) == []
 
 
 def test_a_signal_after_the_work_is_done_does_not_cut_the_output(tmp_path):
