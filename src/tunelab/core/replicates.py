@@ -96,6 +96,18 @@ def family(record: dict) -> dict:
     }
 
 
+def arm_means(comparison: dict) -> list[tuple[str, int, float]]:
+    """Each judged variant arm of several seeds: its first run, its seeds and their mean of the
+    primary metric (its row shows the first seed's own value; its difference is the mean's)."""
+    primary = comparison["primary_metric"]
+    out = []
+    for row in comparison["runs"]:
+        values = [s[primary] for s in row.get("seeds") or [] if s.get(primary) is not None]
+        if "vs_reference" in row and len(values) > 1:
+            out.append((row["id"], len(values), sum(values) / len(values)))
+    return out
+
+
 def reference_arm(comparison: dict) -> tuple[int, float] | None:
     """A comparison's reference arm when it has several seeds: their number and their mean of
     the primary metric, which every variant's interval is against (its row gives the first

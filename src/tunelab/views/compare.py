@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tunelab.core.replicates import reference_arm
+from tunelab.core.replicates import arm_means, reference_arm
 from tunelab.tasks import units
 from tunelab.views.runs import changed_keys, metric_line
 from tunelab.views.style import (
@@ -106,6 +106,13 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             f"against; its row gives its first seed's own, and each variant's "
             f"{'better and worse' if primary in PLAIN else 'fixed and broken'} examples are "
             "counted against that first seed[/]"
+        )
+    means = arm_means(result)
+    if means:
+        listed = "; ".join(f"{i} {metric_value(primary, m)} over {n} seeds" for i, n, m in means)
+        console.print(
+            f"[dim]{primary.replace('_', ' ')} of each variant arm on average, the value its "
+            f"difference is from: {listed} (its row gives its first seed's own)[/]"
         )
     if result["groups"] and metric_tables:
         _per_group(result, console)

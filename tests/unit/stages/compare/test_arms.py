@@ -129,3 +129,27 @@ def test_seeds_do_not_lift_the_unseen_drop_bound_of_a_group_with_few_examples(tm
     assert a["low"] < -0.05 and a["status"] == judged["status"] == "unresolved"
     assert a["needed_n"] == 216 and "needs" not in a  # more examples, not more seeds
     assert row["verdict"] != "improved"
+
+
+def test_the_view_gives_a_variant_arm_s_mean_beside_its_first_seed_s_row(tmp_path):
+    """The row showed seed 0's 95.0 beside a difference from the arm's mean, never printed."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.compare import compare as show
+
+    lab = make_lab(tmp_path, RAILS)
+    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
+    first = add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
+    for seed, rate in ((1, 0.65), (2, 0.8)):
+        add_run(
+            lab, "lora", "variant", predictions(dict.fromkeys("abc", rate)), spec=seeded(lab, seed)
+        )
+    out = io.StringIO()
+    show(compare(lab), Console(file=out, width=300))
+    said = " ".join(out.getvalue().split())
+    assert (
+        f"accuracy of each variant arm on average, the value its difference is from: {first} "
+        "80.0 over 3 seeds (its row gives its first seed's own)"
+    ) in said
