@@ -105,7 +105,7 @@ def test_two_processes_take_the_single_process_steps(make_extraction_lab, capsys
     )
     if strategy == "fsdp":  # gradients summed; the loss divided by the whole batch's count
         assert processes["loss_normalisation"].startswith("the whole global batch's count / 1")
-        assert processes["fsdp"]["units"] == "2 block(s) of LlamaDecoderLayer + the root"
+        assert processes["fsdp"]["units"] == "2 LlamaDecoderLayer + the root"
     else:  # DDP averages the ranks' gradients
         assert processes["loss_normalisation"].startswith("the whole global batch's count / 2")
         assert processes["fsdp"] is None

@@ -28,7 +28,7 @@ def test_size_measures_every_rank_of_two_fsdp_processes(make_extraction_lab, cap
     assert [x["rank"] for x in p["ranks"]] == [0, 1]
     assert all(x["measured_peak_mb"] > 0 and x["peak_reset"] for x in p["ranks"])
     assert p["max_peak_mb"] == max(x["measured_peak_mb"] for x in p["ranks"])
-    assert p["fsdp"]["units"].startswith("2 block(s)")
+    assert p["fsdp"]["units"] == "2 LlamaDecoderLayer + the root"
     e = p["estimate"]
     assert e["peak_mb"] > 0 and e["terms_mb"]["gathered_unit"] > 0
     assert e["terms_mb"]["weights_shard"] > 0 and isinstance(p["error_pct"], float)

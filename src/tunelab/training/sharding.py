@@ -35,6 +35,8 @@ FROZEN_OUT = {"ignore_frozen_params": True}
 
 def shard(model: torch.nn.Module, device: torch.device, size: int, precision: str) -> dict:
     """Shard `model` in place over `size` ranks; return what the record keeps of it."""
+    from collections import Counter
+
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
@@ -49,7 +51,7 @@ def shard(model: torch.nn.Module, device: torch.device, size: int, precision: st
         else MixedPrecisionPolicy()
     )
     units = blocks(model)
-    kind = type(units[0]).__name__ if units else None  # before FSDP renames the class
+    kinds = Counter(type(u).__name__ for u in units)  # before FSDP renames the classes
     for block in units:
         fully_shard(block, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
@@ -58,7 +60,7 @@ def shard(model: torch.nn.Module, device: torch.device, size: int, precision: st
             module.set_gradient_divide_factor(1.0)
             module.set_force_sum_reduction_for_comms(True)
     return {
-        "units": f"{len(units)} block(s) of {kind} + the root"
+        "units": " and ".join(f"{n} {kind}" for kind, n in kinds.most_common()) + " + the root"
         if units
         else "the root only (no transformer blocks found)",
         "gradient_reduction": "sum (the loss is normalised by the whole global batch)",
