@@ -178,6 +178,11 @@ class World:
                 else None
             ),
             "fsdp": fsdp,
+            "shared_cores": (
+                oversubscribed(int(os.environ.get("LOCAL_WORLD_SIZE", self.size)))
+                if self.distributed and device.type == "cpu"
+                else None
+            ),
         }
 
 
@@ -187,6 +192,22 @@ def _device_name(device: torch.device) -> str:
 
         return f"{device} ({torch.cuda.get_device_name(device)})"
     return str(device)
+
+
+def oversubscribed(nproc: int) -> str | None:
+    """Why the ranks' speeds are not what `nproc` cores would give, when this machine has fewer
+    cores than processes (the memory per rank holds; the speed does not)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    if nproc <= cores:
+        return None
+    return (
+        f"{nproc} processes on {cores} cores: the ranks share cores, so each rank's tokens/s "
+        "and the advice's speed are below what a machine with a core per process gives (its "
+        "memory per rank holds)"
+    )
 
 
 def main_process() -> bool:

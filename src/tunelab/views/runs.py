@@ -275,6 +275,8 @@ def run(record: dict, console: Console) -> None:
             f"  {processes['world_size']} processes ({processes['strategy']}, "
             f"{processes['backend']}): {ranks}"
         )
+        if processes.get("shared_cores"):
+            console.print(f"  [bold yellow]warning[/] {escape(processes['shared_cores'])}")
     for stage in (t.get("mixture") or {}).get("stages", []):
         drawn = ", ".join(
             f"{name} {c['rows']} rows ({c['share']:.0%}; {c['distinct']} of {c['available']} "

@@ -28,6 +28,7 @@ from tunelab.core.env import child_env
 from tunelab.core.errors import TunelabError
 from tunelab.stages.size import ranks
 from tunelab.stages.size.advice import advice, largest_by_estimate
+from tunelab.training.distributed import oversubscribed
 
 MIB = 2**20
 
@@ -39,22 +40,6 @@ def omp_threads(nproc: int) -> int:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return max(1, cores // nproc)
-
-
-def oversubscribed(nproc: int) -> str | None:
-    """Why the ranks' speeds are not what `nproc` cores would give, when this machine has fewer
-    cores than processes (the memory per rank holds; the speed does not)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    if nproc <= cores:
-        return None
-    return (
-        f"{nproc} processes on {cores} cores: the ranks share cores, so each rank's tokens/s "
-        "and the advice's speed are below what a machine with a core per process gives (its "
-        "memory per rank holds)"
-    )
 
 
 def torchrun_command(nproc: int, payload: str) -> list[str]:

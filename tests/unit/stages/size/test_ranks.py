@@ -219,9 +219,9 @@ def test_a_rank_out_of_memory_is_oom_and_a_missing_rank_fails(monkeypatch, tmp_p
 def test_more_processes_than_cores_is_said_with_what_it_costs(monkeypatch):
     import os
 
-    from tunelab.stages.size import processes
+    from tunelab.training import distributed
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    assert processes.oversubscribed(2) is None
-    said = processes.oversubscribed(3)
+    assert distributed.oversubscribed(2) is None
+    said = distributed.oversubscribed(3)
     assert said.startswith("3 processes on 2 cores: the ranks share cores")
