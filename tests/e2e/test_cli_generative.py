@@ -109,6 +109,15 @@ def test_format_lab_checks_answers_against_a_regex(make_extraction_lab, capsys):
     code, result = tl(capsys, "compare", "--lab", lab)
     assert code == 0 and result["task"] == "format" and result["groups"] is None
 
+    # answers longer than generation can take: `inspect` said so, and now run and compare do
+    short = ["evaluation.max_new_tokens=2", "--reason", "too short on purpose"]
+    assert main(["run", "--lab", lab, "--name", "short", *short]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "warning (inspect) answers longer than evaluation.max_new_tokens (2)" in said
+    code, result = tl(capsys, "compare", "--lab", lab)
+    (row,) = [r for r in result["runs"] if r["id"].endswith("-short")]
+    assert any("they can never be right" in w for w in row["warnings"]), row["warnings"]
+
 
 def test_classification_with_a_causal_lm_scores_labels(make_lab, tiny_llama, capsys):
     lab = str(

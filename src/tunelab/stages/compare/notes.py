@@ -34,6 +34,9 @@ def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
     past = trained_past(run)
     if past:
         out.append(past_words(run["id"], past))
+    for f in run.get("findings") or []:  # a score that no training can move
+        if f.get("code") == "answer_longer_than_generation":
+            out.append(f"{run['id']}: {f['message']}")
     used = [((r.get("training") or {}).get("precision") or {}).get("used") for r in (before, run)]
     if all(used) and used[0] != used[1]:
         out.append(

@@ -157,6 +157,7 @@ def run_variant(
         preflight.get("data_behind"),
         preflight["warning"],
         preflight.get("no_baseline"),
+        *(f"(inspect) {f['message']}" for f in findings if not f["blocking"]),
     ):
         if console and warning:
             console.print(f"[yellow]warning[/] {warning}")
