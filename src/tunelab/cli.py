@@ -153,7 +153,10 @@ def _main(argv: list[str] | None) -> int:
             traceback.print_exc()
         hint = "" if debug else f" (rerun with --debug or {DEBUG_VARIABLE}=1 for the traceback)"
         notes = "".join(f"; {n}" for n in getattr(err, "__notes__", []))  # what remains of it
-        _error(args, f"internal error: {type(err).__name__}: {err}{hint}{notes}", internal=True)
+        from tunelab.training.distributed import peer_lost
+
+        said = peer_lost(err) or f"internal error: {type(err).__name__}: {err}{hint}"
+        _error(args, said + notes, internal=True)
         return EXIT_FAIL
     if _follower():  # under torchrun, rank 0 alone reports
         return EXIT_OK

@@ -61,6 +61,14 @@ def test_an_internal_error_says_what_remains_of_the_run_it_broke(tmp_path, monke
     assert said.endswith(
         "; run r009 failed; its checkpoint (checkpoint) remains: `tunelab resume r009`"
     )
+    # under torchrun, gloo's words for a rank that died are said as that (it read as a bug)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("tunelab.cli._one_process_unless", lambda *a: None)
+    assert main(["runs", "--lab", str(tmp_path), "--json"]) == 1
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said.startswith("another process of this run stopped (connection closed by peer")
+    assert "torchrun's report names the rank that stopped first" in said and "--debug" not in said
+    assert said.endswith("`tunelab resume r009`")
 
 
 def test_a_plain_value_error_from_a_bug_is_not_read_as_a_usage_error(tmp_path, monkeypatch, capsys):

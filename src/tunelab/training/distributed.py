@@ -194,6 +194,26 @@ def _device_name(device: torch.device) -> str:
     return str(device)
 
 
+PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Broken pipe")
+"""What gloo says when another rank's end of a collective went away (it died, or was killed)."""
+
+
+def peer_lost(err: BaseException) -> str | None:
+    """Under several processes, an error that says another rank went away, in words: gloo's
+    own ("... GLHF!") suggest a bug to report. None otherwise."""
+    if os.environ.get("WORLD_SIZE", "1") == "1":
+        return None
+    text = str(err)
+    seen = next((p for p in PEER_LOST if p in text), None)
+    if seen is None:
+        return None
+    return (
+        f"another process of this run stopped ({seen.lower()}, says {type(err).__name__}): a "
+        "rank died or was killed, so the collectives it left cannot go on; torchrun's report "
+        "names the rank that stopped first and why (its own error, above, or a signal)"
+    )
+
+
 def oversubscribed(nproc: int) -> str | None:
     """Why the ranks' speeds are not what `nproc` cores would give, when this machine has fewer
     cores than processes (the memory per rank holds; the speed does not)."""
