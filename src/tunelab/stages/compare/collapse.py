@@ -41,7 +41,20 @@ def collapse_warnings(
             out.append(
                 f"{run['id']} gives all {len(preds)} validation examples one answer "
                 f"({_shown(preds[0]['predicted'], labels)}) where they have {len(gold)} "
-                "different ones: it separates none of them. A new head that has not left its "
-                "start does this: more steps, a larger learning rate, or method.head_init: probe"
+                f"different ones: it separates none of them. {_why(run)}"
             )
     return out
+
+
+def _why(run: dict) -> str:
+    """What to try: a new head that never left its start, or one from a probe that training
+    undid (its loss rising from the probe's, or its start lost to dropout)."""
+    if ((run.get("trainable") or {}).get("head_init") or {}).get("from", "").startswith("probe"):
+        return (
+            "Its head started from a probe, so training moved it there: look at the run's "
+            "training loss (a smaller training.lr, or method.head_init: new)"
+        )
+    return (
+        "A new head that has not left its start does this: more steps, a larger learning "
+        "rate, or method.head_init: probe"
+    )

@@ -217,6 +217,13 @@ def test_a_variant_that_gives_every_example_one_answer_is_said_to_separate_none(
     assert said[1].startswith("r3-every gives all 9 validation examples one answer (all 3 labels)")
     same_gold = {k: {**p, "gold": "a"} for k, p in one.items()}  # nothing to separate
     assert collapse_warnings([{"id": "r"}], lambda _: same_gold, LABELS) == []
+    assert said[0].endswith("more steps, a larger learning rate, or method.head_init: probe")
+    # a head that started from a probe was moved there: it is not told to start from one
+    probed = {"id": "r1-one", "trainable": {"head_init": {"from": "probe (one-vs-rest)"}}}
+    (again,) = collapse_warnings([probed], preds.__getitem__, LABELS)
+    assert again.endswith(
+        "look at the run's training loss (a smaller training.lr, or method.head_init: new)"
+    )
 
 
 def test_compare_warns_of_a_variant_that_predicts_one_class(tmp_path):
