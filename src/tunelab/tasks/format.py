@@ -84,7 +84,7 @@ def score_example(output: str, target: Any, schema: dict | None, regex: str | No
         stripped = output.strip()
         valid = pattern.fullmatch(stripped) is not None
         exact = normalize_text(stripped) == normalize_text(render_target(target))
-        error = None if valid else f"does not match regex {pattern.pattern!r}"
+        error = None if valid else f"does not match the regex {pattern.pattern}"
     else:
         expected = _parsed_target(target)
         try:

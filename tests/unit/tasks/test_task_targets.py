@@ -39,7 +39,7 @@ def test_targets_the_format_itself_refuses():
     assert off_format(EXTRACTION, SCHEMA, {"name": "ls", "section": "1"}) is None
     assert "not of type 'string'" in off_format(EXTRACTION, SCHEMA, {"name": "ls", "section": 1})
     assert off_format(BY_REGEX, None, "ANSWER: -4") is None
-    assert "does not match regex" in off_format(BY_REGEX, None, "answer 4")
+    assert "does not match the regex" in off_format(BY_REGEX, None, "answer 4")
     assert "is a required property" in off_format(BY_SCHEMA, SCHEMA, '{"section": "1"}')
 
 
