@@ -132,6 +132,12 @@ def test_verify_of_a_folder_that_is_not_there_says_so(tmp_path, capsys):
     assert code == 2 and err["error"].endswith(
         ": no such folder; give the path of a bundle `export` wrote."
     )
+    spec = tmp_path / "tunelab.yaml"  # a file is not called missing
+    spec.write_text("")
+    code, err = tl(capsys, "verify", str(spec))
+    assert code == 2 and err["error"] == f"{spec}: a file, not a folder; give the path of a " + (
+        "bundle `export` wrote."
+    )
 
 
 def test_init_then_refuses_to_overwrite(tmp_path, capsys):

@@ -31,7 +31,8 @@ class WrongBaseError(TunelabError):
 def read_bundle(bundle: Path) -> dict:
     path = Path(bundle) / BUNDLE_FILE
     if not Path(bundle).is_dir():
-        raise TunelabError(f"{bundle}: no such folder; give the path of a bundle `export` wrote.")
+        what = "a file, not a folder" if Path(bundle).exists() else "no such folder"
+        raise TunelabError(f"{bundle}: {what}; give the path of a bundle `export` wrote.")
     if not path.exists():
         raise TunelabError(f"{bundle}: no {BUNDLE_FILE}; this is not a tunelab bundle.")
     return json.loads(path.read_text(encoding="utf-8"))
