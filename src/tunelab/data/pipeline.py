@@ -51,7 +51,7 @@ from tunelab.data.split import (
     split_examples,
     straddling_groups,
 )
-from tunelab.data.usable import check_usable, tally_sources
+from tunelab.data.usable import check_usable, more_rows, tally_sources
 from tunelab.data.version import (
     publish,
     same_rows,
@@ -267,7 +267,9 @@ def _warnings(
             "the report"
         )
     if spec.task.type == "pretrain":
-        warnings += sources_missing(splits)
+        warnings += sources_missing(
+            splits, lambda split: more_rows(split, {"presplit": presplit}, spec)
+        )
     warnings += case_warnings(seen)
     if spec.task.type == "multilabel":  # per label, not per label set
         warnings += set_warnings(splits.get("train", []))

@@ -5,6 +5,7 @@ documents for a score of its own, and duplicate pairs across sources."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from tunelab.core.store import SPLITS
 from tunelab.data.split import Splits
@@ -19,10 +20,10 @@ def across_sources(pairs: list[dict]) -> dict[str, int]:
     return dict(sorted(found.items()))
 
 
-def sources_missing(splits: Splits) -> list[str]:
+def sources_missing(splits: Splits, more_rows: Callable[[str], str]) -> list[str]:
     """Task pretrain scores each source apart (an `every_source` guardrail, the mixture's
     per-source bits per byte): a source with train documents and none in validation or test
-    has no score there."""
+    has no score there. `more_rows(split)` says how to give a split rows."""
     counts = source_counts(splits)
     out = []
     for split in ("validation", "test"):
@@ -31,7 +32,7 @@ def sources_missing(splits: Splits) -> list[str]:
             out.append(
                 f"source(s) {missing} have train documents but none in the {split} split: their "
                 f"{split} scores cannot be measured (an every_source guardrail leaves them not "
-                "checked); give them more rows, or other data.split ratios"
+                f"checked); {more_rows(split)}"
             )
     few = {
         s: n for s, n in counts["validation"].items() if s and counts["train"].get(s) and n < FEW
@@ -41,7 +42,7 @@ def sources_missing(splits: Splits) -> list[str]:
         out.append(
             f"source(s) with fewer than {FEW} validation documents ({shown}): a per-source "
             "score rests on that few, so an every_source guardrail on them can hardly tell a "
-            "change from chance; give them more rows, or other data.split ratios"
+            f"change from chance; {more_rows('validation')}"
         )
     return out
 

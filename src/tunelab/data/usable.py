@@ -276,7 +276,7 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
         else:
             warnings.append(
                 f"{problem}: their {split} scores cannot be measured"
-                + ("" if generative else _unmeasured_consequence(split))
+                + ("" if generative else _unmeasured_consequence(split, summary, spec))
             )
     for split in ("validation", "test"):
         unlearned = [label for label in present.get(split, []) if label not in train]
@@ -288,11 +288,23 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
     return errors, warnings
 
 
-def _unmeasured_consequence(split: str) -> str:
+def _unmeasured_consequence(split: str, summary: Mapping[str, Any], spec: Spec) -> str:
     """What a label without examples in `split` does to its scores (`tasks/classification.py`,
-    `tasks/multilabel.py`)."""
+    `tasks/multilabel.py`), and how to give it some."""
     return (
         f" (its {split} F1 reads 0 for every run, which lowers macro-F1 alike for all, and an "
-        "every_class guardrail leaves it not checked); give it more rows, or other "
-        "data.split ratios"
+        f"every_class guardrail leaves it not checked); {more_rows(split, summary, spec, 'it')}"
     )
+
+
+def more_rows(split: str, summary: Mapping[str, Any], spec: Spec, them: str = "them") -> str:
+    """How to give `split` rows of what it lacks: other ratios where tunelab splits, rows
+    marked for it where the data is split already (a ratio changes nothing there)."""
+    if summary.get("presplit"):
+        where = (
+            f"the split column ({spec.data.fields.split!r})"
+            if spec.data.fields.split
+            else "a source's `split`"
+        )
+        return f"mark some of {them} for {split} in {where}"
+    return f"give {them} more rows, or other data.split ratios"

@@ -130,14 +130,27 @@ def test_a_source_missing_from_validation_or_test_is_warned_of():
         "validation": rows(*["prose"] * 20),
         "test": rows("prose", "code"),
     }
-    assert sources_missing(splits) == [
+    from tunelab.core.spec import validate_spec
+    from tunelab.data.usable import more_rows
+
+    spec = validate_spec(
+        {"data": {"sources": [{"type": "jsonl", "path": "d"}]}, "model": {"path": "m"}}
+    )
+
+    def by_ratio(split):
+        return more_rows(split, {"presplit": False}, spec)
+
+    assert sources_missing(splits, by_ratio) == [
         "source(s) ['code'] have train documents but none in the validation split: their "
         "validation scores cannot be measured (an every_source guardrail leaves them not "
         "checked); give them more rows, or other data.split ratios"
     ]
+    # data split already: a ratio changes nothing, rows marked for the split do
+    (given,) = sources_missing(splits, lambda split: more_rows(split, {"presplit": True}, spec))
+    assert given.endswith("checked); mark some of them for validation in a source's `split`")
     splits["validation"] += rows(*["code"] * 20)
-    assert sources_missing(splits) == []
+    assert sources_missing(splits, by_ratio) == []
     # 4 validation documents of a source: its guardrail "held" on a bootstrap over 4
     splits["validation"] = rows(*["prose"] * 20, *["code"] * 4)
-    (few,) = sources_missing(splits)
+    (few,) = sources_missing(splits, by_ratio)
     assert few.startswith("source(s) with fewer than 20 validation documents (code 4)")
