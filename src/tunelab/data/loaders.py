@@ -242,7 +242,7 @@ def load_sources(
     ]  # a saved DatasetDict brings its own split
     presplit = data.fields.split is not None or any(s.split for s in data.sources) or any(whole)
     out = Loaded([], [], [], 0, presplit)
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # id -> where it was first read
     for i, source in enumerate(data.sources):
         check_source(source, i, data.fields, presplit and not whole[i])
     check_shown_apart(located)
@@ -272,7 +272,7 @@ def _read_source(
     where: Located,
     fields: Fields,
     check: RowCheck,
-    seen: set[str],
+    seen: dict[str, str],
     out: Loaded,
     hold: Callable[[str], Any] = str,
 ) -> int:
@@ -287,12 +287,13 @@ def _read_source(
                 raw = item.values.get(fields.label)
                 item = check(item, item.split or source.split)
             if isinstance(item, Example) and item.id in seen:
-                item = item.reject("duplicate_id", f"id {item.id!r} is already used")
+                first = seen[item.id]
+                item = item.reject("duplicate_id", f"id {item.id!r} is already used ({first})")
             if isinstance(item, Rejection):
                 item.source = name
                 out.rejections.append(item)
             else:
-                seen.add(item.id)
+                seen[item.id] = item.origin
                 item.source = name
                 item.body = hold(item.body)
                 out.examples.append(item)

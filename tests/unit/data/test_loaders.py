@@ -155,6 +155,7 @@ def test_field_mapping_ids_groups_and_duplicate_ids(tmp_path: Path) -> None:
         (3, "duplicate_id"),
         (4, "missing_field"),
     ]
+    assert loaded.rejections[0].reason == "id '7' is already used (r.jsonl:1)"  # where first
     # the reason names the spec field that asked for the column
     assert loaded.rejections[1].reason.startswith("missing field(s): doc (data.fields.group) (")
     assert loaded.examples[0].to_row() == {
