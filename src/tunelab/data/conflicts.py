@@ -43,6 +43,14 @@ def answer_of(ex: Example, generative: bool) -> str:
     return ex.label
 
 
+def _shown(answers: list[str], ex: Example) -> str:
+    """The answers as the user wrote them: a multilabel row's sets as lists, not as the JSON
+    strings they are compared by (`['["sport"]', '["tech"]']`)."""
+    if ex.label_set is not None:
+        return ", ".join(answers)
+    return str(answers)
+
+
 def _what(ex: Example) -> str:
     if ex.image is not None:
         return "picture"
@@ -71,7 +79,7 @@ def find_conflicts(examples: list[Example], generative: bool, policy: str) -> Co
                     ex.reject(
                         "label_conflict",
                         f"the same {_what(ex)} has {len(answers)} "
-                        f"different answers {answers} "
+                        f"different answers {_shown(answers, ex)} "
                         f"(other copies: {', '.join(others[:5])})",
                     )
                 )

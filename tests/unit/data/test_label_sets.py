@@ -164,6 +164,8 @@ def test_the_same_text_with_two_sets_is_a_conflict_and_one_set_twice_a_duplicate
     (group,) = report["conflicts"]["examples"]
     assert group["answers"] == ['["business", "tech"]', '["sport"]']
     assert {q["kind"] for q in quarantine(tmp_path, report)} == {"label_conflict"}
+    reasons = {q["reason"] for q in quarantine(tmp_path, report)}
+    assert all('2 different answers ["business", "tech"], ["sport"] (' in r for r in reasons)
     assert report["kept"] + report["duplicates_removed"] == 36  # the same set in other order
     assert report["duplicates"]["counts"]
 
