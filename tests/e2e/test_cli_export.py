@@ -212,7 +212,7 @@ def test_verify_passes_on_the_bundle_in_a_fresh_process(exported, capsys):
     assert record["verified"]["seconds"] == result["seconds"]
     names = [i["name"] for i in result["items"]]
     assert names == ["files", "base", "load", "predictions", "merged"]
-    assert "exact" in result["items"][3]["detail"]
+    assert "every one must (same device type, float32)" in result["items"][3]["detail"]
     merged = result["items"][-1]  # the servable form, opened as a serving engine opens it
     assert merged["passed"] and "AutoModelForSequenceClassification alone" in merged["detail"]
     assert merged["exact"] and merged["differ"] == []
@@ -345,8 +345,8 @@ def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys,
     assert code == 0 and result["passed"], result["items"]
     # a generative bundle keeps one whole evaluation batch, the run's first (shortest prompts)
     assert (
-        "4 of 4 validation predictions reproduced (the bundle's sample of the split's 6); exact"
-        in result["items"][-1]["detail"]
+        "4 of 4 validation predictions reproduced (the bundle's sample of the split's 6); every "
+        "one must" in result["items"][-1]["detail"]
     )
 
     # load_bundle dequantizes the GGUF into a named cache: the lab's store, else the user's

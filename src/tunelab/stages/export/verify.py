@@ -241,7 +241,7 @@ def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
     exact = recorded == torch.device(device).type and spec.model.dtype == "float32"
     allowed = 0 if exact else int(DEVICE_TOLERANCE * len(sample))
     rule = (
-        "exact (same device type, float32)"
+        "every one must (same device type, float32)"
         if exact
         else f"up to {allowed} may differ (evaluated on {recorded}, now {device})"
     )
