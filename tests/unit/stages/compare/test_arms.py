@@ -35,7 +35,9 @@ def lr_seeds(lab, *seeds: tuple[int, float]) -> list[str]:
     ]
 
 
-def test_seeds_far_apart_make_a_gain_on_the_examples_within_seed_noise(tmp_path):
+def seeds_far_apart(tmp_path):
+    """A probe at 60%, and a LoRA arm of three seeds at 95%, 65% and 80%: the lab and the
+    arm's first run."""
     lab = make_lab(tmp_path, RAILS)
     add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
     first = add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
@@ -43,6 +45,11 @@ def test_seeds_far_apart_make_a_gain_on_the_examples_within_seed_noise(tmp_path)
         add_run(
             lab, "lora", "variant", predictions(dict.fromkeys("abc", rate)), spec=seeded(lab, seed)
         )
+    return lab, first
+
+
+def test_seeds_far_apart_make_a_gain_on_the_examples_within_seed_noise(tmp_path):
+    lab, first = seeds_far_apart(tmp_path)
     result = compare(lab)
     row = next(r for r in result["runs"] if r["id"] == first)
     boot = row["vs_reference"]["bootstrap"]
@@ -139,13 +146,7 @@ def test_the_view_gives_a_variant_arm_s_mean_beside_its_first_seed_s_row(tmp_pat
 
     from tunelab.views.compare import compare as show
 
-    lab = make_lab(tmp_path, RAILS)
-    add_run(lab, "probe", "baseline", predictions({"a": 0.6, "b": 0.6, "c": 0.6}))
-    first = add_run(lab, "lora", "variant", predictions({"a": 0.95, "b": 0.95, "c": 0.95}))
-    for seed, rate in ((1, 0.65), (2, 0.8)):
-        add_run(
-            lab, "lora", "variant", predictions(dict.fromkeys("abc", rate)), spec=seeded(lab, seed)
-        )
+    lab, first = seeds_far_apart(tmp_path)
     out = io.StringIO()
     show(compare(lab), Console(file=out, width=300))
     said = " ".join(out.getvalue().split())
