@@ -107,7 +107,7 @@ def platform_of(device: torch.device) -> dict:
 def check_status(lab: Lab, data_version: str) -> dict:
     """For `tunelab run`: the check of this spec and data version; `warning` is None only when
     it passed on this platform."""
-    check = latest_check(lab.store, lab.spec, data_version)
+    check = latest_check(lab.store, lab.spec, data_version) or _but_strategy(lab, data_version)
     if check is None:
         return {"file": None, "passed": None, "warning": _unchecked(lab, data_version)}
     status = {"file": check["file"], "passed": check["passed"], "warning": None}
@@ -121,6 +121,18 @@ def check_status(lab: Lab, data_version: str) -> dict:
             "a new platform means the check is redone"
         )
     return status
+
+
+def _but_strategy(lab: Lab, data_version: str) -> dict | None:
+    """The newest check of `data_version` when it differs from this spec in
+    `training.strategy` alone: `check` runs one process, whose code is the same under either
+    strategy, so running it again would check what it checked (`size --nproc N --strategy`
+    measures the processes)."""
+    other = newest_check_of(lab.store, data_version)
+    changes = wiring_changes((other or {}).get("wiring"), wiring(lab.spec))
+    if changes and all(c.startswith("training.strategy ") for c in changes):
+        return other
+    return None
 
 
 CHANGES_SHOWN = 4

@@ -115,6 +115,12 @@ def test_a_check_without_packing_warns_a_packed_run_and_names_the_switch(make_ex
     # an lr change is quality, not wiring: the same check covers it, silently
     other_lr = check_status(lab_at(path, "training.lr=1e-3"), VERSION)
     assert other_lr == {"file": checked["file"], "passed": True, "warning": None}
+    # a strategy: check runs one process, the same code either way, so its check covers it
+    # (it asked for a check run again, which would check what it had)
+    fsdp = check_status(lab_at(path, "training.strategy=fsdp"), VERSION)
+    assert fsdp == {"file": checked["file"], "passed": True, "warning": None}
+    both = check_status(lab_at(path, "training.strategy=fsdp", "training.packing=true"), VERSION)
+    assert "training.packing false, now true" in both["warning"]
 
 
 def test_the_warning_lists_a_few_changes_and_counts_the_rest(make_lab):
