@@ -19,7 +19,7 @@ from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.render import classifier_batch
 from tunelab.stages.check.record import item
 from tunelab.training.divergence import start_lost
-from tunelab.training.step import make_batch, summed_loss
+from tunelab.training.step import make_batch, summed_loss, train_mode
 
 AGREE_ROWS = 1
 """How many rows the model's first accuracy may differ from the probe's by: the probe is fitted
@@ -81,11 +81,12 @@ def head_init_step(ctx: dict) -> dict:
 
 @torch.no_grad()
 def _loss_in_training_mode(model, examples: list, size: int, pad_id: int, device) -> float:
-    """The mean loss on `examples` as the first training step sees them: training mode, dropout
-    on (drawn from a forked generator, so the check's later items see the same draws), no
-    update."""
+    """The mean loss on `examples` as the first training step sees them: training mode as the
+    steps set it (`step.train_mode`), dropout on (drawn from a forked generator, so the check's
+    later items see the same draws), no update, and every buffer as it was after."""
     was_training = model.training
-    model.train()
+    buffers = {name: b.clone() for name, b in model.named_buffers()}  # batch norm's statistics
+    train_mode(model)  # as the steps train: a frozen batch norm stays in evaluation mode
     total = 0.0
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -94,6 +95,8 @@ def _loss_in_training_mode(model, examples: list, size: int, pad_id: int, device
                 total += float(summed_loss(model, batch))
     finally:
         model.train(was_training)
+        for name, value in model.named_buffers():  # a trainable batch norm's, moved: put back
+            value.copy_(buffers[name])
     return total / len(examples)
 
 

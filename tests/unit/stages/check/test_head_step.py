@@ -134,3 +134,38 @@ def test_a_label_the_train_split_lacks_fails_the_item_as_the_run_refuses_it(make
     assert not head["passed"] and "head_init" in result["failed"] and not result["passed"]
     assert head["detail"].startswith("the train split has no example of weather: ")
     assert "`tunelab run` refuses this spec; add some, or use head_init: new" in head["detail"]
+
+
+def test_the_loss_with_dropout_on_takes_the_steps_mode_and_leaves_every_buffer_as_it_was():
+    """The image demo's EfficientNet: the measure ran in plain training mode, so its frozen
+    batch norms read the slice's own statistics (loss 30.7, where the steps trained from
+    0.006) and moved their running statistics, which the reload item then found differing
+    from the base the adapter reloads on (the check FAILED)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from tunelab.modeling.render import Encoded
+    from tunelab.stages.check.head import _loss_in_training_mode
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(50, 4)
+            self.frozen = torch.nn.BatchNorm1d(4)  # a base's norm: LoRA leaves it frozen
+            self.trained = torch.nn.BatchNorm1d(4)  # a norm that trains (full fine-tuning)
+            self.head = torch.nn.Linear(4, 3)
+
+        def forward(self, input_ids, attention_mask):
+            h = self.trained(self.frozen(self.embed(input_ids).mean(1)))
+            return SimpleNamespace(logits=self.head(h))
+
+    torch.manual_seed(0)
+    model = Tiny()
+    model.frozen.requires_grad_(False)
+    model.eval()
+    rows = [Encoded(str(i), [i % 50, (3 * i) % 50, 7], i % 3, False) for i in range(12)]
+    before = {n: b.clone() for n, b in model.named_buffers()}
+    loss = _loss_in_training_mode(model, rows, 4, 0, torch.device("cpu"))
+    assert all(torch.equal(before[n], b) for n, b in model.named_buffers())
+    assert not model.training and loss > 0
