@@ -45,7 +45,9 @@ def overfitting_lab(tmp_path, tiny_bert) -> str:
     return str(lab)
 
 
-def test_a_planted_overfit_is_warned_about_and_its_best_step_kept(tmp_path, tiny_bert, capsys):
+def test_a_planted_overfit_is_warned_about_and_its_best_step_kept(
+    tmp_path, tiny_bert, capsys, monkeypatch
+):
     lab = overfitting_lab(tmp_path, tiny_bert)
     assert tl(capsys, "data", "--lab", lab)[0] == 0
     assert tl(capsys, "baseline", "--lab", lab)[0] == 0
@@ -61,6 +63,29 @@ def test_a_planted_overfit_is_warned_about_and_its_best_step_kept(tmp_path, tiny
     kept = training["kept"]
     assert kept["rule"] == "best validation loss" and kept["step"] == v["best"]["step"] < 40
     assert kept["validation_loss"] == min(round(p["loss"], 6) for p in v["points"])
+
+    # stopped after its best step and resumed, it keeps that step's weights as the
+    # uninterrupted run did (it kept its last step's: the checkpoint held no best weights)
+    from tunelab.core.store import Store
+    from tunelab.training import loop
+
+    real = loop.save_checkpoint
+
+    def then_stop(*args, **kwargs):
+        real(*args, **kwargs)
+        if args[4]["step"] == 32:  # the loop's state: a checkpoint past the best step
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "save_checkpoint", then_stop)
+    again = ["--name", "stopped", "training.checkpoint_every=8"]
+    assert tl(capsys, "run", "--lab", lab, *again)[0] == 130
+    monkeypatch.setattr(loop, "save_checkpoint", real)
+    (stopped,) = [r for r in Store(Path(lab)).runs() if r["name"] == "stopped"]
+    assert stopped["status"] == "interrupted" and kept["step"] < 32
+    code, resumed = tl(capsys, "resume", "--lab", lab, stopped["id"])
+    assert code == 0, resumed
+    assert resumed["training"]["kept"] == kept  # the best step, not the last
+    assert resumed["metrics"] == run["metrics"]
 
     code, report = tl(capsys, "report", "--lab", lab)
     page = (

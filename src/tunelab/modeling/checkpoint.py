@@ -52,13 +52,16 @@ def save_checkpoint(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     state: dict,
     world: World | None = None,
+    best: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """Write the checkpoint beside the old one and swap it in (every rank calls it under
-    several processes; one process writes it alone)."""
+    several processes; one process writes it alone). `best`: the weights `training.keep: best`
+    holds aside (`Validation.saved`, named as the model it trains names them), saved with the
+    rest so that a resumed run can still keep them."""
     tmp = path.with_name(path.name + ".new")
     state = state | {"scheduler": _scheduler(scheduler)}
     if world is not None and world.distributed:
-        _save_sharded(tmp, model, optimizer, world)
+        _save_sharded(tmp, model, optimizer, world, best)
         if world.main:  # every rank's shards and generators are written: the barrier said so
             written = {"world_size": world.size, "strategy": world.strategy}
             _write_state(tmp, state | {"written_by": written})
@@ -73,6 +76,8 @@ def save_checkpoint(
         n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
     }
     save_file(trainable, str(tmp / "trainable.safetensors"))
+    if best is not None:
+        save_file({n: t.detach().cpu().contiguous() for n, t in best.items()}, str(tmp / BEST))
     rng = _rng(model)
     # into memory first: a full disk is then an OSError naming the file (torch.save writing to
     # a path reports it as a bare RuntimeError)
@@ -159,8 +164,10 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
 ) -> dict:
-    """Restore model, optimizer, scheduler and RNG in place; return the saved loop state.
-    Under several processes every rank calls it, with the model as its strategy wraps it."""
+    """Restore model, optimizer, scheduler and RNG in place; return the saved loop state, with
+    `best_weights` where the checkpoint holds `keep: best`'s weights (`best`: their step and
+    loss) and this world can read them. Under several processes every rank calls it, with the
+    model as its strategy wraps it."""
     if (path / SHARDED_MARK).exists():
         _load_sharded(path, model, optimizer)
     elif _is_sharded(model):
@@ -171,7 +178,33 @@ def load_checkpoint(
     state.pop("files", None)  # checked before anything loads (`resume`'s refusals)
     sched = state.pop("scheduler") | {"lr_lambdas": [None] * len(optimizer.param_groups)}
     scheduler.load_state_dict(sched)
+    if state.get("best"):
+        state["best_weights"] = _load_best(path, model)
     return state
+
+
+BEST = "best.safetensors"
+"""`training.keep: best`'s weights in a one-process checkpoint (under DCP, its `best` entry)."""
+
+
+def _load_best(path: Path, model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
+    """The kept best weights, named and placed as the model's trainable parameters (a shard
+    each under FSDP); None where this world cannot take them as written (a one-process
+    checkpoint resumed under FSDP: `Validation.restore` then says the best was not kept)."""
+    if (path / SHARDED_MARK).exists():
+        import torch.distributed.checkpoint as dcp
+
+        like = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        single = not torch.distributed.is_initialized()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+            dcp.load({"best": like}, checkpoint_id=str(path), no_dist=single)
+        return like
+    if _is_sharded(model) or not (path / BEST).is_file():
+        return None
+    params = dict(getattr(model, "module", model).named_parameters())
+    prefix = "module." if hasattr(model, "module") else ""  # DDP names them through its wrapper
+    return {prefix + n: t.to(params[n].device) for n, t in load_file(str(path / BEST)).items()}
 
 
 def _load_whole(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
@@ -221,7 +254,7 @@ def _is_sharded(model: torch.nn.Module) -> bool:
     return isinstance(model, FSDPModule)
 
 
-def _save_sharded(tmp: Path, model, optimizer, world: World) -> None:
+def _save_sharded(tmp: Path, model, optimizer, world: World, best: dict | None = None) -> None:
     """Every rank writes its shards with DCP and its generators; rank 0 then writes the loop
     state (`save_checkpoint`)."""
     import torch.distributed.checkpoint as dcp
@@ -232,7 +265,8 @@ def _save_sharded(tmp: Path, model, optimizer, world: World) -> None:
         tmp.mkdir(parents=True)
     _barrier()
     model_state, optim_state = get_state_dict(model, optimizer, options=_options())
-    dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(tmp))
+    saved = {"model": model_state, "optimizer": optim_state}
+    dcp.save(saved | ({"best": best} if best is not None else {}), checkpoint_id=str(tmp))
     buffer = io.BytesIO()  # into memory first, as above; each rank its own generators
     torch.save(_rng(model), buffer)
     (tmp / _rng_file(world.rank)).write_bytes(buffer.getvalue())

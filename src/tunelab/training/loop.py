@@ -233,8 +233,8 @@ def train(
         state = load_checkpoint(find_checkpoint(checkpoint), model, optimizer, scheduler)
         tokens_seen, done = state["tokens"], state["step"]
         history = resumed_history(run_dir, state)
-        if validation is not None:  # its curve, warning and best step before the stop
-            validation.resume(history)
+        if validation is not None:  # its curve, warning and best step (and weights) before
+            validation.resume(history, state.get("best"), state.get("best_weights"))
         elapsed_before = state["seconds"]
     elif run_dir is not None and world.main:
         (run_dir / HISTORY).unlink(missing_ok=True)  # a fresh start: no earlier attempt's lines
@@ -312,9 +312,12 @@ def train(
             if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
                 log.sync()  # the history a resume reads back is on disk with the checkpoint
                 state = {"step": step + 1, "tokens": tokens_seen, "seconds": elapsed}
+                best = validation.held() if validation is not None else None
+                if best is not None:  # keep best's weights go with it, for a resumed run
+                    state["best"] = validation.best
                 # one process writes it alone; several write it together (rank 0 the files
                 # of the whole run, each rank its shards)
-                save_checkpoint(checkpoint, model, optimizer, scheduler, state, world)
+                save_checkpoint(checkpoint, model, optimizer, scheduler, state, world, best)
             if stopping:
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start

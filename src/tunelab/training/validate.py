@@ -16,7 +16,9 @@ measurements) fell over the same span, the run records a warning saying so.
 **Keep best** (`training.keep: best`): the trainable weights of the measurement with the lowest
 validation loss are copied aside (on the device they live on: a second copy of what trains,
 small for LoRA, the whole model for full fine-tuning) and restored at the end; the run records
-the step it kept. Only the validation split is read: the test split never is.
+the step it kept. A checkpoint saves those weights too, so a run stopped and resumed keeps
+the same step an uninterrupted one would. Only the validation split is read: the test split
+never is.
 """
 
 from __future__ import annotations
@@ -82,10 +84,21 @@ class Validation:
                 }
         return first
 
-    def resume(self, history: list[dict]) -> None:
+    def held(self) -> dict[str, torch.Tensor] | None:
+        """The weights keep best holds aside, for a checkpoint to save; None when it holds
+        none (keep last, or nothing measured yet)."""
+        return self.saved if self.keep == "best" else None
+
+    def resume(
+        self,
+        history: list[dict],
+        kept: dict | None = None,
+        weights: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         """The measurements a resumed run made before it was stopped, read back from its
         history: the curve, the overfitting warning and the best step go on as if it had not
-        been (the best step's weights were not checkpointed: `restore` says so)."""
+        been, and the best step's `weights` with them where the checkpoint saved them (`kept`:
+        their step and loss). Without them, `restore` says the best was not kept."""
         since = 0
         for entry in history:
             if "validation_loss" not in entry:
@@ -98,7 +111,13 @@ class Validation:
                 self.warned = {"step": entry["step"], "message": message}
             if self.best is None or loss < self.best["loss"]:
                 self.best = {"step": entry["step"], "loss": loss}
-                self.saved = None  # measured before the stop: its weights are gone
+                self.saved = None  # measured before the stop: its weights unless saved
+        if (
+            self.keep == "best"
+            and weights is not None
+            and (kept or {}).get("step") == (self.best or {}).get("step")
+        ):
+            self.saved = weights
 
     def restore(self, model: torch.nn.Module, last_step: int) -> dict:
         """With keep best, the best measurement's weights back in the model; what was kept."""

@@ -110,3 +110,31 @@ def test_a_checkpoint_is_fsynced_before_and_after_its_rename(tiny_llama, tmp_pat
         "state.json",
         "trainable.safetensors",
     ]
+
+
+def test_keep_best_weights_go_into_a_several_process_checkpoint_and_come_back(tmp_path):
+    """`training.keep: best` held its weights in memory only, so a run stopped after its best
+    step and resumed kept its last step's. Under DCP (the several-process layout, read here
+    by one process as a resume on one process reads it) they are the checkpoint's `best`."""
+    import warnings
+    from types import SimpleNamespace
+
+    def small():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+        model[0].requires_grad_(False)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+        return model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+
+    model, optimizer, scheduler = small()
+    best = {n: p.detach() + 1 for n, p in model.named_parameters() if p.requires_grad}
+    world = SimpleNamespace(distributed=True, main=True, rank=0, size=2, strategy="ddp")
+    state = {"step": 4, "tokens": 8, "seconds": 1.0, "best": {"step": 2, "loss": 0.5}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # dcp's notes on running without a process group
+        save_checkpoint(tmp_path / "checkpoint", model, optimizer, scheduler, state, world, best)
+        again, optimizer, scheduler = small()
+        loaded = load_checkpoint(tmp_path / "checkpoint", again, optimizer, scheduler)
+    assert loaded["best"] == {"step": 2, "loss": 0.5}
+    assert sorted(loaded["best_weights"]) == sorted(best)
+    assert all(torch.equal(loaded["best_weights"][n], best[n]) for n in best)
