@@ -37,9 +37,9 @@ def trained_to_end(record: dict, folder: Path) -> bool:
     """The run in `folder` trained to its end and saved its weights, then stopped before its
     evaluation was recorded: resuming evaluates those weights."""
     weights = record.get("weights") or {}
-    return bool(record.get("training")) and all(
-        (folder / weights["dir"] / f).is_file() for f in weights.get("files") or [None]
-    )
+    if not record.get("training") or not weights.get("files"):  # none recorded: a stop came
+        return False  # between writing the files and recording them, so none are vouched for
+    return all((folder / weights["dir"] / f).is_file() for f in weights["files"])
 
 
 def changed_weights(folder: Path, record: dict) -> list[tuple[Path, str]]:

@@ -17,3 +17,16 @@ def test_a_run_stopped_before_its_first_checkpoint_is_told_so_not_to_set_the_cad
     record["spec"] = {"training": {"checkpoint_every": None}}
     with pytest.raises(TunelabError, match=r"set training\.checkpoint_every"):
         check_resumable(record, tmp_path)
+
+
+def test_weights_written_but_not_yet_recorded_are_no_trained_run_to_evaluate(tmp_path):
+    """A stop between writing weights/ and recording them: `resume` met `KeyError: 'dir'` (an
+    internal error) where the run itself had said it could not be resumed."""
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "model.safetensors").write_bytes(b"whole, but vouched by nothing")
+    record = {"id": "r009-e", "status": "interrupted", "process": {}, "training": {"steps": 8}}
+    record["spec"] = {"training": {"checkpoint_every": None}}
+    with pytest.raises(TunelabError, match="has no checkpoint to resume from"):
+        check_resumable(record, tmp_path)
+    record["weights"] = {"dir": "weights", "files": ["model.safetensors"], "sha256": {}}
+    check_resumable(record, tmp_path)  # recorded: resuming evaluates them
