@@ -331,6 +331,21 @@ def test_a_named_run_is_used_instead_of_the_newest(tmp_path):
     assert named["variants"]["fit"] < default["variants"]["fit"]
 
 
+def test_a_run_stopped_and_resumed_is_not_chosen_over_one_that_trained_straight(tmp_path):
+    """A resumed run's `ended - created` holds the time it sat stopped: chosen by itself, one
+    paused 5 s took overhead_s from 0.57 s to 10.2 s and the variants that fit tenfold down."""
+    store = make_lab(tmp_path)
+    straight = add_run(store, "straight")
+    paused = add_run(store, "paused", wall="02:00:00")  # newer, but an hour sat stopped
+    record = store.read_record(paused)
+    store.write_record(paused, record | {"resumed": [{"time": "2026-01-01T01:50:00+00:00"}]})
+    add_check(store)
+    default = run_plan(open_records_lab(tmp_path), days=7)
+    assert default["based_on"]["run"]["id"] == straight
+    named = run_plan(open_records_lab(tmp_path), days=7, run_id=paused)
+    assert any("was stopped and resumed" in w for w in named["warnings"])
+
+
 def test_a_named_run_that_cannot_be_measured_from_is_refused(tmp_path):
     store = make_lab(tmp_path)
     baseline = add_run(store, "probe", kind="baseline")

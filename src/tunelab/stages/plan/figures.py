@@ -61,6 +61,11 @@ def figures(
     wall = wall_seconds(run)
     if wall is None:
         warnings.append(f"{rid} has no usable created/ended times: its evaluation time is unknown")
+    elif run.get("resumed"):
+        warnings.append(
+            f"{rid} was stopped and resumed: its ended - created counts the time it sat "
+            "stopped, so overhead_s may read high; `--run` a run that trained straight through"
+        )
     overhead = max(0.0, (wall or t["seconds"]) - t["seconds"]) * scale
     rows = (run.get("metrics") or {}).get("n") or counts["validation"]
     fig["overhead_s"] = (overhead, f"{rid} ended - created - training.seconds{scaled}")

@@ -3,7 +3,8 @@
 - the reference run: the one the user names (`--run`; the demos name the run they hand
   over), else the newest completed variant with a timed training (`training.steps`,
   `seconds`, `tokens`), preferring one measured on the target device, then one on the current
-  data version, then one of the spec's method;
+  data version, then one of the spec's method, then one never stopped and resumed (its
+  `ended - created` counts the time it sat stopped);
 - the newest `tunelab check` and `tunelab size` records measured on the same device type as
   that run (a passed check before a failed one);
 - export and verify durations, when records of them exist: `.tunelab/exports/*.json`
@@ -48,6 +49,7 @@ def reference_run(
             same_device(target, r["env"]["device"]),
             r.get("data_version") == version,
             (r.get("spec") or {}).get("method", {}).get("type") == method,
+            not r.get("resumed"),  # a resumed run's wall clock holds the time it sat stopped
             i,  # runs come oldest first: the newest wins a tie
         )
         for i, r in enumerate(usable)
