@@ -4,7 +4,8 @@ experiment, adding only what MLflow lacks (`sync`).
 The experiment is named after the lab's folder unless `--experiment` names another, and holds
 one lab: its `tunelab.lab_id` tag (the sha256 of the lab's first logged event, which stays when
 the folder moves) is checked before anything is written, since runs are found by their
-tunelab id and two labs both have an `r001-majority`.
+tunelab id and two labs both have an `r001-majority`; and a copy of the lab that went its own
+way is refused too (`lineage`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from tunelab.core.store import Store
 from tunelab.stages.track.content import lab_content, lab_identity, run_content
+from tunelab.stages.track.lineage import diverged, log_mark
 from tunelab.stages.track.sync import LAB_KEY, sync, tracked_runs
 from tunelab.stages.track.uri import Target, TrackError, client, resolve
 
@@ -41,6 +43,8 @@ def track_lab(lab: Path, uri: str | None = None, experiment: str | None = None) 
     if wanted is not None:
         lab_row = sync(mlflow, experiment_id, wanted, have.get(LAB_KEY))
         lab_row["artifacts_held"] = sorted(wanted.artifacts)
+    for key, value in log_mark(store).items():  # how far this lab had gone when tracked
+        mlflow.set_experiment_tag(experiment_id, key, value)
     every = [*rows, *([lab_row] if lab_row else [])]
     return {
         "lab": str(store.lab),
@@ -82,6 +86,11 @@ def open_experiment(mlflow, name: str, target: Target, store: Store) -> tuple[st
             f"{theirs}, tracked from {found.tags.get('tunelab.lab', 'elsewhere')}; this lab "
             f"is {lab_id}); runs are matched by their tunelab id, so one experiment holds one "
             "lab: track this one with --experiment NAME"
+        )
+    if why := diverged(store, found.tags):
+        raise TrackError(
+            f"MLflow experiment {name!r} at {target.uri} holds this lab's runs, but {why}; "
+            "track this lab with --experiment NAME"
         )
     if lab_id and not theirs:
         mlflow.set_experiment_tag(found.experiment_id, "tunelab.lab_id", lab_id)

@@ -145,6 +145,25 @@ def test_an_experiment_holds_one_lab_wherever_the_lab_moves(lab: Store, build_la
     assert again["counts"]["unchanged"] == 4
 
 
+def test_a_copy_that_went_its_own_way_is_refused_and_the_original_goes_on(lab: Store, tmp_path):
+    """A copy and its original, tracked in turn into one experiment, rolled each other's run
+    states back and put their newer runs side by side under one id."""
+    import shutil
+
+    uri = str(tmp_path / "mlruns")
+    track_lab(lab.lab, uri, "desk")
+    copy = Store(shutil.copytree(lab.lab, tmp_path / "copy"))
+    copy.log_event("note", said="the copy's own step")
+    lab.log_event("note", said="the original's own step")
+    assert track_lab(lab.lab, uri, "desk")["counts"]["new"] == 0  # the original: gone on only
+    with pytest.raises(TrackError) as err:  # the copy lacks the line the original reached
+        track_lab(copy.lab, uri, "desk")
+    said = str(err.value)
+    assert "holds this lab's runs, but it was last tracked from a lab whose log line" in said
+    assert said.endswith("track this lab with --experiment NAME")
+    assert track_lab(copy.lab, uri, "copy")["experiment"]["new"]  # the copy: its own
+
+
 def test_user_errors_exit_2_naming_the_fix(lab: Store, tmp_path, monkeypatch, capsys):
     def error(folder: Path, *args: str) -> str:
         assert main(["track", "--lab", str(folder), *args, "--json"]) == 2
