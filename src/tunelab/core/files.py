@@ -87,13 +87,17 @@ def atomic_dir(path: Path, replace: bool = False) -> Iterator[Path]:
     Yields a hidden temporary folder beside `path` to write into. When the block ends, its
     files are fsynced and it is renamed to `path`, which must be absent or empty; with
     `replace`, an existing `path` is swapped out and removed. An error or Ctrl-C removes the
-    temporary folder and leaves `path` as it was; so does a kill, short of the hidden folder."""
+    temporary folder and leaves `path` as it was; so does a kill, short of the hidden folder.
+    Its files take the mode the umask gives a new file, whatever wrote them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it 0700
         yield tmp
         for file in (f for f in tmp.rglob("*") if f.is_file()):
+            # as the umask says: safetensors writes its files owner-only (0600), so a bundle's
+            # weights were the one file a server running as another user could not read
+            os.chmod(file, 0o666 & ~_UMASK)
             _fsync(file)
         _swap_in(tmp, path, replace)
     except BaseException:

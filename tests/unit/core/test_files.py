@@ -20,3 +20,20 @@ def test_a_folder_another_command_wrote_meanwhile_is_a_clear_refusal(tmp_path):
         (target / "b.txt").write_text("theirs")  # the other export finished first
     assert [p.name for p in target.iterdir()] == ["b.txt"]
     assert [p.name for p in target.parent.iterdir()] == ["r003-lora"]  # no temporary left
+
+
+def test_a_folder_s_files_take_the_umask_s_mode_whatever_wrote_them(tmp_path):
+    """safetensors writes owner-only (0600): a handed-over bundle's weights were the one file
+    a server running as another user could not read."""
+    import os
+
+    import torch
+    from safetensors.torch import save_file
+
+    from tunelab.core.files import _UMASK
+
+    with atomic_dir(tmp_path / "bundle") as folder:
+        save_file({"w": torch.zeros(2)}, str(folder / "model.safetensors"))
+        (folder / "README.md").write_text("card")
+    for name in ("model.safetensors", "README.md"):
+        assert os.stat(tmp_path / "bundle" / name).st_mode & 0o777 == 0o666 & ~_UMASK
