@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from tunelab.core.env import child_env
+from tunelab.core.env import child_env, run_child
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import atomic_write_json, read_json
 from tunelab.modeling.loss_positions import target_logits
@@ -209,7 +208,7 @@ def reload_in_fresh_process(
         atomic_write_json(tmp / "request.json", request)
         command = [sys.executable, "-m", "tunelab.stages.check.reload", str(tmp / "request.json")]
         start = time.perf_counter()
-        proc = subprocess.run(
+        proc = run_child(
             command,
             capture_output=True,
             text=True,

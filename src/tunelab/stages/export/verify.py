@@ -21,14 +21,13 @@ of the exporting process (a model in memory, a patched module) can make a bundle
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 
 from tunelab.core import sums as contents
-from tunelab.core.env import child_env
+from tunelab.core.env import child_env, run_child
 from tunelab.core.errors import TunelabError
 from tunelab.stages.export.gguf_file import GGUF_DIR, GGUF_FILE
 from tunelab.stages.export.load import check_base, default_base, read_bundle
@@ -51,8 +50,12 @@ def verify_bundle(bundle: Path, base: Path | None = None, device: str = "cpu") -
     command = [sys.executable, "-m", "tunelab.stages.export.verify", str(bundle), device]
     if base:
         command.append(str(Path(base).resolve()))
-    done = subprocess.run(
-        command, capture_output=True, text=True, env=child_env(), timeout=TIMEOUT_S
+    done = run_child(
+        command,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=TIMEOUT_S,
     )
     try:
         result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -17,7 +17,6 @@ processes under torchrun instead, beside a per-rank estimate (`tunelab.stages.si
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import torch
 
 from tunelab.core.digest import sha256_json
-from tunelab.core.env import child_env
+from tunelab.core.env import child_env, run_child
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import SIZING, SIZING_SCRATCH
@@ -109,7 +108,7 @@ def run_probe(
             payload = "@" + str(Path(tmp) / "args.json")
         cmd = [sys.executable, "-m", "tunelab.stages.size.probe", payload]
         env = child_env() | {"HF_MODULES_CACHE": str(Path(tmp) / "hf-modules")}
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = run_child(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if out.exists():
             result = json.loads(out.read_text())
         elif proc.returncode < 0:

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.env import child_env
+from tunelab.core.env import child_env, run_child
 from tunelab.core.errors import TunelabError
 from tunelab.stages.size import ranks
 from tunelab.stages.size.advice import advice, largest_by_estimate
@@ -77,7 +76,7 @@ def run_rank_probes(
             "HF_MODULES_CACHE": str(Path(tmp) / "hf-modules"),
             "OMP_NUM_THREADS": str(threads),
         }
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = run_child(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         files = [out.with_name(f"{out.name}.rank{r}") for r in range(nproc)]
         results = [json.loads(f.read_text()) if f.exists() else None for f in files]
     shown = " ".join(cmd[:-1]) + " '<args>'"

@@ -57,7 +57,7 @@ def spy_subprocess(monkeypatch):
         calls.append(cmd)
         return real(cmd, *args, **kwargs)
 
-    monkeypatch.setattr(preflight_reload.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)  # as `core.env.run_child` calls it
     return calls
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -43,13 +44,13 @@ def test_probe_subprocess_reports_a_peak_above_its_baseline(tiny_bert, tmp_path,
         "max_grad_norm": 1.0,
     }
     seen = []
-    real_run = sizing.subprocess.run
+    real_run = subprocess.run
 
     def run(cmd, **kwargs):  # the probe's arguments and environment, as it starts
         seen.append((read_args(cmd[-1]), kwargs["env"]))
         return real_run(cmd, **kwargs)
 
-    monkeypatch.setattr(sizing.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)  # as `core.env.run_child` calls it
     r = sizing.run_probe(args, scratch=scratch)
     assert r["peak_reset"] and 0 < r["rss_framework_mb"] < r["rss_loaded_mb"]
     assert r["peak_rss_mb"] >= r["rss_after_warmup_mb"] > r["rss_loaded_mb"]

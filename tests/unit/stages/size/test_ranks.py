@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,7 @@ def _fake_torchrun(monkeypatch, rank_results: dict[int, dict], returncode: int =
         Done.returncode = returncode
         return Done()
 
-    monkeypatch.setattr(procs.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)  # as `core.env.run_child` calls it
     return seen
 
 
