@@ -1,3 +1,8 @@
+"""`core.env`: what a fresh tunelab process is started with."""
+
+from __future__ import annotations
+
+
 def test_a_child_dies_with_its_parent():
     """`verify` killed with -9 left its fresh process running on, orphaned, holding memory."""
     import os
