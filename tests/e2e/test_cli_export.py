@@ -409,3 +409,14 @@ def test_a_regressed_line_says_whether_its_interval_counts_the_seeds():
     )
     assert "(0.0586 to 0.0723, over the seeds): broken." in _regressed_line(r | {"seeds": True})
     assert "(0.0586 to 0.0723): broken." in _regressed_line(r)  # a bundle exported before
+
+
+def test_verify_in_a_copied_lab_records_into_the_copy_s_export(exported, tmp_path, capsys):
+    """The copy's export record keeps the old absolute path: verify said no export of the lab
+    wrote the bundle, and recorded nothing."""
+    lab, bundle = exported
+    copy = Path(shutil.copytree(lab, tmp_path / "copy"))
+    code, result = tl(capsys, "verify", str(copy / bundle.relative_to(lab)))
+    assert code == 0 and result["recorded"], result.get("not_recorded")
+    record = json.loads((copy / result["recorded"]).read_text())
+    assert record["bundle"] == str(bundle) and record["verified"]["passed"] is True

@@ -42,7 +42,7 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
         return result | {"recorded": None, "not_recorded": OUTSIDE}
     store = Store(lab)
     here = Path(bundle).resolve()
-    exports = [p for p in store.numbered(EXPORTS) if _bundle_of(p, lab) == here]
+    exports = [p for p in store.numbered(EXPORTS) if _same_bundle(_bundle_of(p, lab), here, lab)]
     if not exports:
         return result | {"recorded": None, "not_recorded": f"no export of {lab} wrote it"}
     export = store.load(exports[-1])
@@ -57,6 +57,17 @@ OUTSIDE = (
     "the bundle lies in no lab, so there is no export record to write into (verify records "
     "where a bundle lies inside the lab that exported it)"
 )
+
+
+def _same_bundle(recorded: Path | None, here: Path, lab: Path) -> bool:
+    """The bundle an export record names is this one: the same path, or, in a lab copied or
+    moved since (its records keep the old absolute paths), the same place inside the lab."""
+    if recorded is None:
+        return False
+    if recorded == here:
+        return True
+    inside = here.relative_to(lab.resolve()).parts
+    return len(recorded.parts) > len(inside) and recorded.parts[-len(inside) :] == inside
 
 
 def _bundle_of(record_path: Path, lab: Path) -> Path | None:
