@@ -87,6 +87,14 @@ def test_a_planted_overfit_is_warned_about_and_its_best_step_kept(
     assert resumed["training"]["kept"] == kept  # the best step, not the last
     assert resumed["metrics"] == run["metrics"]
 
+    code, judged = tl(capsys, "compare", "--lab", lab)  # said beside the verdict too
+    (row,) = [r for r in judged["runs"] if r["id"] == run["id"]]
+    assert f"{run['id']}: {v['overfitting']['message']}" in row["warnings"]
+    assert any(
+        w.startswith(f"{run['id']} kept step {kept['step']}'s weights of its 40")
+        for w in row["warnings"]
+    )
+
     code, report = tl(capsys, "report", "--lab", lab)
     page = (
         Path(report["file"]) if Path(report["file"]).is_absolute() else Path(lab) / report["file"]

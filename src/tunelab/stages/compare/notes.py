@@ -31,6 +31,7 @@ def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
         went = (run.get("training") or {}).get(said)
         if went:
             out.append(f"{run['id']}: {went['message']}")
+    out.extend(_validation_notes(run))
     past = trained_past(run)
     if past:
         out.append(past_words(run["id"], past))
@@ -68,3 +69,19 @@ def multiplicity(rows: list[dict], reference: str) -> str | None:
         f"2.5%, and the best of {k} is the one most likely lifted by chance. The sealed test "
         f"split (`tunelab final` on the one chosen) is the check that shares no such choosing"
     )
+
+
+def _validation_notes(run: dict) -> list[str]:
+    """What validation during training recorded: the overfitting warning, and the step whose
+    weights were kept when not the last (its metrics are that step's)."""
+    training = run.get("training") or {}
+    went = (training.get("validation") or {}).get("overfitting")
+    kept = training.get("kept") or {}
+    out = [f"{run['id']}: {went['message']}"] if went else []
+    if kept.get("rule") == "best validation loss" and kept.get("step") != training.get("steps"):
+        out.append(
+            f"{run['id']} kept step {kept['step']}'s weights of its {training.get('steps')} "
+            f"(training.keep: best, validation loss {kept['validation_loss']:.4f}): its "
+            "metrics are that step's"
+        )
+    return out
