@@ -52,6 +52,7 @@ def resolve(lab: Path, given: str | None) -> Target:
         given, source = os.environ.get("MLFLOW_TRACKING_URI") or None, "MLFLOW_TRACKING_URI"
     if not given:
         db = Path(lab).resolve() / DEFAULT_DB
+        _writable(db, "the default")
         return Target(_sqlite(db), "sqlite", (db.parent / ARTIFACTS).as_uri(), "the default")
     if given in ("databricks", "databricks-uc", "uc"):  # MLflow's own words, not folders
         return Target(given, "remote", None, source)
@@ -67,8 +68,23 @@ def resolve(lab: Path, given: str | None) -> Target:
         return Target(given, "file" if scheme == "file" else "remote", None, source)
     path = Path(given).expanduser().resolve()
     if path.suffix.lower() in SQLITE_SUFFIXES:
+        _writable(path, source)
         return Target(_sqlite(path), "sqlite", (path.parent / ARTIFACTS).as_uri(), source)
     return Target(path.as_uri(), "file", None, source)
+
+
+def _writable(db: Path, source: str) -> None:
+    """Refuse, before MLflow opens it, a local SQLite store this user may not write: MLflow met
+    a read-only lab's database as an internal error after a 76-line traceback, and a folder it
+    could not create one in after 100 s of retries. SQLite writes its journal beside the file."""
+    folder_ok = os.access(db.parent, os.W_OK | os.X_OK) if db.parent.exists() else True
+    if (db.exists() and not os.access(db, os.W_OK)) or not folder_ok:
+        where = db if db.exists() and not os.access(db, os.W_OK) else db.parent
+        raise TrackError(
+            f"{where}: this user may not write there, so MLflow cannot keep its store "
+            f"{db.name} ({source}); give --mlflow a store elsewhere, e.g. "
+            "--mlflow sqlite:////tmp/mlflow.db"
+        )
 
 
 def _sqlite(path: Path) -> str:

@@ -176,3 +176,22 @@ def test_user_errors_exit_2_naming_the_fix(lab: Store, tmp_path, monkeypatch, ca
     missing = error(lab.lab, "--mlflow", str(tmp_path / "mlruns"))
     assert "pip install 'tunelab[mlflow]'" in missing
     assert not (tmp_path / "mlruns").exists() and not (lab.lab / "mlflow.db").exists()
+
+
+def test_a_store_this_user_may_not_write_is_refused_before_mlflow_opens_it(
+    lab: Store, tmp_path, monkeypatch, capsys
+):
+    """A read-only lab: MLflow's 76-line traceback and an internal error for its database, or
+    100 s of retries where it could not create one."""
+    import os
+
+    real = os.access
+    read_only = {lab.lab.resolve(), lab.lab.resolve() / "mlflow.db"}
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) not in read_only and real(p, mode))
+    assert main(["track", "--lab", str(lab.lab), "--json"]) == 2
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said.startswith(f"{lab.lab.resolve()}: this user may not write there")
+    assert "give --mlflow a store elsewhere" in said
+    assert not (lab.lab / "mlflow.db").exists()
+    elsewhere = str(tmp_path / "elsewhere.db")
+    assert main(["track", "--lab", str(lab.lab), "--mlflow", elsewhere, "--json"]) == 0
