@@ -420,3 +420,22 @@ def test_verify_in_a_copied_lab_records_into_the_copy_s_export(exported, tmp_pat
     assert code == 0 and result["recorded"], result.get("not_recorded")
     record = json.loads((copy / result["recorded"]).read_text())
     assert record["bundle"] == str(bundle) and record["verified"]["passed"] is True
+
+
+def test_an_export_a_read_only_lab_cannot_record_leaves_no_bundle(exported, tmp_path, monkeypatch):
+    """A read-only lab: `export --out ELSEWHERE` refused (exit 2) on the export record and left
+    a whole bundle there that no record named."""
+    from tunelab.core.lab import open_lab
+    from tunelab.core.numbered import NumberedRecords
+    from tunelab.stages.export.bundle import export_run
+
+    lab, _ = exported
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self.root / "exports" / ".lock"))
+
+    monkeypatch.setattr(NumberedRecords, "save_new", read_only)
+    out = tmp_path / "b4"
+    with pytest.raises(PermissionError):
+        export_run(open_lab(lab), "r003-lora", out)
+    assert not out.exists()

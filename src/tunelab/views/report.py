@@ -11,3 +11,7 @@ def report(result: dict, console: Console) -> None:
         f"wrote {escape(result['file'])} ({result['bytes']:,} bytes, "
         f"{len(result['sections'])} sections); open it in any browser, offline."
     )
+    if result.get("not_logged"):
+        console.print(
+            f"[dim]not logged in the lab: {escape(result['not_logged'])} (a read-only lab)[/]"
+        )

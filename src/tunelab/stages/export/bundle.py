@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tunelab.core.chain import verify
 from tunelab.core.env import fingerprint
-from tunelab.core.errors import Interrupted, stop_cause
+from tunelab.core.errors import Interrupted, no_permission, stop_cause
 from tunelab.core.exports import BUNDLE_FILE, recorded_export
 from tunelab.core.lab import Lab
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
@@ -125,7 +125,12 @@ def export_run(
         "created": info["created"],
         "seconds": round(time.perf_counter() - start, 2),
     }
-    _record(store, result)
+    try:
+        _record(store, result)
+    except OSError as err:  # a read-only lab: a bundle no record names is not left behind
+        if no_permission(err) is not None:
+            shutil.rmtree(bundle, ignore_errors=True)
+        raise
     return result
 
 

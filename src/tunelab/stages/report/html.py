@@ -17,6 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from tunelab.core.digest import sha256_bytes
+from tunelab.core.errors import no_permission
 from tunelab.core.lab import Lab
 from tunelab.core.layout import EXPORTS, SIZING
 from tunelab.core.store import atomic_write_text
@@ -54,13 +55,19 @@ def write_report(lab: Lab, out: Path | None = None) -> dict:
     raw = path.read_bytes()
     digest = sha256_bytes(raw)
     shown = str(path.relative_to(lab.path)) if path.is_relative_to(lab.path) else str(path)
-    lab.store.log_event("report", file=shown, bytes=len(raw), sha256=digest)
-    return {
+    result = {
         "file": str(path),
         "sections": [anchor for anchor, _ in SECTIONS],
         "bytes": len(raw),
         "sha256": digest,
     }
+    try:
+        lab.store.log_event("report", file=shown, bytes=len(raw), sha256=digest)
+    except OSError as err:  # a read-only lab: the page, written elsewhere, is what was asked for
+        if no_permission(err) is None:
+            raise
+        result["not_logged"] = f"{err.filename or 'the event log'} may not be written"
+    return result
 
 
 def render(context: dict[str, Any]) -> str:

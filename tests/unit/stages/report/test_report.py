@@ -294,6 +294,21 @@ def test_out_writes_where_asked_and_only_there(lab, tmp_path):
     assert into_folder["file"] == str(tmp_path / "elsewhere" / REPORT_FILE)
 
 
+def test_a_read_only_lab_s_page_is_written_where_asked_and_said_not_logged(
+    lab, tmp_path, monkeypatch
+):
+    """`report --out ELSEWHERE` on a read-only lab wrote the page, then failed (exit 2) on the
+    event log, saying nothing was left."""
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(lab.store.log_path))
+
+    monkeypatch.setattr(lab.store, "log_event", read_only)
+    result = write_report(lab, tmp_path / "page.html")
+    assert Path(result["file"]).is_file()
+    assert result["not_logged"] == f"{lab.store.log_path} may not be written"
+
+
 def test_the_report_never_imports_torch(lab):
     script = (
         "import sys, json; from pathlib import Path\n"
