@@ -107,8 +107,8 @@ def export_run(
     except KeyboardInterrupt as err:
         raise Interrupted(
             stop_cause(err),
-            f"no bundle was written (what was begun is removed); run `tunelab export {run_id}` "
-            "again.",
+            f"no bundle was written (what was begun is removed); run `tunelab export {run_id}"
+            f"{f' --out {out}' if out else ''}` again.",
             run=run_id,
         ) from err
     result = {
