@@ -78,6 +78,11 @@ _EXACT = {
     "training.checkpoint_every": "runtime",
     "training.activation_checkpointing": "runtime",
     "training.strategy": "runtime",
+    # measuring the validation loss as it trains reads no random number and moves no weight
+    # (which step's weights a run keeps, `training.keep`, does)
+    "training.validate_every": "runtime",
+    "training.overfit_patience": "runtime",
+    "training.decay_fraction": "schedule",
     "training.threads": "speed",
     "training.compile": "speed",
     "training.group_by_length": "speed",

@@ -129,6 +129,12 @@ def test_groups_follow_the_spec():
     assert group_of("task.labels") == "task"
     assert group_of("evaluation.batch_size") == "evaluation"
     assert group_of("training.something_new") == "training"  # unknown: counted, not hidden
+    # measuring validation as it trains moves no weight: not a change (keeping its best does)
+    assert group_of("training.validate_every") == group_of("training.overfit_patience")
+    assert group_of("training.validate_every") == "runtime"
+    assert group_of("training.keep") == "training" and group_of("training.decay_fraction") == (
+        "schedule"
+    )
 
 
 def test_a_method_switch_is_one_group():
