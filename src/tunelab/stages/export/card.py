@@ -146,6 +146,7 @@ def body(info: dict) -> str:
         lines.append("No comparison has judged this run.")
     if lim.get("trained_past"):
         lines += ["", f"**Warning:** {past_words(info['run'], lim['trained_past'])}."]
+    lines += _validation_lines(info.get("training") or {})
     lines += ["", "## Numbers", "", "| metric | validation | test |", "|---|---|---|"]
     test = (info.get("final") or {}).get("metrics", {})
     interval = (info.get("final") or {}).get("interval") or {}
@@ -311,3 +312,20 @@ def _gguf_lines(gguf: dict | None, method: str) -> list[str]:
         "gguf-runtime`) generates the validation sample with it; where not, it says "
         '"not checked".',
     ]
+
+
+def _validation_lines(training: dict) -> list[str]:
+    """What validation during training recorded: the overfitting warning, and the step whose
+    weights these are when `training.keep: best` kept one before the last."""
+    lines = []
+    went = (training.get("validation") or {}).get("overfitting")
+    if went:
+        lines += ["", f"**Warning:** while it trained, {went['message']}."]
+    kept = training.get("kept") or {}
+    if kept.get("rule") == "best validation loss" and kept.get("step") != training.get("steps"):
+        lines += [
+            "",
+            f"These are step {kept['step']}'s weights of the {training.get('steps')} it trained "
+            f"(`training.keep: best`, validation loss {kept['validation_loss']:.4f}).",
+        ]
+    return lines

@@ -14,3 +14,18 @@ def test_a_regressed_line_says_whether_its_interval_counts_the_seeds():
     )
     assert "(0.0586 to 0.0723, over the seeds): broken." in _regressed_line(r | {"seeds": True})
     assert "(0.0586 to 0.0723): broken." in _regressed_line(r)  # a bundle exported before
+
+
+def test_the_card_says_its_run_overfitted_and_which_step_it_kept():
+    """The overfitting warning and the kept step sat in tunelab.json alone."""
+    from tunelab.stages.export.card import _validation_lines
+
+    training = {
+        "steps": 40,
+        "validation": {"overfitting": {"step": 20, "message": "validation loss rose"}},
+        "kept": {"rule": "best validation loss", "step": 8, "validation_loss": 1.1016},
+    }
+    card = " ".join(_validation_lines(training))
+    assert "**Warning:** while it trained, validation loss rose." in card
+    assert "These are step 8's weights of the 40 it trained (`training.keep: best`" in card
+    assert _validation_lines({"steps": 40, "kept": {"rule": "last", "step": 40}}) == []
