@@ -110,7 +110,8 @@ def runs(store: Store, records: list[dict]) -> dict[str, Any]:
 
 
 def _note(record: dict, status: str) -> str:
-    """Why a run is in its state: the error's last line, the invalidation, the lost process."""
+    """Why a run is in its state: the error's last line, the invalidation, the lost process;
+    for a completed one, why it was made, its overfitting warning and the step it kept."""
     if status in ("failed", "interrupted"):
         lines = (record.get("error") or "").strip().splitlines()
         text = lines[-1] if lines else "no error recorded"
@@ -127,7 +128,15 @@ def _note(record: dict, status: str) -> str:
             f"its process (pid {proc.get('pid', '?')} on {proc.get('host', '?')}) ended without "
             "closing the run"
         )
-    return f"made because: {record['reason']}" if record.get("reason") else ""
+    training = record.get("training") or {}
+    went = (training.get("validation") or {}).get("overfitting")
+    kept = training.get("kept") or {}
+    said = [f"made because: {record['reason']}"] if record.get("reason") else []
+    if went:
+        said.append(f"while it trained, {went['message']}")
+    if kept.get("rule") == "best validation loss" and kept.get("step") != training.get("steps"):
+        said.append(f"its weights are step {kept['step']}'s (`training.keep: best`)")
+    return "; ".join(said)
 
 
 def curves(records: list[dict], colours: dict[str, str]) -> Markup | None:

@@ -344,3 +344,23 @@ def test_a_run_invalidated_after_its_final_or_export_is_marked_there(lab, tmp_pa
     assert (
         shown["verdict"] == "improved" and shown["invalid"] == "trained on a leaked validation file"
     )
+
+
+def test_a_run_s_note_names_its_overfitting_and_the_step_it_kept():
+    """The page drew the validation curve, but its text never said the run overfitted, and
+    its runs table gave 40 steps for weights that were step 8's."""
+    from tunelab.stages.report.sections import _note
+
+    record = {
+        "reason": "a planted overfit",
+        "training": {
+            "steps": 40,
+            "validation": {"overfitting": {"step": 20, "message": "validation loss rose"}},
+            "kept": {"rule": "best validation loss", "step": 8, "validation_loss": 1.1},
+        },
+    }
+    assert _note(record, "completed") == (
+        "made because: a planted overfit; while it trained, validation loss rose; its weights "
+        "are step 8's (`training.keep: best`)"
+    )
+    assert _note({"training": {"steps": 40, "kept": {"rule": "last"}}}, "completed") == ""
