@@ -100,12 +100,17 @@ def arm_means(comparison: dict) -> list[tuple[str, int, float]]:
     """Each judged variant arm of several seeds: its first run, its seeds and their mean of the
     primary metric (its row shows the first seed's own value; its difference is the mean's)."""
     primary = comparison["primary_metric"]
-    out = []
-    for row in comparison["runs"]:
-        values = [s[primary] for s in row.get("seeds") or [] if s.get(primary) is not None]
-        if "vs_reference" in row and len(values) > 1:
-            out.append((row["id"], len(values), sum(values) / len(values)))
-    return out
+    return [
+        (row["id"], *mean)
+        for row in comparison["runs"]
+        if "vs_reference" in row and (mean := _seed_mean(row, primary))
+    ]
+
+
+def _seed_mean(row: dict, primary: str) -> tuple[int, float] | None:
+    """A comparison row's seeds and their mean of `primary`, when it has two or more."""
+    values = [s[primary] for s in row.get("seeds") or [] if s.get(primary) is not None]
+    return (len(values), sum(values) / len(values)) if len(values) > 1 else None
 
 
 def reference_arm(comparison: dict) -> tuple[int, float] | None:
@@ -114,5 +119,4 @@ def reference_arm(comparison: dict) -> tuple[int, float] | None:
     seed's own value); None for a reference of one seed."""
     primary = comparison["primary_metric"]
     ref = next((r for r in comparison["runs"] if r["id"] == comparison["reference"]), {})
-    values = [s[primary] for s in ref.get("seeds") or [] if s.get(primary) is not None]
-    return (len(values), sum(values) / len(values)) if len(values) > 1 else None
+    return _seed_mean(ref, primary)

@@ -17,6 +17,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import LoraMethod, ModelSpec
 from tunelab.modeling.hub_cache import locate
+from tunelab.modeling.whole_files import NotSafetensors, safetensors_header
 
 HEAD_NAMES = frozenset(
     {
@@ -33,9 +34,6 @@ HEAD_NAMES = frozenset(
 """Modules a model may get at load time without their weights in the checkpoint: the new
 sequence-classification head (`classifier`, `score`, ...) and an output layer tied to the
 embeddings (`lm_head`). A target naming one of them is left to the check on the built model."""
-
-MAX_HEADER = 100 * 2**20
-"""A safetensors header larger than this is not one (the format caps it at 100 MB)."""
 
 
 class TargetError(TunelabError):
@@ -95,14 +93,10 @@ def checkpoint_modules(folder: Path) -> dict[str, list[int]]:
 
 def _header(file: Path) -> dict[str, list[int]]:
     """Tensor name -> shape from a safetensors file's header, reading only the header."""
-    with file.open("rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        if not 0 < size <= MAX_HEADER:
-            raise TargetError(f"{file}: not a safetensors file (header size {size})")
-        try:
-            header = json.loads(f.read(size))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise TargetError(f"{file}: not a safetensors file ({err})") from None
+    try:
+        _, header = safetensors_header(file)
+    except NotSafetensors as err:
+        raise TargetError(f"{file}: {err}") from None
     return {k: v.get("shape", []) for k, v in header.items() if k != "__metadata__"}
 
 

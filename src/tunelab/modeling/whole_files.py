@@ -42,24 +42,40 @@ def require_whole(folder: Path, field: str, images: bool = False) -> None:
         )
 
 
-def safetensors_problem(file: Path) -> str | None:
-    """What makes `file` not a whole safetensors file, or None: its 8-byte header length, the
-    JSON header, and the file's size against the end of its last tensor's bytes."""
+class NotSafetensors(ValueError):
+    """A file whose first bytes are not a safetensors header."""
+
+
+def safetensors_header(file: Path) -> tuple[int, dict]:
+    """The header's length and the header itself (tensor name -> dtype, shape, data offsets),
+    reading only the header; NotSafetensors saying why it is none."""
     size = file.stat().st_size
     with file.open("rb") as f:
         n = int.from_bytes(f.read(8), "little")
         if not 0 < n <= MAX_HEADER or 8 + n > size:
-            return f"not a safetensors file (header of {n:,} bytes in a file of {size:,})"
+            raise NotSafetensors(
+                f"not a safetensors file (header of {n:,} bytes in a file of {size:,})"
+            )
         try:
-            header = json.loads(f.read(n))
+            return n, json.loads(f.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            return f"not a safetensors file (its header: {err})"
+            raise NotSafetensors(f"not a safetensors file (its header: {err})") from None
+
+
+def safetensors_problem(file: Path) -> str | None:
+    """What makes `file` not a whole safetensors file, or None: its 8-byte header length, the
+    JSON header, and the file's size against the end of its last tensor's bytes."""
+    try:
+        n, header = safetensors_header(file)
+    except NotSafetensors as err:
+        return str(err)
     ends = [
         t["data_offsets"][1]
         for k, t in header.items()
         if k != "__metadata__" and isinstance(t, dict) and "data_offsets" in t
     ]
     expected = 8 + n + max(ends, default=0)
+    size = file.stat().st_size
     if size != expected:
         return f"cut short or padded: its header places {expected:,} bytes, the file has {size:,}"
     return None

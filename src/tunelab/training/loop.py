@@ -312,8 +312,8 @@ def train(
             if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
                 log.sync()  # the history a resume reads back is on disk with the checkpoint
                 state = {"step": step + 1, "tokens": tokens_seen, "seconds": elapsed}
-                best = validation.held() if validation is not None else None
-                if best is not None:  # keep best's weights go with it, for a resumed run
+                best = validation.saved if validation is not None else None  # keep best's
+                if best is not None:  # weights go with it, for a resumed run to keep
                     state["best"] = validation.best
                 # one process writes it alone; several write it together (rank 0 the files
                 # of the whole run, each rank its shards)

@@ -84,11 +84,6 @@ class Validation:
                 }
         return first
 
-    def held(self) -> dict[str, torch.Tensor] | None:
-        """The weights keep best holds aside, for a checkpoint to save; None when it holds
-        none (keep last, or nothing measured yet)."""
-        return self.saved if self.keep == "best" else None
-
     def resume(
         self,
         history: list[dict],
