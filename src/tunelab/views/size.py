@@ -38,6 +38,8 @@ def size(result: dict, console: Console) -> None:
         f"measured peak {result['measured_peak_mb']:,.1f} MiB; estimate error "
         f"{result['error_pct']:+.1f}%{approx}"
     )
+    if d := result.get("during_training"):
+        _during(d, console)
     variants = Table(
         "variant",
         "micro×acc",
@@ -90,6 +92,27 @@ def size(result: dict, console: Console) -> None:
         f"({big['budget']}; {big['method']}{measured}{scaled})"
     )
     _advice(result, console)
+
+
+def _during(d: dict, console: Console) -> None:
+    """What the run holds beyond its steps (training.validate_every, keep: best), counted in
+    the figures above."""
+    kept = (
+        f"training.keep: best holds a second copy of the trained weights "
+        f"({d['best_weights_mb']:,.1f} MiB) through every step after the first measurement; "
+        if d["keep_best"]
+        else ""
+    )
+    step = d.get("measured_step_peak_mb")
+    console.print(
+        f"during training: {kept}the validation loss between steps, at evaluation.batch_size "
+        f"{d['validation_batch']}, takes {d['validation_phase_mb']:,.1f} MiB beyond the weights "
+        f"and AdamW's state (estimated), counted in the figures above"
+        + (f"; measured: the steps alone {step:,.1f} MiB, with the pass " if step else "")
+        + (f"{d['measured_peak_mb']:,.1f} MiB" if step else "")
+    )
+    if d.get("advice"):
+        console.print(f"[yellow]note[/] {escape(d['advice'])}")
 
 
 def _processes(result: dict, console: Console) -> None:

@@ -232,6 +232,26 @@ def backward_buffers(sh: Shape, tr: Trainables, b: int, s: int, device: str = "c
     return max(mlp, b * sh.heads * s * s * 4 + hidden - freed)
 
 
+def validation_bytes(
+    sh: Shape, b: int, s: int, targets: int | None = None, device: str = "cpu"
+) -> int:
+    """The largest moment of a forward pass without gradients over `b` padded sequences of `s`
+    tokens, in the weights' dtype: the residual stream (the embeddings' output, a layer's input
+    and output, an RMSNorm's float32 copy), the attention mask, the larger of the MLP's
+    intermediates (SwiGLU holds SiLU's output, up's output and their product; GELU its input
+    and output) and the attention's q, k, v, their rotated copies and its output (a Llama's
+    scores too on CPU, where a masked attention is materialised); then the loss (a causal LM's
+    target logits, their float32 copy and log-softmax; `loss_bytes`)."""
+    e, bs, bert = sh.dtype_bytes, b * s, sh.family == "bert"
+    qd, kvd = sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim
+    stream = bs * sh.hidden * (3 * e + 4)  # with the embeddings' output, held to the end
+    mask = b * s * s * (e if bert else 1)  # BERT's additive mask, a Llama's boolean one
+    mlp = (2 if bert else 3) * bs * sh.intermediate * e
+    attention = bs * (3 * qd + 4 * kvd) * e
+    attention += b * sh.heads * s * s * e if not bert and device != "cuda" else 0
+    return stream + mask + max(mlp, attention) + loss_bytes(sh, b, s, targets)["forward"]
+
+
 def optimizer_buffers(tr: Trainables, device: str) -> int:
     """AdamW's temporaries, for the fused AdamW `training.step.make_optimizer` takes: per
     tensor on CPU (sqrt, then the division: two of the largest parameter); none on CUDA, whose
@@ -252,11 +272,17 @@ def estimate(
     device: str = "cpu",
     precision: str = "fp32",
     targets: int | None = None,
+    during=None,
 ) -> dict:
     """The breakdown (bytes) and the peak, walking the phases of one optimizer step, for
     sequences of `s` tokens ending with `targets` target tokens (`target_tokens`). bf16
     autocast over float32 weights is counted for the llama family (`under_autocast`); for
-    BERT the activations are counted in the weights' dtype and the result marked approximate."""
+    BERT the activations are counted in the weights' dtype and the result marked approximate.
+    `during` (`size.during.During`): keep best's copy of the trained weights, held through
+    every phase, and the validation pass between steps, a phase of its own."""
+    validation = during.validation_batch if during is not None else None
+    best = tr.trainable_bytes if during is not None and during.keep_best else 0
+    plain = sh
     sh = under_autocast(sh, precision)
     acts = activation_bytes(sh, tr, b, s, checkpointing, device)
     loss = loss_bytes(sh, b, s, targets)
@@ -281,8 +307,10 @@ def estimate(
     }
     if sh.kind == "causal":  # the gradient of the logits beside the head's weight gradient
         phases["head_backward"] = acts["total"] - acts["head"] + head + loss["logits"]
+    if validation:  # between steps, without autocast (training.validate)
+        phases["validation"] = validation_bytes(plain, validation, s, targets, device)
     phase = max(phases, key=phases.get)
-    peak = tr.weight_bytes + opt + phases[phase] + overhead_bytes
+    peak = tr.weight_bytes + opt + best + phases[phase] + overhead_bytes
     return {
         "components": {
             "framework": overhead_bytes,
@@ -292,7 +320,8 @@ def estimate(
             "activations": acts["total"],
             "logits_and_loss": loss["forward"],
             "backward_buffers": buffers + recompute,
-        },
+        }
+        | ({"best_weights": best} if best else {}),
         "activations": acts,
         "phases": phases,
         "peak_phase": phase,

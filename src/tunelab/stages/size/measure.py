@@ -34,6 +34,7 @@ from tunelab.modeling.model import apply_method, load_tokenizer
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size.advice import advice, largest_microbatch
+from tunelab.stages.size.during import During, section
 from tunelab.stages.size.grad_examples import grad_examples
 from tunelab.stages.size.lengths import measured_lengths
 from tunelab.stages.size.model_folder import model_folder
@@ -211,6 +212,8 @@ def _measured(
         "steps": 2,
         "packed": spec.task.boundaries if spec.task.type == "pretrain" else None,
     }
+    during = During.of(spec)  # keep best's copy and the validation pass, measured with the step
+    base |= during.as_dict() if during else {}
 
     def say(text: str) -> None:
         if console is not None:
@@ -221,7 +224,7 @@ def _measured(
 
     def estimate_mb(b: int, acc: int = 1, ckpt: bool = False, overhead: float = 0.0) -> dict:
         e = est.estimate(
-            shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, precision, targets
+            shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, precision, targets, during
         )
         return e | {"peak_mb": _mb(e["peak_bytes"])}
 
@@ -334,6 +337,7 @@ def _measured(
         "measured": {k2: v for k2, v in plain["probe"].items() if not isinstance(v, list | dict)},
         "measured_peak_mb": plain["measured_peak_mb"],
         "error_pct": plain["error_pct"],
+        "during_training": section(during, main, plain["probe"]),
         "variants": [{k2: v for k2, v in x.items() if k2 != "probe"} for x in variants],
         "gradient_check": check,
         "calibration": calibration,

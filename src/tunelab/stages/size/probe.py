@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tunelab.stages.size.estimate import target_tokens
+from tunelab.stages.size.during import hold_best, validation_pass
+from tunelab.stages.size.synthetic import synthetic_examples, validation_examples
 from tunelab.training.memory import peak_rss_mb, reset_peak, rss_mb
 
 
@@ -182,37 +183,12 @@ def build_model(args: dict[str, Any], device) -> tuple[Any, dict[str, Any]]:
     return model, {"trainable_params": report["trainable_params"], "params": report["total_params"]}
 
 
-def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:
-    """`n` examples of exactly `seq_len` tokens: the shapes of the measured configuration.
-    A causal example ends with `targets` target tokens (loss mask 1; the second half when
-    not given, `estimate.target_tokens`)."""
+def _peak_mb(device) -> float:
     import torch
 
-    from tunelab.modeling.render import Encoded, Rendered
-
-    s = int(args["seq_len"])
-    gen = torch.Generator().manual_seed(args.get("seed", 0))
-    ids = torch.randint(0, vocab, (n, s), generator=gen).tolist()
-    if args["kind"] == "encoder":
-        labels = args.get("num_labels", 2)
-        return [Encoded(str(j), ids[j], j % labels, False) for j in range(n)]
-    if args.get("packed"):
-        return [_packed(str(j), ids[j], args["packed"]) for j in range(n)]
-    p = s - target_tokens(s, args.get("targets"))
-    return [Rendered(str(j), ids[j], [0] * p + [1] * (s - p), p, 0, None, "", "") for j in range(n)]
-
-
-def _packed(name: str, ids: list[int], boundaries: str):
-    """A packed sequence of two documents, every token learned, as task pretrain trains on:
-    with `mask` the positions restart at the second one, whose first token is not a target."""
-    from tunelab.modeling.packing import IGNORE, Packed
-
-    half = len(ids) // 2
-    labels, positions = [IGNORE, *ids[1:]], None
-    if boundaries == "mask":
-        labels[half] = IGNORE
-        positions = [*range(half), *range(len(ids) - half)]
-    return Packed(name, ids, labels, positions, len(ids), "synthetic", ())
+    return (
+        torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else peak_rss_mb()
+    )
 
 
 def _vocab(model) -> int:
@@ -254,6 +230,7 @@ def measure_steps(model, args: dict[str, Any], device, vocab: int | None = None)
     examples = synthetic_examples(args, vocab or _vocab(model), int(args["microbatch"]) * k)
     step = make_step(model, examples, args, device)
     step()  # warm-up: AdamW's state is created here
+    kept = hold_best(model, args)  # keep best's copy of the trained weights, held as a run does
     gc.collect()
     res: dict[str, Any] = {"rss_after_warmup_mb": rss_mb()}
     if device.type == "cuda":
@@ -269,6 +246,11 @@ def measure_steps(model, args: dict[str, Any], device, vocab: int | None = None)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
+    if args.get("validation_batch"):  # the step's own peak, then the pass between two steps
+        res["step_peak_mb"] = _peak_mb(device)
+        examples = validation_examples(args, vocab or _vocab(model))
+        res["validation_loss"] = validation_pass(model, args, device, examples)
+    del kept
     res["peak_rss_mb"] = peak_rss_mb()
     res["rss_end_mb"] = rss_mb()
     res["cpu_s"] = [round(x - y, 3) for x, y in zip(_cpu_seconds(), cpu0, strict=True)]
@@ -363,12 +345,15 @@ def max_microbatch(model, args: dict[str, Any], device) -> dict[str, Any]:
         model, synthetic_examples(args, vocab, 1), args | {"microbatch": 1}, device, optimizer
     )()
     model.zero_grad(set_to_none=True)
+    kept = hold_best(model, args)  # noqa: F841  (held through every try, as a run holds it)
+    validating = validation_examples(args, vocab)
     held_back = torch.empty(int(free * HEADROOM), dtype=torch.uint8, device=device)
 
     def fits(mb: int) -> bool:
         try:
             examples = synthetic_examples(args, vocab, mb)
             make_step(model, examples, args | {"microbatch": mb}, device, optimizer)()
+            validation_pass(model, args, device, validating)
             tried[mb] = True
         except torch.cuda.OutOfMemoryError:
             tried[mb] = False

@@ -27,6 +27,7 @@ from tunelab.core.env import child_env, run_child
 from tunelab.core.errors import TunelabError
 from tunelab.stages.size import ranks
 from tunelab.stages.size.advice import advice, largest_by_estimate
+from tunelab.stages.size.during import During
 from tunelab.training.distributed import oversubscribed
 
 MIB = 2**20
@@ -134,6 +135,7 @@ def measure_processes(
             device,
             base["precision"],
             base.get("targets"),
+            During.from_args(base),
         )
 
     e = estimate(mb, acc)

@@ -60,6 +60,8 @@ TERMS = {
     "gathered_root": "the root's parameters gathered (embeddings, head, final norm)",
     "unsharded_accumulated_gradients": "accumulation > 1 without gradient sync: FSDP2 keeps "
     "unsharded gradients between microbatches (one full copy of the trainable gradients)",
+    "best_weights": "training.keep: best's copy of the trained weights (full, on every rank)",
+    "best_weights_shard": "training.keep: best's copy of this rank's shard of the trained weights",
 }
 """What each term of a per-rank estimate is (the result carries the terms it uses)."""
 
@@ -115,14 +117,16 @@ def rank_estimate(
     device: str = "cpu",
     precision: str = "fp32",
     targets: int | None = None,
+    during=None,
 ) -> dict:
     """One rank's terms (bytes) and its peak under `strategy` over `nproc` processes
-    (`targets`: target tokens per sequence, `estimate.target_tokens`)."""
+    (`targets`: target tokens per sequence, `estimate.target_tokens`; `during`: what the run
+    holds beyond its steps, `size.during`)."""
     if strategy not in STRATEGIES:
         raise TunelabError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if strategy == "ddp":
         e = est.estimate(
-            sh, tr, b, s, False, accumulation, overhead_bytes, device, precision, targets
+            sh, tr, b, s, False, accumulation, overhead_bytes, device, precision, targets, during
         )
         terms = e["components"] | {"ddp_buckets": tr.trainable_bytes}
         peak = e["peak_bytes"] + tr.trainable_bytes  # the buckets live through every phase
@@ -138,7 +142,7 @@ def rank_estimate(
         embedding_bytes=tr.embedding_bytes // nproc,
     )
     e = est.estimate(
-        sh, shard, b, s, False, accumulation, overhead_bytes, device, precision, targets
+        sh, shard, b, s, False, accumulation, overhead_bytes, device, precision, targets, during
     )
     c = e["components"]
     gathered = 2 * units.largest_block_bytes
@@ -154,7 +158,7 @@ def rank_estimate(
         "gathered_unit": gathered,
         "gathered_root": units.root_bytes,
         "unsharded_accumulated_gradients": unsharded,
-    }
+    } | ({"best_weights_shard": c["best_weights"]} if "best_weights" in c else {})
     peak = e["peak_bytes"] + gathered + units.root_bytes + unsharded
     return _result(strategy, nproc, e, terms, peak, True)
 

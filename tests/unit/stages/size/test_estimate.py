@@ -14,8 +14,8 @@ from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
 from tunelab.modeling.model import apply_method, enable_checkpointing, load_causal, load_classifier
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size import measure as sizing
-from tunelab.stages.size.probe import synthetic_examples
 from tunelab.stages.size.shape import Shape, Trainables, describe
+from tunelab.stages.size.synthetic import synthetic_examples
 
 CPU = torch.device("cpu")
 LORA_BERT = LoraMethod(r=4, alpha=8, target_modules=["query", "value"])

@@ -252,9 +252,16 @@ def test_size_through_the_cli_on_the_bert_lab(make_lab, capsys):
 
 @pytest.mark.slow
 def test_run_size_on_the_llama_lab(make_extraction_lab):
-    lab = _built(make_extraction_lab())
+    training = {"lr": 5e-3, "global_batch": 4, "microbatch": 2, "budget": {"steps": 3}}
+    training |= {"validate_every": 2, "keep": "best"}  # what a run holds beyond its steps
+    lab = _built(make_extraction_lab(training=training))
     r = sizing.run_size(lab, microbatch=2)
     _check_record(lab, r)
+    during = r["during_training"]
+    assert during["keep_best"] and during["validation_batch"] == lab.spec.evaluation.batch_size
+    assert during["best_weights_mb"] == r["estimate"]["components_mb"]["best_weights"]  # LoRA: tiny
+    assert "validation" in r["estimate"]["phases_mb"]
+    assert during["measured_peak_mb"] >= during["measured_step_peak_mb"] > 0
     check = r["gradient_check"]
     assert len(set(check["weights_per_microbatch"])) > 1  # unequal target tokens ...
     assert not check["per_microbatch_mean_equal"]  # ... which a per-microbatch mean gets wrong
