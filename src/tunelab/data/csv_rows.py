@@ -21,25 +21,31 @@ def read_csv(
     one by one. A row with more cells than the header (an unquoted comma) is rejected."""
     text = utf8_bytes(path, shown).decode("utf-8", errors="surrogateescape")
     text = text.removeprefix("\ufeff")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    stream = io.StringIO(text, newline="")
+    reader = csv.reader(stream, delimiter=delimiter, strict=True)
     header: list[str] | None = None
-    start = 1
+    start, taken = 1, 0  # taken: lines read past the reader, the rest of a broken record
     while True:
+        at = stream.tell()
         try:
             cells = next(reader)
         except StopIteration:
             break
         except csv.Error as err:  # e.g. a quote inside a quoted field that is not doubled
-            line, last, start = start, reader.line_num, reader.line_num + 1
+            line, last = start, reader.line_num + taken
             if header is None:
                 raise DataError(
                     f"{shown}:{line}: the CSV header cannot be parsed ({err})"
                 ) from None
             if last > line and "unexpected end of data" in str(err):
                 raise DataError(_unclosed_quote(shown, line, last)) from None
+            if not _closes(text[at : stream.tell()].splitlines()[-1], delimiter):
+                rest = _rest_of_field(stream, delimiter)  # its quoted field is still open
+                taken, last = taken + rest, last + rest
+            start = last + 1
             yield Rejection(shown, line, "malformed_row", _malformed(err, line, last))
             continue
-        line, start = start, reader.line_num + 1
+        line, start = start, reader.line_num + taken + 1
         if not any(c.strip() for c in cells):
             continue
         if _has_surrogate(cells):
@@ -57,6 +63,33 @@ def read_csv(
             )
         else:
             yield Record(shown, line, dict(zip(header, cells, strict=False)))
+
+
+FIELD_LINES = 100
+"""How far a broken record's open quoted field is followed to the line that closes it."""
+
+
+def _rest_of_field(stream: io.StringIO, delimiter: str) -> int:
+    """How many lines after the one the parser stopped on belong to its broken record: while
+    its quoted field is open, up to the first line that closes it (`_closes`), within
+    `FIELD_LINES`. They go into the quarantined row, so no part of the record is read as a row
+    of its own (the tail of `"text with a "stray" quote<newline>more",label` was read as the
+    text `more"`). 0 when no line closes it: the stream is left where it was."""
+    start = stream.tell()
+    for lines in range(1, FIELD_LINES + 1):
+        line = stream.readline()
+        if not line:
+            break
+        if _closes(line, delimiter):
+            return lines
+    stream.seek(start)
+    return 0
+
+
+def _closes(line: str, delimiter: str) -> bool:
+    """Whether `line` ends a quoted field: a quote before the delimiter or the line's end."""
+    line = line.rstrip("\r\n")
+    return line.endswith('"') or f'"{delimiter}' in line
 
 
 def _unclosed_quote(shown: str, line: int, last: int) -> str:

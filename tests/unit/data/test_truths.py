@@ -79,6 +79,29 @@ def test_a_quoted_field_that_ran_over_lines_names_every_line_it_took(tmp_path):
     assert report["kept"] == 40  # the rows after it are read again
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '"starts fine\nsecond line has a "bad" quote\nthird line",dog\n',  # breaks on line 23
+        '"one line with "bad" quote then\nnext line\nlast",dog\n',  # breaks on its first line
+    ],
+)
+def test_no_line_of_a_broken_quoted_record_is_kept_as_a_row(tmp_path, bad):
+    """The parser stops inside the open field; the lines after it up to the one that closes
+    it were read as rows of their own, and the last (`third line",dog`) was kept."""
+    report = build(tmp_path, write_csv(tmp_path, bad))
+    (quarantined,) = read_jsonl(tmp_path / report["quarantine"]["file"])
+    assert quarantined["line"] == 22 and "from line 22 to 24" in quarantined["reason"]
+    assert report["rows_read"] == 41 and report["kept"] == 40
+
+
+def test_a_broken_record_that_no_line_closes_is_its_own_line_alone(tmp_path):
+    report = build(tmp_path, write_csv(tmp_path, '"she said "hi" and left,dog\n'))
+    (quarantined,) = read_jsonl(tmp_path / report["quarantine"]["file"])
+    assert quarantined["line"] == 22 and "ran from" not in quarantined["reason"]
+    assert report["kept"] == 40  # the rows after it are read as they were
+
+
 def test_a_very_long_text_is_warned_with_its_line_or_quarantined(tmp_path):
     rows = animal_rows()
     rows[6] = {"text": "cat " * 30_000, "label": "cat"}  # 120,000 characters on line 7
