@@ -298,15 +298,16 @@ class Store(NumberedRecords):
             raise StoreError(
                 f"{folder / layout.MANIFEST}: holds no sha256 of {path.name}, so the split "
                 f"cannot be checked against data version {version}. Restore the manifest from "
-                f"a backup, or remove {folder} and run `tunelab data` again."
+                "a backup, or run `tunelab data` again with the sources and spec that built it: "
+                f"it writes {folder} again, whole."
             )
         rows, digest = read_jsonl_hashed(path)
         if digest != expected:  # every run on it would claim data it never saw
             raise StoreError(
                 f"{path}: changed since data version {version} was written (sha256 "
                 f"{expected[:12]} expected), so it is not that version any more. Restore it from "
-                f"a backup, or remove {folder} and run `tunelab data` again: the same sources "
-                "and spec build the same version."
+                "a backup, or run `tunelab data` again with the sources and spec that built it: "
+                f"it writes {folder} again, whole."
             )
         return rows
 

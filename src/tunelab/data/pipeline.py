@@ -53,6 +53,7 @@ from tunelab.data.split import (
 )
 from tunelab.data.usable import check_usable, more_rows, tally_sources
 from tunelab.data.version import (
+    damaged_files,
     publish,
     same_rows,
     settings_of,
@@ -171,6 +172,7 @@ def _build(
     settings = settings_of(data, labels, loaded.sources, spec.images, guard)
     version, rows = version_and_rows_ids(dedup.splits, quarantine, settings)
     new = not version_exists(store, version)
+    damaged = [] if new else damaged_files(store, version)  # written again, whole
 
     counts = _tally(loaded.rows_read, dedup, quarantine, held_out if data.eval_from else None)
     manifest = {
@@ -197,6 +199,7 @@ def _build(
     report = {
         "version": version,
         "new": new,
+        "rewritten": damaged or None,
         **counts,
         "splits": manifest["counts"],
         "labels": labels,
@@ -240,10 +243,19 @@ def _build(
     }
     if images:
         report["images"] = {**images, "folder": _shown(store.data_dir(version) / "images", lab)}
-    if new:
-        say(f"data: writing version {version}")
+    if new or damaged:
+        say(f"data: writing version {version}" + (" again (damaged)" if damaged else ""))
         write_version(
-            store, version, dedup.splits, quarantine, report, manifest, dedup.pairs, staging, guard
+            store,
+            version,
+            dedup.splits,
+            quarantine,
+            report,
+            manifest,
+            dedup.pairs,
+            staging,
+            guard,
+            replace=bool(damaged),
         )
     if data.eval_from:
         check_pinned(store, version, data.eval_from)

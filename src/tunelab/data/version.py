@@ -150,6 +150,26 @@ def version_exists(store: Store, version: str) -> bool:
     return (store.data_dir(version) / "manifest.json").exists()
 
 
+def damaged_files(store: Store, version: str) -> list[str]:
+    """The files of stored version `version` that differ from its manifest's sha256 or are
+    gone (its manifest itself, where that cannot be read): what a data step that finds the
+    version again writes afresh (`write_version(..., replace=True)`). The sealed test split is
+    not read, only found there: `final` checks its sha256 as it opens it, and `fsck` does."""
+    folder = store.data_dir(version)
+    try:
+        files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [MANIFEST]
+    if not isinstance(files, dict) or any(f"{s}.jsonl" not in files for s in SPLITS):
+        return [MANIFEST]  # a split it cannot vouch for
+    return [
+        name
+        for name, digest in files.items()
+        if not (folder / name).is_file()
+        or (name != "test.jsonl" and sha256_file(folder / name) != digest)
+    ]
+
+
 def write_version(
     store: Store,
     version: str,
@@ -160,9 +180,12 @@ def write_version(
     duplicates: list[dict[str, Any]] = (),
     images: Path | None = None,
     guard: list[GuardSet] = (),
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Write the split files, quarantine, duplicate pairs, report and manifest; return the
-    manifest. `images`: the folder where an image lab's accepted images were staged
+    manifest. `replace`: the version's folder exists and is damaged (`damaged_files`); the
+    one written takes its place (the same id: the same rows), the damaged one is removed.
+    `images`: the folder where an image lab's accepted images were staged
     (`image_rows.staged_images`); the kept rows' images move from it into the version.
 
     `manifest` brings what the pipeline knows (labels, sources, settings); this adds the
@@ -170,7 +193,7 @@ def write_version(
     checks before it opens the test split.
     """
     final = store.data_dir(version)
-    if final.exists():
+    if final.exists() and not replace:
         raise DataError(f"{final} exists but has no manifest.json; move it aside and rerun")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{version}.", suffix=".tmp"))
@@ -200,7 +223,12 @@ def write_version(
             "test_sha256": files["test.jsonl"],
         }
         atomic_write_json(tmp / "manifest.json", full)
-        os.rename(tmp, final)
+        if replace:  # the damaged folder out of the way, then the whole one in its place
+            os.rename(final, old := tmp.with_name(f".{version}.damaged.tmp"))
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -22,6 +22,11 @@ def init(result: dict, console: Console) -> None:
 
 def data(report: dict, console: Console) -> None:
     state = "new version" if report["new"] else "unchanged, version reused"
+    if damaged := report.get("rewritten"):
+        shown = ", ".join(damaged[:3]) + (
+            f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
+        )
+        state = f"its stored folder was damaged ({shown} differed from its manifest): written again"
     console.print(f"[bold]data version {report['version']}[/] ({state})")
     if report.get("same_rows_as"):
         console.print(

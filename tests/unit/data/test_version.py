@@ -1,10 +1,23 @@
-"""The data version's two ids, from one pass over the rows."""
+"""The data version's two ids, from one pass over the rows; a damaged version found again."""
 
 from __future__ import annotations
 
+import json
+
+from rich.console import Console
+from test_pipeline import JSONL, animal_rows, build, make_spec, write_rows
+
 from tunelab.core.digest import sha256_json
+from tunelab.core.store import Store
 from tunelab.data.loaders import Example, Rejection
-from tunelab.data.version import ID_CHARS, rows_id, version_and_rows_ids, version_id
+from tunelab.data.version import (
+    ID_CHARS,
+    damaged_files,
+    rows_id,
+    version_and_rows_ids,
+    version_id,
+)
+from tunelab.views.data import data as data_view
 
 
 def test_both_ids_are_the_hashes_of_their_documented_content() -> None:
@@ -28,3 +41,28 @@ def test_both_ids_are_the_hashes_of_their_documented_content() -> None:
     assert version == sha256_json(content)[:ID_CHARS] == version_id(splits, quarantine, settings)
     assert rows_only == sha256_json(examples)[:ID_CHARS] == rows_id(splits)
     assert version_and_rows_ids({**splits, "test": []}, quarantine, settings)[0] != version
+
+
+def test_a_damaged_version_found_again_is_written_again_whole(tmp_path) -> None:
+    """Rebuilding reused a version whose train split had been cut, or whose report.json was
+    gone, and said "unchanged"; only fsck saw it."""
+    write_rows(tmp_path / "data" / "rows.jsonl", animal_rows())
+    first = build(tmp_path, make_spec(JSONL))
+    store, version = Store(tmp_path), first["version"]
+    folder = store.data_dir(version)
+    before = json.loads((folder / "manifest.json").read_text())["files"]
+    train = folder / "train.jsonl"
+    train.write_text("".join(train.read_text().splitlines(keepends=True)[:-3]))
+    (folder / "report.json").unlink()
+    assert damaged_files(store, version) == ["train.jsonl", "report.json"]
+    again = build(tmp_path, make_spec(JSONL))
+    assert again["version"] == version and not again["new"]
+    assert again["rewritten"] == ["train.jsonl", "report.json"]
+    assert damaged_files(store, version) == []
+    after = json.loads((folder / "manifest.json").read_text())["files"]
+    assert after["train.jsonl"] == before["train.jsonl"]  # the same rows, byte for byte
+    assert not list(folder.parent.glob(".*.tmp"))  # the damaged folder is gone
+    out = Console(width=200, record=True)
+    data_view(again, out)
+    assert "damaged (train.jsonl, report.json differed from its manifest)" in out.export_text()
+    assert build(tmp_path, make_spec(JSONL))["rewritten"] is None  # whole again: reused

@@ -14,8 +14,8 @@ from tunelab.stages.fsck.problems import hashed, json_of, problem_at, rel
 def data_files(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out, n = _versions_named(store) + _versions_logged(store), 0
     fix = (
-        "restore it from a backup, or remove the version's folder and run `tunelab data` again "
-        "(the same sources and spec build the same version)"
+        "restore it from a backup, or run `tunelab data` again with the sources and spec that "
+        "built it (it writes a damaged version again, whole)"
     )
     for manifest_path in sorted(store.path(DATA).glob(f"*/{MANIFEST}")):
         manifest, folder = json_of(manifest_path), manifest_path.parent
