@@ -89,6 +89,10 @@ def test_the_commands_that_run_the_model_refuse_it_in_the_user_s_words(make_lab,
         assert out["error"].startswith(
             "model.max_length=4096 (command line): 4096 positions, more than the base model's 128"
         ), command
+    code, out = tl(capsys, "size", "--lab", str(lab), "--seq-len", "600")  # torch's words after
+    assert code == 2 and out["error"].startswith(  # a probe's model load, before
+        "--seq-len 600: more than the base model's 128 positions (max_position_embeddings in "
+    )
 
 
 def test_runs_refuses_a_folder_that_is_no_lab_and_lists_a_new_one(tmp_path, capsys):
@@ -105,6 +109,8 @@ def test_runs_refuses_a_folder_that_is_no_lab_and_lists_a_new_one(tmp_path, caps
     [
         ("check --rows 0", "is not above 0"),
         ("size --microbatch 0", "is not above 0"),
+        ("size --memory-limit nan", "is not a finite number above 0"),  # 7 minutes, then exit 1
+        ("size --memory-limit 0", "is not a finite number above 0"),  # read as no limit
         ("run --seeds 0", "is not above 0"),
         ("inspect --sample -3", "is below 0"),  # 0 is the findings without examples
         ("plan --tokens-per-second nan", "is not a finite number above 0"),  # had crashed

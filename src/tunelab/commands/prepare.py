@@ -14,7 +14,7 @@ from tunelab.commands.opening import (
     opened_records,
     progress,
 )
-from tunelab.commands.table import arg, command, count, positive
+from tunelab.commands.table import arg, command, count, positive, rate
 
 
 def _template_tasks() -> list[str]:
@@ -162,7 +162,7 @@ def cmd_check(args):
     arg("--microbatch", type=positive, help="default: the spec's training.microbatch"),
     arg(
         "--memory-limit",
-        type=float,
+        type=rate,
         metavar="MIB",
         help="memory budget for the largest microbatch on CPU (default: available memory)",
     ),
@@ -190,6 +190,10 @@ def cmd_size(args):
             "process there is nothing to share: add --nproc N (2 or more) to measure it"
         )
     lab = opened(args, needs_sizable, needs_base, needs_targets, needs_usable, needs_positions)
+    if args.seq_len:
+        from tunelab.modeling.positions import require_length
+
+        require_length(lab, args.seq_len, "--seq-len")
     from tunelab.stages.size.measure import run_size
 
     return run_size(

@@ -116,3 +116,20 @@ def _fix(lab, advice: str) -> str:
             "trained on, or train a new run."
         )
     return advice
+
+
+def require_length(lab, tokens: int, option: str) -> None:
+    """Refuse a length given on the command line (`size --seq-len`) that is more than the base
+    model's positions, before any model loads (it failed in the probe with torch's own words)."""
+    spec = lab.spec
+    if spec.model.scratch or spec.images:
+        return
+    folder = model_folder(spec.model, lab.path)
+    limit = position_limit(folder) if folder else None
+    if limit is not None and tokens > limit[1]:
+        key, value = limit
+        raise PositionsError(
+            f"{option} {tokens}: more than the base model's {value} positions ({key} in "
+            f"{folder / 'config.json'}): a longer sequence fails inside the model. Give "
+            f"{option} {value} or less."
+        )
