@@ -6,11 +6,13 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from rich.console import Console
 from test_plan import add_check, add_run, make_lab, reference
 
 from tunelab.core.lab import open_records_lab
 from tunelab.core.store import Store, read_json
+from tunelab.stages.plan.records import PlanError
 from tunelab.stages.plan.rental import run_plan
 from tunelab.views.plan import plan as show_plan
 from tunelab.views.plan import summary as show_summary
@@ -109,3 +111,20 @@ def test_a_plan_made_with_overrides_records_them_and_says_it_is_a_what_if(tmp_pa
     assert "a what-if, with training.budget.steps=50" in out.getvalue()
     assert report_plan(Store(tmp_path))["overrides"] == {"training.budget.steps": 50}
     assert run_plan(open_records_lab(tmp_path), days=7)["overrides"] == {}
+
+
+def test_a_what_if_of_another_model_is_not_timed_at_the_measured_ones_speed(tmp_path):
+    """`plan model.arch.hidden_size=2048 ...` timed a 1.6B-parameter model at a 4-layer
+    model's measured tokens per second: "45 variants fit" where none would."""
+    reference(tmp_path)
+    bigger = open_records_lab(tmp_path, {"method.type": "full"})
+    with pytest.raises(PlanError, match=r"another model than run r001-lora measured \(method"):
+        run_plan(bigger, days=7)
+    given = run_plan(bigger, days=7, tokens_per_second=500.0)
+    assert any("its memory was not sized" in w for w in given["warnings"])
+    # the same model at another microbatch: planned, with the difference named
+    smaller = run_plan(open_records_lab(tmp_path, {"training.microbatch": 4}), days=7)
+    (warning,) = [w for w in smaller["warnings"] if "another step" in w]
+    assert "training.microbatch 16 -> 4" in warning
+    # a run named with no what-if is planned as it trained
+    assert run_plan(open_records_lab(tmp_path), days=7, run_id="r001-lora")["variants"]["fit"]

@@ -21,6 +21,7 @@ from tunelab.core.sections import RentalSpec
 from tunelab.core.store import Store, now
 from tunelab.stages.plan.figures import figures
 from tunelab.stages.plan.layout import layout
+from tunelab.stages.plan.measured_step import require_measured_step
 from tunelab.stages.plan.records import (
     PlanError,
     finished_exports,
@@ -64,6 +65,11 @@ def run_plan(
             f"the throughput measured there: `tunelab plan --device {target} "
             "--tokens-per-second T`."
         )
+    # a run named with no what-if is planned as it trained (the demos' handed-over run)
+    named_as_is = run_id is not None and not lab.overrides
+    speed_warnings = (
+        [] if named_as_is else require_measured_step(run, lab.spec.to_dict(), tokens_per_second)
+    )
     check = latest_check(store, measured["type"])
     size = latest_size(store, measured["type"])
     fig = figures(run, check, finished_exports(store), counts, lab.spec.training, tokens_per_second)
@@ -84,7 +90,7 @@ def run_plan(
         "variants": plan["variants"],
         "buffer_rule": plan["buffer_rule"],
         "throughput": fig["throughput"],
-        "warnings": fig["warnings"] + plan["warnings"],
+        "warnings": speed_warnings + fig["warnings"] + plan["warnings"],
         "based_on": _based_on(run, check, size, version, counts, fig, named=run_id is not None),
         # a what-if (`plan training.budget.steps=...`) says so wherever the plan is shown
         "overrides": {k: lab.overrides[k] for k in sorted(lab.overrides)},
