@@ -34,9 +34,15 @@ def size(result: dict, console: Console) -> None:
     table.add_row(f"[bold]peak[/] (at {e['peak_phase'].replace('_', ' ')})", f"{e['peak_mb']:,.1f}")
     console.print(table)
     approx = " (approximate: shape family, or bf16 on BERT)" if e["approximate"] else ""
+    heap = (
+        "; the estimate counts the live tensors, and on CPU glibc's heap holds more (the "
+        "largest-microbatch search scales by what this step showed)"
+        if result["device"] == "cpu" and result["error_pct"] < 0
+        else ""
+    )
     console.print(
         f"measured peak {result['measured_peak_mb']:,.1f} MiB; estimate error "
-        f"{result['error_pct']:+.1f}%{approx}"
+        f"{result['error_pct']:+.1f}%{approx}{heap}"
     )
     if d := result.get("during_training"):
         _during(d, console)
