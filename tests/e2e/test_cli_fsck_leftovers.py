@@ -19,6 +19,8 @@ def test_what_a_killed_command_left_behind_is_named(make_lab, capsys):
     scratch = store / "sizing" / "scratch" / "scratch-model-982"  # a size killed with -9
     scratch.mkdir(parents=True)
     (scratch / "model.safetensors").write_bytes(b"")
+    tmp = store / "data" / ".aee8c6e5672a.5yxcky78.tmp"  # a data step killed while writing
+    (tmp / ".manifest.json.k4hi3bs8.tmp").mkdir(parents=True)  # one leftover, not two
     code, found = tl(capsys, "fsck", *where)
     assert code == 1
     leftovers = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "leftover"}
@@ -27,3 +29,20 @@ def test_what_a_killed_command_left_behind_is_named(make_lab, capsys):
     assert (
         "left by a size that was killed" in leftovers[".tunelab/sizing/scratch/scratch-model-982"]
     )
+    tmps = [p for p in found["problems"] if p["path"].endswith(".tmp")]
+    assert [p["path"] for p in tmps] == [".tunelab/data/.aee8c6e5672a.5yxcky78.tmp"]
+    assert "--repair leaves it" in tmps[0]["fix"]
+
+
+def test_a_store_with_no_log_yet_reads_clean_without_a_head(tmp_path):
+    """It read "clean (log head None)"."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.fsck import fsck as show
+
+    out = Console(file=io.StringIO(), width=200)
+    result = {"lab": str(tmp_path), "checked": {}, "problems": [], "not_checked": []}
+    show(result | {"passed": True, "log": {"unchained": 0, "breaks": [], "head": None}}, out)
+    assert "clean (no log yet)" in out.file.getvalue()

@@ -30,6 +30,7 @@ def fsck(result: dict, console: Console) -> None:
     for item in result["not_checked"]:
         console.print(f"  [dim]not checked: {item}[/]")
     if result["passed"]:
-        console.print(f"[bold green]clean[/] (log head {log['head'] and log['head'][:12]})")
+        head = f"log head {log['head'][:12]}" if log["head"] else "no log yet"
+        console.print(f"[bold green]clean[/] ({head})")
     else:
         console.print(f"[bold red]{len(result['problems'])} problem(s)[/]")

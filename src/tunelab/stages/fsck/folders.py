@@ -151,19 +151,15 @@ def _anchored(store: Store, info_path: Path) -> list[dict]:
 
 def leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
     out = []
+    killed = "delete it once no tunelab command is running (nothing reads it; --repair leaves it)"
     for root in (store.root, store.lab / BUNDLES):
-        if root.exists():
-            for path in sorted(root.rglob(".*.tmp")):
-                out.append(
-                    problem_at(
-                        store,
-                        "leftover",
-                        path,
-                        "a temporary left by a killed command",
-                        "delete it (nothing reads it)",
-                    )
-                )
-    killed = "delete it (nothing reads it)"
+        listed: list[Path] = []
+        for path in sorted(root.rglob(".*.tmp")) if root.exists() else []:
+            if any(folder in path.parents for folder in listed):
+                continue  # inside a temporary folder already named: one leftover, not two
+            listed.append(path)
+            problem = "a temporary left by a killed command (or one writing it now)"
+            out.append(problem_at(store, "leftover", path, problem, killed))
     runs = sorted(store.runs_dir.glob("*/checkpoint.new")) if store.runs_dir.exists() else []
     for path in runs:
         problem = (
