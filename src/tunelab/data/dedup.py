@@ -31,6 +31,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -131,16 +132,23 @@ def near_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster
     return _text_clusters(splits, pairs)
 
 
-def near_datatrove_clusters(splits: Splits, spec: DedupSpec | None = None) -> list[Cluster]:
+def near_datatrove_clusters(
+    splits: Splits, spec: DedupSpec | None = None, scratch: Path | None = None
+) -> list[Cluster]:
     """`near_clusters` with the pairs found by datatrove's MinHash pipeline (`data.engine:
-    datatrove`), its stages' files in a temporary folder removed afterwards."""
+    datatrove`), its stages' files in a temporary folder removed afterwards: a hidden `.tmp`
+    one in `scratch` (the lab's store, where `fsck` names what a killed step left), else the
+    system's temporary folder."""
     from tunelab.data.near_datatrove import datatrove_pairs
 
     spec = spec or DedupSpec()
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    where = {"dir": scratch, "prefix": ".datatrove-", "suffix": ".tmp"} if scratch else {}
 
     def pairs(texts: Sequence[str]) -> list[tuple[int, int, float]]:
         normalised = [normalise(t) for t in texts]
-        with tempfile.TemporaryDirectory(prefix="tunelab-datatrove-") as work:
+        with tempfile.TemporaryDirectory(**(where or {"prefix": "tunelab-datatrove-"})) as work:
             return datatrove_pairs(
                 normalised, spec.shingle, spec.num_perm, spec.threshold, Path(work), _cores()
             )
@@ -280,13 +288,18 @@ class Dedup:
 
 
 def deduplicate(
-    splits: Splits, spec: DedupSpec, images: bool = False, engine: str = "local"
+    splits: Splits,
+    spec: DedupSpec,
+    images: bool = False,
+    engine: str = "local",
+    scratch: Path | None = None,
 ) -> Dedup:
     """Find duplicates with every detector the spec turns on, then apply its policy. `images`:
     the rows are images (task image_classification); `engine`: what finds near-duplicate
-    texts (`data.engine`)."""
+    texts (`data.engine`); `scratch`: where an engine that works on disk keeps its files."""
     detectors = detectors_for(spec, images, engine)
-    clusters = [c for name in detectors for c in DETECTORS[name](splits, spec)]
+    found = {**DETECTORS, "near_datatrove": partial(near_datatrove_clusters, scratch=scratch)}
+    clusters = [c for name in detectors for c in found[name](splits, spec)]
     pairs = [p for c in clusters for p in pairs_of(c)]
     drop: set[str] = set()
     if spec.policy == "drop_from_train":

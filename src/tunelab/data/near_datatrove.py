@@ -99,7 +99,7 @@ def datatrove_pairs(
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
-    _require_datatrove()
+    require_datatrove()
     from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupSignature
     from datatrove.pipeline.readers import ParquetReader
 
@@ -137,7 +137,7 @@ def datatrove_pairs(
     return near.checked_pairs(candidates, sigs, threshold)
 
 
-def _require_datatrove() -> None:
+def require_datatrove() -> None:
     """Import datatrove (an extra), or say how to install it."""
     try:
         import datatrove.pipeline.dedup  # noqa: F401

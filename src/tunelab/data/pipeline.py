@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.layout import DATA
 from tunelab.core.spec import Spec
 from tunelab.core.store import SPLITS, Store
 from tunelab.data.balance import imbalance_warnings
@@ -89,6 +90,10 @@ def build_data(
     it begins (a million rows take minutes). `texts`, when given, is filled with where the
     rows' texts were held (`spill.TextSpill.summary`)."""
     check_image_spec(spec)  # image sources for an image lab, text ones otherwise
+    if spec.data.engine == "datatrove" and not spec.images:  # before minutes of reading
+        from tunelab.data.near_datatrove import require_datatrove
+
+        require_datatrove()
     say = say or _quiet
     budget = spec.data.texts_in_memory_mb or TEXTS_IN_MEMORY_MB
     with text_spill(store.data_dir("staging").parent, budget) as spill:
@@ -160,7 +165,7 @@ def _build(
     if data.eval_from:  # validation and test as an earlier version has them; train changes
         splits, held_out = pin_eval(splits, pinned_rows(store, data.eval_from))
     say("data: finding duplicates")
-    dedup = deduplicate(splits, data.dedup, spec.images, data.engine)
+    dedup = deduplicate(splits, data.dedup, spec.images, data.engine, store.path(DATA))
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
 
     seen = (
@@ -213,6 +218,7 @@ def _build(
         },
         "duplicates": {
             "policy": data.dedup.policy,
+            "engine": data.engine,
             "counts": dedup.counts(),
             "pairs": _first_of_each_method(dedup.pairs, MAX_PAIRS),
             "pairs_total": len(dedup.pairs),

@@ -94,7 +94,10 @@ def data(report: dict, console: Console) -> None:
             if v and k.startswith("near:") == (method == "near")
         }
         found = ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
-        console.print(f"  {title} (pairs): {found}")
+        by = f", found by {dups['engine']} (data.engine)" if method == "near" else ""
+        console.print(
+            f"  {title} (pairs{by if dups.get('engine') == 'datatrove' else ''}): {found}"
+        )
     if dups.get("across_sources"):  # copies of one source's rows in another
         shown = ", ".join(f"{k} {v}" for k, v in dups["across_sources"].items())
         console.print(

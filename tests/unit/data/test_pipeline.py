@@ -90,6 +90,7 @@ def test_report_shape_and_split_files(tmp_path: Path) -> None:
     dups = report["duplicates"]
     assert set(dups) == {
         "policy",
+        "engine",
         "counts",
         "pairs",
         "pairs_total",
