@@ -62,21 +62,40 @@ class Format:
 def utf8_lines(path: Path, shown: str) -> Iterator[bytes]:
     """A text file's lines as bytes, read as they are needed (`utf8_bytes`' refusal first)."""
     with path.open("rb") as fh:
-        _refuse_utf16(fh.read(2), path, shown)
+        _refuse_unreadable(fh.read(10), path, shown)
         fh.seek(0)
         yield from fh
 
 
 def utf8_bytes(path: Path, shown: str) -> bytes:
-    """A text file's bytes; UTF-16 (told by its byte order mark) is refused as a whole, since
-    every line of it would be quarantined for the same reason."""
+    """A text file's bytes; UTF-16 (told by its byte order mark) or a compressed file is refused
+    as a whole, since every line of it would be quarantined for the same reason."""
     data = path.read_bytes()
-    _refuse_utf16(data[:2], path, shown)
+    _refuse_unreadable(data[:10], path, shown)
     return data
 
 
-def _refuse_utf16(start: bytes, path: Path, shown: str) -> None:
-    if start in (b"\xff\xfe", b"\xfe\xff"):
+COMPRESSED = {
+    b"\x1f\x8b": ("gzip", "gunzip -k"),
+    b"BZh": ("bzip2", "bunzip2 -k"),
+    b"\xfd7zXZ\x00": ("xz", "unxz -k"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
+    b"PK\x03\x04": ("zip", "unzip"),
+}
+"""A compressed file's first bytes -> its format and the command that unpacks it."""
+
+
+def _refuse_unreadable(start: bytes, path: Path, shown: str) -> None:
+    """A text source that is UTF-16, or compressed (every line of it would be quarantined as
+    bad UTF-8, with advice to convert an encoding), is refused as a whole."""
+    for magic, (kind, unpack) in COMPRESSED.items():
+        if start.startswith(magic) and (kind != "bzip2" or start[4:10] == b"1AY&SY"):
+            raise DataError(
+                f"{shown}: the file is {kind}-compressed, and tunelab reads text sources as they "
+                f"are: unpack it (`{unpack} {shlex.quote(path.name)}`) and point the source at "
+                "the text file"
+            )
+    if start[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise DataError(
             f"{shown}: the file is UTF-16 text (it starts with a UTF-16 byte order mark), not "
             f"UTF-8; convert it with `iconv -f UTF-16 -t UTF-8 {shlex.quote(path.name)} > new-file`"

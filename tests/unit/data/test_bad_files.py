@@ -3,6 +3,8 @@ each with its verdict, through `build_data` itself, as test_bad_inputs.py holds 
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import os
 from pathlib import Path
@@ -98,6 +100,18 @@ FILE_CASES = [
         write("rows.jsonl", UTF16, "jsonl"),
         "refused",
         match=r"rows\.jsonl: the file is UTF-16 text .*iconv -f UTF-16 -t UTF-8",
+    ),
+    Case(
+        "jsonl-gzip",  # every line bad UTF-8, with advice to convert an encoding
+        write("rows.jsonl.gz", gzip.compress(b'{"text": "x", "label": "a"}\n' * 100), "jsonl"),
+        "refused",
+        match=r"rows\.jsonl\.gz: the file is gzip-compressed.*`gunzip -k rows\.jsonl\.gz`",
+    ),
+    Case(
+        "csv-bzip2",
+        write("rows.csv.bz2", bz2.compress(b"text,label\nx,a\n" * 50), "csv"),
+        "refused",
+        match=r"rows\.csv\.bz2: the file is bzip2-compressed",
     ),
     Case(
         "csv-utf16",
