@@ -28,7 +28,7 @@ import bisect
 import os
 import re
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -322,3 +322,23 @@ def _action(pair: dict[str, Any], drop: set[str], policy: str) -> str:
     if policy == "report":
         return "reported only (policy report)"
     return "kept: no train copy to remove" if "train" not in pair["kind"] else "kept (first copy)"
+
+
+def held_out_copies(pairs: list[dict[str, Any]]) -> str | None:
+    """A warning when exact copies stay within or between validation and test: the policy
+    removes train's copies only, so the sealed test split counts such an example twice and
+    validation, which chooses the run, shares it with the test."""
+    kept = Counter(
+        "-".join((p["a"]["split"], p["b"]["split"]))
+        for p in pairs
+        if p["method"] == "exact" and "train" not in (p["a"]["split"], p["b"]["split"])
+    )
+    if not kept:
+        return None
+    shown = ", ".join(f"{kind} {n}" for kind, n in sorted(kept.items()))
+    return (
+        f"exact copies kept outside train ({shown} pairs): dedup removes train's copies only, "
+        "so the sealed test split counts such an example more than once, and validation, which "
+        "chooses the run, shares some of the test's; the pairs are in the duplicates file. "
+        "Remove the copies from the sources to count each once"
+    )

@@ -25,7 +25,7 @@ from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.conversations import conversation_check
 from tunelab.data.conversations import summary as conversation_summary
-from tunelab.data.dedup import Dedup, deduplicate
+from tunelab.data.dedup import Dedup, deduplicate, held_out_copies
 from tunelab.data.example import compute_digests
 from tunelab.data.guard_sets import load_guard_sets, overlap_warnings
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
@@ -201,6 +201,7 @@ def _build(
     if guard:
         warnings += overlap_warnings(guard, (ex.text for ex in dedup.splits["train"]))
     warnings += opened_test_warnings(store, dedup.splits, version)
+    warnings += [w for w in [held_out_copies(dedup.pairs)] if w]
     report = {
         "version": version,
         "new": new,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tunelab.core.spec import DedupSpec
-from tunelab.data.dedup import DETECTORS, _Rows, deduplicate, normalise
+from tunelab.data.dedup import DETECTORS, _Rows, deduplicate, held_out_copies, normalise
 from tunelab.data.loaders import Example
 
 
@@ -77,6 +77,9 @@ def test_duplicates_only_inside_eval_splits_are_reported_not_removed() -> None:
     assert result.counts() == {"validation-validation": 1, "test-test": 1}
     test_pair = next(p for p in result.pairs if p["kind"] == "test-test")
     assert test_pair["snippet"] is None  # the sealed split's text is never shown
+    warning = held_out_copies(result.pairs)  # the report had counted them, said nothing
+    assert warning.startswith("exact copies kept outside train (test-test 1, validation-")
+    assert held_out_copies(deduplicate(splits_of(train=[ex("t", "x")]), DedupSpec()).pairs) is None
 
 
 def test_report_policy_removes_nothing() -> None:
