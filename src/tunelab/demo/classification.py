@@ -15,6 +15,7 @@ from rich.console import Console
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, minilm
 from tunelab.demo.report import (
+    broken_runs,
     check_new_wiring,
     choose_for_final,
     handover,
@@ -121,6 +122,8 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     result = compare(handle)
     compare_view.compare(result, out)
     _story(result, baselines, out, {r["id"] for r in ablation["runs"]})
+    for said in broken_runs(handle.store, result):
+        out.print(said)
 
     report.section("The sealed final")
     chosen, reason = choose_for_final(result, out)

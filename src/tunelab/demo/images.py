@@ -20,6 +20,7 @@ from tunelab.data import build_data
 from tunelab.demo.image_base import IMAGENET, check_photos, lite0_folder
 from tunelab.demo.image_data import LABELS, write_image_folder
 from tunelab.demo.report import (
+    broken_runs,
     check_new_wiring,
     choose_for_final,
     handover,
@@ -137,6 +138,8 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     compare_view.compare(result, out)
     out.print(seed_note(result))
     out.print(conclusion(result))
+    for said in broken_runs(handle.store, result):
+        out.print(said)
 
     report.section("The sealed final")
     chosen, reason = choose_for_final(result, out)

@@ -253,3 +253,31 @@ def choose_for_final(result: dict, out: Console) -> tuple[str, str | None]:
         + (f"\n[yellow]Opened with a recorded reason:[/] {reason}." if reason else "")
     )
     return best["id"], reason
+
+
+def broken_runs(store, result: dict) -> list[str]:
+    """A sentence for each judged variant whose training broke (its probe's start lost, or a
+    loss that ended above where it began): its verdict is read from a score that says the run
+    broke, not what its change is worth."""
+    out, records = [], {r["id"]: r for r in store.runs()}
+    for row in result["runs"]:
+        if row.get("kind") != "variant" or not row.get("vs_reference"):
+            continue
+        training = records.get(row["id"], {}).get("training") or {}
+        if lost := training.get("start_lost"):
+            what = (
+                f"its first training loss was {lost['first']:.4f} against its probe's "
+                f"{lost['probe']:.4f}, its start lost before the first update"
+            )
+        elif went := training.get("diverged"):
+            what = (
+                "its training loss ended higher than it began "
+                f"({went['first']:.4f} -> {went['last']:.4f})"
+            )
+        else:
+            continue
+        out.append(
+            f"Read {row['id']}'s verdict ({row['verdict']}) with care: {what}, so its score says "
+            "the run broke, not what its change is worth."
+        )
+    return out

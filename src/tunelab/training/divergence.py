@@ -1,6 +1,7 @@
 """What a run's training losses say went wrong: a loss that ended higher than it began (the run
 diverged rather than learned), or a head started from a probe whose first loss is already worse
-than knowing the labels' frequencies (`start_lost`: the probe's start did not survive dropout).
+than knowing the labels' frequencies (`start_lost`: the probe's start did not survive training
+mode).
 
 The share of steps compared at each end (`SHARE`, at least one step) smooths a step's noise. A
 run can still read as a weak model in its metrics alone (a probe's head blown up by an extreme
@@ -46,18 +47,42 @@ def diverged(history: list[dict]) -> dict | None:
     }
 
 
+def training_changes(model) -> str:
+    """What training mode changes in `model`'s forward, in words: dropout (a module with p > 0)
+    and batch normalisation on its batches' statistics (a norm whose weights train:
+    `step.train_mode` keeps frozen ones on their running statistics)."""
+    import torch
+
+    parts = []
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
+        parts.append("dropout")
+    if any(
+        isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+        and any(q.requires_grad for q in m.parameters(recurse=False))
+        for m in model.modules()
+    ):
+        parts.append("batch normalisation on each batch's own statistics")
+    return " and ".join(parts) or "training mode"
+
+
 def start_lost(
-    history: list[dict], head_init: dict | None, seen: str = "the first training step's loss"
+    history: list[dict],
+    head_init: dict | None,
+    seen: str = "the first training step's loss",
+    changes: str = "dropout",
 ) -> dict | None:
     """For a head started from a linear probe (LP-FT, `method.head_init: probe`): the warning
     when the first logged training loss is above `prior_loss`, a head's that knows only how
-    often each label occurs; else None. `seen` names the loss in the message.
+    often each label occurs; else None. `seen` names the loss in the message, `changes` what
+    training mode changes in the model (`training_changes`).
 
-    The probe is fitted and loaded in evaluation mode; training runs with dropout on, and the
-    probe's scaler, folded into the head, divides each feature by its spread on train. Where
-    the features vary little next to dropout's noise (the tests' tiny BERT: the probe's loss
-    0.02, the first step's 303), the head's start is gone before the first update and the run
-    is LP-FT in name only. The classification demo's MiniLM keeps it (its first step 0.0094)."""
+    The probe is fitted and loaded in evaluation mode; training runs with dropout on (and a
+    batch norm whose weights train on each batch's statistics), and the probe's scaler, folded
+    into the head, divides each feature by its spread on train. Where the features move more
+    than that spread (the tests' tiny BERT under dropout: the probe's loss 0.02, the first
+    step's 303; the image demo's EfficientNet fully fine-tuned, its batch norms on batches of
+    16: 14.9), the head's start is gone before the first update and the run is LP-FT in name
+    only. The classification demo's MiniLM keeps it (its first step 0.0094)."""
     losses = [e["loss"] for e in history if isinstance(e.get("loss"), int | float)]
     prior = (head_init or {}).get("prior_loss")
     if not losses or prior is None or not losses[0] > prior:
@@ -71,8 +96,9 @@ def start_lost(
             f"the head started from a linear probe (loss {probe:.4f} on train, in evaluation "
             f"mode), but {seen} was {first:.4f}, above the {prior:.4f} "
             "of a head that knows only how often each label occurs: the probe's start does not "
-            "survive dropout, so LP-FT is here in name only (the head's features vary little "
-            "next to dropout's noise, and the probe's scaler "
-            "magnifies it); a run with method.head_init: new says what the probe's head is worth"
+            f"survive training mode ({changes}), so LP-FT is here in name only and the run's "
+            "score says its start broke, not what its change is worth (the probe's scaler "
+            "magnifies any change in the features it reads); a run with method.head_init: new "
+            "says what the probe's head is worth"
         ),
     }

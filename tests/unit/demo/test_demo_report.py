@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from rich.console import Console
 
 from tunelab.demo import report as report_module
-from tunelab.demo.report import DemoReport, section_times
+from tunelab.demo.report import DemoReport, broken_runs, section_times
 
 
 def test_each_section_runs_until_the_next_begins_and_the_set_up_comes_first():
@@ -74,3 +74,29 @@ def test_the_question_gives_its_limits_in_the_tables_units():
     )
     news = Guardrail(metric="bits_per_byte", on="general/news.jsonl", max_drop=0.05)
     assert _rail_text(news) == "bits per byte on general/news.jsonl may rise at most 0.05"
+
+
+def test_a_variant_whose_training_broke_is_named_after_the_verdict():
+    """The image demo's full fine-tune lost its probe's start (first loss 14.9) and read as
+    "worse on one seed", as if full fine-tuning were 54 points worse than LoRA."""
+
+    class Records:
+        def runs(self):
+            lost = {"first": 14.9121, "probe": 0.0021, "prior": 1.79, "message": "m"}
+            return [{"id": "r003-lora"}, {"id": "r004-type-full", "training": {"start_lost": lost}}]
+
+    result = {
+        "runs": [
+            {"id": "r003-lora", "kind": "variant", "vs_reference": {}, "verdict": "x"},
+            {
+                "id": "r004-type-full",
+                "kind": "variant",
+                "vs_reference": {"d": 1},
+                "verdict": "worse",
+            },
+            {"id": "r002-probe", "kind": "baseline", "vs_reference": None},
+        ]
+    }
+    (said,) = broken_runs(Records(), result)
+    assert said.startswith("Read r004-type-full's verdict (worse) with care: its first training")
+    assert "14.9121 against its probe's 0.0021" in said and "the run broke" in said

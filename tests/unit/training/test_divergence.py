@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tunelab.training.divergence import diverged, start_lost
+import torch
+
+from tunelab.training.divergence import diverged, start_lost, training_changes
 
 
 def steps(*losses: float) -> list[dict]:
@@ -53,7 +55,7 @@ def test_a_probe_start_worse_than_the_label_shares_is_lost_and_said_with_what_to
     said = lost["message"]
     assert "(loss 0.0205 on train, in evaluation mode)" in said
     assert "but the first training step's loss was 303.8000, above the 1.0986" in said
-    assert "does not survive dropout" in said and "method.head_init: new" in said
+    assert "does not survive training mode (dropout)" in said and "method.head_init: new" in said
     # the check names its own loss
     assert (
         "but the slice's loss was 3.1"
@@ -76,3 +78,16 @@ def test_compare_warns_of_a_variant_whose_probe_start_was_lost():
     run = {"id": "r004-lpft", "kind": "variant", "training": {"start_lost": lost}}
     versus = {"concentration": {"concentrated": False}}
     assert f"r004-lpft: {lost['message']}" in pair_warnings({"id": "r001"}, run, versus)
+
+
+def test_the_warning_names_what_training_mode_changes_in_the_model():
+    """It blamed dropout alone where an image model's full fine-tune had put its batch norms
+    on batches of 16 (first loss 14.9; its LoRA run, norms frozen, started at 0.016)."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    assert training_changes(net) == "batch normalisation on each batch's own statistics"
+    net[1].requires_grad_(False)  # frozen: train_mode keeps its running statistics
+    assert training_changes(net) == "training mode"
+    net.append(torch.nn.Dropout(0.1))
+    assert training_changes(net) == "dropout"
+    said = start_lost([{"loss": 3.0}], {"train_loss": 0.01, "prior_loss": 1.7}, changes="x and y")
+    assert "does not survive training mode (x and y)" in said["message"]

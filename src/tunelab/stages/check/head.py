@@ -3,7 +3,8 @@ probe`, LP-FT) is fitted on the slice by the run's own code (`head_init.init_fro
 must then be the model's output: in evaluation mode, before any step, the model answers the
 slice's rows as the probe does, so its accuracy on them is the probe's. A head layer that is
 not the last one before the logits, or rows loaded in another label order, fails it. Then the
-slice's loss with dropout on, as the first training step will see it: above that of a head
+slice's loss in training mode (dropout on, a batch norm that trains on its batch's
+statistics), as the first training step will see it: above that of a head
 that knows only the labels' frequencies, the probe's start will not survive training (a
 warning: the wiring is right, the start is not worth its name; `divergence.start_lost`).
 
@@ -18,7 +19,7 @@ import torch
 from tunelab.modeling.head_init import init_from_probe
 from tunelab.modeling.render import classifier_batch
 from tunelab.stages.check.record import item
-from tunelab.training.divergence import start_lost
+from tunelab.training.divergence import start_lost, training_changes
 from tunelab.training.step import make_batch, summed_loss, train_mode
 
 AGREE_ROWS = 1
@@ -65,8 +66,11 @@ def head_init_step(ctx: dict) -> dict:
         )
         return item("head_init", agrees, detail, model_accuracy=model_accuracy, probe=found)
     in_training = _loss_in_training_mode(ctx["model"], examples, size, pad_id, lab.device)
-    detail += f"; its loss {found['train_loss']:.4f}, with dropout on {in_training:.4f}"
-    lost = start_lost([{"loss": in_training}], found, "the slice's loss with dropout on")
+    changes = training_changes(ctx["model"])
+    detail += (
+        f"; its loss {found['train_loss']:.4f}, in training mode ({changes}) {in_training:.4f}"
+    )
+    lost = start_lost([{"loss": in_training}], found, "the slice's loss in training mode", changes)
     ctx["start_lost"] = lost  # the loss item cannot judge a fall from a start that is gone
     return item(
         "head_init",

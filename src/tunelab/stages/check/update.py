@@ -168,7 +168,7 @@ def loss_item(
         return item(
             "loss",
             False,
-            f"not checked: the head starts from a probe whose start does not survive dropout "
+            f"not checked: the head starts from a probe whose start does not survive training mode "
             f"(head_init's warning), so the steps trained from losses of "
             f"{', '.join(f'{x:.4f}' for x in losses)}, not from the fitted "
             f"{before:.4f}, and a rise says nothing of the wiring; {detail}",

@@ -54,7 +54,7 @@ from tunelab.training.distributed import (
     joined,
     world_from_env,
 )
-from tunelab.training.divergence import start_lost
+from tunelab.training.divergence import start_lost, training_changes
 from tunelab.training.evaluate import evaluate_rows
 from tunelab.training.forgetting import score_guard_sets
 from tunelab.training.loop import sequence_length_of, total_steps, train
@@ -255,7 +255,9 @@ def _train_and_finish(
                 record["data_version"],
             )
             head = record["trainable"].get("head_init")
-            record["training"]["start_lost"] = start_lost(record["training"]["history"], head)
+            changes = training_changes(model)
+            history = record["training"]["history"]
+            record["training"]["start_lost"] = start_lost(history, head, changes=changes)
             # saved before the evaluation, so a stop while evaluating loses no training
             with atomic_dir(run_dir / WEIGHTS, replace=True) as weights:
                 files = save_trained(model, weights)

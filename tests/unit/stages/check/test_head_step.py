@@ -81,10 +81,12 @@ def test_a_probe_start_that_dropout_undoes_is_a_warning_not_a_failure(make_lab, 
     prior = head["probe"]["prior_loss"]
     assert prior == pytest.approx(np.log(3), abs=0.01)  # the slice's three labels, balanced
     assert head["probe"]["train_loss"] < prior < head["loss_in_training_mode"]
-    assert f"with dropout on {head['loss_in_training_mode']:.4f}" in head["detail"]
+    assert f"in training mode (dropout) {head['loss_in_training_mode']:.4f}" in head["detail"]
     (warned,) = [w for w in result["warnings"] if w.startswith("head_init: ")]
-    assert "but the slice's loss with dropout on was" in warned
-    assert "does not survive dropout" in warned and "method.head_init: new" in warned
+    assert "but the slice's loss in training mode was" in warned
+    assert (
+        "does not survive training mode (dropout)" in warned and "method.head_init: new" in warned
+    )
 
 
 def test_without_dropout_the_probe_start_holds_and_nothing_is_said(
