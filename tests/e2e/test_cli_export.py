@@ -322,7 +322,9 @@ def test_the_cards_verdict_says_what_its_interval_counts(exported):
     _, bundle = exported
     info = json.loads((bundle / "tunelab.json").read_text())
     card = " ".join(body(info).split())
-    assert "over the validation examples of one seed (a new seed could move it" in card
+    assert (
+        "over the validation examples of one seed (how far a new seed would move it is not" in card
+    )
     seeded = json.loads(json.dumps(info))
     seeded["comparison"]["row"]["vs_reference"]["bootstrap"]["basis"] = "seeds and examples"
     card = " ".join(body(seeded).split())

@@ -72,7 +72,8 @@ def noise_command(judged: tuple[str, int] | None) -> str:
 def one_seed_caution(judged: tuple[str, int] | None = None, what: str = "") -> str:
     """What a verdict (or, with `what`, a guardrail) judged on one seed per arm cannot say."""
     return (
-        f"{what}one seed per arm and no noise record: a new seed alone could move it this far "
+        f"{what}one seed per arm and no noise record: how far a new seed alone would move it is "
+        "not measured "
         f"({noise_command(judged)} trains more seeds of it and measures the floor)"
     )
 

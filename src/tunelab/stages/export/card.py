@@ -134,8 +134,8 @@ def body(info: dict) -> str:
         counted = (
             "over the seeds and the validation examples"
             if b.get("basis") == "seeds and examples"
-            else "over the validation examples of one seed (a new seed could move it; `tunelab "
-            "noise` measures how far)"
+            else "over the validation examples of one seed (how far a new seed would move it is "
+            "not measured; `tunelab noise` measures it)"
         )
         lines.append(
             f"**{comp['row']['verdict'] or 'no verdict'}** against `{comp['reference']}` "
