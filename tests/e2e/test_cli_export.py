@@ -190,6 +190,11 @@ def test_an_out_relative_to_the_shell_is_recorded_where_it_is(
     assert result["bundle"] == where
     recorded = [json.loads(p.read_text()) for p in (lab / ".tunelab" / "exports").glob("*.json")]
     assert where in [r["bundle"] for r in recorded]
+    # the merge it points to names the bundle where it now is (it named the folder being
+    # written, `.b.mafjxj0b.tmp`), and the lab, which is elsewhere
+    assert result["serving"]["servable"].endswith(
+        f"`tunelab export r003-lora --merge --out elsewhere/b-merged --lab {lab}`"
+    )
 
 
 def test_a_gguf_of_a_classifier_is_refused_saying_what_it_is(exported, tmp_path, capsys):

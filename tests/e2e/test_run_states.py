@@ -216,7 +216,7 @@ def test_ctrl_c_during_evaluation_stops_at_once_and_records_interrupted(
     message = json.loads(out)["error"]
     # the weights were saved as training ended: resuming evaluates them, trains nothing again
     assert message.startswith("interrupted (Ctrl-C): run r001-gen finished training and saved")
-    assert "`tunelab resume r001-gen` evaluates it" in message
+    assert f"`tunelab resume r001-gen --lab {lab}` evaluates it" in message  # lab elsewhere
     # weights changed since they were saved are not evaluated (fsck skips a run not completed)
     weights = lab / ".tunelab" / "runs" / "r001-gen" / record["weights"]["dir"]
     first = weights / sorted(record["weights"]["sha256"])[0]

@@ -84,3 +84,22 @@ def open_records_lab(path: Path, overrides: dict[str, Any] | None = None) -> Lab
     overrides = dict(overrides or {})
     spec = load_spec(path / SPEC_FILE, overrides)
     return Lab(path=path, spec=spec, store=Store(path), device=None, overrides=overrides)  # type: ignore[arg-type]
+
+
+def lab_flag(path: Path) -> str:
+    """` --lab DIR` for a command a message tells the user to run, where the lab is not the
+    folder they are in (a demo's lab under demo-lab/: `tunelab resume r003-lora` alone was
+    refused there); DIR relative to it where the lab lies inside it."""
+    if Path(path).resolve() == Path.cwd().resolve():
+        return ""
+    return f" --lab {shown_path(path)}"
+
+
+def shown_path(path: Path) -> str:
+    """`path` for a command line the user copies: relative to the folder they are in where it
+    lies inside it, else absolute; quoted for the shell."""
+    import os
+    import shlex
+
+    here, there = Path.cwd().resolve(), Path(path).resolve()
+    return shlex.quote(os.path.relpath(there, here) if here in there.parents else str(there))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, TrainingInterrupted, TunelabError, stop_cause
+from tunelab.core.lab import lab_flag
 from tunelab.core.layout import HEARTBEAT, STORE_DIR
 from tunelab.core.stopping import held
 from tunelab.core.store import now
@@ -136,14 +137,14 @@ def recording(
     except (KeyboardInterrupt, TrainingInterrupted) as err:
         record["checkpoint"] = checkpoint() if checkpoint else None
         _close_quietly(lab, record, "interrupted", err)
-        raise _interrupted(record, err) from err
+        raise _interrupted(record, err, lab_flag(lab.path)) from err
     except Exception as err:
         record["checkpoint"] = _quietly(checkpoint)
         _close_quietly(lab, record, "failed", err)
         if record["checkpoint"]:  # a peer process lost, a crash: what it trained is kept
             err.add_note(
                 f"run {record['id']} failed; its checkpoint ({record['checkpoint']}) remains: "
-                f"`tunelab resume {record['id']}` continues it from there"
+                f"`tunelab resume {record['id']}{lab_flag(lab.path)}` continues it from there"
             )
         raise
     close_run(lab, record, "completed")
@@ -164,18 +165,19 @@ def _close_quietly(lab: Lab, record: dict, status: str, error: BaseException) ->
         close_run(lab, record, status, error)
 
 
-def _interrupted(record: dict, err: BaseException) -> Interrupted:
+def _interrupted(record: dict, err: BaseException, flag: str = "") -> Interrupted:
+    """What a stopped run left and the command that goes on (`flag`: ` --lab DIR`, or "")."""
     run = record["id"]
     if record.get("weights") and record.get("training"):  # saved as training ended
         outcome = (
             f"run {run} finished training and saved its weights, then stopped before its "
-            f"evaluation was recorded; `tunelab resume {run}` evaluates it."
+            f"evaluation was recorded; `tunelab resume {run}{flag}` evaluates it."
         )
         return Interrupted(stop_cause(err), outcome, run=run, resumable=True)
     if record.get("checkpoint"):
         outcome = (
             f"run {run} is recorded as interrupted, with its checkpoint; "
-            f"`tunelab resume {run}` continues it."
+            f"`tunelab resume {run}{flag}` continues it."
         )
     else:
         outcome = (

@@ -10,12 +10,14 @@ import pytest
 
 from tunelab.core import ledger
 from tunelab.core.errors import Interrupted, TrainingInterrupted
+from tunelab.core.lab import lab_flag
 from tunelab.core.store import Store
 
 
 @pytest.fixture
-def lab(tmp_path):
-    return SimpleNamespace(store=Store(tmp_path))
+def lab(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the lab is where the user is: its commands need no --lab
+    return SimpleNamespace(store=Store(tmp_path), path=tmp_path)
 
 
 def opened(lab) -> dict:
@@ -58,6 +60,19 @@ def test_a_stop_with_a_checkpoint_is_interrupted_and_resumable(lab):
     saved = on_disk(lab, record)
     assert saved["status"] == "interrupted" and saved["checkpoint"] == "checkpoint"
     assert isinstance(err, KeyboardInterrupt)  # callers that stop on Ctrl-C still do
+
+
+def test_a_lab_elsewhere_is_named_in_the_command_that_goes_on(lab, tmp_path, monkeypatch):
+    """A demo's lab lies in demo-lab/images: `tunelab resume r003-lora` alone, as its Ctrl-C
+    message said, was refused where the demo ran."""
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    record = opened(lab)
+    with pytest.raises(Interrupted) as caught, ledger.recording(lab, record, lambda: "c"):
+        raise KeyboardInterrupt("Ctrl-C")
+    assert f"`tunelab resume r001-x --lab {tmp_path}` continues it" in caught.value.outcome
+    monkeypatch.chdir(tmp_path.parent)
+    assert lab_flag(tmp_path) == f" --lab {tmp_path.name}"  # inside the folder: relative
 
 
 def test_a_stop_without_a_checkpoint_does_not_offer_resume(lab):

@@ -102,7 +102,7 @@ def export_run(
     removed = remove_leftovers(lab.path / BUNDLES)
     try:
         with writing(bundle) as folder:
-            info, base = _write_bundle(folder, lab, record, spec, merge, gguf)
+            info, base = _write_bundle(folder, lab, record, spec, merge, gguf, bundle)
             sums = write_sums(folder)
     except KeyboardInterrupt as err:
         raise Interrupted(
@@ -156,10 +156,16 @@ def _verify_sample(spec, lab: Lab, rows: list[dict], tokenizer, labels: list[str
 
 
 def _write_bundle(
-    bundle: Path, lab: Lab, record: dict, spec, merge: bool, gguf: str | None = None
+    bundle: Path,
+    lab: Lab,
+    record: dict,
+    spec,
+    merge: bool,
+    gguf: str | None = None,
+    final: Path | None = None,
 ) -> tuple[dict, dict]:
-    """Every file of the bundle but SHA256SUMS; returns `tunelab.json`'s content and the base
-    model's identity."""
+    """Every file of the bundle but SHA256SUMS, written into `bundle` (renamed to `final` once
+    whole); returns `tunelab.json`'s content and the base model's identity."""
     from tunelab.modeling.image_model import load_processor
     from tunelab.modeling.model import load_tokenizer
     from tunelab.tasks import load_schema
@@ -231,7 +237,7 @@ def _write_bundle(
     }
     if merge:
         info["merge_check"] = _merge(bundle, spec, lab, info, sample)
-    info["serving"] = serving(bundle, spec.method.type, merge, record["id"])
+    info["serving"] = serving(bundle, spec.method.type, merge, record["id"], lab.path, final)
     if gguf:
         from tunelab.stages.export.gguf_file import write_bundle_gguf
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tunelab.core.lab import lab_flag, shown_path
+
 HEADS_AND_EMBEDDINGS = (
     "lm_head",
     "embed_tokens",
@@ -35,9 +37,17 @@ MERGED_CLASS = {
 """The transformers class that loads a bundle's merged/ folder alone, by model kind."""
 
 
-def serving(bundle: Path, method: str, merged: bool, run: str = "RUN") -> dict:
-    """How the bundle of `run` is served: `plain_lora` (None for a full fine-tune), the reasons
-    it is not one, and the servable form."""
+def serving(
+    bundle: Path,
+    method: str,
+    merged: bool,
+    run: str = "RUN",
+    lab: Path | None = None,
+    final: Path | None = None,
+) -> dict:
+    """How the bundle of `run` (in `lab`) is served: `plain_lora` (None for a full fine-tune),
+    the reasons it is not one, and the servable form. `bundle`: the folder being written;
+    `final`: where it will be once whole (the commands name that one)."""
     if method != "lora":
         return {
             "plain_lora": None,
@@ -51,7 +61,9 @@ def serving(bundle: Path, method: str, merged: bool, run: str = "RUN") -> dict:
     elif merged:
         servable = "merged/ (the LoRA folded into the weights; verify loads it alone)"
     else:
-        servable = f"the merged form: run `tunelab export {run} --merge`"
+        # another --out: this bundle's folder is taken (the command as printed was refused)
+        again = f"{shown_path(final or bundle)}-merged" + (lab_flag(lab) if lab else "")
+        servable = f"the merged form: run `tunelab export {run} --merge --out {again}`"
     return {"plain_lora": not why, "why": why, "servable": servable}
 
 

@@ -38,5 +38,9 @@ def test_the_servable_form_is_the_merged_folder_or_the_command_that_makes_it(tmp
     assert serving(tmp_path, "lora", merged=True)["servable"].startswith("merged/")
     assert "--merge" in serving(tmp_path, "lora", merged=False)["servable"]
     named = serving(tmp_path, "lora", merged=False, run="r003-lora")["servable"]
-    assert named.endswith("run `tunelab export r003-lora --merge`")  # it read `RUN
+    assert "run `tunelab export r003-lora --merge --out " in named  # it read `RUN
+    # the bundle's own folder is taken, and the lab may be elsewhere: as printed it was refused
+    lab = tmp_path / "lab"
+    said = serving(tmp_path, "lora", merged=False, run="r3", lab=lab)["servable"]
+    assert said.endswith(f"`tunelab export r3 --merge --out {tmp_path}-merged --lab {lab}`")
     assert serving(tmp_path, "full", merged=False)["plain_lora"] is None
