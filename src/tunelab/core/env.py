@@ -162,3 +162,33 @@ def child_env() -> dict:
     src = str(Path(tunelab.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     return env
+
+
+_COMMAND_STARTED: list[str] = []
+"""When this process started, set by the CLI where the process is the command (so a run's
+record can count the imports, the model's load and a probe's fit before it opened)."""
+
+
+def mark_command_start() -> None:
+    """Remember when this process started (Linux: `/proc/self/stat`'s start time after boot);
+    nothing where that cannot be read."""
+    from datetime import datetime, timezone
+
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 of stat(5), counted after the command's name
+        boot = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return
+    _COMMAND_STARTED[:] = [datetime.fromtimestamp(started, timezone.utc).isoformat()]
+
+
+def command_started() -> str | None:
+    """When this command's process started (ISO time), where the CLI marked it; else None (a
+    library caller, such as a demo, that runs many stages in one process)."""
+    return _COMMAND_STARTED[0] if _COMMAND_STARTED else None

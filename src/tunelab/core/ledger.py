@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tunelab.core.env import fingerprint
+from tunelab.core.env import command_started, fingerprint
 from tunelab.core.errors import Interrupted, TrainingInterrupted, TunelabError, stop_cause
 from tunelab.core.lab import lab_flag
 from tunelab.core.layout import HEARTBEAT, STORE_DIR
@@ -40,7 +40,8 @@ def open_run(lab: Lab, name: str, kind: str, data_version: str, **fields) -> tup
         "task": lab.spec.task.type,
         "spec": lab.spec.to_dict(),
         "env": fingerprint(lab.device),
-        "process": {"pid": os.getpid(), "host": socket.gethostname()},
+        "process": {"pid": os.getpid(), "host": socket.gethostname()}
+        | ({"started": started} if (started := command_started()) else {}),
         **fields,
     }
     lab.store.write_record(run_id, record, "run_started", kind=kind)

@@ -128,3 +128,35 @@ def test_a_what_if_of_another_model_is_not_timed_at_the_measured_ones_speed(tmp_
     assert "training.microbatch 16 -> 4" in warning
     # a run named with no what-if is planned as it trained
     assert run_plan(open_records_lab(tmp_path), days=7, run_id="r001-lora")["variants"]["fit"]
+
+
+def test_a_runs_time_counts_from_its_process_start_where_the_cli_marked_it(tmp_path, monkeypatch):
+    """`ended - created` left out the imports, the model's load and a probe head's fit: a
+    variant planned at 77 s took 89 s (and a first run 139 s against 84)."""
+    from tunelab.core import env, ledger
+
+    store = make_lab(tmp_path)
+    add_check(store)
+    add_run(store)  # open 00:00 to 01:00, 3,200 s training: 400 s outside it
+    plain = run_plan(open_records_lab(tmp_path), days=7)["based_on"]["figures"]["overhead_s"]
+    assert plain == {"seconds": 400.0, "source": "r001-lora ended - created - training.seconds"}
+    record = read_json(tmp_path / ".tunelab" / "runs" / "r001-lora" / "record.json")
+    record["process"] = {"started": "2025-12-31T23:59:15+00:00"}  # 45 s before it opened
+    Store(tmp_path).write_record("r001-lora", record)
+    counted = run_plan(open_records_lab(tmp_path), days=7)["based_on"]["figures"]["overhead_s"]
+    assert counted["seconds"] == 445.0 and "ended - process.started -" in counted["source"]
+    monkeypatch.setattr(ledger, "fingerprint", lambda device: {})  # a records lab has none
+    env._COMMAND_STARTED[:] = ["2026-01-01T00:00:00+00:00"]  # the CLI marks its process
+    try:
+        opened, _ = ledger.open_run(open_records_lab(tmp_path), "next", "variant", "v1")
+    finally:
+        env._COMMAND_STARTED.clear()
+    assert opened["process"]["started"] == "2026-01-01T00:00:00+00:00"
+    from datetime import datetime, timedelta, timezone
+
+    env.mark_command_start()  # this test process's own start, read from /proc
+    try:
+        started = datetime.fromisoformat(env.command_started())
+    finally:
+        env._COMMAND_STARTED.clear()
+    assert timedelta(0) <= datetime.now(timezone.utc) - started < timedelta(hours=6)

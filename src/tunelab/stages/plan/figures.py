@@ -6,7 +6,8 @@
   (the record's keys keep their names; `throughput.unit` says which).
 - `step_s`: tokens per step at the spec's global batch (the run's `training.tokens /
   training.steps`, scaled by global batch over the run's `training.global_batch`) / throughput.
-- `overhead_s`: the run's time outside its steps, `ended - created - training.seconds`
+- `overhead_s`: the run's time outside its steps, `ended - process.started - training.seconds`
+  (`created` for a run without its process's start: a library caller's, a resumed one)
   (evaluation on validation, predictions and weights saved); `eval_row_s` is that over the rows
   it evaluated (`metrics.n`).
 - `reload_s`: a checkpoint reloaded in a fresh process, the check record's `reload` item
@@ -29,7 +30,7 @@ import math
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.sections import TrainingSpec
-from tunelab.stages.plan.records import timed_item, wall_seconds
+from tunelab.stages.plan.records import timed_item, wall_from_process, wall_seconds
 
 
 def figures(
@@ -68,7 +69,8 @@ def figures(
         )
     overhead = max(0.0, (wall or t["seconds"]) - t["seconds"]) * scale
     rows = (run.get("metrics") or {}).get("n") or counts["validation"]
-    fig["overhead_s"] = (overhead, f"{rid} ended - created - training.seconds{scaled}")
+    began = "process.started" if wall_from_process(run) else "created"
+    fig["overhead_s"] = (overhead, f"{rid} ended - {began} - training.seconds{scaled}")
     fig["eval_row_s"] = (overhead / rows, f"overhead_s / the {rows} rows {rid} evaluated")
     reload = timed_item(check, "reload")
     if check is not None and reload is not None:

@@ -135,10 +135,19 @@ def finished_exports(store: Store) -> dict[str, tuple[float, str] | None]:
     return out
 
 
+def wall_from_process(run: dict) -> bool:
+    """Whether `wall_seconds` counts from the run's process's start."""
+    return bool((run.get("process") or {}).get("started")) and not run.get("resumed")
+
+
 def wall_seconds(run: dict) -> float | None:
-    """A run's recorded time from opening to closing (`ended - created`), or None."""
+    """A run's recorded time from its process's start (`process.started`: the imports, the
+    model's load, a probe's fit before the record opened) or else its opening (`created`) to
+    its closing (`ended`), or None. A resumed run's process is the last one: from `created`."""
     try:
-        start = datetime.fromisoformat(run["created"])
+        start = datetime.fromisoformat(
+            run["process"]["started"] if wall_from_process(run) else run["created"]
+        )
         end = datetime.fromisoformat(run.get("ended") or run["updated"])
     except (KeyError, TypeError, ValueError):
         return None
