@@ -15,18 +15,21 @@ def _r(metric: str, scope: str = "overall", on: str | None = None, status: str =
 
 def test_each_regression_is_named_with_its_status_worst_first():
     line = regressions([_r("f1", "sport"), _r("bits_per_byte", on="general/news.jsonl")])
-    assert line == (
-        "worse than the reference: f1 of sport (holds), bits_per_byte on general/news.jsonl "
-        "(holds), in the model card"
+    assert line == (  # "worse than the reference ... (holds)" read as a contradiction
+        "below the reference in the point estimate (the guardrail's status after each): "
+        "f1 of sport (holds), bits_per_byte on general/news.jsonl (holds); their intervals in "
+        "the model card"
     )
 
 
 def test_past_three_the_rest_are_counted_and_none_says_so():
     many = [_r("f1", c, status="broken") for c in ("a", "b", "c", "d", "e")]
-    assert regressions(many).endswith("f1 of c (broken) and 2 more, in the model card")
-    assert (
-        regressions([_r("json_valid")])
-        == "worse than the reference: json_valid overall (holds), in the model card"
+    assert regressions(many).endswith(
+        "f1 of c (broken) and 2 more; their intervals in the model card"
+    )
+    assert regressions([_r("json_valid")]) == (
+        "below the reference in the point estimate (the guardrail's status after each): "
+        "json_valid overall (holds); their intervals in the model card"
     )
     assert regressions([]) == "no guardrail measured a regression"
 

@@ -73,7 +73,9 @@ def export(path: Path, store: Store | None = None) -> dict:
         "verified": verified if isinstance(verified, dict) else {"passed": verified},
         "verdict": limits.get("verdict"),
         "regressed": [
-            f"{r['metric']} {r['scope']}" + (f" on {r['on']}" if r.get("on") else "")
+            f"{r['metric']} {r['scope']}"
+            + (f" on {r['on']}" if r.get("on") else "")
+            + (f" ({r['status']})" if r.get("status") else "")
             for r in limits.get("regressed") or []
         ],
         "truncation": (

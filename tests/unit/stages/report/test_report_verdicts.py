@@ -120,7 +120,9 @@ def test_a_bundle_is_listed_with_what_its_card_says(tmp_path):
     handed over with, what regressed, that every validation input was cut, or what to serve."""
     limits = {
         "verdict": "guardrail broken",
-        "regressed": [{"metric": "bits_per_byte", "scope": "overall", "on": NEWS}],
+        "regressed": [
+            {"metric": "bits_per_byte", "scope": "overall", "on": NEWS, "status": "holds"}
+        ],
         "truncation": {"split": "validation", "max_length": 128, "truncated": 445, "n": 445},
     }
     serving = {"servable": "merged/ (the LoRA folded into the weights; verify loads it alone)"}
@@ -129,7 +131,7 @@ def test_a_bundle_is_listed_with_what_its_card_says(tmp_path):
     path.write_text(json.dumps(record))
     shown = export(path)
     assert shown["verdict"] == "guardrail broken"
-    assert shown["regressed"] == [f"bits_per_byte overall on {NEWS}"]
+    assert shown["regressed"] == [f"bits_per_byte overall on {NEWS} (holds)"]
     assert shown["truncation"] == "445 of 445 validation inputs cut to 128 tokens"
     assert shown["serve"].startswith("merged/")
 
