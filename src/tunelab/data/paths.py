@@ -102,9 +102,16 @@ def _resolve(path: Path, where: str, given: str) -> Path:
             raise DataError(
                 f"{where}: {given!r} is a symbolic link to a missing file (looked at {path})"
             ) from None
+        glob = any(c in str(given) for c in "*?[")
         raise DataError(
-            f"{where}: {given!r} not found (looked at {path}); put the file there, or give its "
-            "path (relative to the lab folder, or absolute)"
+            f"{where}: {given!r} not found (looked at {path}); "
+            + (
+                "a path names one file or folder, not a pattern: give each file as a source "
+                "of its own, or put them in one folder (type: folder)"
+                if glob
+                else "put the file there, or give its path (relative to the lab folder, or "
+                "absolute)"
+            )
         ) from None
     except RuntimeError:  # Python < 3.13 reports a link loop this way
         raise DataError(_loop(where, given)) from None

@@ -147,7 +147,7 @@ def _empty_kind(source_type: str) -> str:
         "csv": " (an empty file, or only a header: a CSV's first row is its header)",
         "folder": " (no file in a label sub-folder)",
         "image_folder": " (no file in a label sub-folder)",
-    }.get(source_type, " (an empty file)" if source_type == "jsonl" else "")
+    }.get(source_type, " (an empty file, or blank lines only)" if source_type == "jsonl" else "")
 
 
 def _all_quarantined(where: str, src: dict) -> str:

@@ -28,7 +28,7 @@ FILE_CASES = [
         "empty-jsonl",
         write("rows.jsonl", b"", "jsonl"),
         "refused",
-        match=r"data\.sources\[0\]\.path: rows\.jsonl has no rows \(an empty file\)",
+        match=r"data\.sources\[0\]\.path: rows\.jsonl has no rows \(an empty file, or blank lines",
     ),
     Case(
         "blank-lines-only",

@@ -12,6 +12,7 @@ from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store
 from tunelab.data import DataError, build_data
 from tunelab.data.loaders import load_sources
+from tunelab.data.paths import locate_file
 
 ROWS = [{"text": f"note {i} on the {w}", "label": "ab"[i % 2]} for i, w in enumerate("uvwxyz")]
 
@@ -117,3 +118,11 @@ def test_a_lab_reached_through_a_link_reads_its_own_files(lab: Path) -> None:
     spec = spec_for([{"type": "jsonl", "path": "rows.jsonl"}])
     loaded = load_sources(spec.data, None, lab.parent / "lab-link")
     assert loaded.sources[0]["path"] == "rows.jsonl" and len(loaded.examples) == 6
+
+
+def test_a_pattern_for_a_path_is_said_to_be_no_path(tmp_path):
+    """`path: data/*.jsonl` read as a missing file, "put the file there"."""
+    with pytest.raises(DataError, match=r"a path names one file or folder, not a pattern"):
+        locate_file("data/*.jsonl", tmp_path, False, "data.sources[0].path")
+    with pytest.raises(DataError, match=r"put the file there"):
+        locate_file("data/rows.jsonl", tmp_path, False, "data.sources[0].path")

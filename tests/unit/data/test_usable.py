@@ -155,8 +155,8 @@ def test_a_source_with_no_rows_or_only_quarantined_rows_is_refused() -> None:
     with pytest.raises(DataError) as err:
         check_usable(empty, spec_of())
     assert str(err.value) == (
-        "data.sources[1].path: more.jsonl has no rows (an empty file); give it rows or remove "
-        "the source"
+        "data.sources[1].path: more.jsonl has no rows (an empty file, or blank lines only); "
+        "give it rows or remove the source"
     )
     first = {"at": "r.csv:2", "reason": "missing field(s): text"}
     lost = source(
