@@ -67,7 +67,7 @@ def cmd_data(args):
     finally:
         if status:
             status.stop()
-    from tunelab.data.batches import worker_peak_kib
+    from tunelab.data.batches import worker_peak_kib, workers_started
 
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     # the step's own cost, on this machine: not part of the version's stored report
@@ -75,6 +75,7 @@ def cmd_data(args):
         "seconds": round(time.perf_counter() - start, 2),
         "peak_memory_gib": round(own / 2**20, 2),
         "worker_peak_memory_gib": round(worker_peak_kib() / 2**20, 2),
+        "signature_workers": workers_started(),
         "texts": texts,  # held in memory, or past data.texts_in_memory_mb on disk
     }
     return report

@@ -27,6 +27,7 @@ PARALLEL_FROM = 16_384
 they save)."""
 
 _WORKER_PEAK = [0]
+_WORKERS = [0]
 
 
 def map_batches(
@@ -48,6 +49,7 @@ def map_batches(
             out[i : i + BATCH_TEXTS] = fn(texts[i : i + BATCH_TEXTS], *args)
         return out
     context = multiprocessing.get_context("forkserver")
+    _WORKERS[0] = max(_WORKERS[0], workers)
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         pending: deque = deque()
         for i in starts:
@@ -59,6 +61,11 @@ def map_batches(
         for j, done in pending:
             out[j : j + BATCH_TEXTS] = _received(done.result())
     return out
+
+
+def workers_started() -> int:
+    """The most worker processes one call of this process started (0: none)."""
+    return _WORKERS[0]
 
 
 def worker_peak_kib() -> int:

@@ -51,7 +51,12 @@ def data(report: dict, console: Console) -> None:
         console.print(
             f"  took {cost['seconds']:,.1f} s ({rate:,.0f} rows/s), peak memory "
             f"{cost['peak_memory_gib']:.2f} GiB"
-            + (f" (+ {workers:.2f} GiB in each signature worker)" if workers else "")
+            + (
+                f" (+ {workers:.2f} GiB in each of {cost.get('signature_workers') or 'the'} "
+                "signature workers)"
+                if workers
+                else ""
+            )
         )
         texts = cost.get("texts") or {}
         if texts.get("spilled"):

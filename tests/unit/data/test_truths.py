@@ -137,3 +137,15 @@ def test_data_prints_its_warnings_and_the_class_balance(tmp_path, capsys):
 
 def _rows(lab: Path, report: dict, split: str) -> list[dict]:
     return read_jsonl(lab / ".tunelab" / "data" / report["version"] / f"{split}.jsonl")
+
+
+def test_the_cost_line_says_how_many_signature_workers_each_peak_is_for(tmp_path):
+    """`+ 0.23 GiB in each signature worker` did not say how many ran."""
+    write_rows(tmp_path / "data" / "rows.jsonl", animal_rows())
+    report = build(tmp_path, make_spec(JSONL))
+    report["cost"] = {"seconds": 2.0, "peak_memory_gib": 0.32, "worker_peak_memory_gib": 0.23}
+    report["cost"]["signature_workers"] = 2
+    out = console()
+    with out.capture() as seen:
+        data_view(report, out)
+    assert "peak memory 0.32 GiB (+ 0.23 GiB in each of 2 signature workers)" in seen.get()
