@@ -12,9 +12,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,32 @@ they save)."""
 
 _WORKER_PEAK = [0]
 _WORKERS = [0]
+_REPORT: list[Callable[[str], None]] = []
+REPORT_EVERY_S = 10.0
+"""How often a long map says how far it has come (`reporting`)."""
+
+
+@contextmanager
+def reporting(say: Callable[[str], None]) -> Iterator[None]:
+    """While inside, every `map_batches` over many texts says how far it has come (`N of M
+    texts`) at most every `REPORT_EVERY_S` seconds: a million rows' near duplicates had taken
+    minutes with no word."""
+    _REPORT.append(say)
+    try:
+        yield
+    finally:
+        _REPORT.pop()
+
+
+def _reporter(total: int) -> Callable[[int], None]:
+    said = [time.monotonic()]
+
+    def done(n: int) -> None:
+        if _REPORT and time.monotonic() - said[0] >= REPORT_EVERY_S:
+            said[0] = time.monotonic()
+            _REPORT[-1](f"{n:,} of {total:,} texts")
+
+    return done
 
 
 def map_batches(
@@ -44,9 +72,11 @@ def map_batches(
     out = np.empty((len(texts), width), dtype=dtype)
     starts = range(0, len(texts), BATCH_TEXTS)
     workers = workers or len(os.sched_getaffinity(0))
+    progress = _reporter(len(texts))
     if workers < 2 or len(texts) < PARALLEL_FROM:
         for i in starts:
             out[i : i + BATCH_TEXTS] = fn(texts[i : i + BATCH_TEXTS], *args)
+            progress(min(i + BATCH_TEXTS, len(texts)))
         return out
     context = multiprocessing.get_context("forkserver")
     _WORKERS[0] = max(_WORKERS[0], workers)
@@ -58,6 +88,7 @@ def map_batches(
             if len(pending) >= 2 * workers:
                 j, done = pending.popleft()
                 out[j : j + BATCH_TEXTS] = _received(done.result())
+                progress(j + BATCH_TEXTS)
         for j, done in pending:
             out[j : j + BATCH_TEXTS] = _received(done.result())
     return out

@@ -21,6 +21,7 @@ from tunelab.core.layout import DATA
 from tunelab.core.spec import Spec
 from tunelab.core.store import SPLITS, Store
 from tunelab.data.balance import imbalance_warnings
+from tunelab.data.batches import reporting
 from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.conversations import conversation_check
@@ -94,14 +95,22 @@ def build_data(
         from tunelab.data.near_datatrove import require_datatrove
 
         require_datatrove()
-    say = say or _quiet
+    tell, stage = say or _quiet, [""]
+
+    def staged(text: str) -> None:  # a stage begins; a long map within it says how far it is
+        stage[0] = text
+        tell(text)
+
     budget = spec.data.texts_in_memory_mb or TEXTS_IN_MEMORY_MB
-    with text_spill(store.data_dir("staging").parent, budget) as spill:
+    with (
+        text_spill(store.data_dir("staging").parent, budget) as spill,
+        reporting(lambda done: tell(f"{stage[0]}: {done}")),
+    ):
         if not spec.images:
-            report = _build(spec, Path(lab), store, current, say, spill)
+            report = _build(spec, Path(lab), store, current, staged, spill)
         else:
             with staged_images(store) as staging:
-                report = _build(spec, Path(lab), store, current, say, spill, staging)
+                report = _build(spec, Path(lab), store, current, staged, spill, staging)
     if texts is not None:  # this build's, not the stored report's: the budget is a setting
         texts.update(spill.summary())
     return report
