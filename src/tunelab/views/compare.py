@@ -254,7 +254,8 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
                 f"{verdict_text(vp['verdict'])}; {_flips_line(vp)}"
             )
             for w in vp.get("warnings", []):
-                console.print(f"    [yellow]warning[/] (vs parent) {w}")
+                if w not in r.get("warnings", []):  # a run's own note is said once, below
+                    console.print(f"    [yellow]warning[/] (vs parent) {w}")
     for w in r.get("warnings", []):
         console.print(f"  [yellow]warning[/] {w}")
 

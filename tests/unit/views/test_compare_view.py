@@ -44,6 +44,14 @@ def test_a_variant_against_its_parent_names_what_changed_once():
     out = io.StringIO()
     _variant_notes(run, "macro_f1", Console(file=out, width=300))
     assert "  parent r003-lora (changed: method.head_init): Δ macro_f1 -3.1" in out.getvalue()
+    # the run's own note (its lost start) is said once, not again against its parent
+    said = "r004: the head started from a linear probe ..."
+    parent["warnings"] = [said, "against the parent only"]
+    out = io.StringIO()
+    _variant_notes(run | {"warnings": [said]}, "macro_f1", Console(file=out, width=300))
+    assert (
+        out.getvalue().count(said) == 1 and "(vs parent) against the parent only" in out.getvalue()
+    )
 
 
 def test_the_table_s_title_gives_the_minimum_effect_in_points():
