@@ -190,21 +190,29 @@ def _mode_findings(by_label: dict[str, list[dict]], finding) -> list[dict]:
     if len(set().union(*modes.values())) < 2:
         return []  # one mode everywhere: nothing to tell the categories apart by
     out = []
+    converted = (
+        "tunelab makes every image RGB before the model's processor (transparency flattened "
+        "onto white), so the mode itself does not reach the model: look at the contact sheets "
+        "for what the flattening leaves"
+    )
     for label, found in sorted(modes.items()):
         if len(found) == 1:
             (mode,) = found
             others = sorted(set().union(*(m for lbl, m in modes.items() if lbl != label)))
-            out.append(
-                finding(
-                    "mode_by_category",
-                    len(by_label[label]),
-                    f"{label}: {mode}",
-                    f"every image of {label!r} is {mode} while the other categories have "
-                    f"{', '.join(others)}: as stored, the mode alone would tell this category "
-                    "apart. Check that the model's processor converts every image to one mode "
-                    "the same way",
+            if mode not in others:
+                said = (
+                    f"every image of {label!r} is {mode} and no other category's is: as stored, "
+                    f"the mode alone tells this category apart; {converted}"
                 )
-            )
+            else:  # the mode is everywhere: only the other modes rule this category out
+                rest = [m for m in others if m != mode]
+                n = sum(r["mode"] in rest for lbl, rows in by_label.items() for r in rows)
+                said = (
+                    f"every image of {label!r} is {mode}, a mode other categories have too; the "
+                    f"{n} in {', '.join(rest)} all belong to other categories, so as stored such "
+                    f"an image is never {label!r}; {converted}"
+                )
+            out.append(finding("mode_by_category", len(by_label[label]), f"{label}: {mode}", said))
     return out
 
 

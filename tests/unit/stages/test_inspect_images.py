@@ -80,6 +80,15 @@ def test_a_category_of_one_mode_only_is_named(tmp_path):
     _, findings = image_view(lab_at(tmp_path), rows, "train")
     (mode,) = [f for f in findings if f["code"] == "mode_by_category"]
     assert not mode["blocking"] and mode["example"] == "logo: RGBA"
+    assert "no other category's is: as stored, the mode alone tells" in mode["message"]
+    assert "tunelab makes every image RGB" in mode["message"]  # the mode never reaches a model
+    # the emoji's case: one category all palette, the others palette with a few RGBA
+    rows = [image_row(tmp_path, i, "people", (20, 20), "P") for i in range(4)]
+    rows += [image_row(tmp_path, i + 4, "food", (20, 20), m) for i, m in enumerate("PPP")]
+    rows += [image_row(tmp_path, 9, "food", (20, 20), "RGBA")]
+    _, findings = image_view(lab_at(tmp_path), rows, "train")
+    (mode,) = [f for f in findings if f["code"] == "mode_by_category"]
+    assert "a mode other categories have too; the 1 in RGBA all belong to other" in mode["message"]
 
 
 def test_each_category_gets_a_contact_sheet_of_its_images(tmp_path):
