@@ -21,7 +21,7 @@ def run_demo(
     """Build and tell one demo; `overrides` (`key=value`) change its spec before it is written,
     so the lab's own spec says what ran (e.g. a smaller budget)."""
     if task not in DEMOS:
-        raise TunelabError(f"no demo for task {task!r}; known: {list(DEMOS)}")
+        raise TunelabError(f"no demo for task {task!r}; known: {', '.join(DEMOS)}")
     from tunelab.demo import ablation, classification, extraction, images
 
     module = {

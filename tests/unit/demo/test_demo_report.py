@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
+from tunelab.core.errors import TunelabError
 from tunelab.demo import report as report_module
+from tunelab.demo import run_demo
 from tunelab.demo.report import DemoReport, broken_runs, section_times
 
 
@@ -100,3 +103,9 @@ def test_a_variant_whose_training_broke_is_named_after_the_verdict():
     (said,) = broken_runs(Records(), result)
     assert said.startswith("Read r004-type-full's verdict (worse) with care: its first training")
     assert "14.9121 against its probe's 0.0021" in said and "the run broke" in said
+
+
+def test_an_unknown_demo_names_the_known_ones_in_words():
+    """It printed a Python list: known: ['classification', 'extraction', ...]."""
+    with pytest.raises(TunelabError, match=r"known: classification, extraction, ablation"):
+        run_demo("bogus", Path("."), Console())
