@@ -122,10 +122,18 @@ def test_a_what_if_of_another_model_is_not_timed_at_the_measured_ones_speed(tmp_
         run_plan(bigger, days=7)
     given = run_plan(bigger, days=7, tokens_per_second=500.0)
     assert any("its memory was not sized" in w for w in given["warnings"])
-    # the same model at another microbatch: planned, with the difference named
+    # the same model at another microbatch, or LoRA rank: planned, the change named
     smaller = run_plan(open_records_lab(tmp_path, {"training.microbatch": 4}), days=7)
-    (warning,) = [w for w in smaller["warnings"] if "another step" in w]
+    (warning,) = [w for w in smaller["warnings"] if "other settings" in w]
     assert "training.microbatch 16 -> 4" in warning
+    ranked = run_plan(open_records_lab(tmp_path, {"method.r": 32}), days=7)
+    assert any("method.r 8 -> 32" in w for w in ranked["warnings"])
+    # a run of the model asked for is preferred to a newer one of another
+    add_run(make_lab(tmp_path), "full")  # the newest, and (say) a full fine-tune
+    record = read_json(tmp_path / ".tunelab" / "runs" / "r002-full" / "record.json")
+    record["spec"]["method"]["type"] = "full"
+    Store(tmp_path).write_record("r002-full", record)
+    assert run_plan(open_records_lab(tmp_path), days=7)["based_on"]["run"]["id"] == "r001-lora"
     # a run named with no what-if is planned as it trained
     assert run_plan(open_records_lab(tmp_path), days=7, run_id="r001-lora")["variants"]["fit"]
 

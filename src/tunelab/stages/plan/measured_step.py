@@ -6,8 +6,9 @@ file edited since) builds another model (`model.*`, its tokenizer, attention, po
 experts) or trains it another way (`method.*`) would time a 1.6B-parameter model at a 30M
 one's speed, so it is refused unless `--tokens-per-second` gives the speed measured for it.
 Changes that move the speed less, and that a plan may still be read across (the length, the
-batch, the precision, a speed lever, activation checkpointing, the strategy), are named in a
-warning.
+batch, the precision, a speed lever, the method's other settings, activation checkpointing,
+the strategy), are named in a warning. Among the lab's runs the plan prefers one of the same
+model (`records.reference_run`), so a refusal means none was trained.
 """
 
 from __future__ import annotations
@@ -15,26 +16,35 @@ from __future__ import annotations
 from tunelab.core.param_groups import diff_specs
 from tunelab.stages.plan.records import PlanError
 
-OTHER_MODEL = ("model", "tokenizer", "attention", "positions", "experts", "method")
-"""Groups (`core.param_groups`) whose change makes another model or another way to train it."""
-OTHER_STEP = ("length", "batch", "precision", "speed")
+MODEL_GROUPS = ("model", "tokenizer", "attention", "positions", "experts")
+"""Groups (`core.param_groups`) whose change builds another model; with `method.type`, another
+way to train it (full fine-tuning against a LoRA)."""
+MODEL_KEYS = ("method.type",)
+STEP_GROUPS = ("length", "batch", "precision", "speed", "method")
 RUNTIME_KEYS = ("training.activation_checkpointing", "training.strategy")
 
 
 def step_changes(run: dict, spec: dict) -> tuple[list[str], list[str]]:
-    """(keys that make another model, keys that make another step) from `run`'s spec to
+    """(what makes another model, what makes another step or setting) from `run`'s spec to
     `spec` (resolved spec dicts), each as `key old -> new`."""
     diff = diff_specs(run.get("spec") or {}, spec)
+    changes = [(g, c) for g, cs in diff.items() for c in cs]
 
-    def shown(groups) -> list[str]:
-        return [
-            f"{c['key']} {c['parent']!r} -> {c['child']!r}"
-            for g in groups
-            for c in diff.get(g, [])
-            if g != "runtime" or c["key"] in RUNTIME_KEYS
-        ]
+    def shown(keep) -> list[str]:
+        return [f"{c['key']} {c['parent']!r} -> {c['child']!r}" for g, c in changes if keep(g, c)]
 
-    return shown(OTHER_MODEL), shown((*OTHER_STEP, "runtime"))
+    def model(g: str, c: dict) -> bool:
+        return g in MODEL_GROUPS or c["key"] in MODEL_KEYS
+
+    def step(g: str, c: dict) -> bool:
+        return not model(g, c) and (g in STEP_GROUPS or c["key"] in RUNTIME_KEYS)
+
+    return shown(model), shown(step)
+
+
+def same_model(spec: dict):
+    """A run's test: it trained the model `spec` builds, the way it trains it."""
+    return lambda run: not step_changes(run, spec)[0]
 
 
 def require_measured_step(run: dict, spec: dict, tokens_per_second: float | None) -> list[str]:
@@ -59,8 +69,8 @@ def require_measured_step(run: dict, spec: dict, tokens_per_second: float | None
         )
     if step:
         warnings.append(
-            f"run {run['id']} trained another step than the plan's spec ({'; '.join(step[:4])}"
-            f"{' …' if len(step) > 4 else ''}): its speed is used as measured; plan from a "
-            "run of this step (`--run RUN`) for its own"
+            f"run {run['id']} trained with other settings than the plan's spec "
+            f"({'; '.join(step[:4])}{' …' if len(step) > 4 else ''}): its speed is used as "
+            "measured; plan from a run of these settings (`--run RUN`) for their own"
         )
     return warnings

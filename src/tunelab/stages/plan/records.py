@@ -2,9 +2,10 @@
 
 - the reference run: the one the user names (`--run`; the demos name the run they hand
   over), else the newest completed variant with a timed training (`training.steps`,
-  `seconds`, `tokens`), preferring one measured on the target device, then one on the current
-  data version, then one of the spec's method, then one never stopped and resumed (its
-  `ended - created` counts the time it sat stopped);
+  `seconds`, `tokens`), preferring one measured on the target device, then one of the model
+  the spec builds (`measured_step`), then one on the current data version, then one of the
+  spec's method, then one never stopped and resumed (its `ended - created` counts the time it
+  sat stopped);
 - the newest `tunelab check` and `tunelab size` records measured on the same device type as
   that run (a passed check before a failed one);
 - export and verify durations, when records of them exist: `.tunelab/exports/*.json`
@@ -27,10 +28,16 @@ class PlanError(TunelabError):
 
 
 def reference_run(
-    runs: list[dict], target: str, version: str, method: str, run_id: str | None = None
+    runs: list[dict],
+    target: str,
+    version: str,
+    method: str,
+    run_id: str | None = None,
+    same_model=None,
 ) -> dict:
     """The completed variant the plan measures from: `run_id`'s, else the best-ranked one (see
-    the module docstring)."""
+    the module docstring); `same_model` (a run's test) ranks first the runs of the model the
+    plan is for."""
     if run_id is not None:
         return named_run(runs, run_id)
     usable = [
@@ -47,6 +54,7 @@ def reference_run(
     ranked = [
         (
             same_device(target, r["env"]["device"]),
+            same_model is None or same_model(r),
             r.get("data_version") == version,
             (r.get("spec") or {}).get("method", {}).get("type") == method,
             not r.get("resumed"),  # a resumed run's wall clock holds the time it sat stopped

@@ -21,7 +21,7 @@ from tunelab.core.sections import RentalSpec
 from tunelab.core.store import Store, now
 from tunelab.stages.plan.figures import figures
 from tunelab.stages.plan.layout import layout
-from tunelab.stages.plan.measured_step import require_measured_step
+from tunelab.stages.plan.measured_step import require_measured_step, same_model
 from tunelab.stages.plan.records import (
     PlanError,
     finished_exports,
@@ -55,7 +55,10 @@ def run_plan(
     _check_inputs(days, price, tokens_per_second)
     version = lab.data_version
     counts = {split: c["n"] for split, c in store.data_manifest(version)["counts"].items()}
-    run = reference_run(store.runs(), target, version, lab.spec.method.type, run_id)
+    planned = lab.spec.to_dict()
+    run = reference_run(
+        store.runs(), target, version, lab.spec.method.type, run_id, same_model(planned)
+    )
     measured = run["env"]["device"]
     if tokens_per_second is None and not same_device(target, measured):
         raise PlanError(
@@ -67,9 +70,7 @@ def run_plan(
         )
     # a run named with no what-if is planned as it trained (the demos' handed-over run)
     named_as_is = run_id is not None and not lab.overrides
-    speed_warnings = (
-        [] if named_as_is else require_measured_step(run, lab.spec.to_dict(), tokens_per_second)
-    )
+    speed_warnings = [] if named_as_is else require_measured_step(run, planned, tokens_per_second)
     check = latest_check(store, measured["type"])
     size = latest_size(store, measured["type"])
     fig = figures(run, check, finished_exports(store), counts, lab.spec.training, tokens_per_second)
