@@ -234,16 +234,16 @@ def verdict(
 
 
 def concentration_note(c: dict, f: dict, metric: str) -> str:
-    """Where the gain comes from, in the metric's units: a rate's per-example change in points,
-    a lower-is-better metric's as its reduction."""
-    rest = c["delta_without_top_k"]
+    """Where the gain comes from, in the metric's units: without the most improved examples,
+    the mean change over the others (a rate's in points; it read "points per example")."""
+    rest, others = c["delta_without_top_k"], c["n"] - c["k"]
     if metric in lower_is_better:
-        without = f"a reduction of {rest:+.4f} per example"
+        without = f"{rest:+.4f} (a reduction is the gain)"
     else:
-        without = f"{100 * rest:+.1f} points per example"
+        without = f"{100 * rest:+.1f} points"
     return (
         f"the gain comes from a handful of examples: without the {c['k']} most improved of "
-        f"{c['n']} it is {without} "
+        f"{c['n']} it is {without}, the mean change over the other {others} "
         f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}, net {f['net']} "
         f"<= {c['k']})"
     )

@@ -162,8 +162,8 @@ def test_a_gain_from_three_examples_is_flagged_as_concentrated(tmp_path):
     assert any("handful of examples" in r for r in variant["reasons"])
     # in the metric's units: it read "-0.0108 per example" beside a table in points
     assert (
-        "without the 3 most improved of 90 it is +0.0 points per example (fixed 3"
-        in (variant["warnings"][0])
+        "without the 3 most improved of 90 it is +0.0 points, the mean change over the other "
+        "87 (fixed 3" in (variant["warnings"][0])
     )
 
 
@@ -173,7 +173,10 @@ def test_a_concentrated_reduction_is_written_as_a_reduction():
     c = {"k": 3, "n": 40, "delta_without_top_k": -0.0012}
     f = {"fixed": {"count": 5}, "broken": {"count": 35}, "net": -30}
     said = concentration_note(c, f, "bits_per_byte")
-    assert "without the 3 most improved of 40 it is a reduction of -0.0012 per example" in said
+    assert (
+        "without the 3 most improved of 40 it is -0.0012 (a reduction is the gain), the mean "
+        "change over the other 37" in said
+    )
 
 
 def test_a_spread_gain_is_not_concentrated_and_stays_improved(tmp_path):
