@@ -18,6 +18,7 @@ from tunelab.demo.report import (
     broken_runs,
     check_new_wiring,
     choose_for_final,
+    cut_note,
     handover,
     open_demo,
     seed_note,
@@ -99,6 +100,8 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     report.section("The data")
     data = build_data(handle.spec, handle.path, handle.store)
     data_view.data(data, out)
+    if said := cut_note(handle):
+        out.print(said)
 
     report.section("The preflight (tunelab check, on a slice)")
     check = run_check(handle, progress)

@@ -281,3 +281,27 @@ def broken_runs(store, result: dict) -> list[str]:
             "the run broke, not what its change is worth."
         )
     return out
+
+
+def cut_note(lab) -> str | None:
+    """For an encoder lab whose validation texts run past `model.max_length`: that the model
+    reads only their beginnings (the classification demo's articles are all cut to 128 tokens,
+    which its report first said at the handover)."""
+    from tunelab.modeling.model import load_tokenizer
+    from tunelab.modeling.render import encode_classification
+
+    spec, version = lab.spec, lab.data_version
+    if spec.images or spec.model_kind != "encoder":
+        return None
+    rows = lab.store.read_split(version, "validation")
+    labels = lab.store.data_manifest(version)["labels"]
+    tokenizer = load_tokenizer(spec.model, lab.path, version)
+    encoded = encode_classification(tokenizer, rows, labels, spec.model.max_length)
+    cut = sum(e.truncated for e in encoded)
+    if not cut:
+        return None
+    return (
+        f"The model reads at most {spec.model.max_length} tokens of a text (model.max_length): "
+        f"{cut:,} of {len(rows):,} validation texts are longer, so every score below is of "
+        "their beginnings."
+    )

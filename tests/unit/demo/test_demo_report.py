@@ -9,9 +9,11 @@ import pytest
 from rich.console import Console
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.lab import open_lab
+from tunelab.data import build_data
 from tunelab.demo import report as report_module
 from tunelab.demo import run_demo
-from tunelab.demo.report import DemoReport, broken_runs, section_times
+from tunelab.demo.report import DemoReport, broken_runs, cut_note, section_times
 
 
 def test_each_section_runs_until_the_next_begins_and_the_set_up_comes_first():
@@ -109,3 +111,15 @@ def test_an_unknown_demo_names_the_known_ones_in_words():
     """It printed a Python list: known: ['classification', 'extraction', ...]."""
     with pytest.raises(TunelabError, match=r"known: classification, extraction, ablation"):
         run_demo("bogus", Path("."), Console())
+
+
+def test_the_demo_says_early_when_the_model_reads_only_the_texts_beginnings(make_lab):
+    """Every validation article was cut to 128 tokens, first said at the handover."""
+    path = make_lab()
+    lab = open_lab(path, {"model.max_length": 8})
+    build_data(lab.spec, lab.path, lab.store)
+    said = cut_note(lab)
+    n = len(lab.store.read_split(lab.data_version, "validation"))
+    assert said.startswith("The model reads at most 8 tokens of a text (model.max_length): ")
+    assert f"of {n} validation texts are longer" in said
+    assert cut_note(open_lab(path, {"model.max_length": 64})) is None  # none cut: nothing said
