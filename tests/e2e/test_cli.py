@@ -58,6 +58,11 @@ def test_the_whole_classification_lab(make_lab, capsys):
     code, runs = tl(capsys, "runs", "--lab", lab)
     assert code == 0
     assert [r["status"] for r in runs] == ["completed"] * 4
+    # a baseline draws no seed (it read 0); a variant's time is there to check a plan with
+    assert [r["seed"] for r in runs] == [None, None, 0, 0]
+    timed = runs[2]["training"]
+    assert timed["steps"] == lora["training"]["steps"] and timed["seconds"] > 0
+    assert timed["tokens_per_s"] > 0 and timed["peak_memory_mb"] > 0
 
 
 def test_run_refuses_without_a_hypothesis(make_lab, capsys):

@@ -188,6 +188,10 @@ def _interrupted(record: dict, err: BaseException, flag: str = "") -> Interrupte
     return Interrupted(stop_cause(err), outcome, run=run, resumable=bool(record.get("checkpoint")))
 
 
+TIMED = ("steps", "seconds", "tokens", "tokens_per_s", "peak_memory_mb")
+"""What `runs` shows of a run's training."""
+
+
 def summary(record: dict, run_dir: Path) -> dict:
     """One line of `tunelab runs`: status (with `lost` detected) and the primary metric."""
     metrics = record.get("metrics") or {}
@@ -209,8 +213,15 @@ def summary(record: dict, run_dir: Path) -> dict:
         "metric": metric,
         "value": metrics.get(metric),
         "created": record["created"],
-        "seed": (record.get("spec", {}).get("training") or {}).get("seed"),
+        # a baseline draws no seed (its spec's default is not one it used)
+        "seed": None
+        if record["kind"] == "baseline"
+        else (record.get("spec", {}).get("training") or {}).get("seed"),
         "group": (record.get("replicate") or {}).get("group"),
+        # what a plan reads of it, so `runs --json` can check one (it held no time at all)
+        "training": {k: trained.get(k) for k in TIMED}
+        if (trained := record.get("training"))
+        else None,
     }
 
 
