@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -79,19 +80,44 @@ def map_batches(
             progress(min(i + BATCH_TEXTS, len(texts)))
         return out
     context = multiprocessing.get_context("forkserver")
+    _forkserver_deaf_to_ctrl_c()
     _WORKERS[0] = max(_WORKERS[0], workers)
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         pending: deque = deque()
-        for i in starts:
-            batch = list(texts[i : i + BATCH_TEXTS])
-            pending.append((i, pool.submit(_in_worker, fn, batch, args)))
-            if len(pending) >= 2 * workers:
-                j, done = pending.popleft()
+        try:
+            for i in starts:
+                batch = list(texts[i : i + BATCH_TEXTS])
+                pending.append((i, pool.submit(_in_worker, fn, batch, args)))
+                if len(pending) >= 2 * workers:
+                    j, done = pending.popleft()
+                    out[j : j + BATCH_TEXTS] = _received(done.result())
+                    progress(j + BATCH_TEXTS)
+            for j, done in pending:
                 out[j : j + BATCH_TEXTS] = _received(done.result())
-                progress(j + BATCH_TEXTS)
-        for j, done in pending:
-            out[j : j + BATCH_TEXTS] = _received(done.result())
+        except BaseException:  # Ctrl-C: what waits is dropped, a batch running ends
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return out
+
+
+def _forkserver_deaf_to_ctrl_c() -> None:
+    """Start this process's forkserver, if it is not running, with SIGINT ignored: Python then
+    leaves it ignored, and the forkserver gives its children (the workers) the disposition it
+    started with. A Ctrl-C reaches the whole process group, and a worker it reached while
+    importing tunelab (a second, for pydantic's models) printed its traceback under the data
+    step's one line; this process stops the pool itself. A Ctrl-C in the milliseconds of the
+    start is ignored."""
+    from multiprocessing import forkserver
+
+    try:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: leave it as it is
+        forkserver.ensure_running()
+        return
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def workers_started() -> int:
