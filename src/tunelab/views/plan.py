@@ -35,7 +35,8 @@ def plan(result: dict, console: Console) -> None:
     mark = "bold" if v["fit"] else "bold red"
     console.print(
         f"variants: [{mark}]{v['fit']:,}[/] fit, {v['hours_each']:g} h "
-        f"({v['seconds_each']:,.0f} s) each, {v['steps_each']} steps ({escape(v['steps_source'])})"
+        f"({_seconds(v['seconds_each'])} s) each, {v['steps_each']} steps "
+        f"({escape(v['steps_source'])})"
     )
     console.print(f"stop: {escape(v['stop_after'])}")
     console.print(_cost(result))
@@ -89,3 +90,9 @@ def _cost(result: dict) -> str:
         f"cost: {result['hours_total']:g} h × {result['price_per_hour']:g} per hour = "
         f"[bold]{result['cost']:,.2f}[/]"
     )
+
+
+def _seconds(s: float) -> str:
+    """Seconds as the plan's other lines give them: whole past 100, else to two decimals (it
+    read "0.002 h (8 s)" beside "8.33 s each")."""
+    return f"{s:,.0f}" if s >= 100 else f"{s:.2f}"

@@ -14,6 +14,7 @@ from tunelab.core.lab import open_records_lab
 from tunelab.core.store import Store, read_json
 from tunelab.stages.plan.records import PlanError
 from tunelab.stages.plan.rental import run_plan
+from tunelab.views.plan import _seconds
 from tunelab.views.plan import plan as show_plan
 from tunelab.views.plan import summary as show_summary
 
@@ -168,3 +169,15 @@ def test_a_runs_time_counts_from_its_process_start_where_the_cli_marked_it(tmp_p
     finally:
         env._COMMAND_STARTED.clear()
     assert timedelta(0) <= datetime.now(timezone.utc) - started < timedelta(hours=6)
+
+
+def test_a_run_at_another_global_batch_is_said_to_be_scaled(tmp_path):
+    """`4024 tokens per step (r006 ... at global batch 16)` for a run at batch 20 read as if it
+    had trained at 16; and a short variant read "0.002 h (8 s)" beside "8.33 s each"."""
+    reference(tmp_path)
+    lab = open_records_lab(tmp_path, {"training.global_batch": 32})
+    source = run_plan(lab, days=7)["based_on"]["figures"]["step_s"]["source"]
+    assert "(r001-lora training.tokens / training.steps at its global batch 16, scaled to 32)" in (
+        source
+    )
+    assert (_seconds(8.333), _seconds(3600.0)) == ("8.33", "3,600")

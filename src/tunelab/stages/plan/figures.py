@@ -54,10 +54,15 @@ def figures(
     fig: dict[str, tuple[float, str]] = {}
     warnings: list[str] = []
 
+    batch = (
+        f"at global batch {training.global_batch}"
+        if t["global_batch"] == training.global_batch
+        else f"at its global batch {t['global_batch']}, scaled to {training.global_batch}"
+    )
     fig["step_s"] = (
         per_step / tps,
-        f"{per_step:.0f} {unit} per step ({rid} training.tokens / training.steps at global "
-        f"batch {training.global_batch}) / {tps:.1f} {unit}/s",
+        f"{per_step:.0f} {unit} per step ({rid} training.tokens / training.steps {batch}) / "
+        f"{tps:.1f} {unit}/s",
     )
     wall = wall_seconds(run)
     if wall is None:
