@@ -12,10 +12,13 @@ from tunelab.data.split import Splits
 
 
 def across_sources(pairs: list[dict]) -> dict[str, int]:
-    """Duplicate pairs whose two rows come from different sources, by `a <-> b`: a mixture's
-    weights mean less where one source holds copies of another's rows."""
+    """Duplicate pairs whose two rows come from different sources, by `a <-> b` whichever side
+    each row is on (it counted `a <-> b` and `b <-> a` apart, which read as two things): a
+    mixture's weights mean less where one source holds copies of another's rows."""
     found = Counter(
-        f"{p['a']['source']} <-> {p['b']['source']}" for p in pairs if "source" in p["a"]
+        " <-> ".join(sorted((p["a"]["source"], p["b"]["source"])))
+        for p in pairs
+        if "source" in p["a"]
     )
     return dict(sorted(found.items()))
 

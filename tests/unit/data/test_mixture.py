@@ -154,3 +154,12 @@ def test_a_source_missing_from_validation_or_test_is_warned_of():
     splits["validation"] = rows(*["prose"] * 20, *["code"] * 4)
     (few,) = sources_missing(splits, by_ratio)
     assert few.startswith("source(s) with fewer than 20 validation documents (code 4)")
+
+
+def test_copies_across_two_sources_are_one_count_whichever_side_each_row_is_on():
+    """`a <-> b 14, b <-> a 26` read as two things."""
+    from tunelab.data.source_summary import across_sources
+
+    pairs = [{"a": {"source": "a"}, "b": {"source": "b"}}] * 2
+    pairs += [{"a": {"source": "b"}, "b": {"source": "a"}}] * 3 + [{"a": {}, "b": {}}]
+    assert across_sources(pairs) == {"a <-> b": 5}
