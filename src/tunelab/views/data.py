@@ -118,7 +118,7 @@ def data(report: dict, console: Console) -> None:
             action = "train copy removed"
         console.print(
             f"    e.g. {short_id(example['a']['id'])} ~ {short_id(example['b']['id'])} "
-            f"({example['kind']}, similarity {example['similarity']}, {action}): "
+            f"({example['kind']}, estimated similarity {example['similarity']}, {action}): "
             f"{escape(repr(example['snippet']))}"
         )
     if dups.get("pairs_file"):

@@ -149,3 +149,17 @@ def test_the_cost_line_says_how_many_signature_workers_each_peak_is_for(tmp_path
     with out.capture() as seen:
         data_view(report, out)
     assert "peak memory 0.32 GiB (+ 0.23 GiB in each of 2 signature workers)" in seen.get()
+
+
+def test_a_near_pairs_similarity_is_called_an_estimate(tmp_path):
+    """A near pair at "similarity 1.0" left a reader asking why it was not exact: MinHash
+    estimates it."""
+    words = " ".join(f"w{i}" for i in range(40))
+    rows = [*animal_rows(), {"text": words, "label": "cat"}]
+    rows.append({"text": words.replace("w20", "w20,"), "label": "cat"})  # other words, alike
+    write_rows(tmp_path / "data" / "rows.jsonl", rows)
+    report = build(tmp_path, make_spec(JSONL))
+    out = console()
+    with out.capture() as seen:
+        data_view(report, out)
+    assert "estimated similarity" in seen.get()
