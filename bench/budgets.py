@@ -28,10 +28,10 @@ Expected output (every value in <angle brackets> is a placeholder, not a measure
     | demo classification | <m:ss> | 10:00 | <yes|NO> | <GiB> | 0 |
     ...
     | make test (lint + both suites) | <m:ss> | 30:00 | <yes|NO> | | |
-    demo classification by section (numbered as in its log): 0 <m:ss>, 1 <m:ss>, ...
+    demo classification by section (numbered as in its log): set-up <m:ss>, 1 <m:ss>, ...
 
-The last lines say where each demo's time went, from the demo's own ending ("done in … (by
-section: …)"): section 0 is its set-up, the others are numbered as its report numbers them.
+The last lines say where each demo's time went, from the demo's own ending ("done in … (m:ss
+by section: …)"): first its set-up, then the sections numbered as its report numbers them.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def timed(
     return row
 
 
-BY_SECTION = re.compile(r"done in [\d.]+ min \(by section: ([^)]*)\)")
+BY_SECTION = re.compile(r"done in [\d.]+ min \((?:m:ss )?by section: ([^)]*)\)")
 """A demo's ending, which gives its time by section."""
 
 

@@ -55,8 +55,12 @@ class DemoReport:
         ended = time.perf_counter()
         sections = section_times(self.started, self.begun, ended)
         self.out.print(Rule())
-        by_section = ", ".join(f"{s['n']} {_mmss(s['seconds'])}" for s in sections)
-        self.out.print(f"done in {(ended - self.started) / 60:.1f} min (by section: {by_section}).")
+        by_section = ", ".join(
+            f"{s['n'] or s['title']} {_mmss(s['seconds'])}" for s in sections
+        )  # section 0, never shown as one, is the set-up before the first
+        self.out.print(
+            f"done in {(ended - self.started) / 60:.1f} min (m:ss by section: {by_section})."
+        )
         lab = shlex.quote(str(self.lab.path))
         hints = ", ".join(f"`tunelab {c} --lab {lab}`" for c in explore)
         self.out.print(f"Explore it: {hints}.")

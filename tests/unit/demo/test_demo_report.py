@@ -36,7 +36,8 @@ def test_the_ending_prints_and_returns_the_times_by_section(monkeypatch):
     result = report.finish("runs")
     text = out.export_text()
     assert "1. The data" in text and "2. The handover" in text
-    assert "done in 5.2 min (by section: 0 0:10, 1 1:00, 2 4:00)." in text
+    # section 0 is the set-up, and the times say their unit (it read "by section: 0 0:10")
+    assert "done in 5.2 min (m:ss by section: set-up 0:10, 1 1:00, 2 4:00)." in text
     assert "Explore it: `tunelab runs --lab lab`." in text
     assert result["seconds"] == 310.0
     assert [s["seconds"] for s in result["sections"]] == [10.0, 59.6, 240.4]
