@@ -288,24 +288,21 @@ def broken_runs(store, result: dict) -> list[str]:
 
 
 def cut_note(lab) -> str | None:
-    """For an encoder lab whose validation texts run past `model.max_length`: that the model
-    reads only their beginnings (the classification demo's articles are all cut to 128 tokens,
-    which its report first said at the handover)."""
+    """Where validation inputs run past `model.max_length`: that the model reads only their
+    beginnings (the classification demo's articles are all cut to 128 tokens, which its report
+    first said at the handover), counted as the bundle counts them (`bundle.truncation`)."""
     from tunelab.modeling.model import load_tokenizer
-    from tunelab.modeling.render import encode_classification
+    from tunelab.stages.export.bundle import truncation
 
     spec, version = lab.spec, lab.data_version
-    if spec.images or spec.model_kind != "encoder":
-        return None
-    rows = lab.store.read_split(version, "validation")
-    labels = lab.store.data_manifest(version)["labels"]
+    rows = {r["id"]: r for r in lab.store.read_split(version, "validation")}
+    manifest = lab.store.data_manifest(version)
     tokenizer = load_tokenizer(spec.model, lab.path, version)
-    encoded = encode_classification(tokenizer, rows, labels, spec.model.max_length)
-    cut = sum(e.truncated for e in encoded)
-    if not cut:
+    cut = truncation(spec, lab, manifest, rows, tokenizer)
+    if not cut or not cut["truncated"]:
         return None
     return (
         f"The model reads at most {spec.model.max_length} tokens of a text (model.max_length): "
-        f"{cut:,} of {len(rows):,} validation texts are longer, so every score below is of "
-        "their beginnings."
+        f"{cut['truncated']:,} of {cut['n']:,} validation texts are longer, so every score "
+        "below is of their beginnings."
     )

@@ -69,10 +69,7 @@ def require_positions(lab) -> None:
     """Refuse a spec whose sequences can be longer than the base model's positions (a model
     built from scratch is built with `model.max_length`'s; a GGUF file is not read here)."""
     spec = lab.spec
-    if spec.model.scratch or spec.images:
-        return
-    folder = model_folder(spec.model, lab.path)
-    limit = position_limit(folder) if folder else None
+    folder, limit = _base_limit(lab)
     if limit is None:
         return
     scored = 0
@@ -121,11 +118,7 @@ def _fix(lab, advice: str) -> str:
 def require_length(lab, tokens: int, option: str) -> None:
     """Refuse a length given on the command line (`size --seq-len`) that is more than the base
     model's positions, before any model loads (it failed in the probe with torch's own words)."""
-    spec = lab.spec
-    if spec.model.scratch or spec.images:
-        return
-    folder = model_folder(spec.model, lab.path)
-    limit = position_limit(folder) if folder else None
+    folder, limit = _base_limit(lab)
     if limit is not None and tokens > limit[1]:
         key, value = limit
         raise PositionsError(
@@ -133,3 +126,12 @@ def require_length(lab, tokens: int, option: str) -> None:
             f"{folder / 'config.json'}): a longer sequence fails inside the model. Give "
             f"{option} {value} or less."
         )
+
+
+def _base_limit(lab) -> tuple[Path | None, tuple[str, int] | None]:
+    """The base model's folder and its table of positions (`position_limit`), or None where
+    there is none to run past (a model built from scratch, an image model, a rotary one)."""
+    if lab.spec.model.scratch or lab.spec.images:
+        return None, None
+    folder = model_folder(lab.spec.model, lab.path)
+    return folder, position_limit(folder) if folder else None

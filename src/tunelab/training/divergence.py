@@ -53,14 +53,12 @@ def training_changes(model) -> str:
     `step.train_mode` keeps frozen ones on their running statistics)."""
     import torch
 
+    from tunelab.training.step import is_batch_norm, trains
+
     parts = []
     if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
         parts.append("dropout")
-    if any(
-        isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
-        and any(q.requires_grad for q in m.parameters(recurse=False))
-        for m in model.modules()
-    ):
+    if any(is_batch_norm(m) and trains(m) for m in model.modules()):
         parts.append("batch normalisation on each batch's own statistics")
     return " and ".join(parts) or "training mode"
 

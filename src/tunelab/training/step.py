@@ -159,11 +159,18 @@ def train_mode(model: torch.nn.Module) -> torch.nn.Module:
     output in this process and another once reloaded on the base."""
     model.train()
     for module in model.modules():
-        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and not any(
-            p.requires_grad for p in module.parameters(recurse=False)
-        ):
+        if is_batch_norm(module) and not trains(module):
             module.eval()
     return model
+
+
+def is_batch_norm(module: torch.nn.Module) -> bool:
+    return isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
+
+
+def trains(module: torch.nn.Module) -> bool:
+    """Whether any of `module`'s own weights train (its children's not counted)."""
+    return any(p.requires_grad for p in module.parameters(recurse=False))
 
 
 def make_optimizer(

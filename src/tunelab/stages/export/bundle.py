@@ -231,7 +231,7 @@ def _write_bundle(
             comparison,
             predictions,
             val_rows,
-            _truncation(spec, lab, manifest, val_rows, tokenizer),
+            truncation(spec, lab, manifest, val_rows, tokenizer),
         ),
         "merge_check": None,
     }
@@ -290,7 +290,7 @@ def _inline_schema(spec, load_schema, lab_path: Path) -> dict:
     return {"json_schema": schema} if schema is not None else {}
 
 
-def _truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict | None:
+def truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict | None:
     """Validation inputs cut to fit `model.max_length`, as the trainer renders them (a
     language model's documents are scored in windows, never cut)."""
     from tunelab.modeling.render import encode_classification, make_renderer

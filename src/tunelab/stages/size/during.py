@@ -79,10 +79,11 @@ def validation_pass(model, args: dict[str, Any], device, examples: list) -> floa
 # --- the size record's section -------------------------------------------------------------------
 
 
-def section(during: During | None, estimate: dict, measured: dict) -> dict | None:
+def section(during: During | None, estimate: dict, probe: dict, peak_mb: float) -> dict | None:
     """What `size` records of them: keep best's copy and the validation pass as estimated (MiB),
-    beside the plain probe's measured peak of its steps alone and with the pass (`measured`:
-    the probe's result)."""
+    beside the plain probe's measured peak of its steps alone (`probe`: its result) and with
+    the pass (`peak_mb`, as `measure.peak_of` reads it)."""
+    step_mb = probe.get("step_peak_mb")
     if during is None:
         return None
     mib = 2**20
@@ -100,10 +101,6 @@ def section(during: During | None, estimate: dict, measured: dict) -> dict | Non
             if peak
             else None
         ),
-        "measured_step_peak_mb": _round(measured.get("step_peak_mb")),
-        "measured_peak_mb": _round(measured.get("cuda_peak_allocated_mb", measured["peak_rss_mb"])),
+        "measured_step_peak_mb": None if step_mb is None else round(step_mb, 1),
+        "measured_peak_mb": peak_mb,
     }
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 1)

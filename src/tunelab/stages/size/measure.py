@@ -337,7 +337,7 @@ def _measured(
         "measured": {k2: v for k2, v in plain["probe"].items() if not isinstance(v, list | dict)},
         "measured_peak_mb": plain["measured_peak_mb"],
         "error_pct": plain["error_pct"],
-        "during_training": section(during, main, plain["probe"]),
+        "during_training": section(during, main, plain["probe"], plain["measured_peak_mb"]),
         "variants": [{k2: v for k2, v in x.items() if k2 != "probe"} for x in variants],
         "gradient_check": check,
         "calibration": calibration,

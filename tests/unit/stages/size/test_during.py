@@ -45,9 +45,9 @@ def test_a_large_evaluation_batch_makes_the_validation_pass_the_runs_peak():
     v = large["phases"]["validation"]
     assert v >= 64 * 32 * BIG_VOCAB.vocab * 4 * 2  # the logits and their log-softmax at least
     assert large["phases"]["forward_and_loss"] == small["phases"]["forward_and_loss"]
-    out = section(During(False, 64), large, {"peak_rss_mb": 1.0, "step_peak_mb": 0.5})
+    out = section(During(False, 64), large, {"step_peak_mb": 0.5}, 1.0)
     assert out["validation_is_peak"] and "evaluation.batch_size" in out["advice"]
-    assert section(None, large, {}) is None
+    assert section(None, large, {}, 0.0) is None
 
 
 def test_the_validation_pass_runs_without_autocast_in_the_weights_dtype():
@@ -115,7 +115,7 @@ def test_the_probe_measures_the_validation_pass_beside_its_estimate(tiny_llama):
     measured = r["peak_rss_mb"] - r["step_peak_mb"]
     assert 0.5 * estimated <= measured <= 1.25 * estimated, (estimated, measured)
     out = Console(file=io.StringIO(), width=200)
-    view._during(section(during, e, r), out)
+    view._during(section(during, e, r, r["peak_rss_mb"]), out)
     text = " ".join(out.file.getvalue().split())
     assert "keep: best holds a second copy" in text and "evaluation.batch_size 512" in text
     assert "the steps alone" in text and "a smaller evaluation.batch_size" in text
