@@ -10,15 +10,15 @@ folder and checked by their hashes the same way (`modeling.scratch_identity.base
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.exports import BUNDLE_FILE
+from tunelab.core.files import DamagedFile, read_json
 from tunelab.core.layout import CACHE, STORE_DIR
 from tunelab.core.sums import require_plain
 
-BUNDLE_FILE = "tunelab.json"
 SCRATCH_BASE = "base"
 """The folder of a scratch model's bundle that holds its base: `config.json` and
 `tokenizer/`."""
@@ -35,7 +35,17 @@ def read_bundle(bundle: Path) -> dict:
         raise TunelabError(f"{bundle}: {what}; give the path of a bundle `export` wrote.")
     if not path.exists():
         raise TunelabError(f"{bundle}: no {BUNDLE_FILE}; this is not a tunelab bundle.")
-    return json.loads(path.read_text(encoding="utf-8"))
+    again = "export the run again (`tunelab export RUN --lab LAB`) or take an undamaged copy"
+    try:
+        info = read_json(path)
+    except DamagedFile as err:  # fsck, which DamagedFile points to, checks labs, not bundles
+        raise TunelabError(f"{path}: {err.why}: the bundle was damaged; {again}") from None
+    if not isinstance(info, dict) or not isinstance(info.get("base_model"), dict):
+        raise TunelabError(
+            f"{path}: not what `tunelab export` writes (no base_model record); give the folder "
+            f"`export` wrote, or {again}"
+        )
+    return info
 
 
 def is_scratch(info: dict) -> bool:

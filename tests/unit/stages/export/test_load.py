@@ -1,0 +1,30 @@
+"""A bundle's own record, `tunelab.json`, read before anything loads: a damaged or foreign one
+is the user's to mend (exit 2, the file named), not an internal error."""
+
+import json
+
+import pytest
+
+from tunelab.cli import main
+from tunelab.core.errors import TunelabError
+from tunelab.stages.export.load import read_bundle
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"run": "r002-lora", "base_', "the bundle was damaged"),  # cut short
+        ('{"run": "r002-lora"}', "no base_model record"),  # another tool's file
+        ("[1, 2]", "no base_model record"),
+    ],
+)
+def test_a_damaged_or_foreign_record_is_named_with_what_to_do(tmp_path, capsys, text, said):
+    (tmp_path / "tunelab.json").write_text(text)
+    with pytest.raises(TunelabError) as raised:
+        read_bundle(tmp_path)
+    message = str(raised.value)
+    assert str(tmp_path / "tunelab.json") in message and said in message
+    assert "tunelab export" in message
+    assert main(["verify", str(tmp_path), "--json"]) == 2  # it was exit 1, "internal error"
+    error = json.loads(capsys.readouterr().out)
+    assert error["internal"] is False and said in error["error"]
