@@ -184,6 +184,7 @@ class DamagedFile(TunelabError):
     """A JSON file tunelab wrote that no longer reads: cut short or edited by hand."""
 
     def __init__(self, path: Path, err: ValueError, line: int | None = None):
+        self.path = path
         where = f"{path}:{line}" if line else str(path)
         why = f"{err.msg} at line {err.lineno} column {err.colno}" if hasattr(err, "msg") else err
         self.why = f"not readable JSON ({why})"

@@ -16,6 +16,7 @@ import torch
 
 from tunelab.core.digest import sha256_json
 from tunelab.core.env import PLATFORM_PACKAGES, device_of
+from tunelab.core.files import DamagedFile, read_json
 from tunelab.core.lab import Lab
 from tunelab.core.layout import CHECKS
 from tunelab.core.spec import Spec
@@ -66,7 +67,9 @@ def wiring(spec: Spec) -> dict:
     return keyed
 
 
-def spec_hash(spec: Spec) -> str:
+def wiring_hash(spec: Spec) -> str:
+    """The key of a check of `spec`: the hash of its `wiring` (a size record's `spec_hash` is
+    another key: the whole spec's)."""
     return sha256_json(wiring(spec))
 
 
@@ -75,21 +78,27 @@ def checks_dir(store: Store) -> Path:
 
 
 def check_path(store: Store, spec: Spec, data_version: str) -> Path:
-    return checks_dir(store) / f"{data_version}-{spec_hash(spec)[:12]}.json"
+    return checks_dir(store) / f"{data_version}-{wiring_hash(spec)[:12]}.json"
 
 
 def latest_check(store: Store, spec: Spec, data_version: str) -> dict | None:
-    """The newest check of this spec (as `spec_hash` sees it) on this data version, or None."""
+    """The newest check of this spec (as `wiring_hash` sees it) on this data version, or None;
+    a record that no longer reads raises DamagedFile."""
     path = check_path(store, spec, data_version)
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    return read_json(path) if path.exists() else None
 
 
 def newest_check_of(store: Store, data_version: str) -> dict | None:
-    """The newest check of any spec on this data version, or None."""
+    """The newest check of any spec on this data version, or None; a record that no longer
+    reads checked nothing that can be shown, so it is passed over."""
     folder = checks_dir(store)
-    paths = folder.glob(f"{data_version}-*.json") if folder.is_dir() else []
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
-    records = [r for r in records if r.get("data_version") == data_version]
+    records = []
+    for path in folder.glob(f"{data_version}-*.json") if folder.is_dir() else []:
+        try:
+            records.append(read_json(path))
+        except (OSError, DamagedFile):
+            continue
+    records = [r for r in records if isinstance(r, dict) and r.get("data_version") == data_version]
     return max(records, key=lambda r: r.get("created") or "", default=None)
 
 
@@ -107,7 +116,13 @@ def platform_of(device: torch.device) -> dict:
 def check_status(lab: Lab, data_version: str) -> dict:
     """For `tunelab run`: the check of this spec and data version; `warning` is None only when
     it passed on this platform."""
-    check = latest_check(lab.store, lab.spec, data_version) or _but_strategy(lab, data_version)
+    try:
+        check = latest_check(lab.store, lab.spec, data_version)
+    except DamagedFile as err:  # a check is redone in minutes: say so, as for a missing one
+        shown = Path(err.path).relative_to(lab.store.lab)
+        warning = f"the record of this spec's check, {shown}, is {err.why}: run `tunelab check`"
+        return {"file": None, "passed": None, "warning": f"{warning} again"}
+    check = check or _but_strategy(lab, data_version)
     if check is None:
         return {"file": None, "passed": None, "warning": _unchecked(lab, data_version)}
     status = {"file": check["file"], "passed": check["passed"], "warning": None}

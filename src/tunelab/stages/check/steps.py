@@ -57,8 +57,8 @@ from tunelab.stages.check.record import (
     check_status,
     item,
     platform_of,
-    spec_hash,
     wiring,
+    wiring_hash,
 )
 from tunelab.stages.check.reload import evaluation_step, reload_step
 from tunelab.stages.check.update import (
@@ -100,7 +100,7 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
     return the checklist."""
     start = time.perf_counter()
     spec, store = lab.spec, lab.store
-    version, key = lab.data_version, spec_hash(spec)
+    version, key = lab.data_version, wiring_hash(spec)
     path = check_path(store, spec, version)
     ctx: dict = {
         "lab": lab,

@@ -98,7 +98,7 @@ def same_device(target: str, measured: dict) -> bool:
     return want.split(":")[0] == measured.get("type") or (bool(want) and f" {want} " in f" {name} ")
 
 
-def latest_check(store: Store, device_type: str) -> dict | None:
+def newest_check_on(store: Store, device_type: str) -> dict | None:
     """The newest check record measured on `device_type` (`env.device.type`)."""
     return _newest(_records(store, CHECKS), lambda r: _device_type(r) == device_type)
 

@@ -25,8 +25,8 @@ from tunelab.stages.plan.measured_step import require_measured_step, same_model
 from tunelab.stages.plan.records import (
     PlanError,
     finished_exports,
-    latest_check,
     latest_size,
+    newest_check_on,
     reference_run,
     same_device,
 )
@@ -71,7 +71,7 @@ def run_plan(
     # a run named with no what-if is planned as it trained (the demos' handed-over run)
     named_as_is = run_id is not None and not lab.overrides
     speed_warnings = [] if named_as_is else require_measured_step(run, planned, tokens_per_second)
-    check = latest_check(store, measured["type"])
+    check = newest_check_on(store, measured["type"])
     size = latest_size(store, measured["type"])
     fig = figures(run, check, finished_exports(store), counts, lab.spec.training, tokens_per_second)
     seeds = lab.spec.training.replicates

@@ -14,8 +14,8 @@ from tunelab.stages.check.record import (
     check_path,
     check_status,
     platform_of,
-    spec_hash,
     wiring,
+    wiring_hash,
 )
 
 VERSION = "v1"
@@ -32,7 +32,7 @@ def write_check(lab, passed: bool = True, keep_wiring: bool = True) -> dict:
         "passed": passed,
         "failed": [] if passed else ["targets"],
         "data_version": VERSION,
-        "spec_hash": spec_hash(lab.spec),
+        "spec_hash": wiring_hash(lab.spec),
         "file": str(path.relative_to(lab.store.lab)),
         "platform": platform_of(lab.device),
         "created": now(),
@@ -74,17 +74,17 @@ def test_every_training_field_is_in_the_key_or_listed_as_quality_only(make_lab):
 )
 def test_a_switch_that_changes_the_code_changes_the_key(make_lab, change):
     path = make_lab()
-    assert spec_hash(lab_at(path, change).spec) != spec_hash(lab_at(path).spec)
+    assert wiring_hash(lab_at(path, change).spec) != wiring_hash(lab_at(path).spec)
 
 
 def test_packing_changes_the_key(make_extraction_lab):
     path = make_extraction_lab()  # packing needs a causal LM
-    assert spec_hash(lab_at(path, "training.packing=true").spec) != spec_hash(lab_at(path).spec)
+    assert wiring_hash(lab_at(path, "training.packing=true").spec) != wiring_hash(lab_at(path).spec)
 
 
 def test_quality_only_fields_leave_the_key_alone(make_lab):
     path = make_lab()
-    same = spec_hash(lab_at(path, "training.checkpoint_every=5").spec)
+    same = wiring_hash(lab_at(path, "training.checkpoint_every=5").spec)
     changed = [
         "training.lr=1e-3",
         "training.weight_decay=0.1",
@@ -100,7 +100,7 @@ def test_quality_only_fields_leave_the_key_alone(make_lab):
         "hypothesis.min_effect=0.5",
         "compass.why=another sentence",
     ]
-    assert spec_hash(lab_at(path, *changed).spec) == same
+    assert wiring_hash(lab_at(path, *changed).spec) == same
 
 
 def test_a_check_without_packing_warns_a_packed_run_and_names_the_switch(make_extraction_lab):
@@ -160,3 +160,19 @@ def test_run_status_without_a_check_after_a_failed_one_or_from_another_platform(
     record = write_check(lab) | {"platform": {"device": "cuda"}}
     atomic_write_json(check_path(lab.store, lab.spec, VERSION), record)
     assert "another platform" in check_status(lab, VERSION)["warning"]
+
+
+def test_a_damaged_check_record_warns_the_run_to_check_again(make_lab):
+    """A check record cut short (a full disk, a hand edit) made `tunelab run` an internal
+    error (JSONDecodeError): a check is redone in minutes, so `run` says so, as for none."""
+    lab = lab_at(make_lab())
+    write_check(lab)
+    path = check_path(lab.store, lab.spec, VERSION)
+    path.write_text(path.read_text()[:40])
+    status = check_status(lab, VERSION)
+    assert status["passed"] is None and str(path.relative_to(lab.store.lab)) in status["warning"]
+    assert "not readable JSON" in status["warning"]
+    assert status["warning"].endswith("run `tunelab check` again")
+    # another spec's damaged record is passed over when naming what the newest check covered
+    other = lab_at(lab.store.lab, "training.compile=true")
+    assert "no `tunelab check` has run" in check_status(other, VERSION)["warning"]
