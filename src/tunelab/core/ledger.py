@@ -86,9 +86,11 @@ def effective_status(record: dict, run_dir: Path) -> str:
     proc = record.get("process", {})
     if proc.get("host") == socket.gethostname() and not _alive(proc.get("pid")):
         return "lost"
-    beat = run_dir / HEARTBEAT
-    last = json.loads(beat.read_text())["time"] if beat.exists() else record["updated"]
-    age = datetime.now(timezone.utc) - datetime.fromisoformat(last)
+    last = (_heartbeat(run_dir) or {}).get("time") or record["updated"]
+    try:
+        age = datetime.now(timezone.utc) - datetime.fromisoformat(last)
+    except (TypeError, ValueError):  # a heartbeat edited by hand: judged by the record's time
+        age = datetime.now(timezone.utc) - datetime.fromisoformat(record["updated"])
     return "lost" if age.total_seconds() > STALE_SECONDS else "running"
 
 
@@ -225,13 +227,22 @@ def summary(record: dict, run_dir: Path) -> dict:
     }
 
 
-def _last_beat(run_dir: Path) -> dict | None:
-    """Where a running run was at its last heartbeat: step, of how many, loss, time."""
+def _heartbeat(run_dir: Path) -> dict | None:
+    """A running run's heartbeat, or None where there is none or it does not read (a disk that
+    filled as it was written): the record's own `updated` time stands in for it."""
     try:
         beat = json.loads((run_dir / HEARTBEAT).read_text())
     except (OSError, ValueError):
         return None
-    return {k: beat.get(k) for k in ("step", "of", "loss", "time")} if "of" in beat else None
+    return beat if isinstance(beat, dict) else None
+
+
+def _last_beat(run_dir: Path) -> dict | None:
+    """Where a running run was at its last heartbeat: step, of how many, loss, time."""
+    beat = _heartbeat(run_dir)
+    return (
+        {k: beat.get(k) for k in ("step", "of", "loss", "time")} if beat and "of" in beat else None
+    )
 
 
 def listing(store) -> list[dict]:

@@ -119,3 +119,14 @@ def test_a_record_that_cannot_be_written_does_not_hide_the_error(lab, monkeypatc
         raise RuntimeError("first")
     monkeypatch.undo()
     assert on_disk(lab, record)["status"] == "running"  # shown as lost, never half-written
+
+
+@pytest.mark.parametrize("beat", ['{"step": 3, "of": 10, "ti', '{"time": "yesterday"}', "[]"])
+def test_a_damaged_heartbeat_falls_back_to_the_record_s_time(lab, beat):
+    """A heartbeat cut short (a disk that filled as it was written) made `tunelab runs` an
+    internal error (JSONDecodeError): the record's own time judges the run instead."""
+    record = opened(lab) | {"updated": "2020-01-01T00:00:00+00:00"}  # long ago: lost
+    run_dir = lab.store.runs_dir / record["id"]
+    (run_dir / ledger.HEARTBEAT).write_text(beat)
+    assert ledger.effective_status(record, run_dir) == "lost"
+    assert ledger.effective_status(record | {"updated": ledger.now()}, run_dir) == "running"
