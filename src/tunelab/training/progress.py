@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from tunelab.core.durations import clock
+
 LINE_EVERY_S = 30.0
 """A plain progress line at most this often (the first step and the last always have one)."""
 
@@ -66,14 +68,8 @@ def _lines(console: Console, steps: int, done: int, unit: str) -> Show:
         left = (now - start) / (step - done) * (steps - step) if step > done else 0.0
         console.print(
             f"train: step {step}/{steps}, loss {loss:.4f}, {per_second:,.0f} {unit}"
-            + (f", about {_duration(left)} left" if step < steps else ", done"),
+            + (f", about {clock(left)} left" if step < steps else ", done"),
             highlight=False,
         )
 
     return show
-
-
-def _duration(seconds: float) -> str:
-    minutes, s = divmod(round(seconds), 60)
-    hours, m = divmod(minutes, 60)
-    return f"{hours}:{m:02d}:{s:02d}" if hours else f"{m}:{s:02d}"

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tunelab.core.durations import seconds
+
 
 def plan(result: dict, console: Console) -> None:
     """The phases as a timeline, where to stop the experiments, the cost, the warnings, and
@@ -35,7 +37,7 @@ def plan(result: dict, console: Console) -> None:
     mark = "bold" if v["fit"] else "bold red"
     console.print(
         f"variants: [{mark}]{v['fit']:,}[/] fit, {v['hours_each']:g} h "
-        f"({_seconds(v['seconds_each'])} s) each, {v['steps_each']} steps "
+        f"({seconds(v['seconds_each'], hours=False)}) each, {v['steps_each']} steps "
         f"({escape(v['steps_source'])})"
     )
     console.print(f"stop: {escape(v['stop_after'])}")
@@ -58,7 +60,7 @@ def summary(result: dict, console: Console) -> None:
         f"[bold]plan {result['id']}[/]: a {result['days']}-day rental on "
         f"{escape(result['device'])} at {result['based_on']['run']['id']}'s measured "
         f"{t['tokens_per_s']:,.0f} {t.get('unit', 'tokens')}/s, so one variant of "
-        f"{v['steps_each']} steps takes {v['seconds_each']:,.0f} s{_split(v)}"
+        f"{v['steps_each']} steps takes {seconds(v['seconds_each'], hours=False)}{_split(v)}"
     )
     phases = " · ".join(f"{p['name']} {p['hours']:g} h" for p in result["phases"])
     console.print(f"  {phases}")
@@ -80,7 +82,8 @@ def _split(v: dict) -> str:
     rest = v.get("overhead_each")
     if rest is None:
         return ""
-    return f" ({v['seconds_each'] - rest:,.0f} s training, {rest:,.0f} s evaluating and saving)"
+    training = seconds(v["seconds_each"] - rest, hours=False)
+    return f" ({training} training, {seconds(rest, hours=False)} evaluating and saving)"
 
 
 def _cost(result: dict) -> str:
@@ -90,9 +93,3 @@ def _cost(result: dict) -> str:
         f"cost: {result['hours_total']:g} h × {result['price_per_hour']:g} per hour = "
         f"[bold]{result['cost']:,.2f}[/]"
     )
-
-
-def _seconds(s: float) -> str:
-    """Seconds as the plan's other lines give them: whole past 100, else to two decimals (it
-    read "0.002 h (8 s)" beside "8.33 s each")."""
-    return f"{s:,.0f}" if s >= 100 else f"{s:.2f}"

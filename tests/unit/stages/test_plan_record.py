@@ -10,11 +10,11 @@ import pytest
 from rich.console import Console
 from test_plan import add_check, add_run, make_lab, reference
 
+from tunelab.core.durations import seconds
 from tunelab.core.lab import open_records_lab
 from tunelab.core.store import Store, read_json
 from tunelab.stages.plan.records import PlanError
 from tunelab.stages.plan.rental import run_plan
-from tunelab.views.plan import _seconds
 from tunelab.views.plan import plan as show_plan
 from tunelab.views.plan import summary as show_summary
 
@@ -64,7 +64,7 @@ def test_the_summary_shows_the_phases_stop_and_warnings_in_a_few_lines(tmp_path)
         "  initial checks 1.25 h · experiments 610 h · evaluation 0.5 h · recovery buffer 108 h"
         " · export and verify 0.25 h"
     )
-    assert lines[2].startswith("  stop: 610 variants of 100 steps (3,600 s (1 h) each): start")
+    assert lines[2].startswith("  stop: 610 variants of 100 steps (3,600 s each): start")
     assert lines[3] == "  cost: 720 h × 2.5 per hour = 1,800.00"
     assert [x for x in lines if x.startswith("  warning")] == [
         f"  warning {w}" for w in record["warnings"]
@@ -180,4 +180,9 @@ def test_a_run_at_another_global_batch_is_said_to_be_scaled(tmp_path):
     assert "(r001-lora training.tokens / training.steps at its global batch 16, scaled to 32)" in (
         source
     )
-    assert (_seconds(8.333), _seconds(3600.0)) == ("8.33", "3,600")
+    # the plan's lines give one variant's seconds by one rule (tests/unit/core/test_durations.py)
+    record = run_plan(lab, days=7)
+    out = io.StringIO()
+    show_plan(record, Console(file=out, width=400))
+    shown = seconds(record["variants"]["seconds_each"], hours=False)
+    assert f"({shown}) each" in out.getvalue() and f"({shown} each)" in out.getvalue()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from tunelab.core.durations import seconds
 from tunelab.stages.plan.records import PlanError
 
 SETUP_S = 3600.0
@@ -106,9 +107,9 @@ def _variants(fit: int, fig: dict, experiments: dict) -> dict:
     steps = fig["steps"]
     if fit:
         stop = (
-            f"{_count(fit)} of {steps} steps ({seconds(each)} each): start the last by "
-            f"hour {last:.2f} so it ends by hour {end:g}, then stop, `tunelab compare`, and "
-            "choose one run on validation for the final"
+            f"{_count(fit)} of {steps} steps ({seconds(each, hours=False)} each): start the "
+            f"last by hour {last:.2f} so it ends by hour {end:g}, then stop, `tunelab compare`, "
+            "and choose one run on validation for the final"
         )
     else:
         stop = "no variant of the current budget fits: lower training.budget or rent longer"
@@ -163,12 +164,6 @@ def _based_on(name: str, s: dict, src: dict, rule_s: float) -> str:
         f"reload_s) = {seconds(rule_s)}; " + f("variant_s", "reload_s"),
         "export and verify": f("export_s", "verify_s"),
     }[name]
-
-
-def seconds(x: float) -> str:
-    """A duration for a sentence: `0.025 s`, `9.39 s`, `1,200 s`, `90,720 s (25.2 h)`."""
-    text = f"{x:,.0f} s" if x >= 1000 else f"{x:.3g} s"
-    return f"{text} ({x / 3600:.3g} h)" if x >= 3600 else text
 
 
 def _warnings(q: dict, rule_q: int, fit: int, variants: dict, experiments: dict) -> list[str]:
