@@ -90,7 +90,7 @@ def shrink(lab: Path) -> None:
     spec["task"]["sequence_length"] = 48
     spec["data"]["split"] = {"train": 0.7, "validation": 0.2, "test": 0.1, "seed": 0}
     spec["data"]["dedup"] = {"near": False}
-    spec["model"]["max_length"] = 64
+    spec["model"]["max_length"] = 48  # scored as it trains (inspect warns otherwise)
     spec["model"]["arch"] |= {
         "hidden_size": 32,
         "num_hidden_layers": 2,
@@ -120,6 +120,13 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert code == 0, seen
     assert seen["summary"]["packing"]["sequence_length"] == 48 and seen["findings"] == []
     assert {e["category"] for e in seen["examples"]} == {"prose", "code"}
+    # trained on 8 tokens, scored in windows of 64: positions never trained at, said
+    code, short = tl(capsys, "inspect", *where, "task.sequence_length=8")
+    assert code == 0, short
+    (past,) = short["findings"]
+    assert past["code"] == "scored_past_trained_length" and not past["blocking"]
+    assert 0 < past["count"] <= data["splits"]["validation"]["n"]
+    assert "set model.max_length=8 to score at the trained length" in past["message"]
     code, baseline = tl(capsys, "baseline", *where)
     assert code == 0, baseline
     (zero,) = baseline["runs"]

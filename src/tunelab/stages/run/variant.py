@@ -36,7 +36,7 @@ from tunelab.modeling.pooling import pooling_note
 from tunelab.modeling.render import lab_renderer
 from tunelab.modeling.saved import save_trained
 from tunelab.stages.check.record import check_status
-from tunelab.stages.inspection import blocking, training_findings
+from tunelab.stages.inspection import blocking, scored_past_training, training_findings
 from tunelab.stages.run.diff import (
     check_one_change,
     derived_changes,
@@ -77,6 +77,7 @@ def prepare(lab: Lab, version: str, allow_warnings: str | None = None):
     if lab.spec.data.fields.conversations:  # only a chat template can refuse a turn
         renderer.require_prompts(lab.store.read_split(version, "validation"), "validation")
     findings = training_findings(renderer, train_rows, rejected, lab.spec.evaluation.max_new_tokens)
+    findings += scored_past_training(lab, version, renderer)
     if blocking(findings) and not allow_warnings:
         named = {r["id"]: row_name(r) for r in train_rows}  # where each row came from
         raise BlockedError(
