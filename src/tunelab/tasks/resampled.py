@@ -15,6 +15,15 @@ import numpy as np
 RESAMPLES = 2000
 """Resamples of a percentile bootstrap (the same count `compare` draws)."""
 
+UNSEEN_TAIL = 0.025
+"""The one-sided tail of the exact bound, the lower tail of the two-sided 95% interval."""
+
+
+def unseen_share(n: int, tail: float = UNSEEN_TAIL) -> float:
+    """The largest share of `n` examples that could go the other way, at 1 - `tail`, when
+    none of them did (exact binomial: (1 - p)^n = tail): 60% for 4, about 3.7/n for many."""
+    return 1 - tail ** (1 / n)
+
 
 def accuracy_rows(gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
     """Accuracy of each row of index arrays shaped (resamples, n)."""
@@ -60,16 +69,29 @@ def score_interval(
     idx = rng.integers(0, n, size=(resamples, n))
     values = _resampled(task_spec, predictions, labels, metric, idx)
     tail = (1 - level) / 2
-    return {
+    low, high = float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+    out = {
         "metric": metric,
-        "low": float(np.quantile(values, tail)),
-        "high": float(np.quantile(values, 1 - tail)),
+        "low": low,
+        "high": high,
         "level": level,
         "resamples": resamples,
         "seed": seed,
         "n": n,
         "counts": "the examples' noise (a percentile bootstrap over them), not the seeds'",
     }
+    if low == high and low in (0.0, 1.0) and task_spec.type != "pretrain":
+        # every example right (or every one wrong): each resample scores the same, and the
+        # percentile interval read "0.0% to 0.0%" over 16 examples, as if the score could not
+        # move; the exact binomial bound says how many could go the other way unseen
+        bound = unseen_share(n, tail)
+        out |= {"low": 0.0, "high": bound} if low == 0 else {"low": 1 - bound, "high": 1.0}
+        out["unseen"] = {"examples": n, "bootstrap": [low, high]}
+        out["counts"] = (
+            f"the examples' noise: every one of the {n} scored alike, so the exact binomial "
+            f"bound on the share that could go the other way unseen ({bound:.1%}), not the seeds'"
+        )
+    return out
 
 
 def _resampled(task_spec, predictions, labels, metric, idx: np.ndarray) -> np.ndarray:

@@ -301,9 +301,11 @@ def _interval_line(interval: dict) -> str:
     the seeds')`: how far another sample of this size could move the score."""
     metric = interval["metric"]
     low, high = (metric_value(metric, interval[k], "%") for k in ("low", "high"))
+    alike = interval.get("unseen")  # every example scored alike: the exact binomial bound
+    how = "; every one scored alike, so the exact binomial bound" if alike else ""
     return (
         f"{metric.replace('_', ' ')} {interval['level']:.0%} interval {low} to {high} over the "
-        f"{interval['n']} test examples (their noise, not the seeds')"
+        f"{interval['n']} test examples (their noise, not the seeds'{how})"
     )
 
 

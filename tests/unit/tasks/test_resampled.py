@@ -71,3 +71,42 @@ def test_a_generative_score_is_resampled_by_its_own_metrics():
     # the normal approximation of a share of 0.75 over 80: +-1.96 * sqrt(.75 * .25 / 80) = 0.095
     assert interval["low"] == pytest.approx(0.75 - 0.095, abs=0.03)
     assert interval["high"] == pytest.approx(0.75 + 0.095, abs=0.03)
+
+
+@pytest.mark.parametrize(("right", "low", "high"), [(0.0, 0.0, 0.206), (1.0, 0.794, 1.0)])
+def test_a_score_every_example_agrees_on_still_has_an_interval(right, low, high):
+    """0 of 16 exact matches read "0.0% to 0.0%": every resample scores the same, so the
+    percentile interval said the score could not move. The exact binomial bound (at 97.5%,
+    1 - 0.025^(1/16) = 20.6%) says how many could go the other way unseen."""
+    spec = task(type="format", regex=r"\d+")
+    predictions = [
+        {"id": str(i), "output": str(i) if right else "no", "target": str(i)} for i in range(16)
+    ]
+    assert score_outputs(spec, None, predictions)["exact_match"] == right
+    interval = score_interval(spec, predictions, [], "exact_match", resamples=200)
+    assert (interval["low"], interval["high"]) == pytest.approx((low, high), abs=5e-4)
+    assert interval["unseen"] == {"examples": 16, "bootstrap": [right, right]}
+    assert "exact binomial bound" in interval["counts"]
+    mixed = [*predictions[:15], {"id": "x", "output": "no" if right else "1", "target": "1"}]
+    score_outputs(spec, None, mixed)  # one example goes the other way: the bootstrap, as before
+    assert "unseen" not in score_interval(spec, mixed, [], "exact_match", resamples=200)
+
+
+def test_the_final_view_says_where_the_bound_comes_from():
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.compare import _interval_line
+
+    spec = task(type="format", regex=r"\d+")
+    predictions = [{"id": str(i), "output": "no", "target": str(i)} for i in range(16)]
+    score_outputs(spec, None, predictions)
+    out = io.StringIO()
+    Console(file=out, width=300).print(
+        _interval_line(score_interval(spec, predictions, [], "exact_match", resamples=50))
+    )
+    assert out.getvalue().strip() == (
+        "exact match 95% interval 0.0% to 20.6% over the 16 test examples (their noise, not the "
+        "seeds'; every one scored alike, so the exact binomial bound)"
+    )

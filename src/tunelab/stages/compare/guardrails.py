@@ -32,6 +32,7 @@ import math
 from tunelab.core.spec import Guardrail
 from tunelab.stages.compare.pairs import Pair
 from tunelab.tasks import units
+from tunelab.tasks.resampled import UNSEEN_TAIL, unseen_share
 
 HOLDS, BROKEN, UNRESOLVED = "holds", "broken", "unresolved"
 GUARDRAIL_RULE = "holds: low >= -max_drop; broken: high < -max_drop; else unresolved"
@@ -45,14 +46,10 @@ def status_of(boot: dict, max_drop: float) -> str:
     return UNRESOLVED
 
 
-UNSEEN_TAIL = 0.025
-"""The one-sided tail of the exact bound, the lower tail of the two-sided 95% interval."""
-
-
 def unseen_drop(n: int) -> float:
     """The largest share of a group that could get worse, at 97.5%, when none of its `n`
     examples did (exact binomial: (1 - p)^n = 0.025)."""
-    return 1 - UNSEEN_TAIL ** (1 / n)
+    return unseen_share(n)
 
 
 def examples_to_see(max_drop: float) -> int:
