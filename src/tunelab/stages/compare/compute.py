@@ -72,12 +72,20 @@ def _amount(n_bytes: float) -> str:
 def compute_differences(before: dict, run: dict, tolerance: float = TOLERANCE) -> list[str]:
     """One warning when `run` and `before` differ in parameters or FLOPs per token by more
     than `tolerance`; none when they match or either is not a scratch model."""
-    off = [
-        f"{name} {x:,} -> {y:,} ({(y - x) / x:+.1%})"
-        for name, (x, y) in mismatched(before, run, tolerance).items()
-    ]
+    apart = mismatched(before, run, tolerance)
+    off = [f"{name} {x:,} -> {y:,} ({(y - x) / x:+.1%})" for name, (x, y) in apart.items()]
     if not off:
         return []
+    if list(apart) == ["total parameters"]:
+        # experts at matched active parameters: the same compute per token, another capacity
+        # (it read "does not match the compute ... match parameters or FLOPs per token", met)
+        x, y = apart["total parameters"]
+        return [
+            f"{run['id']} spends the compute per token of {before['id']} (active parameters "
+            f"and FLOPs per token within {tolerance:.0%}) with {'more' if y > x else 'fewer'} "
+            f"weights in all: {off[0]}. Its difference mixes the change with that capacity "
+            "(and memory); say so, or match total parameters too."
+        ]
     return [
         f"{run['id']} does not match the compute of {before['id']} (more than "
         f"{tolerance:.0%} apart): " + "; ".join(off) + ". Its difference mixes the change "

@@ -24,6 +24,16 @@ def test_more_than_the_fraction_apart_is_named_with_the_fraction():
     assert "active parameters" not in warning  # matched: not named
 
 
+def test_experts_at_matched_active_compute_are_called_capacity_not_compute():
+    """4 experts at matched active parameters read "does not match the compute ... match
+    parameters or FLOPs per token", when active parameters and FLOPs per token matched."""
+    dense, moe = record("a", 115_008, 115_008, 788_352), record("b", 164_800, 115_648, 792_192)
+    (warning,) = compute_differences(dense, moe)
+    assert warning.startswith("b spends the compute per token of a (active parameters and FLOPs")
+    assert "with more weights in all: total parameters 115,008 -> 164,800 (+43.3%)" in warning
+    assert "does not match the compute" not in warning
+
+
 def test_pretrained_runs_are_not_judged_on_compute():
     pretrained = {"id": "p", "base_model": {"name": "tiny-llama"}}
     assert compute_differences(pretrained, record("b", 1, 1, 1)) == []
