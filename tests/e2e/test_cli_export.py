@@ -201,7 +201,8 @@ def test_a_gguf_of_a_classifier_is_refused_saying_what_it_is(exported, tmp_path,
     lab, _ = exported
     out = tmp_path / "gguf-bundle"
     code, err = tl(capsys, "export", "r003-lora", "--lab", str(lab), "--gguf", "--out", str(out))
-    assert code == 2 and err["error"].endswith("this run is an encoder model")  # not "a encoder"
+    assert code == 2  # "an encoder model", not "a encoder model", and what to do
+    assert err["error"].endswith("this run is an encoder model: export it without --gguf")
     assert not out.exists() or not any(out.iterdir())  # no bundle left half-written
 
 

@@ -210,6 +210,9 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert f"{mqa['bits_per_byte']:.4f}" in page and "per source on validation" in page
 
     # the handover: a scratch model's base is its config and tokenizer, carried in the bundle
+    # (not a GGUF file: its tokenizer is its own, and the refusal says what to do instead)
+    code, refused = tl(capsys, "export", mqa["id"], *where, "--gguf", "--out", str(tmp_path / "g"))
+    assert code == 2 and refused["error"].endswith("loaded by transformers)")
     code, exported = tl(capsys, "export", mqa["id"], *where)
     assert code == 0, exported
     bundle = Path(exported["bundle"])

@@ -110,10 +110,11 @@ def test_what_a_recorded_run_is_refuses_it_before_torch_and_before_its_base(tmp_
     assert said[0].endswith(
         "r003-lora is completed: only an interrupted, lost or failed run can be resumed"
     )
-    assert said[1].endswith(
-        "r001-majority is a completed baseline: only a completed, trained "
-        "variant has weights to hand over."
-    )
+    assert (
+        "r001-majority is a completed baseline: only a completed, trained variant has weights "
+        "to hand over. A baseline is the base model as it is, with nothing trained to hand over: "
+        "train a variant from it (`tunelab run`) and export that."
+    ) in said[1]
     assert said[2].startswith("error (final): the test split was already opened")
 
 

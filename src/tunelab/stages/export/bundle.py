@@ -354,7 +354,8 @@ def _merge(bundle: Path, spec, lab: Lab, info: dict, sample: list[dict]) -> dict
 
     if spec.method.type != "lora":
         raise ExportError(
-            "--merge folds a LoRA adapter into its base; this run is full fine-tuning"
+            "--merge folds a LoRA adapter into its base; this run is full fine-tuning, its "
+            "weights already whole: export it without --merge"
         )
     return merge_and_check(bundle, spec, lab, info["labels"], sample)
 

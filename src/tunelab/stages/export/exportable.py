@@ -19,10 +19,25 @@ def check_exportable(record: dict, run_dir: Path) -> None:
     if record["kind"] != "variant" or record["status"] != "completed":
         raise ExportError(
             f"{record['id']} is {described(record, run_dir)}: only a completed, trained "
-            "variant has weights to hand over."
+            f"variant has weights to hand over. {_instead(record, run_dir)}"
         )
     if not record.get("weights"):
         raise ExportError(f"{record['id']} has no saved weights.")
+
+
+def _instead(record: dict, run_dir: Path) -> str:
+    """What to do instead: finish the run, or train a variant to hand over."""
+    status = described(record, run_dir).split()[1]
+    if record["kind"] == "variant" and status in ("interrupted", "lost", "failed"):
+        return f"`tunelab resume {record['id']}` finishes it; then export it."
+    if record["kind"] == "variant":  # running, or invalidated
+        return "Export a completed variant (`tunelab runs` lists them)."
+    probe = " (a LoRA can start from this probe's head: method.head_init: probe)"
+    started = probe if record.get("name") == "probe" else ""
+    return (
+        "A baseline is the base model as it is, with nothing trained to hand over: train a "
+        f"variant from it (`tunelab run`){started} and export that."
+    )
 
 
 def exportable(lab) -> None:

@@ -27,9 +27,15 @@ def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
     if spec.model_kind != "causal" or spec.model.scratch:
         kind = f"{'an' if spec.model_kind[0] in 'aeiou' else 'a'} {spec.model_kind} model"
         what = "trained from scratch" if spec.model.scratch else kind
+        own = (
+            ": its tokenizer is its own, which llama.cpp does not know by name. Export it "
+            "without --gguf (weights, config and tokenizer, loaded by transformers)"
+            if spec.model.scratch
+            else ": export it without --gguf"
+        )
         raise TunelabError(
             f"--gguf writes a causal language model fine-tuned from a pretrained base; this run "
-            f"is {what}"
+            f"is {what}{own}"
         )
     if (bundle / "merged").is_dir():
         model = AutoModelForCausalLM.from_pretrained(bundle / "merged")

@@ -1,0 +1,29 @@
+"""What `export` refuses from a run's record alone, and what it says to do instead."""
+
+import pytest
+
+from tunelab.stages.export.exportable import ExportError, check_exportable
+
+
+@pytest.mark.parametrize(
+    ("record", "said"),
+    [
+        (
+            {"id": "r002-probe", "kind": "baseline", "name": "probe", "status": "completed"},
+            "train a variant from it (`tunelab run`) (a LoRA can start from this probe's head: "
+            "method.head_init: probe) and export that.",
+        ),
+        (
+            {"id": "r003-lora", "kind": "variant", "status": "interrupted"},
+            "`tunelab resume r003-lora` finishes it; then export it.",
+        ),
+        (
+            {"id": "r003-lora", "kind": "variant", "status": "invalid"},
+            "Export a completed variant (`tunelab runs` lists them).",
+        ),
+    ],
+)
+def test_a_refusal_says_what_to_do_instead(tmp_path, record, said):
+    with pytest.raises(ExportError) as refused:
+        check_exportable(record, tmp_path)
+    assert str(refused.value).endswith(said)
