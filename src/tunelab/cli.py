@@ -144,15 +144,15 @@ def _main(argv: list[str] | None) -> int:
         _error(args, str(err))
         return EXIT_USAGE
     except Exception as err:  # a bug or a broken environment: say so, traceback on request
+        debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+        if debug:  # a full disk's traceback too: where it was writing, asked for
+            import traceback
+
+            traceback.print_exc()
         # no space, no memory: the user's to fix (and nothing was corrupted)
         if resource := disk_full(err) or out_of_memory(err) or no_permission(err):
             _error(args, str(resource))
             return EXIT_USAGE
-        debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
-        if debug:
-            import traceback
-
-            traceback.print_exc()
         hint = "" if debug else f" (rerun with --debug or {DEBUG_VARIABLE}=1 for the traceback)"
         notes = "".join(f"; {n}" for n in getattr(err, "__notes__", []))  # what remains of it
         from tunelab.training.distributed import peer_lost

@@ -78,7 +78,8 @@ def disk_full(err: BaseException) -> DiskFullError | None:
     for seen in _chain(err):
         code = _space_errno(seen)
         if code is not None:
-            where = f" while writing {seen.filename}" if getattr(seen, "filename", None) else ""
+            written = _written(seen)
+            where = f" while writing {written}" if written else ""
             return DiskFullError(
                 f"the disk is full or a file-size limit was hit{where} "
                 f"({errno.errorcode[code]}: {os.strerror(code)}). Nothing was "
@@ -92,6 +93,13 @@ def disk_full(err: BaseException) -> DiskFullError | None:
     return None
 
 
+def _written(err: BaseException) -> str | None:
+    """The file an OSError was writing: a copy's or a rename's destination (`filename2`: the
+    source, `filename`, was only read; a full disk during an export named the run's own
+    weights), else its one file."""
+    return getattr(err, "filename2", None) or getattr(err, "filename", None)
+
+
 class NoPermission(TunelabError):
     """A file of the lab this user may not read or write (a read-only lab, another's files)."""
 
@@ -102,7 +110,7 @@ def no_permission(err: BaseException) -> NoPermission | None:
     for seen in _chain(err):
         code = getattr(seen, "errno", None) if isinstance(seen, OSError) else None
         if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-            where = getattr(seen, "filename", None) or "a file of the lab"
+            where = _written(seen) or "a file of the lab"
             return NoPermission(
                 f"{where}: {os.strerror(code)}. This user may not read or write it: run as the "
                 "lab's owner, make the lab writable, or copy the lab and work on the copy. Every "

@@ -71,6 +71,32 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     _fsync(path.parent)
 
 
+def staged_json(path: Path, obj: Any) -> Path:
+    """`obj` as JSON in a temporary file beside `path`, fsynced, for the caller to put in
+    place (`commit`) once what vouches for it is durable (`Store.save`: the log's line); the
+    caller removes it if that never comes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write((json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
+    return Path(tmp)
+
+
+def commit(staged: Path, path: Path) -> None:
+    """A staged file renamed into place, the rename made durable: it needs no new space."""
+    os.replace(staged, path)
+    _fsync(path.parent)
+
+
 def _fsync(path: Path) -> None:
     """Make a file's content, or a folder's entries (a rename, a new file), durable."""
     fd = os.open(path, os.O_RDONLY)

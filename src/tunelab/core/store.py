@@ -25,10 +25,12 @@ from tunelab.core.files import (  # noqa: F401  (the store's writers, imported f
     atomic_dir,
     atomic_write_json,
     atomic_write_text,
+    commit,
     locked,
     read_json,
     read_jsonl,
     read_jsonl_hashed,
+    staged_json,
     write_jsonl,
 )
 from tunelab.core.layout import STORE_DIR, STORE_FORMAT, number_of
@@ -168,14 +170,22 @@ class Store(NumberedRecords):
         check_record(path.relative_to(self.root), record)
         self._claim()
         shown = str(path.relative_to(self.lab))
+        staged: list[Path] = []
 
+        # the record is written beside its path first and renamed into place only once its
+        # line is durable: a full disk that stopped the line had left a new record no line
+        # vouched for, which every later command took for an edit of the lab's past
         def line(previous: bytes | None) -> str:
             require_as_logged(self, path)  # under the log's lock: no edit slips in between
-            atomic_write_json(path, record)
+            staged.append(staged_json(path, record))
             entry = {"time": now(), "event": event, **fields, "record": shown}
-            return linked(entry | {"record_sha256": sha256_file(path)})(previous)
+            return linked(entry | {"record_sha256": sha256_file(staged[0])})(previous)
 
-        append_line(self.log_path, line)
+        try:
+            append_line(self.log_path, line, lambda: commit(staged[0], path))
+        finally:
+            for tmp in staged:
+                tmp.unlink(missing_ok=True)
 
     def load(self, path: Path) -> dict:
         """A record read back and checked against its declared shape (`core.records`); one

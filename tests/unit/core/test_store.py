@@ -144,6 +144,34 @@ def test_an_event_cut_short_is_taken_back_and_a_torn_line_stays_apart(tmp_path, 
         store.events(strict=True)
 
 
+def test_a_record_whose_line_a_full_disk_stopped_stays_as_the_log_vouches(tmp_path, monkeypatch):
+    """A full disk while the event line was appended left the new record in place and no line
+    for it: every later command took the lab's past for edited, and only `fsck --repair`
+    (a break in the log, for good) let it go on."""
+    store = Store(tmp_path)
+    run_id, run_dir = store.new_run("x")
+    record = {"id": run_id, "kind": "variant", "status": "running", "data_version": "v1"}
+    store.write_record(run_id, record | {"spec": {}})
+    before = (run_dir / "record.json").read_bytes()
+    real_write = os.write
+
+    def full(fd, data):
+        if os.fstat(fd).st_ino == (store.root / "events.jsonl").stat().st_ino:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    done = record | {"spec": {}, "status": "completed"}
+    with pytest.raises(OSError, match="No space"):
+        store.write_record(run_id, done)
+    monkeypatch.undo()
+    assert (run_dir / "record.json").read_bytes() == before  # as its last line wrote it
+    assert sorted(p.name for p in run_dir.iterdir()) == ["record.json"]  # nothing staged left
+    assert store.audit()["records"] == []
+    store.write_record(run_id, done | {"spec": {}})
+    assert store.read_record(run_id)["status"] == "completed" and store.audit()["records"] == []
+
+
 def test_a_folder_appears_whole_or_not_at_all(tmp_path):
     target = tmp_path / "weights"
     with pytest.raises(RuntimeError), atomic_dir(target) as folder:
@@ -163,3 +191,16 @@ def test_a_missing_data_version_says_how_to_get_it_back(tmp_path):
     with pytest.raises(StoreError, match="missing its manifest") as err:
         Store(tmp_path).data_manifest("0123456789ab")
     assert "run `tunelab data` with the sources and spec that built it" in str(err.value)
+
+
+def test_a_copy_that_fills_the_disk_names_the_file_it_was_writing():
+    """An export's copy of a run's weights failed for want of space and the message named the
+    run's weights (only read) as the file being written."""
+    from tunelab.core.errors import no_permission
+
+    copy = OSError(errno.ENOSPC, "No space left on device", "runs/r003/weights/model.safetensors")
+    copy.filename2 = "bundles/.r003.tmp/model.safetensors"
+    said = str(disk_full(copy))
+    assert "while writing bundles/.r003.tmp/model.safetensors" in said and "runs/" not in said
+    refused = OSError(errno.EROFS, "Read-only file system", "lab/.tunelab/events.jsonl")
+    assert str(no_permission(refused)).startswith("lab/.tunelab/events.jsonl: Read-only")
