@@ -253,7 +253,9 @@ def locked(path: Path, shared: bool = False) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:
+    except OSError as err:  # another's files, or a read-only file system (an archived lab)
+        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
         if not (shared and path.exists()):
             raise
         fd = os.open(path, os.O_RDONLY)  # a reader of a read-only lab (`fsck`) still locks

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tunelab.core.errors import no_permission
 from tunelab.core.layout import EXPORTS
 
 
@@ -48,7 +49,9 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
     export = store.load(exports[-1])
     try:
         record_verification(store, export, result)
-    except PermissionError:  # a lab this user may only read: the verdict stands
+    except OSError as err:  # a lab this user may only read, or a read-only one: the verdict stands
+        if no_permission(err) is None:
+            raise
         return result | {"recorded": None, "not_recorded": f"{export['file']} may not be written"}
     return result | {"recorded": export["file"]}
 
