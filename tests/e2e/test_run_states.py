@@ -86,8 +86,10 @@ def test_sigterm_then_resume_ends_like_an_uninterrupted_run(make_lab, capsys):
     code, resumed = tl(capsys, "resume", "--lab", str(lab), "r001-stopped")
     assert code == 0, resumed
     assert resumed["status"] == "completed" and resumed["resumed"]
+    assert not (run_dir / "checkpoint").exists()  # completed: nothing resumes it again
     code, straight = tl(capsys, "run", "--lab", str(lab), "--name", "straight")
     assert code == 0
+    assert not (run_dir.parent / "r002-straight" / "checkpoint").exists()  # written, then gone
     assert resumed["metrics"] == straight["metrics"]
     losses = [h["loss"] for h in resumed["training"]["history"]]
     assert losses == pytest.approx([h["loss"] for h in straight["training"]["history"]], abs=1e-6)

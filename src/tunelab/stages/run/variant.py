@@ -9,6 +9,7 @@ more than one group is refused unless `--reason` says why (see `tunelab.stages.r
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import torch
@@ -281,6 +282,9 @@ def _train_and_finish(
             record["guard"] = score_guard_sets(
                 model, renderer, lab.spec, lab.store, record["data_version"], run_dir, lab.device
             )
+    # completed: `resume` refuses it, so its checkpoint (the trained tensors and AdamW's two
+    # moments, three times a full fine-tune's weights) serves nothing; its weights are kept
+    shutil.rmtree(run_dir / CHECKPOINT_DIR, ignore_errors=True)
     return record
 
 
