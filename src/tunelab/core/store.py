@@ -37,6 +37,8 @@ from tunelab.core.layout import STORE_DIR, STORE_FORMAT, number_of
 from tunelab.core.numbered import NumberedRecords
 
 SPLITS = ("train", "validation", "test")
+KNOWN_SHOWN = 8
+"""The runs an unknown run's error names (the newest)."""
 RUN_STATES = ("running", "completed", "interrupted", "failed", "invalid")
 
 
@@ -338,7 +340,10 @@ class Store(NumberedRecords):
         path = self.runs_dir / run_id
         valid = RUN_NAME.fullmatch(run_id) and ".." not in run_id
         if not valid or not (path / layout.RECORD).exists():
-            known = ", ".join(r["id"] for r in self.runs()) or "none yet"
+            ids = [r["id"] for r in self.runs()]
+            known = ", ".join(ids[-KNOWN_SHOWN:]) or "none yet"  # the newest: 125 ids was a wall
+            if len(ids) > KNOWN_SHOWN:
+                known = f"{known} and {len(ids) - KNOWN_SHOWN} older (`tunelab runs` lists all)"
             raise StoreError(f"no run {run_id!r} in {self.lab}; known runs: {known}")
         return path
 

@@ -51,6 +51,15 @@ def test_unknown_run_lists_known(tmp_path):
     store.write_record(run_id, {**FAKE, "id": run_id})
     with pytest.raises(Exception, match="r001-probe"):
         store.run_dir("r009-nope")
+    for _ in range(9):  # a lab of weeks: the newest named, not every id on one line
+        run_id, _ = store.new_run("x")
+        store.write_record(run_id, {**FAKE, "id": run_id})
+    with pytest.raises(StoreError) as unknown:
+        store.run_dir("r099-nope")
+    assert str(unknown.value).endswith(
+        "known runs: r003-x, r004-x, r005-x, r006-x, r007-x, r008-x, r009-x, r010-x and 2 older "
+        "(`tunelab runs` lists all)"
+    )
 
 
 def test_a_run_is_named_by_its_id_or_its_number_alone(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunelab.core.chain import line_hash
+from tunelab.core.digest import sha256_file
 from tunelab.core.exports import recorded_export
 from tunelab.core.layout import (
     BUNDLES,
@@ -16,24 +17,51 @@ from tunelab.core.layout import (
     PREDICTIONS,
     RECORD,
     SIZING_SCRATCH,
+    number_of,
 )
 from tunelab.core.run_files import changed_weights, vouched, what_changed
 from tunelab.core.store import Store
 from tunelab.core.sums import SUMS, BundleError, compare, listed
 from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, checkpoint_problems, find_checkpoint
-from tunelab.stages.fsck.problems import hashed, json_of, problem_at, rel
+from tunelab.stages.fsck.problems import json_of, problem_at, rel
 
 
 def comparison_inputs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
+    """Each run's predictions as every comparison that judged them hashed them: each file read
+    once (a lab's comparisons name most runs again and again), a missing one named once, with
+    the comparisons that stand on it."""
     out, n = [], 0
     fix = "restore the run's predictions, or invalidate the run"
+    judged: dict[Path, dict[str, list[str]]] = {}  # a file -> its digest -> the comparisons
     for record in (json_of(path) for path in store.numbered(COMPARISONS)):
         for item in record.get("inputs", []):
             n += 1
             path = store.runs_dir / item["run"] / PREDICTIONS
-            changed = f"changed since comparison {record['id']} judged it"
-            out += hashed(store, "comparison", path, item["predictions_sha256"], changed, fix)
+            judged.setdefault(path, {}).setdefault(item["predictions_sha256"], []).append(
+                record["id"]
+            )
+    for path, digests in judged.items():
+        if not path.is_file():
+            ids = sorted(
+                {c for cs in digests.values() for c in cs}, key=lambda c: number_of(Path(c))
+            )
+            gone = not (path.parent / RECORD).is_file()  # the whole run: nothing to invalidate
+            again = "restore the run's folder from a backup" if gone else fix
+            problem = (
+                f"missing (judged by comparison{'s' if len(ids) > 1 else ''} {', '.join(ids)})"
+            )
+            out.append(problem_at(store, "comparison", path, problem, again))
+            continue
+        digest = sha256_file(path)
+        for expected, ids in digests.items():
+            if digest != expected:
+                changed = f"changed since comparison {', '.join(ids)} judged it"
+                out.append(problem_at(store, "comparison", path, changed, fix))
     return out, n
+
+
+def _number(comparison_id: str) -> int:
+    return number_of(Path(comparison_id))  # `c2` before `c10`
 
 
 def run_folders(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
