@@ -106,6 +106,15 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def temporary_dir(parent: Path, prefix: str) -> Path:
+    """A new hidden folder in `parent` (`PREFIX*.tmp`) with the mode the umask gives a folder:
+    mkdtemp makes it 0700, which kept a group-shared lab's data versions from the group."""
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=prefix, suffix=".tmp"))
+    os.chmod(tmp, 0o777 & ~_UMASK)
+    return tmp
+
+
 @contextmanager
 def atomic_dir(path: Path, replace: bool = False) -> Iterator[Path]:
     """A folder written whole or not at all.
@@ -115,10 +124,8 @@ def atomic_dir(path: Path, replace: bool = False) -> Iterator[Path]:
     `replace`, an existing `path` is swapped out and removed. An error or Ctrl-C removes the
     temporary folder and leaves `path` as it was; so does a kill, short of the hidden folder.
     Its files take the mode the umask gives a new file, whatever wrote them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    tmp = temporary_dir(path.parent, f".{path.name}.")
     try:
-        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it 0700
         yield tmp
         for file in (f for f in tmp.rglob("*") if f.is_file()):
             # as the umask says: safetensors writes its files owner-only (0600), so a bundle's

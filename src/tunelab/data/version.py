@@ -22,12 +22,12 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tunelab.core.digest import canonical_json, sha256_file, utf8_chunks
+from tunelab.core.files import temporary_dir
 from tunelab.core.layout import MANIFEST
 from tunelab.core.spec import DataSpec
 from tunelab.core.store import SPLITS, Store, atomic_write_json, now, write_jsonl
@@ -195,8 +195,7 @@ def write_version(
     final = store.data_dir(version)
     if final.exists() and not replace:
         raise DataError(f"{final} exists but has no manifest.json; move it aside and rerun")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{version}.", suffix=".tmp"))
+    tmp = temporary_dir(final.parent, f".{version}.")
     try:
         files = {}
         for split in SPLITS:

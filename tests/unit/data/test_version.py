@@ -66,3 +66,15 @@ def test_a_damaged_version_found_again_is_written_again_whole(tmp_path) -> None:
     data_view(again, out)
     assert "damaged (train.jsonl, report.json differed from its manifest)" in out.export_text()
     assert build(tmp_path, make_spec(JSONL))["rewritten"] is None  # whole again: reused
+
+
+def test_a_version_folder_takes_the_mode_the_umask_gives(tmp_path) -> None:
+    """Every version folder was 0700 (mkdtemp's), whatever the umask, so a group-shared lab's
+    teammates could not read its splits."""
+    from tunelab.core import files
+
+    write_rows(tmp_path / "data" / "rows.jsonl", animal_rows())
+    version = build(tmp_path, make_spec(JSONL))["version"]
+    folder = Store(tmp_path).data_dir(version)
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~files._UMASK
+    assert {p.stat().st_mode & 0o777 for p in folder.iterdir()} == {0o666 & ~files._UMASK}
