@@ -65,3 +65,21 @@ def test_a_run_says_when_the_declared_labels_are_not_its_versions(make_lab, caps
     (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
     code, same = tl(capsys, "run", "--name", "same", "--reason", "a test", *where)
     assert code == 0 and "data_behind" not in same["preflight"]
+
+
+def test_compare_after_a_new_data_version_says_why_it_has_nothing_to_judge(make_lab, capsys):
+    """After `tunelab data` made a new version, compare said 'run `tunelab baseline` first',
+    `--against` the old baseline too, and nothing said why."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    spec = yaml.safe_load((lab / "tunelab.yaml").read_text())
+    spec["data"]["split"]["seed"] = 7  # another validation split
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
+    assert tl(capsys, "data", *where)[0] == 0
+    code, plain = tl(capsys, "compare", *where)
+    assert code == 2 and "the lab's 2 earlier runs are on another" in plain["error"]
+    code, against = tl(capsys, "compare", "--against", "r001-majority", *where)
+    assert code == 2 and against["error"].startswith("--against 'r001-majority': no completed")
+    assert against["error"].endswith("compared here: none")

@@ -67,11 +67,22 @@ def compare(
     same_eval = SameEval(store, version)  # other versions whose validation is this one
     runs = [r for r in store.runs() if r["status"] == "completed" and same_eval(r["data_version"])]
     baselines = [r for r in runs if r["kind"] == "baseline"]
-    if not baselines:
-        raise StoreError(
-            f"no completed baseline on data version {version}: run `tunelab baseline` first."
-        )
     task = get_task(lab.spec.task.type)
+    if against:  # a reference on another version is named as that, not as a missing baseline
+        _reference(runs, baselines, against, version, task, store)
+    if not baselines:
+        earlier = [r for r in store.runs() if r["status"] == "completed"]
+        raise StoreError(
+            f"no completed baseline on data version {version}, the current one: run `tunelab "
+            "baseline` first."
+            + (
+                " compare judges the runs evaluated on the current version's validation split; "
+                f"the lab's {len(earlier)} earlier runs are on another (`tunelab data` with the "
+                "data section and sources that made it makes it current again)."
+                if earlier
+                else ""
+            )
+        )
     reference = _reference(runs, baselines, against, version, task, store)
     hypothesis, guardrails = frozen_rules(reference)
     primary = hypothesis.metric if hypothesis else task.default_metric
@@ -196,8 +207,8 @@ def _reference(runs: list[dict], baselines: list[dict], against, version: str, t
         if not matches:
             raise StoreError(
                 f"--against {against!r}: no completed run with that id whose validation is "
-                f"data version {version}'s{_why_not(store, against, version)}; known: "
-                f"{[r['id'] for r in runs]}"
+                f"data version {version}'s{_why_not(store, against, version)}; compared here: "
+                f"{', '.join(r['id'] for r in runs) or 'none'}"
             )
         return matches[0]
     # the strongest baseline on the primary metric its own record states; of equals, one on
