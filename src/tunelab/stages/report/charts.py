@@ -100,39 +100,6 @@ def run_colours(run_ids: list[str]) -> dict[str, str]:
     return {run_id: PALETTE[i % len(PALETTE)] for i, run_id in enumerate(run_ids)}
 
 
-def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> str:
-    """Training loss and learning rate against the step, one line per run, and the validation
-    loss of the runs that measured it during training (dashed, a dot per measurement)."""
-    with _style():
-        fig = Figure(figsize=(WIDTH, 3.8), layout="constrained")
-        loss_ax, lr_ax = fig.subplots(1, 2)
-        validated = False
-        for run_id, history in histories:
-            steps = [_num(h.get("step")) for h in history]
-            style = {"color": colours.get(run_id), "linewidth": 1.6, "label": run_id}
-            loss_ax.plot(steps, [_num(h.get("loss")) for h in history], **style)
-            lr_ax.plot(steps, [_num(h.get("lr")) for h in history], **style)
-            measured = [h for h in history if h.get("validation_loss") is not None]
-            if measured:  # `training.validate_every`: the validation loss, dashed with dots
-                validated = True
-                loss_ax.plot(
-                    [_num(h["step"]) for h in measured],
-                    [_num(h["validation_loss"]) for h in measured],
-                    color=colours.get(run_id),
-                    linewidth=1.2,
-                    linestyle="--",
-                    marker="o",
-                    markersize=3,
-                )
-        title = "training loss (validation loss dashed)" if validated else "training loss"
-        loss_ax.set(title=title, xlabel="step")
-        lr_ax.set(title="learning rate", xlabel="step")
-        lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
-        handles, labels = loss_ax.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5))
-        return _svg(fig, "curves")
-
-
 def forest(
     rows: list[dict],
     xlabel: str,
@@ -148,7 +115,7 @@ def forest(
     seeds) are drawn as hollow dots and its `example` interval (low, high) as a thin bar below;
     `band` (low, high, label) shades the noise floor around zero."""
     n = len(rows)
-    with _style():
+    with style():
         fig = Figure(figsize=(WIDTH, 1.3 + 0.34 * n), layout="constrained")
         ax = fig.subplots()
         ys = list(range(n))[::-1]
@@ -175,7 +142,7 @@ def forest(
         words = list(dict.fromkeys(r["word"] or "no verdict" for r in rows))
         legend = [_dot(TONE_COLOURS[tone(w)], w) for w in words]
         fig.legend(handles=legend, loc="outside lower center", ncols=len(legend))
-        return _svg(fig, name)
+        return svg(fig, name)
 
 
 FOCUS_POINTS = 10.0
@@ -264,12 +231,12 @@ def group_bars(
     lying = len(groups) > MANY_GROUPS
     height = max(4.0, 0.16 * len(groups) * (1 + 0.3 * (n - 1)) + 1.2) if lying else 4.0
     label = f"{metric} (%)" if percent else metric.replace("_", " ")
-    with _style():
+    with style():
         fig = Figure(figsize=(WIDTH, height), layout="constrained")
         ax = fig.subplots()
         for i, (run_id, values) in enumerate(series):
             at = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-            sizes = [(100 if percent else 1) * _num(values.get(g)) for g in groups]
+            sizes = [(100 if percent else 1) * num(values.get(g)) for g in groups]
             bars = ax.barh if lying else ax.bar
             bars(at, sizes, width * 0.9, color=colours.get(run_id), label=run_id)
         if lying:
@@ -294,26 +261,26 @@ def group_bars(
             ax.grid(axis="x", visible=False)
         handles, labels = ax.get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6))
-        return _svg(fig, f"bars-{_slug(metric)}")
+        return svg(fig, f"bars-{_slug(metric)}")
 
 
 def memory(components: dict[str, float], variants: list[dict], name: str) -> str:
     """Left: the estimate split into components. Right: per configuration (plain,
     accumulation, checkpointing), the estimated peak beside the measured one. MB."""
     rows = max(len(components), 2 * len(variants), 3)
-    with _style():
+    with style():
         fig = Figure(figsize=(WIDTH, 1.2 + 0.3 * rows), layout="constrained")
         left, right = fig.subplots(1, 2)
         names = list(components)[::-1]
         left.barh(
             [c.replace("_", " ") for c in names],
-            [_num(components[c]) for c in names],
+            [num(components[c]) for c in names],
             color=PALETTE[0],
         )
         left.set(title="estimate by component", xlabel="MB")
         ys = list(range(len(variants)))[::-1]
-        estimated = [_num(v.get("estimated_peak_mb")) for v in variants]
-        measured = [_num(v.get("measured_peak_mb")) for v in variants]
+        estimated = [num(v.get("estimated_peak_mb")) for v in variants]
+        measured = [num(v.get("measured_peak_mb")) for v in variants]
         right.barh(
             [y + 0.2 for y in ys], estimated, height=0.38, color=PALETTE[0], label="estimate"
         )
@@ -324,7 +291,7 @@ def memory(components: dict[str, float], variants: list[dict], name: str) -> str
         fig.legend(handles, labels, loc="outside lower center", ncols=2)
         for ax in (left, right):
             ax.grid(axis="y", visible=False)
-        return _svg(fig, name)
+        return svg(fig, name)
 
 
 def timeline(phases: list[dict], days: float | None) -> str:
@@ -332,17 +299,17 @@ def timeline(phases: list[dict], days: float | None) -> str:
     day (or, past a week, a week) marked by a dotted line."""
     starts, at = [], 0.0
     for p in phases:
-        start = _num(p.get("start_hour"), at)
+        start = num(p.get("start_hour"), at)
         starts.append(start)
-        at = start + _num(p.get("hours"), 0.0)
+        at = start + num(p.get("hours"), 0.0)
     span = max(at, 24 * (days or 0)) or 1.0
     step = 1 if (days or 0) <= 7 else 7
-    with _style():
+    with style():
         fig = Figure(figsize=(WIDTH, 1.3 + 0.42 * len(phases)), layout="constrained")
         ax = fig.subplots()
         ys = list(range(len(phases)))[::-1]
         for i, (y, p, start) in enumerate(zip(ys, phases, starts, strict=True)):
-            hours = _num(p.get("hours"), 0.0)
+            hours = num(p.get("hours"), 0.0)
             ax.barh(y, hours, left=start, height=0.6, color=PALETTE[i % len(PALETTE)])
             ax.text(start + hours + span * 0.006, y, f"{hours:g} h", va="center", color=INK)
         for day in range(step, int(days or 0), step):
@@ -352,19 +319,19 @@ def timeline(phases: list[dict], days: float | None) -> str:
         marked = "a dotted line a day" if step == 1 else "a dotted line a week"
         ax.set_xlabel(f"hours from the start of the rental ({marked})")
         ax.grid(axis="y", visible=False)
-        return _svg(fig, "timeline")
+        return svg(fig, "timeline")
 
 
 # --- helpers ---------------------------------------------------------------------------------
 
 
 @contextmanager
-def _style() -> Iterator[None]:
+def style() -> Iterator[None]:
     with matplotlib.rc_context(RC):
         yield
 
 
-def _svg(fig: Figure, name: str) -> str:
+def svg(fig: Figure, name: str) -> str:
     """The figure as an `<svg>` element (no XML prolog or doctype), its ids prefixed."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata=METADATA, bbox_inches="tight", pad_inches=0.08)
@@ -385,7 +352,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "figure"
 
 
-def _num(value: object, missing: float = math.nan) -> float:
+def num(value: object, missing: float = math.nan) -> float:
     """A number for plotting; anything else (None, text) is a gap."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return missing

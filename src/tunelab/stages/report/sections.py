@@ -14,6 +14,7 @@ from tunelab.core.ledger import summary
 from tunelab.core.store import RUN_STATES, Store, StoreError, read_json
 from tunelab.data.split_columns import split_columns
 from tunelab.stages.report import charts
+from tunelab.stages.report.curves import curves as loss_curves
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
 GROUP_KEYS = {
@@ -146,7 +147,7 @@ def curves(records: list[dict], colours: dict[str, str]) -> Markup | None:
         for r in records
         if (r.get("training") or {}).get("history")
     ]
-    return Markup(charts.curves(histories, colours)) if histories else None
+    return Markup(loss_curves(histories, colours)) if histories else None
 
 
 def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict]) -> dict | None:
