@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tunelab.commands import COMMANDS
 from tunelab.commands.opening import name_runs
-from tunelab.core.env import mark_command_start, reproducible_blas
+from tunelab.core.env import ProgressToAClosedPipe, mark_command_start, reproducible_blas
 from tunelab.core.errors import (
     Interrupted,
     TrainingInterrupted,
@@ -99,6 +99,7 @@ def _main(argv: list[str] | None) -> int:
     whole = argv is None  # this process is the command: the console script, `python -m`
     if whole:  # a run's record then counts its start-up too (`plan`)
         mark_command_start()
+        sys.stderr = ProgressToAClosedPipe(sys.stderr)  # `2>&1 | head` stops no command
     argv = _every_commands_options_after_it(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser()
     try:

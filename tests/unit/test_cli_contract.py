@@ -343,3 +343,18 @@ def test_under_torchrun_only_rank_0_answers_on_stdout(make_lab, capsys, monkeypa
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error (run, rank 1): ") and "training.strategy" in err
+
+
+def test_a_closed_pipe_on_stderr_stops_no_command(make_lab):
+    """`tunelab data 2>&1 | head -2` exited 1 and wrote no data version: a progress line on
+    the closed pipe raised inside the step, an internal error. The step now finishes."""
+    lab = make_lab()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunelab.cli", "data", "--lab", str(lab)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stderr.close()  # the reader of the progress lines is gone
+    out = proc.stdout.read().decode()
+    assert proc.wait(timeout=120) == 0, out
+    assert "data version" in out and (lab / ".tunelab" / "data" / "CURRENT").is_file()

@@ -192,3 +192,33 @@ def command_started() -> str | None:
     """When this command's process started (ISO time), where the CLI marked it; else None (a
     library caller, such as a demo, that runs many stages in one process)."""
     return _COMMAND_STARTED[0] if _COMMAND_STARTED else None
+
+
+class ProgressToAClosedPipe:
+    """stderr, whose reader may stop reading (`tunelab data 2>&1 | head`): the first broken
+    pipe points the stream's descriptor at /dev/null and the command goes on, its work
+    recorded. A progress line had raised BrokenPipeError inside the stage, which ended as an
+    internal error (exit 1) with no data version written. The result on stdout says the rest
+    (`cli`: exit 141 where stdout is the closed pipe too)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
