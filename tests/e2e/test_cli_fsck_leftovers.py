@@ -24,7 +24,10 @@ def test_what_a_killed_command_left_behind_is_named(make_lab, capsys):
     code, found = tl(capsys, "fsck", *where)
     assert code == 1
     leftovers = {p["path"]: p["problem"] for p in found["problems"] if p["check"] == "leftover"}
-    assert "killed" in leftovers[".tunelab/runs/r001-majority/checkpoint.new"]
+    assert (
+        "killed or stopped by a full disk"
+        in leftovers[".tunelab/runs/r001-majority/checkpoint.new"]
+    )
     assert "reserved" in leftovers[".tunelab/comparisons/c002.json"]
     assert (
         "left by a size that was killed" in leftovers[".tunelab/sizing/scratch/scratch-model-982"]

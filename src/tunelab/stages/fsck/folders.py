@@ -60,6 +60,11 @@ def comparison_inputs(store: Store, not_checked: list[str]) -> tuple[list[dict],
     return out, n
 
 
+STOPPED = "killed or stopped by a full disk"
+"""What leaves a leftover: a kill, or a write a full disk refused (named so: it read "killed"
+after the disk-full message had sent the user to fsck)."""
+
+
 def _number(comparison_id: str) -> int:
     return number_of(Path(comparison_id))  # `c2` before `c10`
 
@@ -186,13 +191,13 @@ def leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
             if any(folder in path.parents for folder in listed):
                 continue  # inside a temporary folder already named: one leftover, not two
             listed.append(path)
-            problem = "a temporary left by a killed command (or one writing it now)"
+            problem = f"a temporary left by a command {STOPPED} (or one writing it now)"
             out.append(problem_at(store, "leftover", path, problem, killed))
     runs = sorted(store.runs_dir.glob("*/checkpoint.new")) if store.runs_dir.exists() else []
     for path in runs:
         problem = (
-            "a checkpoint being written when its run was killed (the run's last whole one, if "
-            "any, is beside it)"
+            f"a checkpoint being written when its run was {STOPPED} (the run's last whole one, "
+            "if any, is beside it)"
         )
         out.append(problem_at(store, "leftover", path, problem, killed))
     scratch = store.path(SIZING_SCRATCH)
@@ -206,8 +211,8 @@ def leftovers(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
         for path in sorted(store.path(folder).glob("*.json")):
             if not path.stat().st_size:  # reserved, never written
                 problem = (
-                    "an empty record: a number reserved by a command killed before it wrote it "
-                    "(or writing it now)"
+                    f"an empty record: a number reserved by a command {STOPPED} before it wrote "
+                    "it (or writing it now)"
                 )
                 out.append(problem_at(store, "leftover", path, problem, killed))
     return out, len(out)
