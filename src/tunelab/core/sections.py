@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from tunelab.core.multilabel import MultilabelTask
 from tunelab.core.scratch import Arch, Bpe, PretrainTask, check_init
 from tunelab.core.section_base import FieldError, _Section
+from tunelab.core.spec_paths import spec_path
 
 
 class Compass(_Section):
@@ -216,8 +217,7 @@ class ModelSpec(_Section):
         """`path` as a path: relative to the lab folder unless absolute (`~` expanded)."""
         if self.path is None:
             raise ValueError("a scratch model (model.init: scratch) has no path")
-        path = Path(self.path).expanduser()
-        return path if path.is_absolute() else lab / path
+        return spec_path(lab, self.path)
 
 
 HeadInit = Literal["new", "probe"]

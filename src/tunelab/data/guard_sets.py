@@ -22,6 +22,7 @@ from pathlib import Path
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import Spec
+from tunelab.core.spec_paths import spec_path
 from tunelab.core.store import Store, read_jsonl, write_jsonl
 
 FOLDER = "guard"
@@ -67,7 +68,7 @@ def load_guard_sets(spec: Spec, lab: Path) -> list[GuardSet]:
     names: dict[str, str] = {}
     for on in guard_paths(spec):
         field = f"guardrails.{_index(spec, on)}.on"
-        path = Path(on) if Path(on).is_absolute() else lab / on
+        path = spec_path(lab, on)
         if not path.is_file():
             raise TunelabError(
                 f"{field}: {on!r} not found (looked at {path}); name a file in "

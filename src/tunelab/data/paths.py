@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tunelab.core.spec import Source
+from tunelab.core.spec_paths import spec_path
 from tunelab.core.store import STORE_DIR
 from tunelab.data.formats import folder_files, get_loader
 from tunelab.data.raw import DataError
@@ -65,8 +66,8 @@ class Located:
 def locate(source: Source, i: int, lab: Path, allow_outside: bool) -> Located:
     """Resolve `data.sources[i].path` and check it may be read; errors name the spec field."""
     where = f"data.sources[{i}].path"
-    given = Path(source.path)
-    path = given if given.is_absolute() else lab / given
+    given = Path(source.path).expanduser()
+    path = spec_path(lab, given)
     real = _resolve(path, where, source.path)
     lab_real = Path(lab).resolve()
     _check_place(real, lab_real, allow_outside, where, repr(source.path))

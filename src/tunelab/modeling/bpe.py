@@ -19,6 +19,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.scratch import Bpe
+from tunelab.core.spec_paths import spec_path
 from tunelab.core.store import STORE_DIR, Store, atomic_dir
 
 EOS, PAD = "<|endoftext|>", "<|pad|>"
@@ -105,8 +106,7 @@ def _unchanged(folder: Path) -> None:
 
 def named_tokenizer(path: str, lab: Path) -> tuple[PreTrainedTokenizerBase, Path]:
     """The tokenizer folder `model.tokenizer` names (relative to the lab unless absolute)."""
-    folder = Path(path).expanduser()
-    folder = folder if folder.is_absolute() else lab / folder
+    folder = spec_path(lab, path)
     if not (folder / "tokenizer.json").exists() and not (folder / "tokenizer_config.json").exists():
         raise TunelabError(
             f"model.tokenizer {path!r}: no tokenizer files in {folder}; point it at a folder "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.spec_paths import spec_path
 from tunelab.tasks import classification, extraction, image_classification, multilabel, pretrain
 from tunelab.tasks import format as format_task
 
@@ -55,7 +56,7 @@ def load_schema(task_spec: Any, lab: Path) -> dict | None:
         return None
     where = "task.json_schema"
     if not isinstance(schema, dict):
-        path = Path(schema) if Path(schema).is_absolute() else lab / schema
+        path = spec_path(lab, schema)
         if not path.exists():
             raise TunelabError(f"task.json_schema: {schema!r} not found (looked at {path})")
         try:

@@ -71,6 +71,21 @@ def test_allowed_outside_the_path_read_is_recorded(lab: Path) -> None:
     assert source["path"] == "link.jsonl" and source["rows"] == 6
 
 
+def test_a_home_path_reads_as_it_does_for_a_model(lab: Path, monkeypatch) -> None:
+    """`~/corpus.jsonl` worked for model.path and read as LAB/~/corpus.jsonl for a source."""
+    from tunelab.core.spec_paths import spec_path
+
+    monkeypatch.setenv("HOME", str(lab.parent / "home"))
+    rows = write_rows(lab.parent / "home" / "corpus.jsonl")
+    assert spec_path(lab, "~/corpus.jsonl") == rows and spec_path(lab, "a/b") == lab / "a/b"
+    refused = spec_for([{"type": "jsonl", "path": "~/corpus.jsonl"}])
+    with pytest.raises(DataError, match=rf"resolves to {rows}, outside"):
+        load_sources(refused.data, None, lab)
+    spec = spec_for([{"type": "jsonl", "path": "~/corpus.jsonl"}], allow_outside_lab=True)
+    [source] = Store(lab).data_manifest(build_data(spec, lab, Store(lab))["version"])["sources"]
+    assert source["resolved"] == str(rows) and source["rows"] == 6
+
+
 def test_a_link_inside_a_folder_source_cannot_reach_out(lab: Path) -> None:
     for i, label in enumerate("abab"):
         (lab / "docs" / label).mkdir(parents=True, exist_ok=True)
