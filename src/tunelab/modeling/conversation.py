@@ -230,12 +230,14 @@ def pieces(
 def _chat(tokenizer, turns: list[dict], generation: bool, i: int) -> str:
     """The turns rendered by the chat template, as role and content (an answer's `weight` is
     the loss's, not the template's)."""
+    from jinja2 import TemplateError
+
     shown = [{"role": t["role"], "content": t["content"]} for t in turns]
     try:
         return tokenizer.apply_chat_template(
             shown, tokenize=False, add_generation_prompt=generation
         )
-    except Exception as err:  # jinja's TemplateError, or the template's own raise_exception
+    except TemplateError as err:  # the template's own raise_exception, or a jinja error in it
         role = turns[-1]["role"] if turns else "-"
         raise TurnError(
             "unknown_role",

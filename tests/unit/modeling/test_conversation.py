@@ -106,6 +106,24 @@ def test_a_role_the_template_leaves_out_is_refused_naming_it(tokenizer):
     assert err.value.kind == "unknown_role"
 
 
+def test_a_template_s_own_refusal_is_a_finding_and_any_other_error_goes_on(tokenizer, monkeypatch):
+    """Any exception at all was taken for the template refusing the turns (`unknown_role`),
+    a bug in the rendering included."""
+    end = end_of_answer(tokenizer, "chat")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer.name_or_path)
+    tokenizer.chat_template = "{{ raise_exception('Conversation roles must alternate') }}"
+    with pytest.raises(TurnError, match="roles must alternate") as err:
+        render_conversation(tokenizer, TURNS, 512, end)
+    assert err.value.kind == "unknown_role"
+
+    def broken(*args, **kwargs):
+        raise KeyError("content")
+
+    monkeypatch.setattr(type(tokenizer), "apply_chat_template", broken)
+    with pytest.raises(KeyError):
+        render_conversation(tokenizer, TURNS, 512, end)
+
+
 def test_a_template_that_rewrites_earlier_turns_is_refused(tokenizer):
     counting = (
         "turns: {{ messages | length }}\\n{% for m in messages %}"
