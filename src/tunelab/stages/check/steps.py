@@ -41,10 +41,12 @@ from __future__ import annotations
 import re
 import time
 import traceback
+from pathlib import Path
 
 from rich.console import Console
 
 from tunelab.core.env import fingerprint
+from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.spec import FullMethod
 from tunelab.core.store import now
@@ -207,11 +209,32 @@ def _guard(names: tuple[str, ...], step, ctx: dict) -> list[dict]:
             return step(ctx)
         except Exception as err:
             tail = "".join(traceback.format_exception(err)[-3:])
-            out = [item(names[0], False, f"{type(err).__name__}: {err}", traceback=tail)]
+            said = f"{type(err).__name__}: {err}{_ours(err)}"
+            out = [item(names[0], False, said, traceback=tail, internal=bool(_ours(err)))]
             skip = f"not run: `{names[0]}` raised"
             return out + [item(n, False, skip, skipped=True) for n in names[1:]]
 
     return _timed(run)
+
+
+def _ours(err: Exception) -> str:
+    """Where an error that is no TunelabError was raised in tunelab's own code, what that says:
+    a bug of tunelab's, not the wiring (the libraries' errors, a shape or a dtype refused, are
+    the wiring's); else nothing."""
+    if isinstance(err, TunelabError) or err.__traceback__ is None:
+        return ""
+    frame = traceback.extract_tb(err.__traceback__)[-1]
+    if not Path(frame.filename).resolve().is_relative_to(PACKAGE):
+        return ""
+    where = f"{Path(frame.filename).relative_to(PACKAGE.parent)}:{frame.lineno}"
+    return (
+        f" (raised in tunelab's own code, {where}: a bug of tunelab's, not the wiring; the "
+        "traceback is in the check's record)"
+    )
+
+
+PACKAGE = Path(__file__).resolve().parents[2]
+"""The tunelab package's folder."""
 
 
 def _timed(step) -> list[dict]:
