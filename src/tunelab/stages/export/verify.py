@@ -21,6 +21,7 @@ of the exporting process (a model in memory, a patched module) can make a bundle
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import traceback
@@ -60,8 +61,13 @@ def verify_bundle(bundle: Path, base: Path | None = None, device: str = "cpu") -
     try:
         result = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
+        how = f"exited {done.returncode}"
+        if done.returncode < 0:
+            name = signal.Signals(-done.returncode).name
+            oom = " (most often the out-of-memory killer: free memory and verify again)"
+            how = f"was killed by {name}{oom if name == 'SIGKILL' else ''}"
         raise RuntimeError(
-            f"the verify process exited {done.returncode} without a result: {done.stderr[-2000:]}"
+            f"the verify process {how} without a result; its last words: {done.stderr[-2000:]}"
         ) from None
     return result | {"process": {"returncode": done.returncode, "fresh": True}}
 

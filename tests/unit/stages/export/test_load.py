@@ -28,3 +28,19 @@ def test_a_damaged_or_foreign_record_is_named_with_what_to_do(tmp_path, capsys, 
     assert main(["verify", str(tmp_path), "--json"]) == 2  # it was exit 1, "internal error"
     error = json.loads(capsys.readouterr().out)
     assert error["internal"] is False and said in error["error"]
+
+
+def test_a_verify_process_killed_says_by_what(tmp_path, monkeypatch):
+    """It read 'the verify process exited -9 without a result', and nothing on what to do."""
+    import subprocess
+
+    from tunelab.stages.export import verify
+
+    (tmp_path / "tunelab.json").write_text('{"base_model": {"path": "m"}}')
+    killed = subprocess.CompletedProcess([], -9, stdout="", stderr="loading…")
+    monkeypatch.setattr(verify, "run_child", lambda *a, **k: killed)
+    with pytest.raises(RuntimeError) as raised:
+        verify.verify_bundle(tmp_path)
+    assert str(raised.value).startswith(
+        "the verify process was killed by SIGKILL (most often the out-of-memory killer"
+    )
