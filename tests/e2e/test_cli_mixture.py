@@ -97,9 +97,14 @@ def test_an_interrupted_mixture_run_resumes_to_the_same_draws_and_metrics(make_l
     history = Path(lab) / ".tunelab" / "runs" / "r001-stopped" / "history.jsonl"
 
     def stop_at_step_4():  # SIGTERM from outside the loop, as a user's `kill` would
-        while not (history.exists() and history.read_text().count("}\n") >= 4):
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if history.exists() and history.read_text().count("}\n") >= 4:
+                record = json.loads((history.parent / "record.json").read_text())
+                if record["status"] == "running":  # never to the test process after the run
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return
             time.sleep(0.005)
-        os.kill(os.getpid(), signal.SIGTERM)
 
     killer = threading.Thread(target=stop_at_step_4, daemon=True)
     killer.start()
