@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from tunelab.core.digest import sha256_json
-from tunelab.core.env import child_env, run_child
+from tunelab.core.env import run_child
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import SIZING, SIZING_SCRATCH
@@ -36,6 +35,7 @@ from tunelab.stages.size import estimate as est
 from tunelab.stages.size.advice import advice, largest_microbatch
 from tunelab.stages.size.during import During, section
 from tunelab.stages.size.grad_examples import grad_examples
+from tunelab.stages.size.launch import SizingError, probe_folder
 from tunelab.stages.size.lengths import measured_lengths
 from tunelab.stages.size.model_folder import model_folder
 from tunelab.stages.size.processes import measure_processes, processes_record, run_rank_probes
@@ -50,10 +50,6 @@ GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
 PROBE_TIMEOUT_S = 3600
 SCRATCH = Path(SIZING_SCRATCH)
 """Where, under the lab's store, each probe process keeps its files while it runs."""
-
-
-class SizingError(TunelabError):
-    """A probe failed for a reason other than running out of memory."""
 
 
 # --- the pieces -----------------------------------------------------------------------------------
@@ -99,19 +95,11 @@ def run_probe(
     size` passes the lab's `.tunelab/sizing/scratch` (SCRATCH), so nothing is written outside
     the lab. Without `scratch` (a benchmark outside any lab) the folder is a system temporary
     one."""
-    if scratch is not None:
-        scratch.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch) as tmp:
-        out = Path(tmp) / "result.json"
-        payload = json.dumps(args | {"out": str(out)})
-        if len(payload) > 64_000:  # one argument may not exceed 128 KiB
-            (Path(tmp) / "args.json").write_text(payload)
-            payload = "@" + str(Path(tmp) / "args.json")
-        cmd = [sys.executable, "-m", "tunelab.stages.size.probe", payload]
-        env = child_env() | {"HF_MODULES_CACHE": str(Path(tmp) / "hf-modules")}
-        proc = run_child(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        if out.exists():
-            result = json.loads(out.read_text())
+    with probe_folder(args, scratch, "probe-") as folder:
+        cmd = [sys.executable, "-m", "tunelab.stages.size.probe", folder.payload]
+        proc = run_child(cmd, capture_output=True, text=True, timeout=timeout, env=folder.env)
+        if folder.out.exists():
+            result = json.loads(folder.out.read_text())
         elif proc.returncode < 0:
             result = {"error": f"killed by signal {-proc.returncode}", "oom": True}
         else:

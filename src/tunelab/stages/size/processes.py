@@ -18,16 +18,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.env import child_env, run_child
+from tunelab.core.env import run_child
 from tunelab.core.errors import TunelabError
 from tunelab.stages.size import ranks
 from tunelab.stages.size.advice import advice, largest_by_estimate
 from tunelab.stages.size.during import During
+from tunelab.stages.size.launch import SizingError, probe_folder
 from tunelab.training.distributed import oversubscribed
 
 MIB = 2**20
@@ -61,23 +61,12 @@ def run_rank_probes(
 ) -> dict[str, Any]:
     """Run one configuration as `nproc` ranks under torchrun; every rank's result, in rank
     order. A rank the kernel killed, or one that ran out of memory, makes it {"oom": True}."""
-    from tunelab.stages.size.measure import SizingError
-
-    if scratch is not None:
-        scratch.mkdir(parents=True, exist_ok=True)
     threads = omp_threads(nproc)
-    with tempfile.TemporaryDirectory(prefix="probe-ranks-", dir=scratch) as tmp:
-        out = Path(tmp) / "result.json"
-        payload = json.dumps(args | {"out": str(out)})
-        if len(payload) > 64_000:
-            (Path(tmp) / "args.json").write_text(payload)
-            payload = "@" + str(Path(tmp) / "args.json")
-        cmd = torchrun_command(nproc, payload)
-        env = child_env() | {
-            "HF_MODULES_CACHE": str(Path(tmp) / "hf-modules"),
-            "OMP_NUM_THREADS": str(threads),
-        }
+    with probe_folder(args, scratch, "probe-ranks-") as folder:
+        cmd = torchrun_command(nproc, folder.payload)
+        env = folder.env | {"OMP_NUM_THREADS": str(threads)}
         proc = run_child(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        out = folder.out
         files = [out.with_name(f"{out.name}.rank{r}") for r in range(nproc)]
         results = [json.loads(f.read_text()) if f.exists() else None for f in files]
     shown = " ".join(cmd[:-1]) + " '<args>'"

@@ -207,7 +207,7 @@ def test_rank_probes_read_every_rank_and_share_the_cores(monkeypatch, tmp_path):
 
 
 def test_a_rank_out_of_memory_is_oom_and_a_missing_rank_fails(monkeypatch, tmp_path):
-    from tunelab.stages.size.measure import SizingError
+    from tunelab.stages.size.launch import SizingError
 
     _fake_torchrun(monkeypatch, {0: {"step_s": 1.0}, 1: {"error": "out of memory", "oom": True}})
     r = procs.run_rank_probes({}, 2, 10, scratch=tmp_path)
