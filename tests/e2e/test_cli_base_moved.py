@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from tunelab.cli import main
+from tunelab.core.seal import final_accesses
 from tunelab.core.store import Store
-from tunelab.stages.final import final_accesses
 
 
 def tl(capsys, *args: str) -> tuple[int, dict]:

@@ -33,10 +33,10 @@ from safetensors import safe_open
 from tunelab.cli import main
 from tunelab.core import ledger
 from tunelab.core.chain import verify
+from tunelab.core.seal import final_accesses
 from tunelab.core.store import RUN_STATES, Store, read_jsonl
 from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint
 from tunelab.stages.export.verify import check_files
-from tunelab.stages.final import final_accesses
 
 pytestmark = pytest.mark.slow
 

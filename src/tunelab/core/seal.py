@@ -5,7 +5,8 @@
 the file's bytes once, checks them against the seal and parses those same bytes, so what is
 used is what was sealed. Two callers: `tunelab final` (evaluates on it, once, on purpose) and
 `data.eval_from` (copies an earlier version's test rows into a new version unchanged; no
-model sees them).
+model sees them). Each opening is logged; `final_accesses` reads them back, for `final` (which
+asks a reason after the first) and the handover (which lists them).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import json
 
 from tunelab.core.digest import sha256_bytes
+from tunelab.core.layout import FINALS
 from tunelab.core.store import Store, StoreError
 
-__all__ = ["SealBrokenError", "open_sealed"]
+__all__ = ["SealBrokenError", "final_accesses", "open_sealed"]
 
 
 class SealBrokenError(StoreError):
@@ -47,3 +49,21 @@ def open_sealed(store: Store, version: str) -> tuple[list[dict], str]:
         )
     text = data.decode("utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()], actual
+
+
+def final_accesses(store: Store) -> list[dict]:
+    """Every opening of the test split, oldest first (time, run, reason, repeated, file...).
+
+    Read strictly: a damaged event line could hide an earlier opening, so it is an error that
+    names the line; and every result in `finals/` must have its opening in the log."""
+    accesses = [e for e in store.events(strict=True) if e.get("event") == "final"]
+    logged = {e.get("file") for e in accesses}
+    for path in store.numbered(FINALS):
+        shown = str(path.relative_to(store.lab))
+        if shown not in logged:
+            raise SealBrokenError(
+                f"{shown} records an opening of the test split that the event log "
+                f"({store.log_path}) does not have: the access log is incomplete. "
+                "Restore the log's `final` line before opening the split again."
+            )
+    return accesses

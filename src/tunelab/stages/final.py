@@ -51,7 +51,7 @@ from tunelab.core.lab import Check, Lab, recorded_lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.ledger import effective_status
 from tunelab.core.run_files import require_intact_run
-from tunelab.core.seal import SealBrokenError, open_sealed
+from tunelab.core.seal import final_accesses, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store
 from tunelab.stages.final_scorers import head_path, scorer_of
@@ -62,24 +62,6 @@ from tunelab.training.protocol import protocol
 
 class FinalError(TunelabError):
     """`final` refuses: a second access without a reason, or a run it cannot evaluate."""
-
-
-def final_accesses(store: Store) -> list[dict]:
-    """Every opening of the test split, oldest first (time, run, reason, repeated, file...).
-
-    Read strictly: a damaged event line could hide an earlier opening, so it is an error that
-    names the line; and every result in `finals/` must have its opening in the log."""
-    accesses = [e for e in store.events(strict=True) if e.get("event") == "final"]
-    logged = {e.get("file") for e in accesses}
-    for path in store.numbered(FINALS):
-        shown = str(path.relative_to(store.lab))
-        if shown not in logged:
-            raise SealBrokenError(
-                f"{shown} records an opening of the test split that the event log "
-                f"({store.log_path}) does not have: the access log is incomplete. "
-                "Restore the log's `final` line before opening the split again."
-            )
-    return accesses
 
 
 def latest_verdict(store: Store, run_id: str) -> tuple[str | None, str | None]:

@@ -15,10 +15,11 @@ from final_labs import FOR_REPORT, cli, lab_with_baselines  # noqa: F401 (pytest
 from conftest import topic_rows
 from tunelab.cli import main
 from tunelab.core.lab import open_lab
+from tunelab.core.seal import SealBrokenError, final_accesses
 from tunelab.core.store import SPLITS, SealedError, Store
 from tunelab.modeling.model import load_encoder, load_tokenizer
 from tunelab.modeling.probe import features, load_head
-from tunelab.stages.final import FinalError, SealBrokenError, final_accesses, run_final
+from tunelab.stages.final import FinalError, run_final
 
 # --- a process-wide watch on reads of any `test.jsonl` ----------------------------------------
 # An audit hook sees every open (builtins.open, io.open, Path.read_*, os.open) whatever the

@@ -10,8 +10,9 @@ import pytest
 from final_labs import FOR_REPORT, cli, lab_with_baselines  # noqa: F401 (pytest finds the fixture here)
 
 from tunelab.core.lab import open_lab
+from tunelab.core.seal import SealBrokenError, final_accesses
 from tunelab.core.store import Store, StoreError
-from tunelab.stages.final import FinalError, SealBrokenError, final_accesses, run_final
+from tunelab.stages.final import FinalError, run_final
 from tunelab.stages.fsck import fsck
 
 
@@ -40,7 +41,7 @@ def test_a_final_result_missing_from_the_log_is_refused(lab_with_baselines):
     # record is in no event now (`core.unlogged`), and anchors it too
     with pytest.raises(StoreError, match=rf"{first['file']} in no event of the log"):
         run_final(lab, "r001-majority", None)
-    from tunelab.stages.final import final_accesses
+    from tunelab.core.seal import final_accesses
 
     with pytest.raises(SealBrokenError, match=rf"{first['file']} records an opening"):
         final_accesses(lab.store)  # what `final` reads next, were the log accepted

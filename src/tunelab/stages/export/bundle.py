@@ -39,6 +39,7 @@ from tunelab.core.exports import BUNDLE_FILE, recorded_export
 from tunelab.core.lab import Lab
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
 from tunelab.core.run_files import require_intact_run
+from tunelab.core.seal import final_accesses
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import (
     atomic_write_json,
@@ -55,7 +56,6 @@ from tunelab.stages.export.limitations import limitations
 from tunelab.stages.export.load import SCRATCH_BASE
 from tunelab.stages.export.serving import serving
 from tunelab.stages.export.template_file import template_record
-from tunelab.stages.final import final_accesses
 
 WHOLE_SPLIT = {"encoder": 500, "image": 200, "causal": 100}
 """Up to this many validation rows, the bundle stores them all: `verify` then predicts them in

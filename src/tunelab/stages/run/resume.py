@@ -19,12 +19,12 @@ from tunelab.core.store import Store, now
 from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint, written_by
 from tunelab.stages.run.resumable import resumable_record
 from tunelab.stages.run.variant import (
-    _follow,
-    _on_world,
-    _train_and_finish,
     build_model,
+    follow,
     mixture_sampler,
+    on_world,
     prepare,
+    train_and_finish,
 )
 
 
@@ -38,7 +38,7 @@ def resume_run(
     run_dir = store.run_dir(run_id)
     lab = recorded_lab(store, record)
     lab.device = pick_device(device)
-    lab, world = _on_world(lab)
+    lab, world = on_world(lab)
     try:
         renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
         sampler = mixture_sampler(lab, record["data_version"], train_set)
@@ -54,7 +54,7 @@ def resume_run(
     if not world.main:  # a run trained to its end is evaluated by rank 0 alone
         if trained_to_end(record, run_dir):
             return {}
-        return _follow(
+        return follow(
             lab, world, model, renderer, train_set, sampler, run_dir, record["data_version"]
         )
     checkpoint = find_checkpoint(run_dir / CHECKPOINT_DIR)
@@ -70,6 +70,6 @@ def resume_run(
         }
     )
     ledger.reopen_run(lab, record)
-    return _train_and_finish(
+    return train_and_finish(
         lab, record, run_dir, model, renderer, train_set, sampler, console, True, world
     )

@@ -139,7 +139,7 @@ def run_variant(
     spec, store = lab.spec, lab.store
     spec.require_plan()
     name = check_run_name(name or spec.method.type)  # refused before anything loads
-    lab, world = _on_world(lab)
+    lab, world = on_world(lab)
     version = lab.data_version
     parent_record = resolve_parent(store, version, parent)
     as_diffed = spec.to_dict()
@@ -185,7 +185,7 @@ def run_variant(
     if console and trainable.get("pooling_note") and world.main:
         console.print(f"[yellow]note[/] {trainable['pooling_note']}")
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
-        return _follow(lab, world, model, renderer, train_set, sampler, version=version)
+        return follow(lab, world, model, renderer, train_set, sampler, version=version)
     record, run_dir = ledger.open_run(
         lab,
         name,
@@ -216,12 +216,12 @@ def run_variant(
         record["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)
     if console:
         console.print(start_line(record, spec, train_set, world))
-    return _train_and_finish(
+    return train_and_finish(
         lab, record, run_dir, model, renderer, train_set, sampler, console, world=world
     )
 
 
-def _train_and_finish(
+def train_and_finish(
     lab,
     record,
     run_dir,
@@ -313,7 +313,7 @@ def _precisions(store) -> list[tuple[str, dict]]:
     return out
 
 
-def _on_world(lab: Lab) -> tuple[Lab, World]:
+def on_world(lab: Lab) -> tuple[Lab, World]:
     """This process's world (torchrun's variables), its device, and the batch check, before
     any record exists."""
     world = world_from_env(lab.spec.training.strategy)
@@ -360,7 +360,7 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
     return training, model
 
 
-def _follow(lab, world, model, renderer, train_set, sampler, run_dir=None, version=None) -> dict:
+def follow(lab, world, model, renderer, train_set, sampler, run_dir=None, version=None) -> dict:
     """A rank other than 0: trains its share of every step (writing its shards of a
     checkpoint, and reading them on resume) and measures the validation loss with the others
     (`training.validate_every`), evaluates nothing else; the CLI prints nothing."""
