@@ -275,6 +275,11 @@ class Store(NumberedRecords):
             raise StoreError(f"{self.lab}: no data version yet. Run `tunelab data` first.")
         return path.read_text().strip()
 
+    def data_manifests(self) -> list[Path]:
+        """Every data version's manifest file, in order of its version id (the folders a
+        manifest is missing from are no versions: a data step killed before it was written)."""
+        return sorted(self.path(layout.DATA).glob(f"*/{layout.MANIFEST}"))
+
     def data_manifest(self, version: str) -> dict:
         """A data version's manifest, as its `data` event wrote it: the hashes of its splits
         are the log's, so a manifest edited with its splits is refused (`require_as_logged`;

@@ -42,7 +42,7 @@ def pinned_rows(store: Store, version: str) -> dict[str, list[Example]]:
     try:
         store.data_manifest(version)
     except StoreError:
-        known = sorted(p.parent.name for p in (store.root / "data").glob("*/manifest.json"))
+        known = [p.parent.name for p in store.data_manifests()]
         raise DataError(
             f"data.eval_from: {version!r} is not a data version of this lab (known: "
             f"{', '.join(known) or 'none'}); use an id from `tunelab data` or the store"

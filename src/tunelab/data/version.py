@@ -130,11 +130,8 @@ def _rows_json(splits: Splits) -> Iterator[str]:
 
 def same_rows(store: Store, rows: str, version: str) -> list[str]:
     """Other versions whose kept rows are these (by their manifests' `rows_id`)."""
-    root = store.root / "data"
-    if not root.exists():
-        return []
     out = []
-    for manifest in sorted(root.glob("*/manifest.json")):
+    for manifest in store.data_manifests():
         other = json.loads(manifest.read_text(encoding="utf-8"))
         if other.get("rows_id") == rows and manifest.parent.name != version:
             out.append(manifest.parent.name)
@@ -147,7 +144,7 @@ def version_id(splits: Splits, quarantine: list[Rejection], settings: dict[str, 
 
 
 def version_exists(store: Store, version: str) -> bool:
-    return (store.data_dir(version) / "manifest.json").exists()
+    return (store.data_dir(version) / MANIFEST).exists()
 
 
 def damaged_files(store: Store, version: str) -> list[str]:
@@ -221,7 +218,7 @@ def write_version(
             "split_sha256": {split: files[f"{split}.jsonl"] for split in SPLITS},
             "test_sha256": files["test.jsonl"],
         }
-        atomic_write_json(tmp / "manifest.json", full)
+        atomic_write_json(tmp / MANIFEST, full)
         if replace:  # the damaged folder out of the way, then the whole one in its place
             os.rename(final, old := tmp.with_name(f".{version}.damaged.tmp"))
             os.rename(tmp, final)

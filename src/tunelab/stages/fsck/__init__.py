@@ -35,7 +35,7 @@ from tunelab.core.chain import BREAK
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.files import DamagedFile
-from tunelab.core.layout import DATA, FORMAT, MANIFEST
+from tunelab.core.layout import FORMAT, MANIFEST
 from tunelab.core.store import Store, read_json
 from tunelab.core.unlogged import record_files, unlogged
 from tunelab.stages.fsck import data, folders
@@ -131,7 +131,7 @@ def _repair(store: Store, log: dict, reason: str | None, unvouched: list[Path]) 
 def _unreadable(store: Store) -> list[tuple[Path, str]]:
     """Records and data manifests that no longer read as JSON, with why."""
     out = []
-    for path in [*record_files(store.root), *sorted(store.path(DATA).glob(f"*/{MANIFEST}"))]:
+    for path in [*record_files(store.root), *store.data_manifests()]:
         try:
             value = read_json(path)
         except DamagedFile as err:

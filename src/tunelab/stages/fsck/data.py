@@ -17,7 +17,7 @@ def data_files(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
         "restore it from a backup, or run `tunelab data` again with the sources and spec that "
         "built it (it writes a damaged version again, whole)"
     )
-    for manifest_path in sorted(store.path(DATA).glob(f"*/{MANIFEST}")):
+    for manifest_path in store.data_manifests():
         manifest, folder = json_of(manifest_path), manifest_path.parent
         for name, digest in (manifest.get("files") or {}).items():
             n += 1
@@ -61,7 +61,7 @@ def unlogged_versions(store: Store, steps: list[dict] | None = None) -> list[Pat
     accepted = vouching(store)
     return [
         manifest
-        for manifest in sorted(store.path(DATA).glob(f"*/{MANIFEST}"))
+        for manifest in store.data_manifests()
         if manifest.parent.name not in logged and rel(store, manifest) not in accepted
     ]
 
