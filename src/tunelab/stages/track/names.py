@@ -10,19 +10,20 @@ import json
 import re
 from datetime import datetime
 
+from tunelab.core.param_groups import flatten as dotted
+
 PARAM_LENGTH, TAG_LENGTH, KEY_LENGTH = 6000, 8000, 250  # MLflow's limits
 
 
-def flatten(value, prefix: str = "") -> dict[str, str]:
-    """A spec as MLflow params: nested keys dotted (`training.lr`), lists and non-strings as
-    JSON (`[\"query\", \"value\"]`, `true`, `null`), each cut to MLflow's 6,000 characters."""
-    if isinstance(value, dict) and value:
-        out: dict[str, str] = {}
-        for key, inner in value.items():
-            out |= flatten(inner, f"{prefix}.{key}" if prefix else str(key))
-        return out
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return {name(prefix): text[:PARAM_LENGTH]}
+def flatten(spec: dict) -> dict[str, str]:
+    """A spec as MLflow params: its dotted keys as a run's diff reads them (`training.lr`,
+    `param_groups.flatten`), lists and non-strings as JSON (`[\"query\", \"value\"]`, `true`,
+    `null`), each cut to MLflow's 6,000 characters."""
+    out = {}
+    for key, value in dotted(spec).items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        out[name(key)] = text[:PARAM_LENGTH]
+    return out
 
 
 def scalars(metrics: dict, prefix: str = "") -> dict[str, float]:
