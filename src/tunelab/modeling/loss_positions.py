@@ -26,11 +26,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+IGNORE = -100
+"""The label of a position no loss is taken on (off the loss mask, padding): the
+`ignore_index` F.cross_entropy skips by default."""
+
 
 def target_index(labels: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The three tensors above for a host `labels` (batch, positions), -100 off the loss."""
-    targets = F.pad(labels[:, 1:], (0, 1), value=-100)  # the token each position predicts
-    mask = targets != -100
+    """The three tensors above for a host `labels` (batch, positions), IGNORE off the loss."""
+    targets = F.pad(labels[:, 1:], (0, 1), value=IGNORE)  # the token each position predicts
+    mask = targets != IGNORE
     counts = mask.sum(dim=1)
     width = max(int(counts.max()), 1) if len(counts) else 1
     rows, positions = mask.nonzero(as_tuple=True)  # row by row, as `hidden[mask]` orders them

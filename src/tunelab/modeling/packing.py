@@ -28,10 +28,8 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from tunelab.core.errors import TunelabError
-from tunelab.modeling.loss_positions import target_index
+from tunelab.modeling.loss_positions import IGNORE, target_index
 from tunelab.modeling.transfer import to_device
-
-IGNORE = -100
 
 
 @dataclass(frozen=True)

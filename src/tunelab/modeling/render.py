@@ -12,7 +12,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from tunelab.core.errors import TunelabError
-from tunelab.modeling.loss_positions import target_index
+from tunelab.modeling.loss_positions import IGNORE, target_index
 from tunelab.modeling.template import Template, make_template
 from tunelab.modeling.transfer import to_device
 
@@ -180,20 +180,20 @@ def render_example(
 def collate_causal(
     batch: list[Rendered], pad_id: int, device: torch.device
 ) -> dict[str, torch.Tensor]:
-    """Right-padded training batch; labels are -100 off the loss mask and on padding, so the
+    """Right-padded training batch; labels are IGNORE off the loss mask and on padding, so the
     padding never hides the end token even when the pad token equals EOS. With them, where the
     targets are (`loss_positions.target_index`)."""
     width = max(len(e.input_ids) for e in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(batch), width), dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    labels = torch.full((len(batch), width), IGNORE, dtype=torch.long)
     for row, e in enumerate(batch):
         n = len(e.input_ids)
         ids = torch.tensor(e.input_ids)
         input_ids[row, :n] = ids
         attention[row, :n] = 1
         mask = torch.tensor(e.loss_mask, dtype=torch.bool)
-        labels[row, :n] = torch.where(mask, ids, torch.tensor(-100))
+        labels[row, :n] = torch.where(mask, ids, torch.tensor(IGNORE))
     out = {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
     return to_device(out | target_index(labels), device)
 
@@ -206,9 +206,9 @@ def collate_causal_packed(batch: list[Rendered], device: torch.device) -> dict[s
     ids, labels, positions = [], [], []
     for e in batch:
         ids.extend(e.input_ids)
-        labels.append(-100)
+        labels.append(IGNORE)
         labels.extend(
-            t if m else -100 for t, m in zip(e.input_ids[1:], e.loss_mask[1:], strict=True)
+            t if m else IGNORE for t, m in zip(e.input_ids[1:], e.loss_mask[1:], strict=True)
         )
         positions.extend(range(len(e.input_ids)))
     row = torch.tensor([ids], dtype=torch.long)

@@ -15,6 +15,7 @@ import torch
 
 from tunelab.core.lab import Lab
 from tunelab.data.balance import describe, imbalance
+from tunelab.modeling.loss_positions import IGNORE
 from tunelab.modeling.model import load_tokenizer
 from tunelab.modeling.render import (
     Rendered,
@@ -241,10 +242,10 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
     no_eos, on_prompt = [], []
     for r in rendered:
         labels = collate_causal([r], renderer.pad_id, torch.device("cpu"))["labels"][0]
-        trained = labels[1:][labels[1:] != -100]  # position 0 is never predicted
+        trained = labels[1:][labels[1:] != IGNORE]  # position 0 is never predicted
         if end is None or not len(trained) or trained[-1].item() != end:
             no_eos.append(r.id)
-        if (labels[: r.prompt_len] != -100).any():
+        if (labels[: r.prompt_len] != IGNORE).any():
             on_prompt.append(r.id)
     findings = []
     if rejected:
@@ -367,7 +368,7 @@ def _token_view(renderer: Renderer, r) -> dict:
 def _packed_view(renderer: Renderer, rows: list[dict], sample: int):
     """Task pretrain: the packing record, and the first `sample` packed sequences of each
     source with their targets (a position's token is learned from the one before it)."""
-    from tunelab.modeling.packing import IGNORE, packing_record
+    from tunelab.modeling.packing import packing_record
 
     packed, _ = renderer.training(rows)
     summary = {"packing": packing_record(packed, renderer.pack_length, renderer.task.boundaries)}

@@ -16,6 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from tunelab.modeling.loss_positions import IGNORE
 from tunelab.modeling.packing import segments
 from tunelab.tasks import pretrain
 
@@ -51,7 +52,7 @@ def document_nll(
         width = len(chunk[0][1])
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
-        targets = torch.full_like(ids, -100)
+        targets = torch.full_like(ids, IGNORE)
         for row, (_, inputs, tgt) in enumerate(chunk):
             ids[row, : len(inputs)] = torch.tensor(inputs)
             mask[row, : len(inputs)] = 1
@@ -64,7 +65,7 @@ def document_nll(
             F.cross_entropy(
                 logits.flatten(0, 1),
                 targets.flatten().to(device),
-                ignore_index=-100,
+                ignore_index=IGNORE,
                 reduction="none",
             )
             .view(targets.shape)

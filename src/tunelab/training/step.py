@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from tunelab.modeling.loss_positions import target_logits
+from tunelab.modeling.loss_positions import IGNORE, target_logits
 from tunelab.modeling.packing import Packed, collate_packed
 from tunelab.modeling.pixels import Pixels, collate_pixels
 from tunelab.modeling.render import (
@@ -92,10 +92,10 @@ def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
         out = forward(model, batch)
         aux = getattr(out, "aux_loss", None)
         shifted = out.logits[:, :-1].float().reshape(-1, out.logits.size(-1))
-        loss = F.cross_entropy(shifted, targets.reshape(-1), ignore_index=-100, reduction="sum")
+        loss = F.cross_entropy(shifted, targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
     if aux is not None:  # a mixture of experts' load balancing
         coef = getattr(_config(model), "router_aux_loss_coef", 0.0)
-        loss = loss + coef * aux.float() * (targets != -100).sum()
+        loss = loss + coef * aux.float() * (targets != IGNORE).sum()
     return loss
 
 

@@ -9,7 +9,8 @@ import torch
 
 from tunelab.core.scratch import Arch, Bpe
 from tunelab.modeling.bpe import train_bpe
-from tunelab.modeling.packing import IGNORE, collate_packed, pack, packing_record
+from tunelab.modeling.loss_positions import IGNORE
+from tunelab.modeling.packing import collate_packed, pack, packing_record
 from tunelab.modeling.scratch import build_scratch, scratch_config
 from tunelab.training.step import forward, make_batch, summed_loss
 

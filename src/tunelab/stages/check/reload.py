@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tunelab.core.env import child_env, run_child
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import atomic_write_json, read_json
-from tunelab.modeling.loss_positions import target_logits
+from tunelab.modeling.loss_positions import IGNORE, target_logits
 from tunelab.modeling.model import load_trained
 from tunelab.modeling.render import Renderer, lab_renderer
 from tunelab.modeling.saved import save_trained
@@ -87,7 +87,7 @@ def reference_outputs(
         if keeps_logits(model):  # at the targets' positions (see `summed_loss`)
             kept = target_logits(logits, batch)
         else:
-            kept = logits[:, :-1][labels[:, 1:] != -100]
+            kept = logits[:, :-1][labels[:, 1:] != IGNORE]
         logp = torch.log_softmax(kept, dim=-1)
         gold = batch["targets"]
         tensors = {

@@ -30,7 +30,8 @@ def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:
 def _packed(name: str, ids: list[int], boundaries: str):
     """A packed sequence of two documents, every token learned, as task pretrain trains on:
     with `mask` the positions restart at the second one, whose first token is not a target."""
-    from tunelab.modeling.packing import IGNORE, Packed
+    from tunelab.modeling.loss_positions import IGNORE
+    from tunelab.modeling.packing import Packed
 
     half = len(ids) // 2
     labels, positions = [IGNORE, *ids[1:]], None
