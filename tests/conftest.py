@@ -157,6 +157,14 @@ def make_extraction_lab(tmp_path, tiny_llama):
     return _make
 
 
+def tl(capsys, *args: str) -> tuple[int, dict | list]:
+    """A command through the CLI with `--json`: its exit code and what it printed, read."""
+    from tunelab.cli import main
+
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
 def topic_rows(n_per_label: int = 20, seed: int = 0) -> list[dict]:
     """Short synthetic documents whose words give away their topic."""
     rng = random.Random(seed)

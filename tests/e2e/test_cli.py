@@ -10,15 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import topic_rows
+from conftest import tl, topic_rows
 from tunelab.cli import main
 from tunelab.core.store import Store
-
-
-def tl(capsys, *args: str) -> tuple[int, dict | list]:
-    code = main([*args, "--json"])
-    out = capsys.readouterr().out
-    return code, json.loads(out)
 
 
 def test_the_whole_classification_lab(make_lab, capsys):

@@ -11,14 +11,9 @@ import shutil
 import pytest
 import yaml
 
-from tunelab.cli import main
+from conftest import tl
 from tunelab.core.seal import final_accesses
 from tunelab.core.store import Store
-
-
-def tl(capsys, *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture

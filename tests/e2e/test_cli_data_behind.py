@@ -8,12 +8,7 @@ import json
 
 import yaml
 
-from tunelab.cli import main
-
-
-def tl(capsys, *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
+from conftest import tl
 
 
 def test_a_run_says_when_its_data_version_is_not_the_specs(make_lab, capsys):

@@ -16,16 +16,12 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import tunelab
+from conftest import tl
 from tunelab.cli import main
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import validate_spec
 from tunelab.modeling.render import make_renderer
 from tunelab.training.evaluate import evaluate_rows
-
-
-def tl(capsys, *args: str):
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,10 @@ import shutil
 from pathlib import Path
 
 import tunelab
+from conftest import tl
 from tunelab.cli import main
 from tunelab.modeling.gguf import MARKER
 from tunelab.stages.export.load import cache_root
-
-
-def tl(capsys, *args: str):
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def test_a_generative_lora_on_a_gguf_base_exports_and_verifies(tmp_path, capsys, monkeypatch):

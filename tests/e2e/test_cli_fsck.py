@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import tl
 from tunelab.cli import main
-
-
-def tl(capsys, *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def test_fsck_is_clean_then_finds_every_planted_fault(make_lab, capsys):

@@ -3,15 +3,9 @@
 
 from __future__ import annotations
 
-import json
-
+from conftest import tl
 from tunelab.cli import main
 from tunelab.core.store import Store
-
-
-def tl(capsys, *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def _stopped(*args, **kwargs):

@@ -15,15 +15,10 @@ import pytest
 import yaml
 from PIL import Image
 
-from tunelab.cli import main
+from conftest import tl
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "assets"))
 from make_tiny import build_tiny_resnet, build_tiny_vit
-
-
-def tl(capsys, *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def colour_lab(root: Path, model: Path, method: str) -> str:

@@ -3,7 +3,6 @@ size shortcut (which blocks training), fsck clean, and the report's contact shee
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
@@ -11,15 +10,10 @@ from pathlib import Path
 import yaml
 from PIL import Image
 
-from tunelab.cli import main
+from conftest import tl
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "assets"))
 from make_tiny import build_tiny_vit
-
-
-def tl(capsys, *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def image_lab(root: Path) -> Path:

@@ -11,14 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from conftest import topic_rows
-from tunelab.cli import main
+from conftest import tl, topic_rows
 from tunelab.core.store import Store
-
-
-def tl(capsys, *args: str):
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def _two_source_lab(make_lab, mixture) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tunelab.cli import main
+from conftest import tl
 from tunelab.core.store import Store, read_jsonl
 from tunelab.tasks import multilabel
 
@@ -22,11 +22,6 @@ TOPICS = {
 }
 SETS = [["business"], ["sport"], ["tech"], ["business", "tech"], ["sport", "tech"], []]
 LABELS = ["business", "sport", "tech"]
-
-
-def tl(capsys, *args: str) -> tuple[int, dict | list]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def tagged_rows(n: int = 90) -> list[dict]:

@@ -16,6 +16,7 @@ import yaml
 from rich.console import Console
 
 import tunelab
+from conftest import tl
 from tunelab.cli import main
 from tunelab.core.store import Store
 from tunelab.stages.compare.rules import VERDICTS
@@ -65,11 +66,6 @@ CODE = [
     "import",
     "os",
 ]
-
-
-def tl(capsys, *args: str):
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def write_sources(lab: Path) -> None:

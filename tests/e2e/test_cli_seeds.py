@@ -6,15 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import tl
 from tunelab.cli import main
 from tunelab.core.replicates import replicate_seeds
 from tunelab.core.store import Store
 from tunelab.stages.compare.rules import VERDICTS
-
-
-def tl(capsys, *args: str) -> tuple[int, dict | list]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def test_replicates_a_noise_floor_and_a_seed_aware_comparison(make_lab, capsys):

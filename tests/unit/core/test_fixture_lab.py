@@ -5,23 +5,17 @@ a change to the store that this tunelab cannot read in them fails here, before a
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tunelab.cli import main
+from conftest import tl
 from tunelab.core.layout import STORE_FORMAT
 from tunelab.core.store import Store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LABS = sorted(FIXTURES.glob("lab-format*"))
-
-
-def tl(capsys, *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def test_todays_format_has_its_fixture_lab():

@@ -10,18 +10,13 @@ import sys
 import pytest
 from light_commands import LIGHT_COMMANDS
 
-from tunelab.cli import main
+from conftest import tl
 from tunelab.core.lab import open_lab
 from tunelab.core.ledger import effective_status
 from tunelab.core.store import read_jsonl
 from tunelab.modeling.model import load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, features, load_head
 from tunelab.stages import baseline as stage
-
-
-def tl(capsys, *args: str) -> tuple[int, dict | list]:
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
