@@ -46,7 +46,7 @@ from collections.abc import Sequence
 
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
-from tunelab.core.files import locked, read_jsonl
+from tunelab.core.files import locked, read_jsonl, write_jsonl
 from tunelab.core.lab import Check, Lab, recorded_lab
 from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.ledger import effective_status
@@ -58,6 +58,10 @@ from tunelab.stages.final_scorers import head_path, scorer_of
 from tunelab.tasks import get_task, metrics_of
 from tunelab.tasks.resampled import score_interval
 from tunelab.training.protocol import protocol
+
+PREDICTIONS_SUFFIX = ".predictions.jsonl"
+"""Beside a final's record, its per-example predictions on the test split: the score and its
+interval can be recomputed from the lab's files (its sha256 is in the record)."""
 
 
 class FinalError(TunelabError):
@@ -275,8 +279,11 @@ def run_final(
     primary = spec.hypothesis.metric if spec.hypothesis else None
     labels = store.data_manifest(version)["labels"]
     shown = primary or get_task(spec.task.type).default_metric  # the interval's metric
+    scored = out.with_name(f"{out.stem}{PREDICTIONS_SUFFIX}")  # each test example, for audit
+    write_jsonl(scored, predictions)
     result = {
         **access,
+        "predictions": {"file": str(scored.relative_to(store.lab)), "sha256": sha256_file(scored)},
         "time": _opening(store, n, run_id)["time"],
         "kind": record["kind"],
         "split": "test",

@@ -14,12 +14,14 @@ from final_labs import FOR_REPORT, cli, lab_with_baselines  # noqa: F401 (pytest
 
 from conftest import topic_rows
 from tunelab.cli import main
+from tunelab.core.digest import sha256_file
 from tunelab.core.lab import open_lab
 from tunelab.core.seal import SealBrokenError, final_accesses
 from tunelab.core.store import SPLITS, SealedError, Store
 from tunelab.modeling.model import load_encoder, load_tokenizer
 from tunelab.modeling.probe import features, load_head
 from tunelab.stages.final import FinalError, run_final
+from tunelab.stages.fsck import fsck
 
 # --- a process-wide watch on reads of any `test.jsonl` ----------------------------------------
 # An audit hook sees every open (builtins.open, io.open, Path.read_*, os.open) whatever the
@@ -184,6 +186,17 @@ def test_the_probe_baseline_is_scored_on_test_with_its_stored_head(lab_with_base
     x = features(encoder, tokenizer, rows, head.classes, spec.model.max_length, 4, lab.device)
     right = [p["predicted"] == p["gold"] for p in head.predictions(rows, x)]
     assert result["metrics"]["accuracy"] == pytest.approx(sum(right) / len(rows))
+
+    # each test example's prediction is kept beside the record: the score can be audited
+    kept = lab.path / result["predictions"]["file"]
+    assert kept.name == "1-r002-probe.predictions.jsonl"
+    scored = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert len(scored) == len(rows) and sha256_file(kept) == result["predictions"]["sha256"]
+    assert sum(p["predicted"] == p["gold"] for p in scored) == sum(right)
+    assert fsck(lab.path)["problems"] == []
+    kept.write_text(kept.read_text().replace(scored[0]["predicted"], "edited", 1))
+    (problem,) = fsck(lab.path)["problems"]
+    assert problem["check"] == "final" and problem["path"].endswith(kept.name)
 
 
 def test_a_generative_lab_finalises_its_zero_shot_baseline(make_extraction_lab, capsys):

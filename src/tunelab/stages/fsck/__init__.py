@@ -10,6 +10,7 @@ What it checks, each problem named with its path and what to do:
   and CURRENT the version the log's last data step made current;
 - **every comparison** against the runs it judged: each input's `predictions.jsonl` still has
   the sha256 the comparison recorded;
+- **every final's** per-example predictions on the test split, as its record hashed them;
 - **every run folder**: a folder without `record.json` (an orphan), a completed run whose
   weights or predictions are missing or no longer have the sha256 its record holds;
 - **every bundle** under `bundles/` against its `SHA256SUMS`, and the log's head the bundle
@@ -147,6 +148,7 @@ def _unreadable(store: Store) -> list[tuple[Path, str]]:
 CHECKS = {
     "data_files": data.data_files,
     "comparison_inputs": folders.comparison_inputs,
+    "final_predictions": folders.final_predictions,
     "run_folders": folders.run_folders,
     "bundles": folders.bundles,
     "leftovers": folders.leftovers,

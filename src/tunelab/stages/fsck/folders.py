@@ -11,6 +11,7 @@ from tunelab.core.exports import recorded_export
 from tunelab.core.layout import (
     BUNDLES,
     COMPARISONS,
+    FINALS,
     GROUPS,
     NOISE,
     PLANS,
@@ -23,7 +24,7 @@ from tunelab.core.run_files import changed_weights, vouched, what_changed
 from tunelab.core.store import Store
 from tunelab.core.sums import SUMS, BundleError, compare, listed
 from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, checkpoint_problems, find_checkpoint
-from tunelab.stages.fsck.problems import json_of, problem_at, rel
+from tunelab.stages.fsck.problems import hashed, json_of, problem_at, rel
 
 
 def comparison_inputs(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
@@ -67,6 +68,21 @@ after the disk-full message had sent the user to fsck)."""
 
 def _number(comparison_id: str) -> int:
     return number_of(Path(comparison_id))  # `c2` before `c10`
+
+
+def final_predictions(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
+    """Each final's per-example predictions on the test split, as its record hashed them (a
+    final recorded before they were kept has none to check)."""
+    out, n = [], 0
+    for record in (json_of(path) for path in store.numbered(FINALS)):
+        kept = record.get("predictions")
+        if not isinstance(kept, dict):
+            continue
+        n += 1
+        changed = f"changed since final {record.get('n')} wrote it"
+        fix = "restore it from a backup (the test score stands on it)"
+        out += hashed(store, "final", store.lab / kept["file"], kept["sha256"], changed, fix)
+    return out, n
 
 
 def run_folders(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
