@@ -29,3 +29,31 @@ def test_the_card_says_its_run_overfitted_and_which_step_it_kept():
     assert "**Warning:** while it trained, validation loss rose." in card
     assert "These are step 8's weights of the 40 it trained (`training.keep: best`" in card
     assert _validation_lines({"steps": 40, "kept": {"rule": "last", "step": 40}}) == []
+
+
+def test_a_repeated_test_score_is_marked_in_the_front_matter():
+    """model-index listed the third look at the test split as a plain `test micro_f1`: tools
+    that read the front matter saw a clean test score."""
+    from tunelab.stages.export.card import front_matter
+
+    info = {
+        "base_model": {"name": "tiny", "weights_sha256": "ab"},
+        "spec": {},
+        "task": "classification",
+        "kind": "encoder",
+        "method": "lora",
+        "run": "r003-lora",
+        "data_version": "v1",
+        "validation_metrics": {"accuracy": 0.9, "n": 40},
+        "final": {"n": 3, "repeated": True, "metrics": {"accuracy": 0.8, "n": 30}},
+        "test_access_log": [{}, {}, {}],
+    }
+    (scores,) = front_matter(info)["model-index"][0]["results"]
+    names = [m["name"] for m in scores["metrics"]]
+    assert names == [
+        "validation accuracy",
+        "test accuracy (test split opened 3 times; this is look 3)",
+    ]
+    info["final"] |= {"n": 1, "repeated": False}
+    (scores,) = front_matter(info | {"test_access_log": [{}]})["model-index"][0]["results"]
+    assert [m["name"] for m in scores["metrics"]][1] == "test accuracy"
