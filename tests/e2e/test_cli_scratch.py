@@ -158,6 +158,8 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     items = json.loads((lab / check["file"]).read_text())["items"]
     (trainable,) = [i for i in items if i["name"] == "trainable_set"]
     assert "tensors frozen, no gradient can reach them" in trainable["detail"]
+    routing = Store(lab).read_record(moe["runs"][0]["id"])["metrics"]["routing"]  # its router
+    assert routing["experts"] == 4 and len(routing["shares"]) == 2  # each sparse layer's shares
     code, again = tl(capsys, *experts)  # the passed check on record covers it: not rerun
     assert code == 0 and again["runs"][0]["check"] == {
         "file": check["file"],

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from tunelab.modeling.loss_positions import IGNORE
 from tunelab.modeling.packing import segments
 from tunelab.tasks import pretrain
+from tunelab.training.routing import RouteCounts
 
 
 def windows(segment: list[int], length: int) -> list[tuple[list[int], list[int]]]:
@@ -38,8 +39,10 @@ def document_nll(
     batch_size: int,
     device: torch.device,
     pad_id: int,
+    routes: RouteCounts | None = None,
 ) -> list[float]:
-    """The summed NLL (nats) of each segment's text tokens (`[EOS] + tokens`), in order."""
+    """The summed NLL (nats) of each segment's text tokens (`[EOS] + tokens`), in order; with
+    `routes`, a mixture of experts' routing of the real tokens counted too."""
     jobs = [
         (i, inputs, targets)
         for i, seg in enumerate(segs)
@@ -57,7 +60,11 @@ def document_nll(
             ids[row, : len(inputs)] = torch.tensor(inputs)
             mask[row, : len(inputs)] = 1
             targets[row, : len(tgt)] = torch.tensor(tgt)
-        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        extra = {"output_router_logits": True} if routes else {}
+        out = model(input_ids=ids.to(device), attention_mask=mask.to(device), **extra)
+        if routes:
+            routes.add(out.router_logits, mask.flatten().bool().to(device))
+        logits = out.logits.float()
         # the vocabulary as the last, contiguous axis: over (batch, vocabulary, positions), its
         # other layout, a CPU's log-softmax summed about 1.3e-4 nats a token low on SmolLM2's
         # 49,152 words, and took 5.7x as long (bench/README.md)
@@ -71,8 +78,8 @@ def document_nll(
             .view(targets.shape)
             .sum(-1)
         )
-        for row, (i, _, _) in enumerate(chunk):
-            nll[i] += float(losses[row])
+        for (i, _, _), loss in zip(chunk, losses.tolist(), strict=True):  # one read a batch
+            nll[i] += loss
     return nll
 
 
@@ -89,7 +96,8 @@ def score_documents(
     `bits_per_byte`) and the task's metrics."""
     model.eval()
     segs = [seg for _, seg in segments(tokenizer, rows)]  # tokenized once
-    nll = document_nll(model, segs, sequence_length, batch_size, device, pad_id)
+    routes = RouteCounts.of(model)
+    nll = document_nll(model, segs, sequence_length, batch_size, device, pad_id, routes)
     tokens = [len(seg) - 1 for seg in segs]
     predictions = []
     for row, n, t in zip(rows, nll, tokens, strict=True):
@@ -104,4 +112,7 @@ def score_documents(
                 "bits_per_byte": n / (math.log(2) * n_bytes),
             }
         )
-    return predictions, pretrain.metrics(predictions)
+    metrics = pretrain.metrics(predictions)
+    if routes:
+        metrics["routing"] = routes.summary()
+    return predictions, metrics

@@ -253,6 +253,11 @@ def run(record: dict, console: Console) -> None:
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
+    if routing := m.get("routing"):  # a mixture of experts: where its router sent the tokens
+        shares = " | ".join(" ".join(f"{x:.0%}" for x in layer) for layer in routing["shares"])
+        console.print(f"  routing (each expert layer's shares of its tokens): {shares}")
+        if routing.get("warning"):
+            console.print(f"  [bold yellow]warning[/] {escape(routing['warning'])}")
     for said in ("start_lost", "diverged"):
         if t.get(said):
             console.print(f"  [bold yellow]warning[/] {escape(t[said]['message'])}")

@@ -10,6 +10,10 @@ from tunelab.stages.compare.compute import compute_differences, text_differences
 from tunelab.stages.compare.platform import env_differences, process_differences
 from tunelab.stages.compare.rules import concentration_note
 
+SAID_AGAIN = frozenset({"answer_longer_than_generation", "scored_past_trained_length"})
+"""The inspect findings recorded with a run that compare repeats beside its verdict: each says
+the score measures something besides the change."""
+
 
 def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
     """Concentrated gain, a different platform, a run trained past blocking findings or in
@@ -35,9 +39,12 @@ def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
     past = trained_past(run)
     if past:
         out.append(past_words(run["id"], past))
-    for f in run.get("findings") or []:  # a score that no training can move
-        if f.get("code") == "answer_longer_than_generation":
+    for f in run.get("findings") or []:  # a score no training can move, or one that measures
+        if f.get("code") in SAID_AGAIN:  # what the runs did not train at
             out.append(f"{run['id']}: {f['message']}")
+    routing = ((run.get("metrics") or {}).get("routing") or {}).get("warning")
+    if routing:  # an experts variant's router: a verdict on it reads its routing too
+        out.append(f"{run['id']}: {routing}")
     used = [((r.get("training") or {}).get("precision") or {}).get("used") for r in (before, run)]
     if all(used) and used[0] != used[1]:
         out.append(
