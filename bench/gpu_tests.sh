@@ -84,12 +84,20 @@ TESTS=(
     tests/e2e/test_cli_generative.py::test_the_whole_extraction_lab
     tests/e2e/test_cli_validation.py::test_a_planted_overfit_is_warned_about_and_its_best_step_kept
     tests/e2e/test_cli_export.py::test_verify_passes_on_the_bundle_in_a_fresh_process
-    tests/e2e/test_cli_export.py::test_a_generative_lora_on_a_gguf_base_exports_and_verifies
+    tests/e2e/test_cli_export_gguf.py::test_a_generative_lora_on_a_gguf_base_exports_and_verifies
 )
 RESULTS="${RESULTS:-bench/.cache/gpu-tests-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RESULTS"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TUNELAB_DEVICE="$DEVICE"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+
+# a node id pytest cannot find makes it run nothing at all (exit 4): said first, by name
+if ! "$PY" -m pytest --collect-only -q -p no:randomly -p no:cacheprovider -o addopts="" \
+    "${TESTS[@]}" >"$RESULTS/collect.log" 2>&1; then
+    echo "$GPU_SCRIPT: a test this script lists is not where it says (see $RESULTS/collect.log);" \
+        "fix TESTS in bench/gpu_tests.sh" >&2
+    exit 1
+fi
 
 start=$SECONDS
 set +e
