@@ -81,6 +81,31 @@ def test_a_checkpoint_of_another_trainable_set_is_refused_with_what_changed(tiny
         load_checkpoint(tmp_path / "checkpoint", fewer, again, schedule)
 
 
+def test_what_torch_saved_is_read_onto_the_cpu(tiny_llama, tmp_path, monkeypatch):
+    """Read where it was saved, every rank of a run resumed under torchrun put the whole
+    optimizer state on `cuda:0`: each file torch.save wrote is read with map_location cpu
+    (load_state_dict moves it to its parameter's device)."""
+    model = lora(tiny_llama)
+    optimizer, scheduler = trained_once(model)
+    save_checkpoint(tmp_path / "checkpoint", model, optimizer, scheduler, {"step": 1})
+    places, real = [], torch.load
+
+    def load(*args, **kwargs):
+        places.append(kwargs.get("map_location"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", load)
+    again = lora(tiny_llama)
+    _params, optim = make_optimizer(again, 1e-2, 0.0)
+    load_checkpoint(
+        tmp_path / "checkpoint",
+        again,
+        optim,
+        torch.optim.lr_scheduler.LambdaLR(optim, lambda step: 1.0),
+    )
+    assert places and set(places) == {"cpu"}
+
+
 def test_a_checkpoint_is_fsynced_before_and_after_its_rename(tiny_llama, tmp_path, monkeypatch):
     """Every file (the tensors included) and the folder are fsynced before the swap, the
     parent folder after it, as the store does for a record."""
