@@ -70,17 +70,6 @@ class World:
         per = len(batch) // self.size
         return batch[self.rank * per : (self.rank + 1) * per]
 
-    def total(self, value: float) -> float:
-        """The sum of `value` over every rank (the value itself in one process)."""
-        if not self.distributed:
-            return value
-        import torch
-        import torch.distributed as dist
-
-        t = torch.tensor([float(value)], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return float(t.item())
-
     def step_totals(self, out, stop: bool) -> tuple[float, int, float | None, bool]:
         """One step's loss (normalised as the gradients are: / `divisor`) and tokens summed
         over every rank, its gradient norm, and whether any rank asked to stop, from one
@@ -107,11 +96,6 @@ class World:
         total, tokens, norms, stops = packed.tolist()
         grad_norm = norms / self.size if out.grad_norm is not None else None
         return total / self.divisor, round(tokens), grad_norm, stops > 0
-
-    def anyone(self, flag: bool) -> bool:
-        """True on every rank when it is true on one (a stop asked of one rank stops all, at
-        the same step, so no rank waits in a collective for one that has left)."""
-        return self.total(1.0 if flag else 0.0) > 0 if self.distributed else flag
 
     def gather(self, value) -> list:
         """Every rank's `value` (picklable), in rank order, on every rank."""
@@ -288,7 +272,11 @@ def joined(world: World, device: torch.device) -> Iterator[World]:
         import torch
 
         torch.cuda.set_device(device)
-    dist.init_process_group(backend)
+        # bound to its GPU at once: a barrier without it warned on every run and guessed the
+        # device from the current context
+        dist.init_process_group(backend, device_id=device)
+    else:
+        dist.init_process_group(backend)
     try:
         yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
         dist.barrier()  # every rank done with the group before any leaves it
