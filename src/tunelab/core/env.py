@@ -83,6 +83,8 @@ def pick_device(requested: str | None = None) -> torch.device:
                 f"{where} {name!r}: this machine has {count} CUDA device(s); use cpu"
                 + (f" or cuda:0..cuda:{count - 1}" if count else "")
             )
+        if device.index is not None:  # torch's current device too: what a tensor made
+            torch.cuda.set_device(device)  # without one (a pinned batch) had opened on GPU 0
     return device
 
 

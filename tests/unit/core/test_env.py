@@ -44,3 +44,18 @@ def test_a_child_dies_with_its_parent():
             return
     os.kill(child, signal.SIGKILL)
     raise AssertionError("the child outlived its parent by 10 s")
+
+
+def test_a_gpu_asked_for_by_index_is_made_torch_s_current_device(monkeypatch):
+    """`--device cuda:1` trained on GPU 1, while a tensor made without a device (a pinned
+    batch) opened a CUDA context on GPU 0; `tunelab size` measured GPU 0."""
+    import torch
+
+    from tunelab.core.env import pick_device
+
+    current = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", current.append)
+    assert pick_device("cuda:1") == torch.device("cuda", 1) and current == [torch.device("cuda", 1)]
+    assert pick_device("cuda") == torch.device("cuda") and len(current) == 1  # torch's own choice

@@ -193,7 +193,7 @@ def _measured(
         "weight_decay": spec.training.weight_decay,
         "max_grad_norm": spec.training.max_grad_norm,
         "seed": spec.training.seed,
-        "device": device,
+        "device": str(lab.device),  # the GPU asked for (`cuda:1`), not the first one
         "seq_len": seq,
         "targets": targets,
         "microbatch": mb,

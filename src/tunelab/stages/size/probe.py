@@ -93,6 +93,8 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
 
     world = world_from_env(args.get("strategy") or "ddp")
     device = device_for(world, torch.device(args.get("device", "cpu")))
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # one process on `cuda:N`: measured there, not on GPU 0
     with joined(world, device) as joined_world:
         return res | measure_model(args, device, joined_world)
 

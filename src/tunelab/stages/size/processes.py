@@ -95,7 +95,8 @@ def measure_processes(
     """The per-rank section of the record: the ranks' peaks beside the per-rank estimate, the
     largest per-rank microbatch by that estimate and what the advice needs."""
     shape, tr, units = facts
-    mb, seq, device = base["microbatch"], base["seq_len"], base["device"]
+    mb, seq = base["microbatch"], base["seq_len"]
+    device = base["device"].split(":")[0]  # each rank takes its own GPU (`cuda:LOCAL_RANK`)
     share, acc = ranks.per_rank_split(global_batch, nproc, mb)
     say(f"{strategy} × {nproc} processes: each rank {acc} microbatch(es) of {mb}, {seq} tokens")
     crowded = oversubscribed(nproc) if device == "cpu" else None
