@@ -66,11 +66,12 @@ one markdown table: tokens/s (total, per rank), MFU, rank 0's peak memory, size'
                  short lease must reach the full fine-tune's rows)
   -h, --help     this text
 
-Python: the first of $VENV, .venv and $TMPDIR/tunelab-venv-cuda whose torch sees CUDA and
-imports tunelab; else a new venv (.venv if there is none yet) that reuses the machine's own
-CUDA torch (--system-site-packages) and installs tunelab into it (pip install -e .; from
-wheels in .whl/ when that folder holds some); else the Makefile's set-up (make .venv/.base:
-torch from the package index, a CUDA build on Linux x86-64).
+Python (bench/gpu_env.sh): tunelab from this tree (PYTHONPATH=src); the wheels in .whl/
+installed first, with no index, where the device tool carried them (bench/gpu_wheels.sh
+downloads what a lent machine's image lacks); then the first of $VENV, .venv,
+$TMPDIR/tunelab-venv-cuda and python3 whose torch sees CUDA and which imports tunelab's needs;
+else the Makefile's set-up (make .venv/.base: torch from the package index, a CUDA build on
+Linux x86-64).
 
 Exits 2 with "no CUDA GPU: this check needs one" where nvidia-smi or CUDA is missing.
 EOF

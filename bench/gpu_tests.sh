@@ -32,8 +32,8 @@ time, and prints which passed and which failed, with each failure's message.
   --results DIR  where pytest's JUnit XML and log go (default bench/.cache/gpu-tests-TIME)
   -h, --help     this text
 
-Python: as bench/gpu_check.sh finds it (bench/gpu_env.sh). pytest must import there; without a
-package index put its wheels in .whl/ (pip download pytest -d .whl) and they are installed.
+Python: as bench/gpu_check.sh finds it (bench/gpu_env.sh). pytest must import there (a lent
+machine's image has it); elsewhere without a package index carry its wheels in .whl/ too.
 EOF
 }
 
@@ -68,13 +68,9 @@ GPU_SCRIPT=gpu_tests.sh
 # shellcheck source=bench/gpu_env.sh
 source bench/gpu_env.sh
 if ! "$PY" -c 'import pytest' >/dev/null 2>&1; then
-    if compgen -G ".whl/*.whl" >/dev/null; then
-        "$PY" -m pip install -q --no-index --find-links .whl pytest
-    else
-        echo "gpu_tests.sh: pytest does not import in $PY; without a package index put its" \
-            "wheels in .whl/ (pip download pytest -d .whl) and run again" >&2
-        exit 1
-    fi
+    echo "gpu_tests.sh: pytest does not import in $PY; without a package index carry its" \
+        "wheels in .whl/ too (bench/gpu_env.sh installs what it holds) and run again" >&2
+    exit 1
 fi
 echo "python: $PY ($("$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'))"
 
