@@ -134,13 +134,18 @@ def _build(
     generative = spec.task.generative  # rows carry a target; a label is an optional category
     task_labels = None if generative else spec.task.labels
     text_only = generative and not spec.task.needs_target  # pretrain: the text is all
-    check = ImageIntake.of(spec, lab, staging).check if staging else None
-    conversations = None
-    if data.fields.conversations:  # `messages` or prompt/completion rows
-        check = conversations = conversation_check(data.fields, task_labels, spec.task.type)
+    # each row's own check, of one kind at most (`core.spec`): images need task
+    # image_classification, conversations task extraction or format, multilabel an encoder
     multilabel = spec.task.type == "multilabel"  # label sets: `label_sets.py`
-    if multilabel:
+    conversations = None
+    if staging:
+        check = ImageIntake.of(spec, lab, staging).check
+    elif data.fields.conversations:  # `messages` or prompt/completion rows
+        check = conversations = conversation_check(data.fields, task_labels, spec.task.type)
+    elif multilabel:
         check = label_set_check(data.fields, spec.task)
+    else:
+        check = None
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
     loaded = load_sources(data, task_labels, lab, generative, text_only, check, spill.hold)
     spill.hold_all(loaded.examples)  # past the budget, the first texts read go to disk too
