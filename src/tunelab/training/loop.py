@@ -181,6 +181,41 @@ def example_order(n: int, steps: int, global_batch: int, seed: int) -> Iterator[
         buffer = buffer[global_batch:]
 
 
+def _microbatches(examples: list, mine: list[int], cfg: TrainingSpec, pad_id: int, device):
+    """This rank's share of a global batch (`mine`, indices into `examples`), in microbatches
+    on the device (ordered by length first with `training.group_by_length`)."""
+    mine = by_length(mine, examples, cfg.group_by_length)
+    return [
+        make_batch([examples[j] for j in mine[i : i + cfg.microbatch]], pad_id, device, cfg.packing)
+        for i in range(0, len(mine), cfg.microbatch)
+    ]
+
+
+def _validate(validation, model, device, pad_id: int, history: list[dict], done: int, console):
+    """The validation loss at this step, into its history entry (the last), and the
+    overfitting warning when its rise against the training loss says so."""
+    entry = history[-1]
+    since = validation.points[-1]["step"] if validation.points else done
+    entry["validation_loss"] = validation.measure(model, device, pad_id)
+    warning = validation.record(
+        model, entry["step"], entry["validation_loss"], window_loss(history, since)
+    )
+    if warning and console is not None:
+        console.print(f"[yellow]warning[/] overfitting: {warning}")
+
+
+def _checkpoint(path, model, optimizer, scheduler, state: dict, world, validation, log) -> None:
+    """A checkpoint of this step (`state`: step, tokens, seconds), with the history a resume
+    reads back on disk first, and `training.keep: best`'s weights and step beside it, for a
+    resumed run to keep. One process writes it alone; several write it together (rank 0 the
+    files of the whole run, each rank its shards)."""
+    log.sync()
+    best = validation.saved if validation is not None else None
+    if best is not None:
+        state["best"] = validation.best
+    save_checkpoint(path, model, optimizer, scheduler, state, world, best)
+
+
 def train(
     model: torch.nn.Module,
     examples: list[Example],
@@ -255,13 +290,7 @@ def train(
                 continue
             # the count of the whole global batch (over N ranks, / N where DDP averages them)
             denominator = sum(loss_weight(examples[j]) for j in batch_idx) / world.divisor
-            mine = by_length(world.share(batch_idx), examples, cfg.group_by_length)
-            batches = [
-                make_batch(
-                    [examples[j] for j in mine[i : i + cfg.microbatch]], pad_id, device, cfg.packing
-                )
-                for i in range(0, len(mine), cfg.microbatch)
-            ]
+            batches = _microbatches(examples, world.share(batch_idx), cfg, pad_id, device)
             lr = scheduler.get_last_lr()[0]
             out = train_step(
                 stepping,
@@ -289,35 +318,21 @@ def train(
                 "tokens": tokens_seen,
                 "seconds": round(elapsed, 3),
             }
+            history.append(entry)
             if validation is not None and validation.due(step + 1, steps):
-                entry["validation_loss"] = validation.measure(model, device, pad_id)
-                since = validation.points[-1]["step"] if validation.points else done
-                history.append(entry)
-                warning = validation.record(
-                    model, step + 1, entry["validation_loss"], window_loss(history, since)
-                )
-                if warning and console is not None:
-                    console.print(f"[yellow]warning[/] overfitting: {warning}")
-            else:
-                history.append(entry)
+                _validate(validation, model, device, pad_id, history, done, console)
             show(step + 1, step_loss, tokens_seen / elapsed)
             if run_dir is None:
                 continue
-            if world.main:
+            if world.main:  # the history line, and at most every few seconds a heartbeat
                 log.append(entry)
                 if heartbeat.due(step + 1 == steps or stopping):
                     beat = {"step": step + 1, "of": steps, "loss": step_loss, "pid": os.getpid()}
                     atomic_write_json(run_dir / HEARTBEAT, beat | {"time": now()})
             every = cfg.checkpoint_every
             if stopping or (every and (step + 1) % every == 0 and step + 1 < steps):
-                log.sync()  # the history a resume reads back is on disk with the checkpoint
                 state = {"step": step + 1, "tokens": tokens_seen, "seconds": elapsed}
-                best = validation.saved if validation is not None else None  # keep best's
-                if best is not None:  # weights go with it, for a resumed run to keep
-                    state["best"] = validation.best
-                # one process writes it alone; several write it together (rank 0 the files
-                # of the whole run, each rank its shards)
-                save_checkpoint(checkpoint, model, optimizer, scheduler, state, world, best)
+                _checkpoint(checkpoint, model, optimizer, scheduler, state, world, validation, log)
             if stopping:
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
     seconds = time.perf_counter() - start
