@@ -164,3 +164,35 @@ def diff_specs(parent: dict, child: dict) -> dict[str, list[dict]]:
                 {"key": key, "parent": before, "child": after}
             )
     return {g: grouped[g] for g in sorted(grouped, key=order)}
+
+
+NO_CHANGE = "no change (a repeat)"
+"""What a diff with no change says."""
+
+SHOWN = 60
+"""The characters of a changed value shown (a long list is cut with `...`)."""
+
+
+def change_text(change: dict) -> str:
+    """`training.lr 0.001 -> 0.0005`, `method.type 'lora' -> 'full'`: one change as every
+    command and the report say it."""
+    return f"{change['key']} {_shown(change['parent'])} -> {_shown(change['child'])}"
+
+
+def standing(changes: list[dict]) -> list[dict]:
+    """The changes to name: a changed `type` (lora -> full) stands for the settings that come
+    with it."""
+    return [c for c in changes if c["key"].endswith(".type")] or changes
+
+
+def changes_text(changes: list[dict]) -> str:
+    """The changes of one group (or of several, flattened), `standing` ones named."""
+    shown = standing(changes)
+    hidden = len(changes) - len(shown)
+    text = ", ".join(change_text(c) for c in shown)
+    return text + (f" (with {hidden} settings that come with it)" if hidden else "")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunelab.core.allowed import past_words, trained_past
+from tunelab.core.param_groups import NO_CHANGE, changes_text, standing
 from tunelab.views.style import metric_value
 
 
@@ -193,19 +194,9 @@ def baseline(result: dict, console: Console) -> None:
         )
 
 
-def _changes(changes: list[dict]) -> str:
-    """`training.lr 0.001 -> 5e-05`; a changed `type` (lora -> full) stands for its settings."""
-    kinds = [c for c in changes if c["key"].endswith(".type")]
-    shown = kinds or changes
-    text = ", ".join(f"{c['key']} {c['parent']} -> {c['child']}" for c in shown)
-    hidden = len(changes) - len(shown)
-    return text + (f" (with {hidden} settings that come with it)" if hidden else "")
-
-
 def changed_keys(changes: list[dict]) -> list[str]:
     """The changed keys; a changed `type` stands for the settings that come with it."""
-    kinds = [c["key"] for c in changes if c["key"].endswith(".type")]
-    return kinds or [c["key"] for c in changes]
+    return [c["key"] for c in standing(changes)]
 
 
 BASELINE_WORDS = {
@@ -236,10 +227,10 @@ def run(record: dict, console: Console) -> None:
         console.print(f"[bold yellow]warning[/] {escape(past_words(record['id'], past))}")
     if record.get("parent"):
         diff = record.get("diff") or {}
-        changed = "; ".join(f"{g}: {_changes(cs)}" for g, cs in diff.items())
+        changed = "; ".join(f"{g}: {changes_text(cs)}" for g, cs in diff.items())
         if not changed:  # a variant of a baseline trains what the baseline only evaluated
             baseline = record.get("parent_kind") == "baseline"
-            changed = _after_baseline(record) if baseline else "no change (a repeat)"
+            changed = _after_baseline(record) if baseline else NO_CHANGE
         console.print(f"parent {record['parent']}: {changed}")
         if record.get("reason"):
             console.print(f"  reason: {record['reason']}")

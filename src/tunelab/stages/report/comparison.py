@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
+from tunelab.core.param_groups import changes_text
 from tunelab.core.replicates import reference_arm
 from tunelab.stages.report import charts
 from tunelab.tasks import units
@@ -68,13 +69,13 @@ def _headline(r: dict, primary: str) -> dict:
 
 def _parent(r: dict, primary: str) -> str | None:
     """The variant against its parent, where the parent is not the reference it was judged
-    against: `against its parent r003-lora (method.head_init probe -> new): macro_f1 -3.1
+    against: `against its parent r003-lora (method.head_init 'probe' -> 'new'): macro_f1 -3.1
     points (-6.0 to -0.4), worse on one seed; fixed 12, broken 25`."""
     vp = r.get("vs_parent")
     if not vp or vp["run"] == r.get("against"):
         return None
     changes = [c for group in (vp.get("diff") or {}).values() for c in group]
-    changed = ", ".join(f"{c['key']} {c['parent']} -> {c['child']}" for c in changes)
+    changed = changes_text(changes)
     b, flips = vp["bootstrap"], vp.get("flips") or {}
     counts = (
         f"; fixed {flips['fixed']['count']}, broken {flips['broken']['count']}" if flips else ""

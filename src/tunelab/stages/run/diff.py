@@ -10,10 +10,9 @@ The groups, and which keys fall in each, are `tunelab.core.param_groups`'s.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tunelab.core.errors import TunelabError
-from tunelab.core.param_groups import UNCOUNTED, diff_specs, order
+from tunelab.core.param_groups import NO_CHANGE, UNCOUNTED, diff_specs, order
+from tunelab.core.param_groups import change_text as format_change
 from tunelab.core.store import Store, StoreError
 from tunelab.data.same_eval import SameEval
 
@@ -46,19 +45,10 @@ def counted_groups(diff: dict[str, list[dict]]) -> list[str]:
     return [g for g in diff if g not in UNCOUNTED]
 
 
-def _value(v: Any) -> str:
-    text = repr(v) if isinstance(v, str) else str(v)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def format_change(change: dict) -> str:
-    return f"{change['key']} {_value(change['parent'])} -> {_value(change['child'])}"
-
-
 def format_diff(diff: dict[str, list[dict]]) -> str:
     """One line per group: `optimizer: training.lr 0.001 -> 0.0005`."""
     if not diff:
-        return "no change (a repeat)"
+        return NO_CHANGE
     return "\n".join(f"{g}: " + "; ".join(format_change(c) for c in cs) for g, cs in diff.items())
 
 

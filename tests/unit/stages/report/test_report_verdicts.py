@@ -85,7 +85,7 @@ def test_a_variant_is_also_set_beside_its_parent_when_that_is_not_the_reference(
     }
     shown = comparison(record(variant("r004", parent), variant("r002", {"run": "r001"})))
     assert shown["parents"] == {
-        "r004": "against its parent r003 (method.head_init probe -> new): exact_match -3.1 "
+        "r004": "against its parent r003 (method.head_init 'probe' -> 'new'): exact_match -3.1 "
         "points (-6.0 to -0.4), worse on one seed; fixed 12, broken 25"
     }
 
