@@ -71,7 +71,8 @@ def compare(
     if against:  # a reference on another version is named as that, not as a missing baseline
         _reference(runs, baselines, against, version, task, store)
     if not baselines:
-        earlier = [r for r in store.runs() if r["status"] == "completed"]
+        here = {r["id"] for r in runs}  # the others were evaluated on another validation split
+        earlier = [r for r in store.runs() if r["status"] == "completed" and r["id"] not in here]
         raise StoreError(
             f"no completed baseline on data version {version}, the current one: run `tunelab "
             "baseline` first."
