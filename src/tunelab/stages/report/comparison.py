@@ -40,7 +40,8 @@ def comparison(record: dict) -> dict:
         "runs": record["runs"],
         "reference_arm": reference_arm(record),
         "multiplicity": record.get("multiplicity"),
-        "headlines": [_headline(r, primary) for r in variants],
+        "headlines": [_headline(r, primary) for r in _leading(variants)],
+        "headlines_more": max(0, len(variants) - HEADLINES),
         "parents": {r["id"]: text for r in variants if (text := _parent(r, primary))},
         "forest": Markup(
             charts.forest(forest, xlabel, marks, "forest", noise_band(variants, scale))
@@ -49,6 +50,21 @@ def comparison(record: dict) -> dict:
         else None,
         "guardrails": _guardrail_figures(variants, level),
     }
+
+
+HEADLINES = 8
+"""The variants the top of the page names; a lab of many runs names those of the largest gains
+(a list of 123 had been its whole first screen), every one still in the comparison section."""
+
+
+def _leading(variants: list[dict]) -> list[dict]:
+    """The `HEADLINES` variants of the largest gains against the reference (each delta is a
+    gain, a reduction where less is better), in run order."""
+    if len(variants) <= HEADLINES:
+        return variants
+    gain = {r["id"]: r["vs_reference"]["bootstrap"]["delta"] for r in variants}
+    kept = set(sorted(gain, key=lambda run: -gain[run])[:HEADLINES])
+    return [r for r in variants if r["id"] in kept]
 
 
 def _headline(r: dict, primary: str) -> dict:

@@ -138,3 +138,20 @@ def test_a_bundle_is_listed_with_what_its_card_says(tmp_path):
 
 def test_a_p_value_that_rounds_to_zero_reads_below_a_thousandth():
     assert (pvalue(1e-7), pvalue(0.041), pvalue(None)) == ("<0.001", "0.041", "-")
+
+
+def test_a_lab_of_many_variants_heads_the_page_with_the_largest_gains():
+    """At 125 runs the top of the page listed every variant's verdict, its whole first screen."""
+    variants = []
+    for i in range(2, 22):
+        run = variant(f"r{i:03d}")
+        run["vs_reference"] = {"bootstrap": {"delta": i / 100, "low": 0.0, "high": 0.5}}
+        variants.append(run)
+    shown = comparison(record(*variants))
+    assert [h["id"] for h in shown["headlines"]] == [f"r{i:03d}" for i in range(14, 22)]
+    assert shown["headlines_more"] == 12
+    assert [h["id"] for h in comparison(record(*variants[:3]))["headlines"]] == [
+        "r002",
+        "r003",
+        "r004",
+    ]
