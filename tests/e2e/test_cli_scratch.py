@@ -218,7 +218,10 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert info["base_model"]["init"] == "scratch" and info["base_model"]["path"] is None
     tokenizer_files = sorted(p.name for p in (bundle / "base" / "tokenizer").iterdir())
     assert tokenizer_files == sorted(info["base_model"]["tokenizer"]["files"])
-    assert "bits_per_byte reduced by" in (bundle / "README.md").read_text()
+    card = (bundle / "README.md").read_text()
+    assert "bits_per_byte reduced by" in card
+    total = runs[1]["base_model"]["params"]["total"]  # what the model is, in numbers
+    assert f"It has {total:,} parameters and trained on sequences of 48 tokens." in card
     code, verified = tl(capsys, "verify", str(bundle))
     assert code == 0 and verified["passed"], verified["items"]
     assert (

@@ -103,6 +103,21 @@ def _as_written(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _built(info: dict) -> str:
+    """A model built from scratch, in numbers: its parameters (active per token, where experts
+    leave some out) and the length of the sequences it trained on; nothing for another."""
+    base, spec = info["base_model"], info["spec"]
+    params = base.get("params") or {}
+    if base.get("init") != "scratch" or not params.get("total"):
+        return ""
+    active = params.get("active")
+    shown = f"{params['total']:,} parameters"
+    if active and active != params["total"]:
+        shown += f" ({active:,} active per token)"
+    trained = (spec.get("task") or {}).get("sequence_length") or spec["model"].get("max_length")
+    return f" It has {shown} and trained on sequences of {trained} tokens."
+
+
 def body(info: dict) -> str:
     spec, lim = info["spec"], info["limitations"]
     hyp = spec.get("hypothesis") or {}
@@ -117,7 +132,7 @@ def body(info: dict) -> str:
     lines += [
         f"Trained by tunelab on data version `{info['data_version']}` for the task "
         f"`{info['task']}`. {bound} "
-        f"`{info['base_model']['weights_sha256']}` (`tunelab verify` checks it).",
+        f"`{info['base_model']['weights_sha256']}` (`tunelab verify` checks it).{_built(info)}",
         "",
         "## Hypothesis",
         "",
