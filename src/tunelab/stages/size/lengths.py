@@ -30,7 +30,7 @@ def measured_lengths(train_set: list, seq_len: int | None, max_length: int) -> d
         "seq_len": {
             "value": seq,
             "source": "given" if seq_len else f"p95 of {len(lengths)} rendered train examples",
-            "p50": int(np.percentile(lengths, 50)),
+            "p50": math.ceil(float(np.percentile(lengths, 50))),  # as inspect rounds it
             "p95": representative_length(lengths),  # rounded up, as the default length
             "max": max(lengths),
         },
