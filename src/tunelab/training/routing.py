@@ -60,9 +60,10 @@ class RouteCounts:
         if uneven:
             i, most, least = max(uneven, key=lambda u: u[1] - u[2])
             warning = (
-                f"routing is uneven in {len(uneven)} of {len(shares)} expert layers: layer "
-                f"{i}'s busiest expert takes {most:.1%} of its tokens' assignments and its least "
-                f"used {least:.1%}, where {balanced:.1%} each is balanced; the balancing loss "
+                f"routing is uneven in {len(uneven)} of {len(shares)} expert layers: expert "
+                f"layer {i}'s busiest expert takes {most:.1%} of its tokens' assignments and its "
+                f"least used {least:.1%}, where {balanced:.1%} each is balanced (expert layers "
+                "counted from 0, dense ones left out); the balancing loss "
                 f"weighs {self.aux_weight:g} (`model.arch.moe.router_aux_loss`)"
             )
         return {

@@ -48,7 +48,7 @@ def test_an_uneven_router_is_warned_of_and_a_dense_model_counts_nothing():
     summary = routes.summary()
     assert summary["shares"] == [[0.9, 0.1, 0.0, 0.0]]
     assert summary["warning"].startswith(
-        "routing is uneven in 1 of 1 expert layers: layer 0's busiest expert takes 90.0%"
+        "routing is uneven in 1 of 1 expert layers: expert layer 0's busiest expert takes 90.0%"
     )
     assert "balancing loss weighs 0.001" in summary["warning"]
     dense = LlamaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
