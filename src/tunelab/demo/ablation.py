@@ -249,6 +249,7 @@ def _story(result: dict, ablations: list[dict], store, out: Console) -> list[dic
         (variant,) = ablation["runs"]
         row = rows[variant["id"]]
         boot = row["vs_reference"]["bootstrap"]
+        record = store.read_record(variant["id"])
         answer = {
             "question": question.title,
             "change": question.assignment,
@@ -267,10 +268,8 @@ def _story(result: dict, ablations: list[dict], store, out: Console) -> list[dic
                 for source, check in rail["checks"].items()
                 if rail["scope"] == "every_source"
             },
-            "compute": {
-                name: list(pair)
-                for name, pair in mismatched(reference, store.read_record(variant["id"])).items()
-            },
+            "compute": {name: list(pair) for name, pair in mismatched(reference, record).items()},
+            "routing": ((record.get("metrics") or {}).get("routing") or {}).get("warning"),
         }
         answers.append(answer)
         out.print(f"• {question.title}\n  {_sentence(question, answer, result['min_effect'])}")
@@ -316,7 +315,10 @@ def _sentence(question: Question, answer: dict, min_effect: float | None) -> str
     sources = _sources_beyond_seeds(answer)
     if sources:
         said += " On " + ", ".join(sources) + "."
-    return said + " " + _compute_sentence(answer["compute"])
+    said += " " + _compute_sentence(answer["compute"])
+    if answer.get("routing"):  # an experts variant whose router left experts idle
+        said += f" {answer['routing'][0].upper()}{answer['routing'][1:]}."
+    return said
 
 
 def _sources_beyond_seeds(answer: dict) -> list[str]:

@@ -172,3 +172,12 @@ def test_a_seed_control_says_which_way_bits_per_byte_moved():
         "(reduction -15.1; 95% CI over documents -19.8 to -10.0), an interval that excludes zero"
         in (text.getvalue())
     )
+
+
+def test_an_uneven_router_is_said_beside_the_experts_answer():
+    """The experts' answer spoke of compute alone; its router had left one expert of a layer
+    with 0.4% of the tokens' assignments (25% balanced)."""
+    uneven = "routing is uneven in 3 of 4 expert layers: expert layer 1's busiest expert takes"
+    said = _sentence(MOE, answer(-0.0165, -0.12, 0.087) | {"routing": uneven}, 0.01)
+    assert said.endswith(f" R{uneven[1:]}.")
+    assert "outing" not in _sentence(MOE, answer(-0.0165, -0.12, 0.087), 0.01)
