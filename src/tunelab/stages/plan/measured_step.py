@@ -13,7 +13,7 @@ model (`records.reference_run`), so a refusal means none was trained.
 
 from __future__ import annotations
 
-from tunelab.core.param_groups import diff_specs
+from tunelab.core.param_groups import change_text, diff_specs
 from tunelab.stages.plan.records import PlanError
 
 MODEL_GROUPS = ("model", "tokenizer", "attention", "positions", "experts")
@@ -31,7 +31,7 @@ def step_changes(run: dict, spec: dict) -> tuple[list[str], list[str]]:
     changes = [(g, c) for g, cs in diff.items() for c in cs]
 
     def shown(keep) -> list[str]:
-        return [f"{c['key']} {c['parent']!r} -> {c['child']!r}" for g, c in changes if keep(g, c)]
+        return [change_text(c) for g, c in changes if keep(g, c)]
 
     def model(g: str, c: dict) -> bool:
         return g in MODEL_GROUPS or c["key"] in MODEL_KEYS

@@ -83,9 +83,9 @@ def section(during: During | None, estimate: dict, probe: dict, peak_mb: float) 
     """What `size` records of them: keep best's copy and the validation pass as estimated (MiB),
     beside the plain probe's measured peak of its steps alone (`probe`: its result) and with
     the pass (`peak_mb`, as `measure.peak_of` reads it)."""
-    step_mb = probe.get("step_peak_mb")
     if during is None:
         return None
+    step_mb = probe.get("step_peak_mb")
     mib = 2**20
     validation = estimate["phases"]["validation"]
     peak = estimate["peak_phase"] == "validation"
