@@ -182,6 +182,17 @@ def processes_record(ranks: dict, global_batch: int, seq: int) -> dict:
     record), the largest rank's peak and its error, the slowest rank's speed, the advice."""
     pe, largest = ranks["estimate"], ranks["largest_microbatch"]
     slowest = max(ranks["ranks"], key=lambda r: r["step_s"])
+    told = advice(
+        global_batch, largest["value"], ranks["nproc"], ranks["tokens_per_s_per_rank"], seq
+    )
+    whole = pe["terms_mb"].get("whole_model")
+    if not told["fits"] and whole is not None and whole > largest["budget_mb"]:
+        told["reason"] = (
+            f"the whole model ({whole:,.1f} MiB of weights) does not fit one rank's "
+            f"{largest['budget_mb']:,.0f} MiB: every rank loads it whole before FSDP shards it, "
+            "and rank 0 evaluates it whole after training, so more processes do not help; take "
+            "a device with more memory, or model.dtype: bfloat16 (half the weights)"
+        )
     return {
         "estimate": {
             "components_mb": pe["terms_mb"],
@@ -196,9 +207,7 @@ def processes_record(ranks: dict, global_batch: int, seq: int) -> dict:
         "error_pct": ranks["error_pct"],
         "processes": ranks,
         "largest_microbatch": largest,
-        "advice": advice(
-            global_batch, largest["value"], ranks["nproc"], ranks["tokens_per_s_per_rank"], seq
-        ),
+        "advice": told,
     }
 
 

@@ -14,6 +14,11 @@ the trainable gradients and AdamW's state are sharded, 1/N each; the activations
 on top come the parameters gathered while a unit runs. The estimate counts the largest block
 gathered whole twice (the one running and the next one prefetched) and the root's parameters
 (embeddings, head, final norm: outside every block, kept gathered from forward into backward).
+Outside the steps, one device holds the whole model twice in a run: every rank loads it whole
+before `fully_shard` cuts it, and rank 0 evaluates and saves it whole after training
+(`run.variant._train`). So a rank's peak is the larger of its step and the whole model's
+weights (`whole_model`): FSDP here spreads the gradients and AdamW's state, not weights that do
+not fit one device, and the advice says so instead of asking for a smaller microbatch.
 
 What is approximate, and known to be: the shards are counted as exact 1/N (FSDP2 pads each
 parameter's first dimension to a multiple of N); the gathered block is counted in full beside
@@ -42,6 +47,8 @@ from tunelab.stages.size import estimate as est
 from tunelab.stages.size.shape import Shape, Trainables
 
 STRATEGIES = ("ddp", "fsdp")
+WHOLE_MODEL = "whole_model"
+"""An FSDP rank's peak phase when the whole model's weights outweigh its step."""
 
 TERMS = {
     "framework": "the framework's own memory, measured in each rank before it joins the "
@@ -62,6 +69,9 @@ TERMS = {
     "unsharded gradients between microbatches (one full copy of the trainable gradients)",
     "best_weights": "training.keep: best's copy of the trained weights (full, on every rank)",
     "best_weights_shard": "training.keep: best's copy of this rank's shard of the trained weights",
+    "whole_model": "not in the step: the whole model's weights on one device, as every rank "
+    "loads them before they are sharded and rank 0 evaluates them after training (the peak is "
+    "the larger of this and the step)",
 }
 """What each term of a per-rank estimate is (the result carries the terms it uses)."""
 
@@ -159,8 +169,13 @@ def rank_estimate(
         "gathered_root": units.root_bytes,
         "unsharded_accumulated_gradients": unsharded,
     } | ({"best_weights_shard": c["best_weights"]} if "best_weights" in c else {})
-    peak = e["peak_bytes"] + gathered + units.root_bytes + unsharded
-    return _result(strategy, nproc, e, terms, peak, True)
+    step = e["peak_bytes"] + gathered + units.root_bytes + unsharded
+    whole = overhead_bytes + tr.weight_bytes  # at load, and on rank 0 after training
+    terms["whole_model"] = tr.weight_bytes
+    result = _result(strategy, nproc, e, terms, max(step, whole), True)
+    if whole > step:
+        result["peak_phase"] = WHOLE_MODEL
+    return result
 
 
 def _result(strategy: str, nproc: int, e: dict, terms: dict, peak: int, approx: bool) -> dict:

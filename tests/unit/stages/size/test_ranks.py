@@ -226,3 +226,34 @@ def test_more_processes_than_cores_is_said_with_what_it_costs(monkeypatch):
     assert distributed.oversubscribed(2) is None
     said = distributed.oversubscribed(3)
     assert said.startswith("3 processes on 2 cores: the ranks share cores")
+
+
+def test_fsdp_peak_is_the_whole_model_where_its_weights_outweigh_the_sharded_step():
+    """Every rank loads the whole model before it is sharded, and rank 0 evaluates it whole after
+    training: a rank's peak is never below the weights, however many processes share them."""
+    heavy = Trainables(1_000_000, 400_000_000, 1_000, 4_000, 4_000)  # LoRA on big weights
+    r = ranks.rank_estimate("fsdp", 8, SHAPE, heavy, UNITS, 2, 16)
+    assert r["terms"]["whole_model"] == heavy.weight_bytes
+    assert r["peak_bytes"] == heavy.weight_bytes and r["peak_phase"] == ranks.WHOLE_MODEL
+    assert rank("fsdp", 2)["peak_phase"] != ranks.WHOLE_MODEL  # a full fine-tune's step wins
+
+
+def test_fsdp_advice_names_the_whole_model_when_no_microbatch_fits_for_it():
+    section = {
+        "estimate": {
+            "terms_mb": {"whole_model": 900.0},
+            "phases_mb": {},
+            "peak_phase": ranks.WHOLE_MODEL,
+            "peak_mb": 900.0,
+            "approximate": True,
+        },
+        "largest_microbatch": {"value": 0, "budget_mb": 500.0},
+        "ranks": [{"rank": 0, "step_s": 0.1, "tokens_per_s": 10.0}],
+        "nproc": 4,
+        "tokens_per_s_per_rank": 10.0,
+        "max_peak_mb": 400.0,
+        "error_pct": 1.0,
+    }
+    told = procs.processes_record(section, 8, 16)["advice"]
+    assert not told["fits"] and "whole model (900.0 MiB" in told["reason"]
+    assert "more processes do not help" in told["reason"]
