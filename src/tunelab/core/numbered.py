@@ -85,12 +85,15 @@ class NumberedRecords:
         """Every measured noise floor (`noise/nNNN.json`, `tunelab noise`)."""
         return self.records(layout.NOISE)
 
-    def judgement(self, run_id: str, strongest: bool = False) -> tuple[dict, dict] | None:
+    def judgement(
+        self, run_id: str, strongest: bool = False, comparisons: list[dict] | None = None
+    ) -> tuple[dict, dict] | None:
         """The newest comparison that judged `run_id`, and the run's row in it: a seed of an
         arm is judged with its arm, in the row of the arm's first run (`arm`). With `strongest`,
         only a comparison against the strongest baseline (not one `--against` named: a weaker
-        reference makes "improved" easy)."""
-        for record in reversed(self.comparisons()):
+        reference makes "improved" easy). `comparisons`: the lab's, read once by a caller that
+        asks for every run (each can be megabytes in a lab of a hundred runs)."""
+        for record in reversed(self.comparisons() if comparisons is None else comparisons):
             if strongest and record.get("reference_rule") == "--against":
                 continue
             rows = {row["id"]: row for row in record.get("runs", [])}

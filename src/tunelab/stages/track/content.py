@@ -63,8 +63,9 @@ class Wanted:
     end: int | None = None
 
 
-def run_content(store: Store, record: dict) -> Wanted:
-    """One tunelab run as an MLflow run (see the module docstring)."""
+def run_content(store: Store, record: dict, comparisons: list[dict] | None = None) -> Wanted:
+    """One tunelab run as an MLflow run (see the module docstring); `comparisons`: the lab's,
+    read once for every run (`Store.judgement`)."""
     run_dir = store.runs_dir / record["id"]
     state = effective_status(record, run_dir)
     start, end = millis(record.get("created")), millis(record.get("ended"))
@@ -85,7 +86,7 @@ def run_content(store: Store, record: dict) -> Wanted:
             points.append(Point(key, value, last, when))
     return Wanted(
         name=record["id"],
-        tags=run_tags(store, record, state),
+        tags=run_tags(store, record, state, comparisons),
         params=flatten(record.get("spec") or {}),
         points=points,
         artifacts={RECORD: _file(run_dir / RECORD)},
@@ -95,7 +96,9 @@ def run_content(store: Store, record: dict) -> Wanted:
     )
 
 
-def run_tags(store: Store, record: dict, state: str) -> dict[str, str]:
+def run_tags(
+    store: Store, record: dict, state: str, comparisons: list[dict] | None = None
+) -> dict[str, str]:
     """Run id, parent, state, data version and verdict, and what a team filters by."""
     tags = {
         "tunelab.run_id": record["id"],
@@ -109,7 +112,7 @@ def run_tags(store: Store, record: dict, state: str) -> dict[str, str]:
         "tunelab.group": (record.get("replicate") or {}).get("group"),
         "tunelab.invalid_why": (record.get("invalidated") or {}).get("why"),
     }
-    judged = store.judgement(record["id"])
+    judged = store.judgement(record["id"], comparisons=comparisons)
     if judged is not None:
         comparison, row = judged
         tags["tunelab.verdict"] = row.get("verdict")

@@ -34,8 +34,9 @@ def track_lab(lab: Path, uri: str | None = None, experiment: str | None = None) 
     experiment_id, created = open_experiment(mlflow, name, target, store)
     have = tracked_runs(mlflow, experiment_id)
     rows = []
+    comparisons = store.comparisons()  # read once: each run's verdict is looked up in them
     for record in store.runs():
-        wanted = run_content(store, record)
+        wanted = run_content(store, record, comparisons)
         row = sync(mlflow, experiment_id, wanted, have.get(record["id"]))
         rows.append({"id": record["id"], **_shown(wanted.tags), **row})
     wanted = lab_content(store)
