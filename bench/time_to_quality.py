@@ -52,7 +52,7 @@ VARIANTS = {
 
 def tunelab_side(lab_path: Path) -> dict:
     from tunelab.core.lab import open_lab
-    from tunelab.stages.baseline import run_baseline
+    from tunelab.stages.baseline.measure import run_baseline
     from tunelab.stages.compare.verdicts import compare
     from tunelab.stages.run.variant import run_variant
 

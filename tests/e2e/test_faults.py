@@ -50,7 +50,7 @@ PRELOAD = [
     "safetensors.torch",
     "tunelab.data",
     "tunelab.stages.run.variant",
-    "tunelab.stages.final",
+    "tunelab.stages.final.sealed",
     "tunelab.stages.export.bundle",
     "test_faults",
 ]
@@ -305,7 +305,7 @@ def test_final_killed_at_random_moments_keeps_the_access_log_whole(trained, caps
         lab, random.Random(4), seconds, lambda i: ("final", run, "--reason", f"kill {i}")
     )
     # Ctrl-C while the split is being evaluated: the opening stays logged, and is said to be
-    monkeypatch.setattr("tunelab.stages.final.scorer_of", lambda *args: _interrupt)
+    monkeypatch.setattr("tunelab.stages.final.sealed.scorer_of", lambda *args: _interrupt)
     code = main(["final", "--lab", str(lab), run, "--reason", "ctrl-c", "--json"])
     message = json.loads(capsys.readouterr().out.splitlines()[-1])["error"]
     assert code == 130 and "no result was written" in message and "--reason" in message

@@ -106,7 +106,7 @@ def _lines(console, start: float):
 def cmd_inspect(args):
     # as check and run would: examples longer than the model's positions are never trained
     lab = opened(args, needs_base, needs_positions)
-    from tunelab.stages.inspection import inspect_lab
+    from tunelab.stages.inspect.lab import inspect_lab
 
     return inspect_lab(lab, args.sample, args.split)
 
@@ -124,12 +124,12 @@ def cmd_inspect(args):
 )
 def cmd_baseline(args):
     def not_measured_yet(lab) -> None:  # a second identical baseline: refused without torch
-        from tunelab.stages.baseline_once import not_measured_yet
+        from tunelab.stages.baseline.once import not_measured_yet
 
         not_measured_yet(lab, args.name)
 
     lab = opened(args, needs_base, needs_usable, needs_positions, needs_scorable, not_measured_yet)
-    from tunelab.stages.baseline import run_baseline
+    from tunelab.stages.baseline.measure import run_baseline
 
     return run_baseline(lab, progress(args), args.name)
 

@@ -188,7 +188,7 @@ def cmd_invalidate(args):
     device=True,
 )
 def cmd_final(args):
-    from tunelab.stages.final import run_final
+    from tunelab.stages.final.sealed import run_final
 
     checks = (needs_base, needs_targets, needs_positions)  # the run's spec, before the seal
     # the run's recorded lab (today's tunelab.yaml is not read), without a device: the

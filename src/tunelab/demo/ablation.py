@@ -24,7 +24,7 @@ from rich.console import Console
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, manpages
 from tunelab.demo.report import check_new_wiring, open_demo
-from tunelab.stages.baseline import run_baseline
+from tunelab.stages.baseline.measure import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.compute import TOLERANCE, mismatched
 from tunelab.stages.compare.rules import BROKEN_VERDICT

@@ -17,11 +17,11 @@ from rich.table import Table
 from tunelab.data import build_data
 from tunelab.demo.assets import bbc_news, manpages, smollm2_gguf
 from tunelab.demo.report import handover, open_demo, seed_note
-from tunelab.stages.baseline import run_baseline
+from tunelab.stages.baseline.measure import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.two_level import SEEDS
 from tunelab.stages.compare.verdicts import compare
-from tunelab.stages.inspection import inspect_lab
+from tunelab.stages.inspect.lab import inspect_lab
 from tunelab.stages.run.variant import run_variant
 from tunelab.views import check as check_view
 from tunelab.views import compare as compare_view

@@ -27,11 +27,11 @@ from tunelab.demo.report import (
     open_demo,
     seed_note,
 )
-from tunelab.stages.baseline import run_baseline
+from tunelab.stages.baseline.measure import run_baseline
 from tunelab.stages.check.steps import run_check
 from tunelab.stages.compare.verdicts import compare
-from tunelab.stages.final import run_final
-from tunelab.stages.inspection import inspect_lab
+from tunelab.stages.final.sealed import run_final
+from tunelab.stages.inspect.lab import inspect_lab
 from tunelab.stages.run.ablate import run_ablation
 from tunelab.stages.run.variant import run_variant
 from tunelab.views import check as check_view

@@ -4,7 +4,7 @@ Every validation document is scored alone, laid out as in training (`[EOS] + its
 `modeling.packing`): each of its text tokens is predicted from the tokens before it, in
 windows of `model.max_length` tokens, the evaluation's window (a longer document is cut into
 consecutive windows, each starting without the context of the one before; a model that trains
-on shorter sequences is warned of, `stages.inspect_windows`). Windows are batched longest
+on shorter sequences is warned of, `stages.inspect.windows`). Windows are batched longest
 first, padded on the right with a causal mask, so padding never reaches a real position. The
 UTF-8 bytes are those of the row's text as stored in the data version.
 """

@@ -16,7 +16,7 @@ from tunelab.core.ledger import effective_status
 from tunelab.core.store import read_jsonl
 from tunelab.modeling.model import load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, features, load_head
-from tunelab.stages import baseline as stage
+from tunelab.stages.baseline import measure as stage
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tunelab.core.seal import SealBrokenError, final_accesses
 from tunelab.core.store import SPLITS, SealedError, Store
 from tunelab.modeling.model import load_encoder, load_tokenizer
 from tunelab.modeling.probe import features, load_head
-from tunelab.stages.final import FinalError, run_final
+from tunelab.stages.final.sealed import FinalError, run_final
 from tunelab.stages.fsck import fsck
 
 # --- a process-wide watch on reads of any `test.jsonl` ----------------------------------------
@@ -314,7 +314,7 @@ def test_test_targets_scoring_cannot_read_stop_final_before_the_opening_is_logge
     from types import SimpleNamespace
 
     from tunelab.core.errors import TunelabError
-    from tunelab.stages.final import _check_targets
+    from tunelab.stages.final.sealed import _check_targets
 
     task = SimpleNamespace(type="extraction", required=["name", "section"], json_schema={})
     spec = SimpleNamespace(task=task)
@@ -331,7 +331,7 @@ def test_only_a_verdict_against_the_strongest_baseline_opens_the_seal(tmp_path):
     """`compare --against r001-majority` read "improved" where the probe's comparison read
     "worse", and `final` opened the test split on it without a reason."""
     from tunelab.core.files import atomic_write_json
-    from tunelab.stages.final import latest_verdict
+    from tunelab.stages.final.sealed import latest_verdict
 
     folder = tmp_path / ".tunelab" / "comparisons"
 

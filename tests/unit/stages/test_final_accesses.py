@@ -12,7 +12,7 @@ from final_labs import FOR_REPORT, cli, lab_with_baselines  # noqa: F401 (pytest
 from tunelab.core.lab import open_lab
 from tunelab.core.seal import SealBrokenError, final_accesses
 from tunelab.core.store import Store, StoreError
-from tunelab.stages.final import FinalError, run_final
+from tunelab.stages.final.sealed import FinalError, run_final
 from tunelab.stages.fsck import fsck
 
 
@@ -60,7 +60,7 @@ def test_two_finals_at_once_open_the_seal_once_without_a_reason(lab_with_baselin
     import contextlib
     import threading
 
-    from tunelab.stages import final
+    from tunelab.stages.final import sealed as final
 
     monkeypatch.setattr(final, "_check_verdict", lambda *_: None)  # a baseline, as if chosen
     ctx = multiprocessing.get_context("fork")
@@ -89,7 +89,7 @@ def test_two_finals_at_once_open_the_seal_once_without_a_reason(lab_with_baselin
 def test_a_result_keeps_its_own_openings_time(lab_with_baselines, monkeypatch):
     """Two finals at once: the first's result took the time of the second's opening, logged
     while the first evaluated."""
-    from tunelab.stages import final
+    from tunelab.stages.final import sealed as final
 
     lab = open_lab(lab_with_baselines[0])
     scorer = final.scorer_of

@@ -1,8 +1,8 @@
 """The report's contact sheets: what `tunelab inspect` drew of an image lab, on the page.
 
 `inspect` writes one PNG per split and category under `.tunelab/inspect/<version>/`
-(`stages.inspect_images`), and one of the same images after the model's processor
-(`<split>-<category>-model.png`, `stages.inspect_pixels`); the page embeds those of the
+(`stages.inspect.images`), and one of the same images after the model's processor
+(`<split>-<category>-model.png`, `stages.inspect.pixels`); the page embeds those of the
 current data version as data URIs, so it stays one file that opens offline. A text lab has
 none, and the page shows nothing.
 """
@@ -26,7 +26,7 @@ def contact_sheets(store: Store, version: str | None) -> list[dict]:
     out = []
     for path in sorted(folder.glob("*.png")) if folder.is_dir() else []:
         split, _, category = path.stem.partition("-")
-        if category.endswith(MODEL_VIEW):  # `inspect_pixels`: after the model's processor
+        if category.endswith(MODEL_VIEW):  # `inspect.pixels`: after the model's processor
             category = category.removesuffix(MODEL_VIEW) + ", as the model receives it"
         encoded = base64.b64encode(path.read_bytes()).decode("ascii")
         out.append(

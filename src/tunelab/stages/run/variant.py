@@ -37,8 +37,8 @@ from tunelab.modeling.pooling import pooling_note
 from tunelab.modeling.render import lab_renderer
 from tunelab.modeling.saved import save_trained
 from tunelab.stages.check.record import check_status
-from tunelab.stages.inspect_windows import scored_past_training
-from tunelab.stages.inspection import blocking, training_findings
+from tunelab.stages.inspect.lab import blocking, training_findings
+from tunelab.stages.inspect.windows import scored_past_training
 from tunelab.stages.run.diff import (
     check_one_change,
     derived_changes,

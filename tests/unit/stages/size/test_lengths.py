@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from tunelab.stages.inspection import _percentiles
+from tunelab.stages.inspect.lab import _percentiles
 from tunelab.stages.size.lengths import measured_lengths
 
 

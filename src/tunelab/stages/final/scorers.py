@@ -1,5 +1,5 @@
 """How `tunelab final` scores the sealed test rows: each kind of run's scorer, its model loaded
-before the split is opened (`stages/final.py` holds the rules of the opening itself)."""
+before the split is opened (`sealed` holds the rules of the opening itself)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ warning: an earlier turn may be meant to be free text)."""
 from __future__ import annotations
 
 from tunelab.modeling.render import Renderer
-from tunelab.stages.findings import finding
+from tunelab.stages.inspect.findings import finding
 
 
 def format_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:

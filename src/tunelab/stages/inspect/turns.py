@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tunelab.modeling.render import Rendered, Renderer
-from tunelab.stages.findings import finding
+from tunelab.stages.inspect.findings import finding
 
 TRUNCATION_RULE = (
     "the oldest turns are dropped first, whole, after the system turn; never a part of a turn, "

@@ -16,7 +16,7 @@ Rules:
   listed by `final_accesses` for the handover, read strictly (a damaged event line is an
   error naming it) and cross-checked against the results in `finals/`.
 - Before the seal is touched, the checks `run` makes before a model loads are made on the
-  run's recorded spec and the run's model is loaded (`final_scorers.scorer_of`): a base moved
+  run's recorded spec and the run's model is loaded (`scorers.scorer_of`): a base moved
   or changed since the run trained is refused with no opening logged. A test split with no
   rows is refused as it is read, before the opening is logged.
 - The access is logged (`final` event) as soon as the test rows have been read, before the
@@ -54,7 +54,7 @@ from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import final_accesses, open_sealed
 from tunelab.core.spec import Spec, validate_spec
 from tunelab.core.store import Store
-from tunelab.stages.final_scorers import head_path, scorer_of
+from tunelab.stages.final.scorers import head_path, scorer_of
 from tunelab.tasks import get_task, metrics_of
 from tunelab.tasks.resampled import score_interval
 from tunelab.training.protocol import protocol

@@ -28,7 +28,7 @@ MODEL_VIEW_IMAGES = 16
 
 def model_view(renderer, by_label: dict[str, list[dict]], folder: Path, split: str, safe) -> dict:
     """Per category: shape, value range, kept area (median, min) and the model-view sheet."""
-    from tunelab.stages.inspect_images import _save_png, sheet_of
+    from tunelab.stages.inspect.images import _save_png, sheet_of
 
     out = {}
     for label in sorted(by_label):

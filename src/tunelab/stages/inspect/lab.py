@@ -27,14 +27,14 @@ from tunelab.modeling.render import (
 )
 from tunelab.modeling.template import RenderError
 from tunelab.modeling.token_text import token_texts
-from tunelab.stages.findings import finding
-from tunelab.stages.inspect_format import format_findings
-from tunelab.stages.inspect_turns import (
+from tunelab.stages.inspect.findings import finding
+from tunelab.stages.inspect.format import format_findings
+from tunelab.stages.inspect.turns import (
     system_prompt_finding,
     turn_findings,
     turn_view,
 )
-from tunelab.stages.inspect_windows import scored_past_training
+from tunelab.stages.inspect.windows import scored_past_training
 
 
 def inspect_lab(lab: Lab, sample: int | None = None, split: str = "train") -> dict:
@@ -45,7 +45,7 @@ def inspect_lab(lab: Lab, sample: int | None = None, split: str = "train") -> di
     labels = lab.store.data_manifest(version)["labels"]
     rows = lab.store.read_split(version, split)
     if lab.spec.task.type == "image_classification":  # no tokens: sizes, modes, contact sheets
-        from tunelab.stages.inspect_images import image_view
+        from tunelab.stages.inspect.images import image_view
 
         summary, findings = image_view(lab, rows, split)
         findings += _imbalance(rows) if len(labels) > 1 else []
@@ -108,7 +108,7 @@ def training_findings(
 ) -> list[dict]:
     """The findings `tunelab run` checks before it trains (no example views)."""
     if renderer.kind == "image":  # sizes and modes that tell the category: no contact sheets
-        from tunelab.stages.inspect_images import image_findings
+        from tunelab.stages.inspect.images import image_findings
 
         return image_findings(rows) + _imbalance(rows)
     if renderer.kind == "encoder":

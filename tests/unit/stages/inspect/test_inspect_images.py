@@ -11,7 +11,7 @@ from PIL import Image
 from tunelab.core.lab import Lab
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store
-from tunelab.stages.inspect_images import image_view, shortcut_accuracy
+from tunelab.stages.inspect.images import image_view, shortcut_accuracy
 
 SPEC = {"data": {"sources": [{"type": "jsonl", "path": "d"}]}, "model": {"path": "m"}}
 

@@ -1,8 +1,8 @@
 """A finding of `tunelab inspect`: what is wrong with the examples, and whether it blocks.
 
 Blocking findings stop `tunelab run` unless it is given a recorded reason; the others are
-warnings. The inspection modules (`inspection`, `inspect_turns`, `inspect_images`) all make
-theirs here, so one list says which codes block.
+warnings. Every module of this package makes its findings here, so one list says which codes
+block.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tunelab.core.lab import open_lab
 from tunelab.data import build_data
 from tunelab.modeling.render import Rendered
 from tunelab.stages.compare.notes import pair_warnings as compare_warnings
-from tunelab.stages.inspection import causal_view, inspect_lab
+from tunelab.stages.inspect.lab import causal_view, inspect_lab
 from tunelab.stages.run.variant import BlockedError, run_variant
 from tunelab.views import inspect as inspect_view
 
@@ -153,7 +153,7 @@ def test_a_row_with_no_loss_token_is_flagged(make_extraction_lab):
 def test_many_categories_show_at_most_shown_examples_unless_asked(make_lab):
     """Two examples of each of 77 intents was 959 lines: by default at most SHOWN examples, and
     the view says how many categories they cover; `--sample N` shows N of every category."""
-    from tunelab.stages.inspection import SHOWN
+    from tunelab.stages.inspect.lab import SHOWN
 
     labels = [f"intent{i:02d}" for i in range(SHOWN + 6)]
     rows = [

@@ -12,8 +12,8 @@ from PIL import Image
 from transformers import AutoImageProcessor
 
 from tunelab.modeling.pixels import preprocessing
-from tunelab.stages.inspect_pixels import CROP_KEPT, crop_findings, kept_area, to_image
-from tunelab.stages.inspection import finding
+from tunelab.stages.inspect.lab import finding
+from tunelab.stages.inspect.pixels import CROP_KEPT, crop_findings, kept_area, to_image
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "assets"))
 from make_tiny import build_tiny_resnet, build_tiny_vit

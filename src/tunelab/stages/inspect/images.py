@@ -20,7 +20,7 @@ under the version's `images/`) and reports, per category:
   result gives), as they are stored;
 - the same images as the model receives them, after the base's own processor (shape, value
   range, the area its resize and crop keep, a second contact sheet, and the finding
-  **crop_cuts**: `inspect_pixels`), when the model folder opens.
+  **crop_cuts**: `pixels`), when the model folder opens.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def image_view(lab: Lab, rows: list[dict], split: str) -> tuple[dict, list[dict]
             "contact_sheet": str(view["contact_sheet"].relative_to(lab.path))
         }
     if seen:
-        from tunelab.stages.inspect_pixels import crop_findings
-        from tunelab.stages.inspection import finding
+        from tunelab.stages.inspect.findings import finding
+        from tunelab.stages.inspect.pixels import crop_findings
 
         findings += crop_findings(seen, finding)
     summary = {"images": len(rows), "categories": categories}
@@ -72,11 +72,11 @@ def image_view(lab: Lab, rows: list[dict], split: str) -> tuple[dict, list[dict]
 
 
 def _model_view(lab: Lab, by_label: dict, folder: Path, split: str) -> tuple[dict, str | None]:
-    """Each category through the base's own image processor (`inspect_pixels`), or why it
+    """Each category through the base's own image processor (`pixels`), or why it
     could not be shown (the model folder cannot be opened yet)."""
     from tunelab.core.errors import TunelabError
     from tunelab.modeling.render import lab_renderer
-    from tunelab.stages.inspect_pixels import model_view
+    from tunelab.stages.inspect.pixels import model_view
 
     labels = sorted(by_label)
     try:
@@ -89,7 +89,7 @@ def _model_view(lab: Lab, by_label: dict, folder: Path, split: str) -> tuple[dic
 def image_findings(rows: list[dict]) -> list[dict]:
     """The findings of some images (see the module docstring), without the contact sheets:
     what `inspect` shows and `run` checks before it trains."""
-    from tunelab.stages.inspection import finding
+    from tunelab.stages.inspect.findings import finding
 
     by_label: dict[str, list[dict]] = defaultdict(list)
     for row in rows:

@@ -12,7 +12,7 @@ Each record is opened before its work starts and closed however the work ends (`
 `failed` with the error, `interrupted` on Ctrl-C or SIGTERM: `ledger.recording`), so no
 baseline is left `running`, to be shown as `lost`.
 
-A baseline is measured once (`baseline_once`): one already completed under the same conditions
+A baseline is measured once (`once`): one already completed under the same conditions
 is not measured again, and when every baseline the lab has is there the command is refused.
 """
 
@@ -33,7 +33,7 @@ from tunelab.data.guard_sets import guard_paths
 from tunelab.modeling.model import load_causal, load_encoder, load_tokenizer
 from tunelab.modeling.probe import HEAD_FILE, HEAD_MODEL, features, fit_head, save_head
 from tunelab.modeling.render import make_renderer
-from tunelab.stages.baseline_once import BASELINES, not_measured_yet, run_name
+from tunelab.stages.baseline.once import BASELINES, not_measured_yet, run_name
 from tunelab.tasks import score
 from tunelab.training.evaluate import evaluate_rows
 from tunelab.training.forgetting import score_guard_sets

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tunelab.core.lab import Lab
 from tunelab.modeling.render import Renderer
-from tunelab.stages.findings import finding
+from tunelab.stages.inspect.findings import finding
 
 
 def scored_past_training(lab: Lab, version: str, renderer: Renderer) -> list[dict]:
