@@ -49,14 +49,17 @@ def test_replicates_a_noise_floor_and_a_seed_aware_comparison(make_lab, capsys):
     arm = rows[first["id"]]
     assert [s["run"] for s in arm["seeds"]] == [first["id"], second["id"]]
     boot = arm["vs_reference"]["bootstrap"]
-    assert boot["basis"] == "seeds and examples" and boot["seeds"]["sources"]
-    assert boot["example"]["low"] >= boot["low"] - 1e-9  # the seeds only widen it
-    assert arm["verdict"] in VERDICTS and arm["verdict"] != "improved on one seed"
+    # the tiny model's seeds score alike here (each of its 12 validation rows the same): a
+    # spread of 0 measured nothing, so the interval is the examples' and says why (the
+    # seed-aware one, over seeds that differ, is the ablation demo's test and test_arms')
+    assert boot["basis"] == "examples" and boot["seeds_tied"]["sources"]
+    assert arm["verdict"] in VERDICTS and arm["verdict"] != "improved"
+    assert any("seeds that tie" in why for why in arm["reasons"])
     # the second seed is judged with its arm, and set beside the first as seed noise
     assert "verdict" not in rows[second["id"]] and rows[second["id"]]["arm"] == first["id"]
     assert rows[second["id"]]["vs_first"]["verdict"] == "within seed noise"
     # the lr arm's second seed came from `noise`; its interval counts both seeds too
-    assert rows[single["id"]]["vs_reference"]["bootstrap"]["basis"] == "seeds and examples"
+    assert rows[single["id"]]["vs_reference"]["bootstrap"]["seeds_tied"]["df"] >= 1
     assert result["rules"]["seed_rule"].startswith("seed-aware interval")
     assert result["rules"]["arms"][first["id"]] == [first["id"], second["id"]]
 

@@ -132,6 +132,8 @@ def judge(
         }
         if boot.get("basis") == "seeds and examples":
             check["basis"] = boot["basis"]
+        elif boot.get("seeds_tied"):
+            check["seeds_tied"] = boot["seeds_tied"]
         if status == UNRESOLVED and "basis" in check:  # the seeds' part does not shrink with n
             check["needs"] = "more seeds"
         elif status == UNRESOLVED:

@@ -11,7 +11,9 @@ positive difference is a gain.
 
 Every interval is the example-level paired bootstrap (`stats.arm_bootstrap`) and, when the
 seeds' variance is known (an arm with two or more seeds, or the `noise` runs of the family),
-the seed-aware interval beside it (`two_level.py`); `rules.combine` says which is judged.
+the seed-aware interval beside it (`two_level.py`); `rules.combine` says which is judged. Seeds
+that all tie (a spread of 0) leave it unknown: the interval is judged as on one seed, marked
+`seeds_tied`.
 Flips, McNemar and the concentration check pair the arms' first seeds (`right`).
 """
 
@@ -99,10 +101,18 @@ class Pair:
             values = [float(fn(gold[None], prepare(s)[None])[0]) for s in seeds]
             parts.append(sample_variance(values, source))
         variance = pooled(parts)
+        # seeds that tie (every part's spread 0: likely on a share of few examples, k/n) have
+        # not measured the seeds' noise, they missed it: judged on them, two seeds that fixed
+        # 4 examples each read "improved" where one read "no evidence" (McNemar p = 0.125)
+        tied = variance is not None and variance.variance <= 0
         weights = (arm_weight(len(a), self.trained[0]), arm_weight(len(b), self.trained[1]))
         bounds = None if self.documents else share_bounds(example["values_a"], self.trained[0])
-        seeds = seed_aware(example, weights, variance, bounds=bounds) if variance else None
-        return combine(example, seeds)
+        measured = variance is not None and not tied
+        seeds = seed_aware(example, weights, variance, bounds=bounds) if measured else None
+        combined = combine(example, seeds)
+        if tied:
+            combined["seeds_tied"] = {"sources": list(variance.sources), "df": variance.df}
+        return combined
 
     def group_size(self, group: str | None) -> int:
         """The examples a group's metric rests on: a class's gold examples, or every example

@@ -78,6 +78,22 @@ def one_seed_caution(judged: tuple[str, int] | None = None, what: str = "") -> s
     )
 
 
+def tied_caution(tied: dict, what: str = "") -> str:
+    """What a verdict judged on seeds that all scored alike cannot say (`Pair.interval`'s
+    `seeds_tied`)."""
+    return (
+        f"{what}seeds that tie ({', '.join(tied['sources'])}: a spread of 0 on {tied['df']} "
+        "degree(s) of freedom): that says nothing of how far a new seed would move it, so it is "
+        "judged as on one seed"
+    )
+
+
+def _caution(boot: dict, judged: tuple[str, int] | None, what: str = "") -> str:
+    """The caution of a verdict judged on the examples alone: tied seeds, or one seed."""
+    tied = boot.get("seeds_tied")
+    return tied_caution(tied, what) if tied else one_seed_caution(judged, what)
+
+
 def _broken_on_one_seed(rails: list[dict], judged: tuple[str, int] | None = None) -> list[str]:
     """The caution for a guardrail broken on an interval over the examples alone."""
     broke = [
@@ -89,7 +105,9 @@ def _broken_on_one_seed(rails: list[dict], judged: tuple[str, int] | None = None
     ]
     if all(c.get("basis") == SEEDS for c in broke):
         return []
-    return [one_seed_caution(judged, "the guardrail was judged on ")]
+    tied = next((c["seeds_tied"] for c in broke if c.get("seeds_tied")), None)
+    what = "the guardrail was judged on "
+    return [tied_caution(tied, what) if tied else one_seed_caution(judged, what)]
 
 
 def excludes_zero(interval: dict) -> bool:
@@ -187,15 +205,15 @@ def verdict(
     word = judged_verdict(boot, hypothesis.min_effect)
     too_few = _too_few_changed(versus.get("mcnemar"))
     if word in (ONE_SEED, WORSE_ONE_SEED) and too_few:
-        return NO_EVIDENCE, [*reasons, too_few, one_seed_caution(judged), *unresolved, *extra]
+        return NO_EVIDENCE, [*reasons, too_few, _caution(boot, judged), *unresolved, *extra]
     if word in LOSSES:
-        one_seed = [one_seed_caution(judged)] if word == WORSE_ONE_SEED else []
+        one_seed = [_caution(boot, judged)] if word == WORSE_ONE_SEED else []
         return word, [*reasons, "the whole interval is below zero", *one_seed, *broken, *extra]
     if broken:
         return BROKEN_VERDICT, [*broken, *reasons, *_broken_on_one_seed(rails, judged), *extra]
     if word in (IMPROVED, ONE_SEED):
         if word == ONE_SEED:
-            reasons.append(one_seed_caution(judged))
+            reasons.append(_caution(boot, judged))
         if not unresolved:
             return word, reasons + extra
         if accept_unresolved:

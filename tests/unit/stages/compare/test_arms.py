@@ -154,3 +154,21 @@ def test_the_view_gives_a_variant_arm_s_mean_beside_its_first_seed_s_row(tmp_pat
         f"accuracy of each variant arm on average, the value its difference is from: {first} "
         "80.0 over 3 seeds (its row gives its first seed's own)"
     ) in said
+
+
+def test_seeds_that_tie_have_not_measured_the_seeds_noise(tmp_path):
+    """Two seeds that each fix the same 4 of 90 examples tie (a spread of 0 on 1 degree of
+    freedom): judged as measured, that read "improved" where one seed read "no evidence"
+    (McNemar p = 0.125); they are judged as one seed is, and said to tie."""
+    lab = make_lab(tmp_path, RAILS)
+    add_run(lab, "probe", "baseline", predictions(dict.fromkeys("abc", 0.6)))
+    gain = {"a": 0.6 + 4 / 30, "b": 0.6, "c": 0.6}
+    first = add_run(lab, "lora", "variant", predictions(gain))
+    add_run(lab, "lora", "variant", predictions(gain), spec=seeded(lab, 1))
+    row = next(r for r in compare(lab)["runs"] if r["id"] == first)
+    boot = row["vs_reference"]["bootstrap"]
+    assert boot["basis"] == "examples" and boot["seeds"] is None
+    assert boot["seeds_tied"]["df"] == 1 and boot["low"] > 0  # the bootstrap alone excludes 0
+    assert row["verdict"] == "no evidence"
+    assert any("McNemar's exact test gives p = 0.125" in r for r in row["reasons"])
+    assert any("seeds that tie" in r and "as on one seed" in r for r in row["reasons"])
