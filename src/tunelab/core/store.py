@@ -64,7 +64,11 @@ class NewerFormatError(StoreError):
 
 RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 """A run name: 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.` or `-`, and
-(checked beside it) without `..`. Run ids (`r003-lora`) follow the same rule."""
+(checked beside it) without `..`."""
+RUN_ID = re.compile(r"r\d+-" + RUN_NAME.pattern)
+"""A run id: `r`, its number, `-` and its name (`r003-lora`). Checked as a name, the id of a
+run named with 60 to 64 characters was refused by every command that reads it (`compare` of the
+whole lab among them), though the run had trained."""
 
 
 def check_run_name(name: str) -> str:
@@ -343,7 +347,7 @@ class Store(NumberedRecords):
     def run_dir(self, run_id: str) -> Path:
         """The folder of an existing run; an id that is not a run's (`..`, a path) is none."""
         path = self.runs_dir / run_id
-        valid = RUN_NAME.fullmatch(run_id) and ".." not in run_id
+        valid = RUN_ID.fullmatch(run_id) and ".." not in run_id
         if not valid or not (path / layout.RECORD).exists():
             ids = [r["id"] for r in self.runs()]
             known = ", ".join(ids[-KNOWN_SHOWN:]) or "none yet"  # the newest: 125 ids was a wall

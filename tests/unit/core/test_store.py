@@ -74,10 +74,13 @@ def test_a_run_is_named_by_its_id_or_its_number_alone(tmp_path):
             store.resolve_run(given)
 
 
-@pytest.mark.parametrize("name", ["lora", "lr-0.0001", "r_16.b", "_x", "a" * 64])
+@pytest.mark.parametrize("name", ["lora", "lr-0.0001", "r_16.b", "_x", "a" * 60, "a" * 64])
 def test_run_names_a_folder_can_take_are_allowed(tmp_path, name):
-    run_id, path = Store(tmp_path).new_run(name)
+    store = Store(tmp_path)
+    run_id, path = store.new_run(name)
     assert run_id == f"r001-{name}" and path.parent == tmp_path / ".tunelab" / "runs"
+    store.write_record(run_id, {**FAKE, "id": run_id})
+    assert store.run_dir(run_id) == path  # its id is longer than a name may be, and is a run's
 
 
 @pytest.mark.parametrize("name", ["..", "a..b", ".hidden", "-flag", "a/b", "a b", "", "a" * 65])
