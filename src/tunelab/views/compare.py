@@ -303,6 +303,8 @@ def _interval_line(interval: dict) -> str:
     low, high = (metric_value(metric, interval[k], "%") for k in ("low", "high"))
     alike = interval.get("unseen")  # every example scored alike: the exact binomial bound
     how = "; every one scored alike, so the exact binomial bound" if alike else ""
+    if "right" in interval and not alike:  # a share of examples right: Clopper-Pearson
+        how = f"; {interval['right']} of {interval['n']} right, the exact binomial interval"
     return (
         f"{metric.replace('_', ' ')} {interval['level']:.0%} interval {low} to {high} over the "
         f"{interval['n']} test examples (their noise, not the seeds'{how})"

@@ -85,11 +85,31 @@ def test_a_score_every_example_agrees_on_still_has_an_interval(right, low, high)
     assert score_outputs(spec, None, predictions)["exact_match"] == right
     interval = score_interval(spec, predictions, [], "exact_match", resamples=200)
     assert (interval["low"], interval["high"]) == pytest.approx((low, high), abs=5e-4)
-    assert interval["unseen"] == {"examples": 16, "bootstrap": [right, right]}
-    assert "exact binomial bound" in interval["counts"]
+    assert interval["unseen"] == {"examples": 16}
+    assert "exact binomial" in interval["counts"]
     mixed = [*predictions[:15], {"id": "x", "output": "no" if right else "1", "target": "1"}]
-    score_outputs(spec, None, mixed)  # one example goes the other way: the bootstrap, as before
+    score_outputs(spec, None, mixed)  # one example goes the other way
     assert "unseen" not in score_interval(spec, mixed, [], "exact_match", resamples=200)
+
+
+def test_a_share_right_takes_the_exact_binomial_interval_which_moves_with_the_count():
+    """15 of 16 read 81.3% to 100% on the percentile bootstrap: a higher low end than 16 of
+    16's exact 79.4%, and it covered about 86% at some rates where it said 95%. A share of
+    examples right takes the Clopper-Pearson interval of its count (scipy's binomtest)."""
+    spec = task(type="classification")
+    lows = []
+    for right in (16, 15, 14):
+        predictions = [
+            {"id": str(i), "gold": "a", "predicted": "a" if i < right else "b"} for i in range(16)
+        ]
+        interval = score_interval(spec, predictions, LABELS, "accuracy")
+        assert interval["right"] == right and interval["method"].startswith("exact binomial")
+        lows.append(interval["low"])
+        if right == 15:
+            assert (interval["low"], interval["high"]) == pytest.approx((0.6977, 0.9984), abs=1e-4)
+    assert lows == sorted(lows, reverse=True)  # one error more, never a higher low end
+    f1 = score_interval(spec, classified(50, 0.8), LABELS, "macro_f1")
+    assert "right" not in f1 and f1["resamples"] == 2000  # not a share: the bootstrap
 
 
 def test_the_final_view_says_where_the_bound_comes_from():
