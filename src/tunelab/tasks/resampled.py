@@ -25,6 +25,18 @@ def unseen_share(n: int, tail: float = UNSEEN_TAIL) -> float:
     return 1 - tail ** (1 / n)
 
 
+def worse_share(worse: int, n: int, tail: float = UNSEEN_TAIL) -> float:
+    """The largest share of a group that could get worse, at 1 - `tail`, when `worse` of its
+    `n` examples did (the exact binomial, Clopper-Pearson, upper bound); `unseen_share` at 0."""
+    if worse == 0:
+        return unseen_share(n, tail)
+    if worse >= n:
+        return 1.0
+    from scipy.stats import beta  # scipy.stats takes most of a second to import
+
+    return float(beta.ppf(1 - tail, worse + 1, n - worse))
+
+
 def accuracy_rows(gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
     """Accuracy of each row of index arrays shaped (resamples, n)."""
     return (gold == pred).mean(axis=-1)

@@ -21,7 +21,10 @@ end sits at zero or above however few they are: 4 examples alike in both runs re
 the gain seen less the exact binomial bound on the share of the group a variant could make
 worse unseen in `n` examples (`unseen_drop`: 1 - 0.025^(1/n), 60 points for 4, 3.7/n for
 many), where that is lower: with no gain, the check holds only where the group has the
-examples to see a drop of the limit's size. A limit of 0 stays a
+examples to see a drop of the limit's size. Where some got worse and the metric is the share
+of the group's examples right, judged on the examples, the same holds with the exact bound on
+`worse` of `n` (Clopper-Pearson, `worse_share`): the percentile bootstrap's low end sat above
+the bound on none, so one example worse held where none was unresolved. A limit of 0 stays a
 rule about these examples: it holds when none of them got worse.
 """
 
@@ -32,7 +35,7 @@ import math
 from tunelab.core.spec import Guardrail
 from tunelab.stages.compare.pairs import Pair
 from tunelab.tasks import units
-from tunelab.tasks.resampled import UNSEEN_TAIL, unseen_share
+from tunelab.tasks.resampled import UNSEEN_TAIL, unseen_share, worse_share
 
 HOLDS, BROKEN, UNRESOLVED = "holds", "broken", "unresolved"
 GUARDRAIL_RULE = "holds: low >= -max_drop; broken: high < -max_drop; else unresolved"
@@ -58,26 +61,46 @@ def examples_to_see(max_drop: float) -> int:
 
 
 def _bounded(check: dict, g: Guardrail, pair: Pair, name: str | None) -> dict:
-    """A check whose bootstrap cannot show a drop (low >= 0, on the examples' noise), for a
-    limit above 0 on a rate: its low end becomes the gain seen less the unseen drop its
-    group's size allows, where that is lower. A seed-aware check too: seeds add no examples."""
-    if g.max_drop <= 0 or check["low"] < 0 or pair.documents:
+    """A check for a limit above 0 on a rate, where the bootstrap's low end is too high:
+    - its bootstrap cannot show a drop (low >= 0, on the examples' noise): the low end becomes
+      the gain seen less the unseen drop its group's size allows, where that is lower (a
+      seed-aware check too: seeds add no examples);
+    - the metric is the share of the group's examples right, judged on the examples: the low
+      end becomes the share fixed less the exact binomial bound on the share worse
+      (`worse_share`), where that is lower. On one example worse the percentile bootstrap sat
+      above the bound on none, so a guardrail unresolved with none worse held with one."""
+    if g.max_drop <= 0 or pair.documents:
         return check
     size = pair.group_size(name)
     if not size:
         return check
-    bound = unseen_drop(size)
-    low = round(min(check["low"], check["delta"] - bound), 4)  # the gain seen, less the unseen
+    if check["low"] >= 0:
+        bound = unseen_drop(size)
+        low = round(min(check["low"], check["delta"] - bound), 4)  # the gain seen, less unseen
+        unseen = {"examples": size, "bootstrap_low": check["low"]}
+    elif "basis" not in check and (changed := pair.changed(g.metric, name)):
+        fixed, worse, n = changed
+        low = round(min(check["low"], fixed / n - worse_share(worse, n)), 4)
+        if low == check["low"]:
+            return check
+        unseen = {"examples": n, "worse": worse, "bootstrap_low": check["low"]}
+    else:
+        return check
     status = status_of({"low": low, "high": check["high"]}, g.max_drop)
     bounded = check | {
         "low": low,
         "status": status,
         "margin": round(low + g.max_drop, 4),
-        "unseen": {"examples": size, "bootstrap_low": check["low"]},
+        "unseen": unseen,
     }
     if status == UNRESOLVED:
         n = len(pair.ids)
-        bounded |= {"needed_n": math.ceil(n * examples_to_see(g.max_drop) / size), "examples": n}
+        needed = (
+            needed_n({"low": low, "high": check["high"]}, g.max_drop, n)
+            if unseen.get("worse")
+            else math.ceil(n * examples_to_see(g.max_drop) / size)
+        )
+        bounded |= {"needed_n": needed, "examples": n}
     return bounded
 
 
@@ -180,9 +203,13 @@ def describe(g: dict) -> str:
     for name, c in shown[:3]:
         text = f"{name} {units.change(g['metric'], c)}"
         if c.get("unseen") and c["status"] != HOLDS:
+            worse, n = c["unseen"].get("worse", 0), c["unseen"]["examples"]
             text += (
-                f" (none of its {c['unseen']['examples']} examples got worse: too few to rule "
-                "out an unseen drop of the limit's size)"
+                f" ({worse} of its {n} examples got worse: the exact binomial bound on the "
+                "share that could, too wide to rule out a drop of the limit's size)"
+                if worse
+                else f" (none of its {n} examples got worse: too few to rule out an unseen drop "
+                "of the limit's size)"
             )
         if c.get("needed_n"):
             text += f", {needed_words(c)} would resolve it"

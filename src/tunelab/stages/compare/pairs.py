@@ -114,6 +114,29 @@ class Pair:
             combined["seeds_tied"] = {"sources": list(variance.sources), "df": variance.df}
         return combined
 
+    def changed(self, metric: str, group: str | None) -> tuple[int, int, int] | None:
+        """(fixed, worse, examples) of a group whose metric is the share of its examples right,
+        between the arms' first seeds; None for any other metric (F1, precision, a ratio over
+        documents, a mean of partial credits)."""
+        if self.documents:
+            return None
+        if self.multilabel:
+            if metric != "subset_accuracy" or group is not None:
+                return None
+            a, b = right(self, metric)
+        elif self.classification:
+            if (metric, group is None) not in (("accuracy", True), ("recall", False)):
+                return None
+            keep = slice(None) if group is None else self.gold == self.labels.index(group)
+            a = (self.a[0] == self.gold)[keep].astype(float)
+            b = (self.b[0] == self.gold)[keep].astype(float)
+        else:
+            a = np.array([per_example(p, metric, group) for p in self.a[0]])
+            b = np.array([per_example(p, metric, group) for p in self.b[0]])
+        if not set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
+            return None
+        return int(((a == 0) & (b == 1)).sum()), int(((a == 1) & (b == 0)).sum()), len(a)
+
     def group_size(self, group: str | None) -> int:
         """The examples a group's metric rests on: a class's gold examples, or every example
         (overall, and each field of a generative task, which every example has)."""

@@ -101,7 +101,13 @@ def test_a_broken_guardrail_names_the_broken_class_not_a_tied_unresolved_one():
         "tech": {"delta": -0.661, "low": -1.0, "high": -0.2},
         "sport": {"delta": 0.01, "low": -0.02, "high": 0.05},
     }
-    pair = SimpleNamespace(interval=lambda metric, name: boots[name], ids=list(range(6)))
+    pair = SimpleNamespace(
+        interval=lambda metric, name: boots[name],
+        ids=list(range(6)),
+        documents=False,
+        group_size=lambda name: 2,
+        changed=lambda metric, name: None,  # F1: no share of examples right
+    )
     rail = Guardrail(metric="f1", scope="every_class", max_drop=0.05)
     judged = judge(rail, pair, list(boots))
     assert (judged["status"], judged["worst"]) == ("broken", "tech")

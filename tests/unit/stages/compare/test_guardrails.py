@@ -1,0 +1,57 @@
+"""A guardrail on the share of examples right is judged monotonically in the examples made
+worse: one worse never holds where none worse was unresolved (the percentile bootstrap's low
+end sat above the exact bound on none)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tunelab.core.spec import Guardrail
+from tunelab.stages.compare.guardrails import describe, judge
+from tunelab.stages.compare.pairs import make_arms
+from tunelab.tasks.resampled import unseen_share, worse_share
+
+LABELS = ["a", "b"]
+
+
+def arm(right: np.ndarray) -> dict:
+    return {
+        str(i): {"id": str(i), "gold": "a", "predicted": "a" if r else "b"}
+        for i, r in enumerate(right)
+    }
+
+
+def judged(n: int, worse: int, limit: float) -> dict:
+    """The reference wrong on its last 10 of `n`; the variant also wrong on its first `worse`."""
+    ref = np.ones(n, bool)
+    ref[-10:] = False
+    var = ref.copy()
+    var[:worse] = False
+    pair = make_arms([arm(ref)], [arm(var)], LABELS, ("r", "v"))
+    return judge(Guardrail(metric="accuracy", scope="overall", max_drop=limit), pair, None)
+
+
+@pytest.mark.parametrize(("n", "limit"), [(89, 0.04), (200, 0.016)])
+def test_one_example_worse_is_never_judged_better_than_none(n, limit):
+    lows = [judged(n, worse, limit)["checks"]["overall"]["low"] for worse in (0, 1, 2)]
+    assert lows == sorted(lows, reverse=True)
+    assert [judged(n, w, limit)["status"] for w in (0, 1, 2)] == ["unresolved"] * 3
+    one = judged(n, 1, limit)
+    assert one["checks"]["overall"]["low"] == pytest.approx(-worse_share(1, n), abs=1e-4)
+    assert "1 of its" in describe(one) and "exact binomial bound" in describe(one)
+
+
+def test_the_exact_bound_on_the_share_worse_starts_where_none_worse_does():
+    assert worse_share(0, 89) == unseen_share(89)
+    assert worse_share(1, 89) == pytest.approx(0.0610, abs=1e-4)  # scipy's beta quantile
+    assert worse_share(5, 5) == 1.0
+
+
+def test_a_wide_margin_still_holds_and_a_metric_that_is_no_share_keeps_its_bootstrap():
+    assert judged(400, 1, 0.05)["status"] == "holds"  # 1 of 400: the bound is 1.4 points
+    ref, var = np.ones(89, bool), np.ones(89, bool)
+    var[:3] = False
+    pair = make_arms([arm(ref)], [arm(var)], LABELS, ("r", "v"))
+    assert pair.changed("accuracy", None) == (0, 3, 89)
+    assert pair.changed("f1", "a") is None  # a class's F1 is not a share of its examples
