@@ -62,3 +62,27 @@ def test_a_run_never_scored_there_leaves_it_unresolved_and_says_which(tmp_path):
     assert g["status"] == "unresolved" and not g["passed"]
     assert g["checks"]["overall"]["not_checked"] == "r002 was not scored on g.txt"
     assert "not checked (r002 was not scored on g.txt)" in describe(g)
+
+
+def test_a_hold_on_the_documents_alone_where_the_noise_runs_were_not_scored_is_unresolved(
+    tmp_path,
+):
+    """The primary counted the family's noise runs; this guardrail could not (they predate
+    it), so its interval over the documents alone says nothing of a new seed: it read "holds"
+    beside a seed-aware "improved"."""
+    from tunelab.stages.compare.forgetting import Unmeasured
+    from tunelab.stages.compare.rules import _remedy
+
+    def unscored_noise(before, arm, scored_as):
+        raise Unmeasured("r007 was not scored on g.txt")
+
+    runs = Runs(tmp_path)
+    base = scored(runs, "r001", 1.00, "baseline")
+    fine = scored(runs, "r002", 1.01)
+    assert judge_forgetting(RAIL, runs, [base], [fine], (False, True))["status"] == "holds"
+    g = judge_forgetting(RAIL, runs, [base], [fine], (False, True), unscored_noise)
+    check = g["checks"]["overall"]
+    assert (g["status"], g["passed"]) == ("unresolved", False)
+    assert check["needs"] == "more seeds" and "r007" in check["seeds_unscored"]
+    assert "tunelab noise r002 --seeds 3" in _remedy([g], ("r002", 1))
+    assert "on the documents alone (r007 was not scored on g.txt" in describe(g)
