@@ -9,6 +9,7 @@ from tunelab.core.allowed import past_words, trained_past
 from tunelab.stages.compare.compute import compute_differences, text_differences
 from tunelab.stages.compare.platform import env_differences, process_differences
 from tunelab.stages.compare.rules import concentration_note
+from tunelab.stages.compare.two_level import SEEDS
 
 SAID_AGAIN = frozenset({"answer_longer_than_generation", "scored_past_trained_length"})
 """The inspect findings recorded with a run that compare repeats beside its verdict: each says
@@ -69,12 +70,26 @@ def multiplicity(rows: list[dict], reference: str) -> str | None:
     k = len(judged)
     if k < 2 or not gains:
         return None
-    chance = 1 - (1 - 0.025) ** k  # one-sided: an interval wholly above zero by chance alone
+    seeded = sum(r["vs_reference"]["bootstrap"].get("basis") == SEEDS for r in judged)
+    text = f"{k} variants were judged against {reference}, each on its own 95% interval"
+    if seeded == 1:
+        text += ": the one judged over its seeds would read improved by chance 2.5% of the time"
+    elif seeded:
+        chance = 1 - (1 - 0.025) ** seeded  # one-sided: wholly above zero by chance alone
+        of = "them" if seeded == k else f"the {seeded} judged over their seeds"
+        text += (
+            f": were none of {of} better, one or more would read improved about {chance:.0%} "
+            "of the time, not 2.5%"
+        )
+    if seeded < k:  # one seed: the interval's 2.5% counts the examples' noise, not a new seed's
+        text += (
+            f"{';' if seeded else ':'} {k - seeded} judged on one seed, whose intervals count the "
+            "examples alone, read improved on one seed by a new seed's luck far more often than "
+            "2.5% each, by how much their unmeasured seed noise decides"
+        )
     return (
-        f"{k} variants were judged against {reference}, each on its own 95% interval: were none "
-        f"of them better, one or more would read improved about {chance:.0%} of the time, not "
-        f"2.5%, and the best of {k} is the one most likely lifted by chance. The sealed test "
-        f"split (`tunelab final` on the one chosen) is the check that shares no such choosing"
+        f"{text}; the best of {k} is the one most likely lifted by chance. The sealed test split "
+        "(`tunelab final` on the one chosen) is the check that shares no such choosing"
     )
 
 
