@@ -7,7 +7,7 @@ alone, and the verdict says which:
 - **worse**: the judged interval is below zero, counting the seeds; **worse on one seed**: the
   same on the examples alone (a new seed could have produced it, as a gain);
 - **guardrail broken**: a guardrail's judged interval is past its limit (`guardrails.py`);
-- **improved**: the minimum effect is met, the seed-aware interval is above zero, and no
+- **improved**: the estimate meets the minimum effect, the seed-aware interval is above zero, and no
   guardrail is unresolved (or the user accepted the unresolved ones with a recorded reason);
 - **improved on one seed**: the same, judged on the examples alone: a new seed could have
   produced it; `final` opens the test split for it only with a reason;
@@ -49,8 +49,9 @@ VERDICTS = (
 VERDICT_RULE = (
     "worse: judged interval below zero (worse on one seed: the example-level interval alone, no "
     "replicates, no noise record); guardrail broken: a guardrail's judged interval past its "
-    "limit; improved: minimum effect met, seed-aware interval above zero, no guardrail "
-    "unresolved (or accepted with a reason); improved on one seed: the same on the example-level "
+    "limit; improved: estimate meets the minimum effect, seed-aware interval above zero, no "
+    "guardrail unresolved (or accepted with a reason); improved on one seed: the same on the "
+    "example-level "
     "interval alone (no replicates, no noise record); guardrail unresolved: either of those "
     "with a guardrail unresolved and not accepted; within seed noise: the example-level "
     "interval excludes zero but the seed-aware one does not, or the two runs differ only in "
