@@ -98,6 +98,7 @@ def measure_noise(
         "family": family(record),
         "family_rule": FAMILY_RULE,
         "spread": spread(runs, record["task"]),
+        "sd_interval": sd_interval(len(runs) - 1),
         "trained": sum(m["trained"] for m in group["members"]),
         "seconds": sum(r["training"]["seconds"] for r in runs if r["id"] not in have.values()),
     }
@@ -128,6 +129,21 @@ def _chosen(store: Store, run_id: str | None) -> dict:
             "on a completed variant (a baseline draws no seed)"
         )
     return record
+
+
+def sd_interval(df: int, level: float = 0.95) -> dict:
+    """How rough an sd of `df` degrees of freedom is: the 95% interval of the true sd is the
+    sample sd times these factors (chi-square; 0.45 to 31.9 for two seeds, 0.52 to 6.3 for
+    three, 0.60 to 2.9 for five)."""
+    from scipy.stats import chi2  # scipy.stats takes most of a second to import
+
+    tail = (1 - level) / 2
+    return {
+        "df": df,
+        "level": level,
+        "low_factor": round(float(np.sqrt(df / chi2.ppf(1 - tail, df))), 3),
+        "high_factor": round(float(np.sqrt(df / chi2.ppf(tail, df))), 3),
+    }
 
 
 def _stats(values: list[float]) -> dict:

@@ -159,6 +159,21 @@ def noise(result: dict, console: Console) -> None:
         f"{result['trained']} trained now, group {result['group']}): {', '.join(result['runs'])}"
     )
     console.print(table)
+    rough = result.get("sd_interval")  # a noise record written before it was kept has none
+    if rough:
+        console.print(
+            f"an sd from {rough['df'] + 1} seeds is rough: on {rough['df']} degree(s) of freedom "
+            f"the true sd lies between {rough['low_factor']:g} and {rough['high_factor']:g} "
+            "times it (95%, chi-square); compare's intervals count that (t on those degrees)"
+        )
+    tied = [k for k, v in result["spread"]["overall"].items() if v.get("sd") == 0]
+    if tied:
+        console.print(
+            f"[yellow]warning[/] the seeds tie on {', '.join(tied)}: a spread of 0 measured "
+            "nothing of how far a new seed moves it, and compare judges such a spread as not "
+            f"measured; more seeds (`tunelab noise {result['of']} --seeds "
+            f"{len(result['runs']) + 2}`) can measure it"
+        )
     said = "already measured, these very seeds: " if result.get("unchanged") else "written to "
     console.print(
         f"{said}{result['file']}; `tunelab compare` counts it in every comparison where "
