@@ -211,6 +211,8 @@ def describe(g: dict) -> str:
                 else f" (none of its {n} examples got worse: too few to rule out an unseen drop "
                 "of the limit's size)"
             )
+        if g["max_drop"] == 0 and c["status"] == HOLDS:  # a rule about these examples only
+            text += " (no example worse: said of these examples, not of those to come)"
         if c.get("seeds_unscored"):  # `forgetting`: held on the documents alone
             text += f" on the documents alone ({c['seeds_unscored']}, the seeds' noise unmeasured)"
         if c.get("needed_n"):

@@ -55,3 +55,11 @@ def test_a_wide_margin_still_holds_and_a_metric_that_is_no_share_keeps_its_boots
     pair = make_arms([arm(ref)], [arm(var)], LABELS, ("r", "v"))
     assert pair.changed("accuracy", None) == (0, 3, 89)
     assert pair.changed("f1", "a") is None  # a class's F1 is not a share of its examples
+
+
+def test_a_no_drop_rule_that_holds_says_it_is_about_these_examples():
+    ref = np.ones(4, bool)
+    pair = make_arms([arm(ref)], [arm(ref)], LABELS, ("r", "v"))
+    held = judge(Guardrail(metric="accuracy", scope="overall", max_drop=0.0), pair, None)
+    assert held["status"] == "holds"
+    assert "(no example worse: said of these examples, not of those to come)" in describe(held)
