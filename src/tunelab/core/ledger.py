@@ -144,7 +144,9 @@ def recording(
     except Exception as err:
         record["checkpoint"] = _quietly(checkpoint)
         _close_quietly(lab, record, "failed", err)
-        if record["checkpoint"]:  # a peer process lost, a crash: what it trained is kept
+        # a peer process lost, a crash: what it trained is kept (not a loss gone NaN, which
+        # would come again on the same settings)
+        if record["checkpoint"] and getattr(err, "resumable", True):
             err.add_note(
                 f"run {record['id']} failed; its checkpoint ({record['checkpoint']}) remains: "
                 f"`tunelab resume {record['id']}{lab_flag(lab.path)}` continues it from there"

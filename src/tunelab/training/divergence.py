@@ -10,6 +10,10 @@ weight, a learning rate too large), so the record keeps the two means and the ru
 
 from __future__ import annotations
 
+import math
+
+from tunelab.core.errors import TunelabError
+
 SHARE = 0.1
 """The first and the last tenth of the logged steps are compared."""
 LEAST_STEPS = 4
@@ -45,6 +49,27 @@ def diverged(history: list[dict]) -> dict | None:
             "method.head_init: new"
         ),
     }
+
+
+class NonFiniteLoss(TunelabError):
+    """The training loss stopped being a number: the weights are past saving, so the run
+    stops at that step (recorded as failed) rather than train on and hand over NaN weights."""
+
+    resumable = False
+    """Resuming would reach the same step with the same settings (`ledger.recording`)."""
+
+
+def non_finite(step: int, loss: float, history: list[dict], lr: float, clip) -> NonFiniteLoss:
+    """The error for a training loss that is NaN or infinite at `step`, with the loss before
+    it (`history`: the steps so far, this one last) and what to try."""
+    before = [e["loss"] for e in history[:-1] if math.isfinite(e["loss"])]
+    came = f" (after {before[-1]:.4g} at step {step - 1})" if before else ""
+    return NonFiniteLoss(
+        f"the training loss became {loss} at step {step}{came}: the weights are no longer "
+        "numbers, so the run stops here and is recorded as failed (training on would hand over "
+        f"a model of NaN); try a smaller training.lr (now {lr:g}), training.max_grad_norm "
+        f"(now {clip}), or training.precision: fp32"
+    )
 
 
 def training_changes(model) -> str:

@@ -32,7 +32,7 @@ from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint
 from tunelab.modeling.packing import Packed
 from tunelab.modeling.pixels import Pixels
 from tunelab.training.distributed import World, check_batch, main_process
-from tunelab.training.divergence import diverged
+from tunelab.training.divergence import diverged, non_finite
 from tunelab.training.levers import apply_threads, by_length, compiled
 from tunelab.training.memory import peak_mb, start_peak
 from tunelab.training.precision import resolve as resolve_precision
@@ -319,6 +319,10 @@ def train(
                 "seconds": round(elapsed, 3),
             }
             history.append(entry)
+            if not math.isfinite(step_loss):  # every rank read the same sum: all stop here
+                if run_dir is not None and world.main:
+                    log.append(entry)
+                raise non_finite(step + 1, step_loss, history, cfg.lr, cfg.max_grad_norm)
             if validation is not None and validation.due(step + 1, steps):
                 _validate(validation, model, device, pad_id, history, done, console)
             show(step + 1, step_loss, tokens_seen / elapsed)

@@ -164,3 +164,22 @@ def test_a_compiled_model_trains_to_the_same_losses():
     assert out["levers"]["compile"]
     assert [h["loss"] for h in out["history"]] == pytest.approx(GOLDEN_BAG_LOSSES, rel=1e-4)
     assert not hasattr(model, "_orig_mod")  # the caller's model is not the wrapper
+
+
+def test_a_loss_that_stops_being_a_number_stops_the_run_at_that_step(tmp_path):
+    """A learning rate of 1e6 took the loss to 3.3e6 and then NaN for every later step, and
+    the run went on to a "completed" record and NaN weights, no divergence noted."""
+    from tunelab.core.layout import HISTORY
+    from tunelab.training.divergence import NonFiniteLoss
+
+    cfg = TrainingSpec(
+        lr=1e37, global_batch=6, microbatch=3, budget={"steps": 30}, max_grad_norm=None
+    )
+    with pytest.raises(NonFiniteLoss) as err:
+        train(Bag(), examples(), cfg, torch.device("cpu"), pad_id=0, run_dir=tmp_path)
+    said = str(err.value)
+    assert "the training loss became nan at step" in said or "became inf at step" in said
+    assert "try a smaller training.lr (now 1e+37), training.max_grad_norm (now None)" in said
+    lines = (tmp_path / HISTORY).read_text().splitlines()
+    step = int(said.split(" at step ")[1].split()[0].rstrip(":"))
+    assert len(lines) == step < 30  # the step that failed is the history's last
