@@ -3,9 +3,11 @@
 `tunelab data` records the sha256 of each version's `test.jsonl` in its manifest
 (`test_sha256`). `Store.read_split` refuses "test"; `open_sealed` is the one reader. It reads
 the file's bytes once, checks them against the seal and parses those same bytes, so what is
-used is what was sealed. Two callers: `tunelab final` (evaluates on it, once, on purpose) and
+used is what was sealed. Three callers: `tunelab final` (evaluates on it, once, on purpose),
 `data.eval_from` (copies an earlier version's test rows into a new version unchanged; no
-model sees them). Each opening is logged; `final_accesses` reads them back, for `final` (which
+model sees them) and `data.opened` (the content digests of an opened test split written
+before versions kept them, to find its rows in a new version's train split; no row is
+shown). `final`'s openings are logged; `final_accesses` reads them back, for `final` (which
 asks a reason after the first) and the handover (which lists them).
 """
 

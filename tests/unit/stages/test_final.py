@@ -351,22 +351,6 @@ def test_only_a_verdict_against_the_strongest_baseline_opens_the_seal(tmp_path):
     assert latest_verdict(Store(tmp_path), "r003-s0") == ("improved", "c003")
 
 
-def test_a_new_split_that_moves_rows_final_scored_into_train_is_warned_of(lab_with_baselines):
-    """A new data.split.seed after a final moved 20 of its 36 opened test rows into train and
-    7 into validation, without a word."""
-    lab_dir, _ = lab_with_baselines
-    run_final(open_lab(lab_dir), "r001-majority", FOR_REPORT)
-    again = open_lab(lab_dir, {"data.split.seed": 7})
-    from tunelab.data import build_data
-
-    report = build_data(again.spec, again.path, again.store)
-    (warned,) = [w for w in report["warnings"] if "`final` scored on data version" in w]
-    moved = int(warned.split(" of the ")[0])
-    assert moved > 0 and "in this version's splits:" in warned and "in train" in warned
-    same = build_data(open_lab(lab_dir).spec, lab_dir, Store(lab_dir))  # the opened one again
-    assert not [w for w in same["warnings"] if "`final` scored" in w]
-
-
 @pytest.mark.parametrize("run", ["r001-majority", "r002-probe"])
 def test_an_empty_test_split_is_refused_before_the_opening_is_logged(make_lab, capsys, run):
     """A lab split by ratios with no test share: the probe's final was an IndexError (exit 1),
