@@ -121,6 +121,11 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             _variant_notes(r, result["primary_metric"], console)
     if result.get("multiplicity"):
         console.print(f"[yellow]note[/] {escape(result['multiplicity'])}")
+    for c in result.get("verdicts_changed") or []:
+        console.print(
+            f"[yellow]note[/] {c['run']}: {escape(c['now'])}, where {c['comparison']} read "
+            f"{escape(c['was'])}: {escape(c['why'])}"
+        )
     if result.get("rules", {}).get("noise"):
         console.print(f"noise records counted: {', '.join(result['rules']['noise'])}")
     if result.get("left_out"):

@@ -39,6 +39,7 @@ from tunelab.core.ledger import effective_status
 from tunelab.core.replicates import seed_of
 from tunelab.core.store import StoreError, now
 from tunelab.data.same_eval import SameEval, differing_text, split_changes
+from tunelab.stages.compare.changes import verdict_changes
 from tunelab.stages.compare.collapse import collapse_warnings
 from tunelab.stages.compare.forgetting import judge_forgetting
 from tunelab.stages.compare.frozen import frozen_rules, refuse_frozen_overrides, rule_differences
@@ -199,6 +200,7 @@ def compare(
         "reason": reason.strip() if reason and reason.strip() else None,
         "accepted_unresolved": accept_unresolved,
     }
+    result["verdicts_changed"] = verdict_changes(store.comparisons(), result, rules)
     return write_comparison(store, result, rules, [reference, *variants])
 
 

@@ -1,0 +1,58 @@
+"""What changed since the last comparison: a run whose verdict is not the one the newest earlier
+comparison on the same data version gave it, and why, as far as the two records say.
+
+A verdict is a claim, so a claim that turns says so: the same lab compared again by a newer
+tunelab read "guardrail unresolved" where the older one had printed "improved", and nothing on
+the screen said the word had changed. The reasons are read off the records' own rules: another
+reference, other noise records, another arm of seeds, another hypothesis or guardrails, other
+rule texts; with none of those, the same runs under the same rule texts are judged otherwise by
+this tunelab's code.
+"""
+
+from __future__ import annotations
+
+RULE_TEXTS = ("verdict_rule", "guardrail_rule", "seed_rule")
+
+
+def verdict_changes(earlier: list[dict], result: dict, rules: dict) -> list[dict]:
+    """Each run of `result` (a comparison being written, with its `rules`) whose verdict differs
+    from the newest of `earlier` (the lab's comparisons, oldest first) on its data version."""
+    same = [c for c in earlier if c.get("data_version") == result["data_version"]]
+    if not same:
+        return []
+    last = same[-1]
+    before = {r["id"]: r["verdict"] for r in last.get("runs", []) if r.get("verdict")}
+    return [
+        {
+            "run": row["id"],
+            "was": before[row["id"]],
+            "now": row["verdict"],
+            "comparison": last["id"],
+            "why": _why(last, result, rules, row["id"]),
+        }
+        for row in result["runs"]
+        if row.get("verdict") and before.get(row["id"], row["verdict"]) != row["verdict"]
+    ]
+
+
+def _why(last: dict, result: dict, rules: dict, run: str) -> str:
+    old = last.get("rules") or {}
+    why = []
+    if last.get("reference") != result["reference"]:
+        why.append(f"the reference is {result['reference']} (was {last.get('reference')})")
+    if (old.get("hypothesis"), old.get("guardrails")) != (rules["hypothesis"], rules["guardrails"]):
+        why.append("the hypothesis or guardrails differ")
+    if sorted(old.get("noise") or []) != sorted(rules["noise"]):
+        why.append(
+            f"noise records counted: {', '.join(rules['noise']) or 'none'} (were "
+            f"{', '.join(old.get('noise') or []) or 'none'})"
+        )
+    seeds, had = len(rules["arms"].get(run, [run])), len((old.get("arms") or {}).get(run, [run]))
+    if seeds != had:
+        why.append(f"its arm has {seeds} seed(s) (had {had})")
+    if any(old.get(k) != rules[k] for k in RULE_TEXTS if k in old):
+        why.append("the rule texts differ (another tunelab's)")
+    return "; ".join(why) or (
+        "the same runs under the same rule texts: this tunelab judges them otherwise (a fix "
+        "to how intervals or guardrails are computed)"
+    )
