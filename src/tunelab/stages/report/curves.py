@@ -4,10 +4,18 @@ with the validation loss of the runs that measured it as they trained.
 A lab lived in for weeks holds a hundred runs or more, and a legend of every one covered both
 axes (123 entries at 125 runs; matplotlib then collapsed the axes to nothing). The newest
 `NAMED` runs are drawn in their colours and named; the earlier ones are thin grey lines under
-them, one legend entry for all of them.
+them, one legend entry for all of them. The named runs take turns of line style as well as
+colour, so that they are told apart without colour.
+
+One run whose loss blew up (a learning rate of 1e6 took it to 3.3e6) flattened every other
+curve to a line at zero: where a run's loss goes past ten times the highest loss any run began
+at, the axis ends just above the losses within that, and the run's legend entry says it left
+the scale.
 """
 
 from __future__ import annotations
+
+import math
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -18,6 +26,28 @@ NAMED = 10
 """The newest runs a curve names and colours; the earlier ones are grey."""
 
 EARLIER = "#c7cbd1"
+STYLES = ("-", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
+"""The named runs' line styles, in turn (dashes alone are the validation loss's)."""
+OFF_SCALE = 10
+"""A loss past this many times the highest first loss of the runs drawn leaves the axis."""
+
+
+def loss_ceiling(histories: list[tuple[str, list[dict]]]) -> float | None:
+    """Where the loss axis ends when a run's loss goes far past where every run began: just
+    above the highest loss within `OFF_SCALE` times the highest first loss (None: nowhere).
+    A run starts at its highest loss as a rule, so the others' curves are drawn whole."""
+    finite = [
+        [x for x in (num(h.get("loss")) for h in history) if math.isfinite(x)]
+        for _, history in histories
+    ]
+    starts = [losses[0] for losses in finite if losses]
+    if not starts or max(starts) <= 0:
+        return None
+    bound = OFF_SCALE * max(starts)
+    within = [x for losses in finite for x in losses if x <= bound]
+    if all(x <= bound for losses in finite for x in losses):
+        return None
+    return 1.15 * max(within)
 
 
 def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> str:
@@ -25,6 +55,7 @@ def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> 
     `NAMED` in colour), and the validation loss of the runs that measured it during training
     (dashed, a dot per measurement)."""
     earlier, named = histories[:-NAMED], histories[-NAMED:]
+    ceiling = loss_ceiling(histories)
     with style():
         fig = Figure(figsize=(WIDTH, 3.8), layout="constrained")
         loss_ax, lr_ax = fig.subplots(1, 2)
@@ -34,10 +65,23 @@ def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> 
             loss_ax.plot(steps, [num(h.get("loss")) for h in history], **grey)
             lr_ax.plot(steps, [num(h.get("lr")) for h in history], **grey)
         validated = False
-        for run_id, history in named:
+        for turn, (run_id, history) in enumerate(named):
             steps = [num(h.get("step")) for h in history]
-            line = {"color": colours.get(run_id), "linewidth": 1.6, "label": run_id, "zorder": 2}
-            loss_ax.plot(steps, [num(h.get("loss")) for h in history], **line)
+            losses = [num(h.get("loss")) for h in history]
+            left = ceiling is not None and any(x > ceiling for x in losses if math.isfinite(x))
+            gone = any(
+                isinstance(h.get("loss"), float) and not math.isfinite(h["loss"]) for h in history
+            )
+            label = run_id + (" (off the scale)" if left else "")
+            label += " (its loss stopped being a number)" if gone else ""
+            line = {
+                "color": colours.get(run_id),
+                "linewidth": 1.6,
+                "label": label,
+                "zorder": 2,
+                "linestyle": STYLES[turn % len(STYLES)],
+            }
+            loss_ax.plot(steps, losses, **line)
             lr_ax.plot(steps, [num(h.get("lr")) for h in history], **line)
             measured = [h for h in history if h.get("validation_loss") is not None]
             if measured:  # `training.validate_every`: the validation loss, dashed with dots
@@ -54,6 +98,8 @@ def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> 
                 )
         title = "training loss (validation loss dashed)" if validated else "training loss"
         loss_ax.set(title=title, xlabel="step")
+        if ceiling is not None:
+            loss_ax.set_ylim(top=ceiling)
         lr_ax.set(title="learning rate", xlabel="step")
         lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
         handles, labels = loss_ax.get_legend_handles_labels()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,8 @@ def _note(record: dict, status: str) -> str:
     if status in ("failed", "interrupted"):
         lines = (record.get("error") or "").strip().splitlines()
         text = lines[-1] if lines else "no error recorded"
+        if ": " in text and "." in text.split(": ", 1)[0]:  # `tunelab.core.errors.X: what`
+            text = text.split(": ", 1)[1]
         if status == "interrupted" and record.get("checkpoint"):
             text += " — resumable from its checkpoint (`tunelab resume`)"
         return text
@@ -133,6 +136,12 @@ def _note(record: dict, status: str) -> str:
     went = (training.get("validation") or {}).get("overfitting")
     kept = training.get("kept") or {}
     said = [f"made because: {record['reason']}"] if record.get("reason") else []
+    final = training.get("final_loss")
+    if isinstance(final, float) and not math.isfinite(final):  # a run from before it stopped
+        said.append(f"its training loss ended {final}: its weights are not numbers")
+    for warning in ("diverged", "start_lost"):  # as `runs` and `compare` warn of them
+        if (training.get(warning) or {}).get("message"):
+            said.append(training[warning]["message"])
     if went:
         said.append(f"while it trained, {went['message']}")
     if kept.get("rule") == "best validation loss" and kept.get("step") != training.get("steps"):

@@ -18,3 +18,30 @@ def test_a_lab_of_many_runs_names_the_newest_and_greys_the_rest():
     assert all(i in page for i in ids[-NAMED:]) and ids[0] not in page
     few = curves([(i, history) for i in ids[:3]], run_colours(ids[:3]))
     assert "earlier runs" not in few and all(i in few for i in ids[:3])
+
+
+def test_a_run_whose_loss_blew_up_leaves_the_scale_and_the_others_stay_readable():
+    """A learning rate of 1e6 took one run's loss to 3.3e6, then NaN: the axis ran to 3.5e6
+    and the other run's curve was a flat line at zero."""
+    import math
+
+    from tunelab.stages.report.curves import loss_ceiling
+
+    calm = [{"step": s, "loss": 1.2 / s, "lr": 1e-3} for s in range(1, 9)]
+    blown = [{"step": 1, "loss": 0.9, "lr": 1e6}, {"step": 2, "loss": 3.3e6, "lr": 1e6}]
+    blown += [{"step": s, "loss": math.nan, "lr": 1e6} for s in range(3, 9)]
+    runs = [("r003-lora", calm), ("r004-nan", blown)]
+    ceiling = loss_ceiling(runs)
+    assert ceiling is not None and 1.2 < ceiling < 2.0  # just above the calm run's losses
+    page = curves(runs, run_colours(["r003-lora", "r004-nan"]))
+    assert "r004-nan (off the scale) (its loss stopped being a number)" in page
+    assert "r003-lora (off" not in page and loss_ceiling([runs[0]]) is None
+
+
+def test_named_runs_take_turns_of_line_style_not_only_colour():
+    from tunelab.stages.report.curves import STYLES
+
+    history = [{"step": s, "loss": 1.0 / s, "lr": 1e-3} for s in range(1, 4)]
+    ids = [f"r00{i}-x" for i in range(1, 4)]
+    page = curves([(i, history) for i in ids], run_colours(ids))
+    assert len(STYLES) >= 3 and page.count("stroke-dasharray") >= 2  # dotted, dash-dotted
