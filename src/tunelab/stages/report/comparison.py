@@ -13,9 +13,20 @@ from tunelab.tasks import units
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
 
-def comparison(record: dict) -> dict:
-    """The newest comparison: every run's metrics, each variant's interval and guardrails."""
+def comparison(record: dict, runs: list[dict] = ()) -> dict:
+    """The newest comparison: every run's metrics, each variant's interval and guardrails, and
+    which of `runs` (the lab's valid run records) it did not judge: a completed run of its
+    data version made after it had no verdict anywhere on the page, where the comparison read
+    "every run beside the reference"."""
     primary, reference = record.get("primary_metric"), record.get("reference")
+    judged = {r["id"] for r in record["runs"]}
+    unjudged = [
+        r["id"]
+        for r in runs
+        if r.get("status") == "completed"
+        and r.get("data_version") == record.get("data_version")
+        and r["id"] not in judged
+    ]
     variants = [r for r in record["runs"] if r.get("vs_reference")]
     # a rate in points; bits per byte, loss, perplexity as they are, each delta a reduction
     scale, unit = (1, "reduction") if primary in PLAIN else (100, "points")
@@ -38,6 +49,7 @@ def comparison(record: dict) -> dict:
         "metrics": record.get("metrics") or [],
         "rules": record.get("rules") or {},
         "runs": record["runs"],
+        "unjudged": unjudged,
         "reference_arm": reference_arm(record),
         "multiplicity": record.get("multiplicity"),
         "headlines": [_headline(r, primary) for r in _leading(variants)],

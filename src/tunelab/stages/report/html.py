@@ -141,7 +141,7 @@ def gather(lab: Lab) -> dict[str, Any]:
         **sections.runs(store, records),
         "curves": sections.curves(valid, colours),
         "noise": sections.noise_floors(store),
-        "comparison": comparison.comparison(comparisons[-1]) if comparisons else None,
+        "comparison": comparison.comparison(comparisons[-1], valid) if comparisons else None,
         "groups": sections.groups(valid, colours, spec.get("guardrails") or []),
         "confusions": sections.confusions(valid),
         "sizing": [sections.sizing(p) for p in store.numbered(SIZING)],

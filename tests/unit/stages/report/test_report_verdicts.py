@@ -155,3 +155,24 @@ def test_a_lab_of_many_variants_heads_the_page_with_the_largest_gains():
         "r003",
         "r004",
     ]
+
+
+def test_a_completed_run_the_newest_comparison_did_not_judge_is_named_not_hidden():
+    """A run made after the comparison had no verdict anywhere on the page, whose comparison
+    still read "every run beside the reference"."""
+    record = {
+        "id": "c001",
+        "data_version": "v1",
+        "primary_metric": "accuracy",
+        "reference": "r001",
+        "runs": [{"id": "r001", "kind": "baseline"}, variant("r002")],
+    }
+    runs = [
+        {"id": "r001", "status": "completed", "data_version": "v1"},
+        {"id": "r002", "status": "completed", "data_version": "v1"},
+        {"id": "r003-lr2", "status": "completed", "data_version": "v1"},
+        {"id": "r004-x", "status": "failed", "data_version": "v1"},
+        {"id": "r005-y", "status": "completed", "data_version": "v0"},
+    ]
+    assert comparison(record, runs)["unjudged"] == ["r003-lr2"]
+    assert comparison(record)["unjudged"] == []
