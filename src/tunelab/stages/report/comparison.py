@@ -29,7 +29,7 @@ def comparison(record: dict, runs: list[dict] = ()) -> dict:
     ]
     variants = [r for r in record["runs"] if r.get("vs_reference")]
     # a rate in points; bits per byte, loss, perplexity as they are, each delta a reduction
-    scale, unit = (1, "reduction") if primary in PLAIN else (100, "points")
+    scale, unit = (1, "higher is better") if primary in PLAIN else (100, "points")
     forest = [
         _interval(r["id"], r["vs_reference"]["bootstrap"], r.get("verdict"), scale)
         for r in variants
@@ -39,7 +39,8 @@ def comparison(record: dict, runs: list[dict] = ()) -> dict:
         effect = scale * record["min_effect"]
         marks = [(effect, f"minimum effect +{effect:g}")]
     level = 100 * ((record.get("rules") or {}).get("bootstrap") or {}).get("level", 0.95)
-    xlabel = f"Δ {primary} against {reference}, {unit} ({level:g}% interval)"
+    what = f"{primary} reduction" if primary in PLAIN else f"Δ {primary}"
+    xlabel = f"{what} against {reference}, {unit} ({level:g}% interval)"
     return {
         "id": record.get("id"),
         "created": record.get("created"),

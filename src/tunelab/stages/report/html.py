@@ -202,7 +202,10 @@ def change(value: float | None, metric: str | None) -> str:
 
 
 def change_unit(metric: str | None) -> str:
-    return "reduction" if metric in PLAIN else "points"
+    """How a change of `metric` is shown: in points, or for bits per byte, loss and perplexity
+    as the reduction (higher is better, as a rate's gain is; the guardrails' figure shows the
+    change itself, a rise a loss, and says so)."""
+    return "reduction (higher is better)" if metric in PLAIN else "points"
 
 
 def pvalue(value: float | None) -> str:

@@ -21,7 +21,7 @@ def test_a_pretrain_lab_s_metrics_are_shown_as_they_are_not_as_shares():
     assert (score(0.9333, "macro_f1", True), score(None, "loss")) == ("93.3%", "-")
     assert (unit("bits_per_byte"), unit("accuracy")) == ("", ", %")
     assert (change(0.60391, "bits_per_byte"), change(0.012, "macro_f1")) == ("+0.6039", "+1.2")
-    assert (change_unit("loss"), change_unit("f1")) == ("reduction", "points")
+    assert (change_unit("loss"), change_unit("f1")) == ("reduction (higher is better)", "points")
     boot = {"delta": 0.6039, "low": 0.5884, "high": 0.6183}
     record = {
         "primary_metric": "bits_per_byte",
@@ -30,7 +30,8 @@ def test_a_pretrain_lab_s_metrics_are_shown_as_they_are_not_as_shares():
         "runs": [{"id": "r002", "verdict": "improved", "vs_reference": {"bootstrap": boot}}],
     }
     svg = str(comparison(record)["forest"])
-    assert "reduction (95% interval)" in svg and "minimum effect +0.01" in svg
+    assert "bits_per_byte reduction against r001, higher is better (95% interval)" in svg
+    assert "minimum effect +0.01" in svg
     assert "+0.6039 (+0.5884, +0.6183)" in svg
 
 
