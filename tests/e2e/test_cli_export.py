@@ -45,8 +45,10 @@ def copy_of(bundle: Path, tmp_path: Path) -> Path:
 
 
 def test_the_bundle_holds_the_handover_and_peft_loads_it(exported, tiny_bert, capsys):
-    _, bundle = exported
+    lab, bundle = exported
     capsys.readouterr()
+    record = json.loads((lab / ".tunelab/exports/1-r003-lora.json").read_text())
+    assert record["sums_sha256"] == tunelab.core.digest.sha256_file(bundle / "SHA256SUMS")
     names = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
     assert {
         "adapter_config.json",

@@ -46,9 +46,10 @@ def _cut(cut: dict) -> str:
 def export(result: dict, console: Console) -> None:
     base = result["base_model"]
     console.print(f"[bold]bundle of {result['run']}[/]: {result['bundle']}")
+    whole = f" (its sha256 {result['sums_sha256'][:16]}…)" if result.get("sums_sha256") else ""
     console.print(
-        f"  {len(result['files'])} files, listed with their sha256 in SHA256SUMS; bound to "
-        f"{base['name']} (weights sha256 {base['weights_sha256'][:16]}…)"
+        f"  {len(result['files'])} files, listed with their sha256 in SHA256SUMS{whole}; bound "
+        f"to {base['name']} (weights sha256 {base['weights_sha256'][:16]}…)"
     )
     lim, cut = result["limitations"], result["limitations"]["truncation"]
     console.print(

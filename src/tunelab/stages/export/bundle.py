@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from tunelab.core.chain import verify
+from tunelab.core.digest import sha256_file
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, no_permission, stop_cause
 from tunelab.core.exports import BUNDLE_FILE, recorded_export
@@ -48,7 +49,7 @@ from tunelab.core.store import (
     read_jsonl,
     write_jsonl,
 )
-from tunelab.core.sums import write_sums
+from tunelab.core.sums import SUMS, write_sums
 from tunelab.stages.export.card import model_card
 from tunelab.stages.export.exportable import ExportError, check_exportable
 from tunelab.stages.export.leftovers import remove_leftovers, writing
@@ -104,6 +105,7 @@ def export_run(
         with writing(bundle) as folder:
             info, base = _write_bundle(folder, lab, record, spec, merge, gguf, bundle)
             sums = write_sums(folder)
+            digest = sha256_file(folder / SUMS)  # the whole bundle in one hash
     except KeyboardInterrupt as err:
         raise Interrupted(
             stop_cause(err),
@@ -115,6 +117,7 @@ def export_run(
         "run": run_id,
         "bundle": str(bundle),
         "files": sorted(sums),
+        "sums_sha256": digest,
         "merged": merge,
         "merge_check": info["merge_check"],
         "serving": info["serving"],

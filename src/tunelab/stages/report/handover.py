@@ -43,6 +43,19 @@ def _interval(record: dict | None, metric: str | None) -> dict | None:
     return interval if interval and metric and interval.get("metric") == metric else None
 
 
+def _where(bundle: str | None, store: Store | None) -> dict:
+    """A bundle's folder as the page shows it: relative to the lab where it lies inside it,
+    else as recorded, and whether it is there (a lab copied elsewhere kept the old path)."""
+    if not bundle or store is None:
+        return {"path": bundle, "found": None}
+    path = Path(bundle)
+    try:
+        shown = path.relative_to(store.lab).as_posix()
+    except ValueError:
+        shown = bundle
+    return {"path": shown, "found": path.is_dir()}
+
+
 def invalidated(store: Store, run_id: str | None) -> str | None:
     """Why the run was invalidated after its final or export (`tunelab invalidate`), or None:
     the verdict those records keep was given before, and no longer stands."""
@@ -65,10 +78,13 @@ def export(path: Path, store: Store | None = None) -> dict:
     verified = record.get("verified")
     limits = record.get("limitations") or {}
     cut = limits.get("truncation") or {}
+    base = record.get("base_model") or {}
     return {
         "file": path.name,
         "run": record.get("run"),
-        "bundle": record.get("bundle"),
+        "bundle": _where(record.get("bundle"), store),
+        "sums_sha256": record.get("sums_sha256"),
+        "base": {"name": base.get("name"), "weights_sha256": base.get("weights_sha256")},
         "created": record.get("created"),
         "verified": verified if isinstance(verified, dict) else {"passed": verified},
         "verdict": limits.get("verdict"),

@@ -176,3 +176,22 @@ def test_a_completed_run_the_newest_comparison_did_not_judge_is_named_not_hidden
     ]
     assert comparison(record, runs)["unjudged"] == ["r003-lr2"]
     assert comparison(record)["unjudged"] == []
+
+
+def test_a_bundle_row_names_its_base_its_digest_and_where_it_is(tmp_path):
+    """A lead holding a bundle could not check it against the page: no base model, no digest,
+    and an absolute path into another folder once the lab was copied."""
+    from tunelab.core.store import Store
+
+    store = Store(tmp_path)
+    (tmp_path / "bundles" / "r003").mkdir(parents=True)
+    base = {"name": "tiny-bert", "path": "/m", "weights_sha256": "5076c6045d31" + "0" * 52}
+    record = {"run": "r003", "bundle": str(tmp_path / "bundles" / "r003"), "base_model": base}
+    record["sums_sha256"] = "ab" * 32
+    path = tmp_path / "1-r003.json"
+    path.write_text(json.dumps(record))
+    shown = export(path, store)
+    assert shown["bundle"] == {"path": "bundles/r003", "found": True}
+    assert shown["base"]["name"] == "tiny-bert" and shown["sums_sha256"] == "ab" * 32
+    path.write_text(json.dumps(record | {"bundle": "/elsewhere/bundles/r003"}))
+    assert export(path, store)["bundle"] == {"path": "/elsewhere/bundles/r003", "found": False}
