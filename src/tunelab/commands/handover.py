@@ -110,7 +110,11 @@ def cmd_verify(args):
     "report",
     "write one static HTML page of the whole lab: runs, curves, comparisons, memory, plan",
     "report:report",
-    arg("--out", type=Path, help="where to write the page (default: lab-report.html in the lab)"),
+    arg(
+        "--out",
+        help="where to write the page (default: lab-report.html in the lab; a folder, or a path "
+        "ending in /, gets it inside)",
+    ),
 )
 def cmd_report(args):
     lab = opened_records(args)

@@ -8,6 +8,7 @@ section is present even when the lab has nothing for it yet. Torch is never impo
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,11 +46,12 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 """Each section's anchor and heading, in page order."""
 
 
-def write_report(lab: Lab, out: Path | None = None) -> dict:
-    """Write the lab's page to `out` (default `<lab>/lab-report.html`; a folder gets that
-    name inside it); return its path, sections, size in bytes and SHA-256."""
-    path = Path(out).resolve() if out is not None else lab.path / REPORT_FILE
-    if path.is_dir():
+def write_report(lab: Lab, out: str | Path | None = None) -> dict:
+    """Write the lab's page to `out` (default `<lab>/lab-report.html`; a folder, or a path
+    that ends in a separator, gets that name inside it: `--out pages/new/` had written a file
+    named `new`); return its path, sections, size in bytes and SHA-256."""
+    path = Path(out).expanduser().resolve() if out is not None else lab.path / REPORT_FILE
+    if path.is_dir() or str(out or "").endswith(("/", os.sep)):
         path = path / REPORT_FILE
     atomic_write_text(path, render(gather(lab)))
     raw = path.read_bytes()

@@ -45,3 +45,13 @@ def test_named_runs_take_turns_of_line_style_not_only_colour():
     ids = [f"r00{i}-x" for i in range(1, 4)]
     page = curves([(i, history) for i in ids], run_colours(ids))
     assert len(STYLES) >= 3 and page.count("stroke-dasharray") >= 2  # dotted, dash-dotted
+
+
+def test_a_figure_is_an_image_with_a_label_and_an_emoji_label_warns_of_no_glyph():
+    """A screen reader read the tick labels; an emoji label printed matplotlib's glyph warning
+    on stderr (the browser draws the text, not matplotlib's font)."""
+    history = [{"step": s, "loss": 1.0 / s, "lr": 1e-3} for s in range(1, 4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        page = curves([("r001-sport ⚽ 娱乐", history)], run_colours(["r001-sport ⚽ 娱乐"]))
+    assert page.startswith('<svg role="img" aria-label="training loss; step; learning rate"')

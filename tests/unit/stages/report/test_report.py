@@ -292,6 +292,8 @@ def test_out_writes_where_asked_and_only_there(lab, tmp_path):
     assert Path(result["file"]).is_file() and sorted(p.name for p in lab.path.iterdir()) == before
     into_folder = write_report(lab, tmp_path / "elsewhere")
     assert into_folder["file"] == str(tmp_path / "elsewhere" / REPORT_FILE)
+    new = write_report(lab, f"{tmp_path}/pages/new/")  # `--out pages/new/` wrote a file `new`
+    assert new["file"] == str(tmp_path / "pages" / "new" / REPORT_FILE)
 
 
 def test_a_read_only_lab_s_page_is_written_where_asked_and_said_not_logged(
