@@ -38,7 +38,12 @@ from tunelab.tasks import units
 from tunelab.tasks.resampled import UNSEEN_TAIL, unseen_share, worse_share
 
 HOLDS, BROKEN, UNRESOLVED = "holds", "broken", "unresolved"
-GUARDRAIL_RULE = "holds: low >= -max_drop; broken: high < -max_drop; else unresolved"
+GUARDRAIL_RULE = (
+    "holds: low >= -max_drop; broken: high < -max_drop; else unresolved; for a limit above 0 "
+    "on a rate, low is at most the gain seen less the exact binomial bound on the share of "
+    "the group that could get worse (none seen worse), or, for a share of examples right "
+    "judged on the examples, the share fixed less that bound on the share seen worse"
+)
 
 
 def status_of(boot: dict, max_drop: float) -> str:
