@@ -161,13 +161,16 @@ def _unchecked(lab: Lab, data_version: str) -> str:
     other = newest_check_of(lab.store, data_version)
     if other is None:
         return f"{head}: run it first {ask}"
-    changes = wiring_changes(other.get("wiring"), wiring(lab.spec))
-    if not changes:  # a record from before checks kept their wiring
-        what = "another task, model, method or training switch"
-    else:
-        what = "other wiring: " + "; ".join(changes[:CHANGES_SHOWN])
-        more = len(changes) - CHANGES_SHOWN
-        what += f"; and {more} more" if more > 0 else ""
+    if other.get("wiring") is None:  # a record from before checks kept their wiring
+        return (
+            f"{head}: the latest one on it ({other.get('file')}) was written by an earlier "
+            "tunelab that did not record what it checked, so it is not known to cover this "
+            f"spec. Run it again {ask}"
+        )
+    changes = wiring_changes(other["wiring"], wiring(lab.spec))
+    what = "other wiring: " + "; ".join(changes[:CHANGES_SHOWN]) if changes else "other wiring"
+    more = len(changes) - CHANGES_SHOWN
+    what += f"; and {more} more" if more > 0 else ""
     return f"{head}: the latest one on it ({other.get('file')}) checked {what}. Run it again {ask}"
 
 

@@ -142,10 +142,13 @@ def test_the_warning_lists_a_few_changes_and_counts_the_rest(make_lab):
 
 
 def test_a_check_recorded_before_wiring_was_kept_still_warns_in_words(make_lab):
+    """It said the old check had covered "another task, model, method or training switch", of
+    an unchanged spec: the record does not say what it checked."""
     path = make_lab()
     write_check(lab_at(path), keep_wiring=False)
     warning = check_status(lab_at(path, "training.compile=true"), VERSION)["warning"]
-    assert "another task, model, method or training switch" in warning
+    assert "was written by an earlier tunelab that did not record what it checked" in warning
+    assert "another task" not in warning and "Run it again" in warning
 
 
 def test_run_status_without_a_check_after_a_failed_one_or_from_another_platform(make_lab):
