@@ -74,9 +74,16 @@ def final_predictions(store: Store, not_checked: list[str]) -> tuple[list[dict],
     """Each final's per-example predictions on the test split, as its record hashed them (a
     final recorded before they were kept has none to check)."""
     out, n = [], 0
-    for record in (json_of(path) for path in store.numbered(FINALS)):
+    for path in store.numbered(FINALS):
+        record = json_of(path)
         kept = record.get("predictions")
-        if not isinstance(kept, dict):
+        if record and not isinstance(kept, dict):  # said, as a run's unhashed files are
+            not_checked.append(
+                f"{path.relative_to(store.lab)}: its test predictions (the final was written "
+                "by a tunelab that did not keep them)"
+            )
+            continue
+        if not record:  # unreadable: named once, elsewhere
             continue
         n += 1
         changed = f"changed since final {record.get('n')} wrote it"

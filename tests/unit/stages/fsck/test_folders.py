@@ -37,3 +37,22 @@ def test_a_run_folder_deleted_is_named_once_with_what_can_mend_it(tmp_path):
     assert gone["problem"] == "missing (judged by comparisons c001, c002, c010)"
     assert gone["fix"] == "restore the run's folder from a backup"
     assert lost["fix"] == "restore the run's predictions, or invalidate the run"
+
+
+def test_a_final_that_kept_no_test_predictions_is_said_not_checked(tmp_path):
+    """fsck counted only the finals it could check and said nothing of the others (a final an
+    older tunelab wrote keeps no per-example test predictions)."""
+    from tunelab.stages.fsck.folders import final_predictions
+
+    store = Store(tmp_path)
+    finals = store.root / "finals"
+    finals.mkdir(parents=True)
+    (finals / "1-r003-lora.json").write_text(json.dumps({"n": 1, "run": "r003-lora"}))
+    (finals / "2-r004-x.json").write_text("{not json")  # unreadable: named elsewhere, once
+    not_checked: list[str] = []
+    problems, n = final_predictions(store, not_checked)
+    assert (problems, n) == ([], 0)
+    assert not_checked == [
+        ".tunelab/finals/1-r003-lora.json: its test predictions (the final was written by a "
+        "tunelab that did not keep them)"
+    ]
