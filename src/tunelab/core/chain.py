@@ -60,6 +60,19 @@ def linked(event: dict) -> Callable[[bytes | None], str]:
     return line
 
 
+def _unlinked(event: dict) -> str:
+    """What a line without `prev` after the chain began may be: a tunelab event written by a
+    tunelab older than store format 2 (it does not read `.tunelab/format.json`, so it cannot
+    refuse the lab, and writes its events unchained), or a line inserted by hand."""
+    if {"event", "time"} <= event.keys():
+        return (
+            "has no link to the line before it: a tunelab event written without the chain, as a "
+            "tunelab older than store format 2 writes (open this lab with a newer one), or a "
+            "line inserted"
+        )
+    return "has no link to the line before it (inserted?)"
+
+
 def verify(path: Path) -> dict:
     """The chain's state: `lines`, `unchained` (old lines before the chain began), `problems`
     (each `{line, problem}`), `breaks` (each `{line, reason, forgives}`) and `head` (the hash of
@@ -80,9 +93,7 @@ def verify(path: Path) -> dict:
             continue
         if "prev" not in event:
             if started:
-                problems.append(
-                    {"line": number, "problem": "has no link to the line before it (inserted?)"}
-                )
+                problems.append({"line": number, "problem": _unlinked(event)})
             else:
                 unchained += 1
             continue

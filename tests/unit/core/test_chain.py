@@ -62,7 +62,20 @@ def test_an_inserted_line_without_a_link_is_detected(tmp_path):
     rewrite(store, [old[0], '{"event": "final", "run": "r009"}', *old[1:]])
     problems = verify(store.log_path)["problems"]
     assert {p["line"] for p in problems} == {2, 3}
-    assert "no link" in problems[0]["problem"]
+    assert problems[0]["problem"] == "has no link to the line before it (inserted?)"
+
+
+def test_an_unlinked_tunelab_event_names_an_older_tunelab_as_a_cause(tmp_path):
+    """A tunelab from before store format 2 cannot read format.json to refuse the lab: its
+    events, appended without links, read as lines "inserted?" and the lab as tampered."""
+    store = logged(tmp_path, 3)
+    store.log_path.open("a").write('{"event": "run_started", "time": "2026-12-02T00:00:00"}\n')
+    (problem,) = verify(store.log_path)["problems"]
+    assert problem["line"] == 4
+    assert (
+        "as a tunelab older than store format 2 writes (open this lab with a newer one)"
+        in (problem["problem"])
+    )
 
 
 def test_a_log_from_before_the_chain_is_read_and_the_chain_starts_after_it(tmp_path):
