@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
 PALETTE = (
@@ -123,9 +124,8 @@ def forest(
         ys = list(range(n))[::-1]
         _bands(ax, ys, [r.get("group") for r in rows])
         lo, hi = _focus(rows, [x for x, _ in marks] + (list(band[:2]) if band else []))
-        if band:
+        if band:  # named in the legend: a label in the plot sat on the bottom row's bar
             ax.axvspan(band[0], band[1], color=TONE_COLOURS["warn"], alpha=0.12, linewidth=0)
-            ax.text(band[1], -0.55, band[2], ha="right", va="bottom", color=INK, fontsize=8)
         for y, row in zip(ys, rows, strict=True):
             _interval(ax, y, row, lo, hi)
             _seeds(ax, y, row, lo, hi)
@@ -143,6 +143,8 @@ def forest(
         ax.grid(axis="y", visible=False)
         words = list(dict.fromkeys(r["word"] or "no verdict" for r in rows))
         legend = [_dot(TONE_COLOURS[tone(w)], w) for w in words]
+        if band:
+            legend.append(Patch(color=TONE_COLOURS["warn"], alpha=0.12, label=band[2]))
         fig.legend(handles=legend, loc="outside lower center", ncols=len(legend))
         return svg(fig, name)
 

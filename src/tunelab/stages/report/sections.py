@@ -139,6 +139,12 @@ def _note(record: dict, status: str) -> str:
     final = training.get("final_loss")
     if isinstance(final, float) and not math.isfinite(final):  # a run from before it stopped
         said.append(f"its training loss ended {final}: its weights are not numbers")
+    chosen = (record.get("metrics") or {}).get("threshold")
+    if isinstance(chosen, dict) and chosen.get("value") is not None:  # multilabel: shipped too
+        said.append(
+            f"decides at threshold {chosen['value']:g} on every label, chosen on "
+            f"{chosen.get('chosen_on', 'validation')} for {chosen.get('metric', 'its metric')}"
+        )
     for warning in ("diverged", "start_lost"):  # as `runs` and `compare` warn of them
         if (training.get(warning) or {}).get("message"):
             said.append(training[warning]["message"])

@@ -23,3 +23,10 @@ def test_an_interrupted_runs_note_is_its_message_not_the_exception_class():
     assert _note(record, "interrupted") == "Ctrl-C; stopped"
     plain = {"error": "ValueError: a value: with a colon"}
     assert _note(plain, "failed") == "ValueError: a value: with a colon"
+
+
+def test_a_multilabel_runs_note_names_the_threshold_it_decides_at():
+    """Chosen on validation and part of what is shipped, it was nowhere on the page."""
+    metrics = {"threshold": {"value": 0.65, "chosen_on": "validation", "metric": "micro_f1"}}
+    note = _note({"metrics": metrics, "training": {"steps": 4}}, "completed")
+    assert note == "decides at threshold 0.65 on every label, chosen on validation for micro_f1"
