@@ -7,7 +7,7 @@ on `n` examples: example i is right in run r when a_i + u_r + v_ri > 0, with a_i
 (the examples' difficulty), u_r ~ N(0, 0.15) (a seed's shift) and v_ri ~ N(0, 0.6) (a seed's
 own luck on an example): mean accuracy about 0.73, a seed's sd 5 points at n = 50 and 3 at
 n = 500, and two seeds tie about one time in seven at n = 50. Each comparison goes through
-`pairs.make_arms`, `verdicts._versus` and `rules.verdict`, as `tunelab compare` judges a row.
+`pairs.make_arms`, `versus.paired_stats` and `rules.verdict`, as `tunelab compare` judges a row.
 
 Rows: one seed per arm; one seed per arm with a 3-seed noise record of the family; 2 and 3
 seeds per arm; a 1-seed reference against a 2-seed variant (where tied seeds had read
@@ -25,7 +25,7 @@ import numpy as np
 from tunelab.core.sections import Hypothesis
 from tunelab.stages.compare.pairs import make_arms
 from tunelab.stages.compare.rules import verdict
-from tunelab.stages.compare.verdicts import _versus
+from tunelab.stages.compare.versus import paired_stats
 
 LABELS = ["a", "b"]
 HYPOTHESIS = Hypothesis(behaviour="A/A", metric="accuracy", min_effect=0.0)
@@ -48,7 +48,7 @@ def predictions(gold: np.ndarray, right: np.ndarray) -> dict:
 
 def word(ref: list, var: list, noise: tuple) -> str:
     pair = make_arms(ref, var, LABELS, ("reference", "variant"), (True, True), noise)
-    versus = _versus(pair, "accuracy") | {"guardrails": []}
+    versus = paired_stats(pair, "accuracy") | {"guardrails": []}
     return verdict(versus, HYPOTHESIS, None, None, ("variant", len(var)))[0]
 
 

@@ -72,6 +72,37 @@ def mcnemar_exact(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
     return {"fixed": fixed, "broken": broken, "p_value": p}
 
 
+FEW = 100
+"""Below this many examples a one-seed verdict on a mean of partial credits also needs the
+sign-flip test (`sign_flip`): the percentile bootstrap is too narrow on few (4.3% false gains
+at 20 examples, 9.6% at 5, against 2.5%), and near enough at 50 and more."""
+
+
+def sign_flip(values_a: np.ndarray, values_b: np.ndarray, resamples: int = 9999) -> dict:
+    """The paired sign-flip (randomisation) test of the mean difference b - a over examples:
+    under no effect each example's difference is as likely negated, so the p-value is the
+    share of sign patterns whose mean is as far from zero. Exact where 2^n patterns are fewer
+    than `resamples` (scipy enumerates them), seeded otherwise. What McNemar's test is for a
+    share of examples right, for a mean of partial credits: on 5 examples the percentile
+    bootstrap excluded zero 9.6% of the time under no effect where it said 2.5%."""
+    from scipy.stats import permutation_test  # scipy.stats takes most of a second to import
+
+    diffs = np.asarray(values_b, float) - np.asarray(values_a, float)
+    changed = int(np.count_nonzero(diffs))
+    if changed == 0:
+        return {"changed": 0, "n": len(diffs), "p_value": 1.0}
+    result = permutation_test(
+        (diffs,),
+        np.mean,
+        vectorized=True,  # np.mean takes `axis`: the resamples in one array
+        permutation_type="samples",
+        n_resamples=resamples,
+        alternative="two-sided",
+        random_state=0,
+    )
+    return {"changed": changed, "n": len(diffs), "p_value": float(result.pvalue)}
+
+
 def flips(ids: list[str], correct_a: np.ndarray, correct_b: np.ndarray, limit: int = 5) -> dict:
     """Examples that system b fixed (a wrong, b right) and broke (a right, b wrong): counts
     and the first `limit` ids of each (in the order of `ids`)."""

@@ -28,8 +28,6 @@ change it.
 
 from __future__ import annotations
 
-import numpy as np
-
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.files import read_jsonl_hashed
@@ -45,11 +43,12 @@ from tunelab.stages.compare.forgetting import judge_forgetting
 from tunelab.stages.compare.frozen import frozen_rules, refuse_frozen_overrides, rule_differences
 from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
 from tunelab.stages.compare.notes import multiplicity, pair_warnings
-from tunelab.stages.compare.pairs import Pair, make_arms, right
+from tunelab.stages.compare.pairs import make_arms
 from tunelab.stages.compare.rules import VERDICT_RULE, verdict
 from tunelab.stages.compare.seeds import Arms
-from tunelab.stages.compare.stats import RESAMPLES, concentration, flips, mcnemar_exact
+from tunelab.stages.compare.stats import RESAMPLES
 from tunelab.stages.compare.two_level import SEED_RULE
+from tunelab.stages.compare.versus import VERSUS_KEYS, paired_stats
 from tunelab.tasks import get_task
 
 
@@ -118,7 +117,7 @@ def compare(
             (before[0]["kind"] != "baseline", arm[0]["kind"] != "baseline"),
             noise,
         )
-        versus = _versus(pair, primary)
+        versus = paired_stats(pair, primary)
         trained = (before[0]["kind"] != "baseline", arm[0]["kind"] != "baseline")
         noise_for = None if seed_only else arms.noise_for
         versus["guardrails"] = [
@@ -158,7 +157,7 @@ def compare(
             row["vs_first"] = {"run": lead, **vs}
         elif run["kind"] == "variant" and lead != arms.reference_lead:
             vs = paired(arms.of(reference["id"]), arm)
-            row["vs_reference"] = {k: vs.pop(k) for k in _VERSUS_KEYS if k in vs}
+            row["vs_reference"] = {k: vs.pop(k) for k in VERSUS_KEYS if k in vs}
             row["against"] = reference["id"]
             row.update(vs)  # guardrails, verdict, reasons, warnings, noise
             row["warnings"] = vs["warnings"] + collapse_warnings(arm, preds_of, labels)
@@ -291,32 +290,6 @@ def _predictions(store, run_id: str, record: dict | None = None) -> dict[str, di
             "changed"
         )
     return {p["id"]: p for p in rows}
-
-
-_VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "flips", "concentration")
-
-
-def _versus(pair: Pair, primary: str) -> dict:
-    """Paired statistics of the run against the reference on the same examples."""
-    a, b = right(pair, primary)
-    result = {"metric": primary, "bootstrap": pair.interval(primary)}
-    if set(np.unique(np.concatenate([a, b]))) <= {0.0, 1.0}:
-        result["mcnemar"] = mcnemar_exact(a == 1, b == 1)
-        # whether the primary is the share of these 0/1 values (accuracy, exact match), which
-        # McNemar then tests itself; a classifier's macro-F1 is not
-        if pair.multilabel:
-            tests = primary == "subset_accuracy"
-        elif pair.classification:
-            tests = primary == "accuracy"
-        else:
-            tests = not pair.documents
-        result["mcnemar"]["tests_primary"] = tests
-    if pair.documents:  # a flip: a document the run scores better (fixed) or worse (broken)
-        result["flips"] = flips(pair.ids, a > b, b > a)
-    else:
-        result["flips"] = flips(pair.ids, a >= 1, b >= 1)
-    result["concentration"] = concentration(a, b)
-    return result
 
 
 def _why_not(store, run_id: str, version: str) -> str:
