@@ -99,13 +99,7 @@ def measure_majority(lab: Lab, at: Conditions, console: Console | None = None) -
     if lab.spec.task.type == "multilabel":
         return _majority_set(lab, at)
     label = Counter(e["label"] for e in at.train).most_common(1)[0][0]
-    record, run_dir = _open(lab, at, "majority", {"label": label})
-    with ledger.recording(lab, record):
-        predictions = [
-            {"id": e["id"], "gold": e["label"], "predicted": label} for e in at.validation
-        ]
-        _finish(lab, record, run_dir, predictions, at)
-    return record
+    return _constant(lab, at, {"label": label}, "label", label)
 
 
 def _majority_set(lab: Lab, at: Conditions) -> dict:
@@ -114,11 +108,14 @@ def _majority_set(lab: Lab, at: Conditions) -> dict:
     from tunelab.tasks.multilabel import majority_set
 
     chosen = majority_set([e["labels"] for e in at.train])
-    record, run_dir = _open(lab, at, "majority", {"label_set": chosen})
+    return _constant(lab, at, {"label_set": chosen}, "labels", chosen)
+
+
+def _constant(lab: Lab, at: Conditions, settings: dict, gold: str, answer) -> dict:
+    """The majority baseline's run: `answer` for every validation row (its `gold` key read)."""
+    record, run_dir = _open(lab, at, "majority", settings)
     with ledger.recording(lab, record):
-        predictions = [
-            {"id": e["id"], "gold": e["labels"], "predicted": chosen} for e in at.validation
-        ]
+        predictions = [{"id": e["id"], "gold": e[gold], "predicted": answer} for e in at.validation]
         _finish(lab, record, run_dir, predictions, at)
     return record
 
