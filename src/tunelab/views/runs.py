@@ -166,7 +166,7 @@ def noise(result: dict, console: Console) -> None:
             f"the true sd lies between {rough['low_factor']:g} and {rough['high_factor']:g} "
             "times it (95%, chi-square); compare's intervals count that (t on those degrees)"
         )
-    tied = [k for k, v in result["spread"]["overall"].items() if v.get("sd") == 0]
+    tied = [k for k, v in result["spread"]["overall"].items() if v.get("range") == 0]  # sd: 1e-17
     if tied:
         console.print(
             f"[yellow]warning[/] the seeds tie on {', '.join(tied)}: a spread of 0 measured "

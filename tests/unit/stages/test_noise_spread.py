@@ -82,23 +82,24 @@ def test_the_floor_says_how_rough_its_sd_is_and_that_tied_seeds_measured_nothing
 
     assert sd_interval(1) == {"df": 1, "level": 0.95, "low_factor": 0.446, "high_factor": 31.91}
     assert (sd_interval(2)["low_factor"], sd_interval(2)["high_factor"]) == (0.521, 6.285)
-    tied = [{"metrics": {"accuracy": 0.8, "macro_f1": m, "n": 50}} for m in (0.7, 0.72)]
+    # three seeds of 0.36: np.std reads 6.8e-17 of them, not 0
+    tied = [{"metrics": {"accuracy": 0.36, "macro_f1": m, "n": 50}} for m in (0.7, 0.72, 0.7)]
     record = {
         "id": "n001",
         "of": "r002",
-        "runs": ["r002", "r003"],
-        "seeds": [0, 1],
-        "trained": 1,
+        "runs": ["r002", "r003", "r004"],
+        "seeds": [0, 1, 2],
+        "trained": 2,
         "group": "g001",
         "file": ".tunelab/noise/n001.json",
         "spread": spread(tied, "classification"),
-        "sd_interval": sd_interval(1),
+        "sd_interval": sd_interval(2),
     }
     text = io.StringIO()
     show_noise(record, Console(file=text, width=300))
     shown = text.getvalue()
-    assert "an sd from 2 seeds is rough: on 1 degree(s) of freedom the true sd lies" in shown
-    assert "between 0.446 and 31.91 times it" in shown
+    assert "an sd from 3 seeds is rough: on 2 degree(s) of freedom the true sd lies" in shown
+    assert "between 0.521 and 6.285 times it" in shown
     assert "the seeds tie on accuracy: a spread of 0 measured nothing" in shown
     assert "macro_f1" not in shown.split("warning")[1].split(":")[0]  # it differs: not tied
-    assert "tunelab noise r002 --seeds 4" in shown
+    assert "tunelab noise r002 --seeds 5" in shown

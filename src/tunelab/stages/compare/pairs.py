@@ -93,18 +93,19 @@ class Pair:
 
         a, b = [prepare(s) for s in self.a], [prepare(s) for s in self.b]
         example = bootstrap(fn, gold, a, b)
-        parts = [
-            sample_variance(example["values_a"], _arm_label(self.names[0], len(a))),
-            sample_variance(example["values_b"], _arm_label(self.names[1], len(b))),
+        arms = [
+            (example["values_a"], _arm_label(self.names[0], len(a))),
+            (example["values_b"], _arm_label(self.names[1], len(b))),
         ]
         for source, seeds in self.noise:
-            values = [float(fn(gold[None], prepare(s)[None])[0]) for s in seeds]
-            parts.append(sample_variance(values, source))
-        variance = pooled(parts)
-        # seeds that tie (every part's spread 0: likely on a share of few examples, k/n) have
-        # not measured the seeds' noise, they missed it: judged on them, two seeds that fixed
-        # 4 examples each read "improved" where one read "no evidence" (McNemar p = 0.125)
-        tied = variance is not None and variance.variance <= 0
+            arms.append(([float(fn(gold[None], prepare(s)[None])[0]) for s in seeds], source))
+        variance = pooled([sample_variance(values, source) for values, source in arms])
+        # seeds that tie (every arm of two or more scored alike: likely on a share of few
+        # examples, k/n) have not measured the seeds' noise, they missed it: judged on them,
+        # two seeds that fixed 4 examples each read "improved" where one read "no evidence"
+        # (McNemar p = 0.125). Alike by their range, not a variance of 0: three values of
+        # 18/50 have a variance of 4.6e-33 in floating point
+        tied = variance is not None and all(alike(v) for v, _ in arms if len(v) > 1)
         weights = (arm_weight(len(a), self.trained[0]), arm_weight(len(b), self.trained[1]))
         bounds = None if self.documents else share_bounds(example["values_a"], self.trained[0])
         measured = variance is not None and not tied
@@ -166,6 +167,12 @@ class Pair:
         if metric == "accuracy":
             return accuracy_rows
         return partial(macro_f1_rows, n_labels=len(self.labels))
+
+
+def alike(values) -> bool:
+    """Whether `values` (one arm's seeds' metric) are all the same, to rounding."""
+    values = np.asarray(values, float)
+    return bool(values.max() - values.min() <= 1e-12 * max(1.0, float(np.abs(values).max())))
 
 
 def _arm_label(name: str, seeds: int) -> str:

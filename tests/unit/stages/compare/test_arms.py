@@ -121,7 +121,8 @@ def test_noise_records_that_share_runs_count_once_the_one_with_most_seeds(tmp_pa
 def test_seeds_do_not_lift_the_unseen_drop_bound_of_a_group_with_few_examples(tmp_path):
     """Seeds measure training's noise and add no examples: 4 alike examples of each class
     read "unresolved" on one seed, and "holds" on +0.0 (+0.0, +0.0) once three tied seeds made
-    the interval seed-aware (the bound was skipped for a seed-aware check)."""
+    the interval seed-aware (the bound was skipped for a seed-aware check). Tied seeds are now
+    judged as one seed is, and the bound holds there too."""
     rail = {"metric": "f1", "scope": "every_class", "max_drop": 0.05}
     lab = make_lab(tmp_path, [rail])
     alike = {"a": 1.0, "b": 0.5, "c": 0.5}
@@ -132,7 +133,7 @@ def test_seeds_do_not_lift_the_unseen_drop_bound_of_a_group_with_few_examples(tm
     row = next(r for r in compare(lab)["runs"] if r["id"] == first)
     (judged,) = row["guardrails"]
     a = judged["checks"]["a"]
-    assert a["basis"] == "seeds and examples" and a["unseen"]["examples"] == 4
+    assert a["seeds_tied"]["df"] == 2 and a["unseen"]["examples"] == 4
     assert a["low"] < -0.05 and a["status"] == judged["status"] == "unresolved"
     assert a["needed_n"] == 216 and "needs" not in a  # more examples, not more seeds
     assert row["verdict"] != "improved"

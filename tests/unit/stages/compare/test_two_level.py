@@ -147,3 +147,23 @@ def test_a_difference_the_seeds_rule_out_but_below_the_minimum_effect_is_not_see
     noise = real | {"low": -0.002}
     assert judged_verdict(noise | {"example": example}, min_effect=0.01) == "within seed noise"
     assert judged_verdict(real | {"example": example}, min_effect=0.005) == "improved"
+
+
+def test_three_seeds_that_tie_are_alike_though_their_variance_rounds_above_zero():
+    """np.var of three values of 18/50 is 4.6e-33, not 0: tested for exactly 0, such a tie
+    read as a measured spread, and the verdict as "improved" (McNemar p = 0.125)."""
+    import numpy as np
+
+    from tunelab.stages.compare.pairs import alike, make_arms
+
+    assert np.var([18 / 50] * 3) > 0 and alike([18 / 50] * 3) and not alike([0.36, 0.38])
+
+    def seed(right: int) -> dict:
+        return {
+            f"e{i:02d}": {"id": f"e{i:02d}", "gold": "a", "predicted": "a" if i < right else "b"}
+            for i in range(50)
+        }
+
+    pair = make_arms([seed(14)], [seed(18)] * 3, ["a", "b"], ("r", "v"), (False, True))
+    boot = pair.interval("accuracy")
+    assert boot["basis"] == "examples" and boot["seeds_tied"]["df"] == 2
