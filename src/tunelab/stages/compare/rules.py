@@ -21,7 +21,7 @@ alone, and the verdict says which:
 from __future__ import annotations
 
 from tunelab.core.spec import Hypothesis
-from tunelab.stages.compare.guardrails import BROKEN, UNRESOLVED, describe
+from tunelab.stages.compare.guardrails import BROKEN, HOLDS, UNRESOLVED, describe
 from tunelab.stages.compare.two_level import SEEDS
 from tunelab.tasks import units
 from tunelab.tasks.pretrain import lower_is_better
@@ -110,6 +110,24 @@ def _broken_on_one_seed(rails: list[dict], judged: tuple[str, int] | None = None
     tied = next((c["seeds_tied"] for c in broke if c.get("seeds_tied")), None)
     what = "the guardrail was judged on "
     return [tied_caution(tied, what) if tied else one_seed_caution(judged, what)]
+
+
+def _held_on_ties(rails: list[dict]) -> list[str]:
+    """The caution for guardrail checks that held where their seeds tie, beside a verdict
+    judged over seeds: their interval is the examples' alone."""
+    held = [
+        f"{g['metric']} {name}"
+        for g in rails
+        for name, c in g.get("checks", {}).items()
+        if c.get("status") == HOLDS and c.get("seeds_tied")
+    ]
+    if not held:
+        return []
+    return [
+        f"held over the examples alone, the seeds scoring alike on them: {', '.join(held[:4])}"
+        + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+        + "; how far a new seed would move them is not measured"
+    ]
 
 
 def excludes_zero(interval: dict) -> bool:
@@ -223,6 +241,8 @@ def verdict(
     if word in (IMPROVED, ONE_SEED):
         if word == ONE_SEED:
             reasons.append(_caution(boot, judged))
+        else:  # over seeds: a guardrail that held on tied seeds held on the examples alone
+            reasons += _held_on_ties(rails)
         if not unresolved:
             return word, reasons + extra
         if accept_unresolved:

@@ -59,3 +59,15 @@ def test_a_mean_of_partial_credits_on_few_examples_needs_the_sign_flip_test_too(
     word, reasons = verdict(stats | {"guardrails": []}, hypothesis, None, judged=("b", 1))
     assert word == "no evidence"
     assert any("the paired sign-flip test gives p = 0.0625" in r for r in reasons)
+
+
+def test_an_improved_verdict_says_which_guardrails_held_on_tied_seeds():
+    """A guardrail whose seeds scored alike is judged on the examples alone: it held beside a
+    seed-aware "improved" and nothing said so."""
+    seeds = versus(12, 1, 0.0034)
+    seeds["bootstrap"] |= {"basis": "seeds and examples", "example": dict(seeds["bootstrap"])}
+    tied = {"status": "holds", "seeds_tied": {"sources": ["lora (2 seeds)"], "df": 1}}
+    seeds["guardrails"] = [{"metric": "f1", "status": "holds", "checks": {"sport": tied}}]
+    word, reasons = verdict(seeds, HYPOTHESIS, None)
+    assert word == "improved"
+    assert "held over the examples alone, the seeds scoring alike on them: f1 sport" in reasons[-1]
