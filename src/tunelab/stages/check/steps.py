@@ -44,6 +44,7 @@ import traceback
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import TunelabError
@@ -187,10 +188,15 @@ def wiring_checked(lab: Lab, console: Console | None = None) -> dict:
     if console is not None:
         failed = ", ".join(result["failed"] + result["skipped"])
         verdict = "[green]passed[/]" if result["passed"] else f"[red]FAILED[/] ({failed})"
+        unchecked = [i["name"] for i in result["items"] if i.get("not_checked")]
         console.print(
             f"check of this wiring: {verdict} in {result['seconds']:.0f}s "
-            f"({len(result['items'])} items; {result['file']})"
+            f"({len(result['items'])} items"
+            + (f", {len(unchecked)} not checked: {', '.join(unchecked)}" if unchecked else "")
+            + f"; {result['file']})"
         )
+        for warning in result.get("warnings") or []:  # what it found short of failing
+            console.print(f"  [yellow]warning[/] {escape(warning)}")
     return {
         "file": result["file"],
         "passed": result["passed"],
