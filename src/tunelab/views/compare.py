@@ -277,8 +277,10 @@ def final(result: dict, console: Console) -> None:
         console.print(f"  {_interval_line(interval)}")
     val = result.get("validation_metrics") or {}
     if primary and primary in val and primary in m:
-        gap = m[primary] - val[primary]
-        change = f"{gap:+.4f}, lower is better" if primary in PLAIN else f"{100 * gap:+.1f} points"
+        # of the values as shown: 66.6% -> 72.5% read "+6.0 points" from the unrounded ones
+        gap = round(m[primary], 4) - round(val[primary], 4) if primary in PLAIN else None
+        shown = round(100 * m[primary], 1) - round(100 * val[primary], 1)
+        change = f"{gap:+.4f}, lower is better" if gap is not None else f"{shown:+.1f} points"
         console.print(
             f"  {primary.replace('_', ' ')}: validation {metric_value(primary, val[primary], '%')}"
             f" -> test {metric_value(primary, m[primary], '%')} ({change})"

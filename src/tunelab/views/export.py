@@ -13,7 +13,7 @@ from tunelab.views.check import mark_of
 
 def regressions(regressed: list[dict], shown: int = 3) -> str:
     """What the guardrails measured worse than the reference, named, worst first (the model card
-    gives each one's interval): `below the reference in the point estimate (...): f1 of sport
+    gives each one's interval): `worse than the reference in the point estimate (...): f1 of sport
     (holds), …` (bits per byte
     that rose, an F1 that fell). A point estimate worse than it, whose interval may still hold:
     the status says which."""
@@ -28,7 +28,7 @@ def regressions(regressed: list[dict], shown: int = 3) -> str:
         names.append(f"{r['metric']} {where} ({r['status']})")
     more = f" and {len(regressed) - shown} more" if len(regressed) > shown else ""
     return (
-        f"below the reference in the point estimate (the guardrail's status after each): "
+        f"worse than the reference in the point estimate (each guardrail's status in brackets): "
         f"{escape(', '.join(names))}{more}; their intervals in the model card"
     )
 

@@ -134,3 +134,27 @@ def test_a_class_without_an_example_reads_no_example_not_an_f1_of_0():
     _per_group(result, Console(file=out, width=100))
     lines = {line.split()[0]: line.split()[1:] for line in out.getvalue().splitlines()[1:]}
     assert lines["sport"] == ["90.0"] and lines["tech"] == ["no", "example"]
+
+
+def test_final_s_change_from_validation_is_of_the_values_it_shows():
+    """66.6% -> 72.5% read "(+6.0 points)": the difference of the unrounded values."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.compare import final
+
+    result = {
+        "run": "r003-lora",
+        "data_version": "v1",
+        "test_sha256": "a" * 64,
+        "metrics": {"macro_f1": 0.72549, "n": 96},
+        "validation_metrics": {"macro_f1": 0.66551},
+        "primary_metric": "macro_f1",
+        "n": 1,
+        "file": ".tunelab/finals/1-r003-lora.json",
+        "repeated": False,
+    }
+    out = io.StringIO()
+    final(result, Console(file=out, width=200))
+    assert "validation 66.6% -> test 72.5% (+5.9 points)" in out.getvalue()

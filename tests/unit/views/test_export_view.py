@@ -16,7 +16,7 @@ def _r(metric: str, scope: str = "overall", on: str | None = None, status: str =
 def test_each_regression_is_named_with_its_status_worst_first():
     line = regressions([_r("f1", "sport"), _r("bits_per_byte", on="general/news.jsonl")])
     assert line == (  # "worse than the reference ... (holds)" read as a contradiction
-        "below the reference in the point estimate (the guardrail's status after each): "
+        "worse than the reference in the point estimate (each guardrail's status in brackets): "
         "f1 of sport (holds), bits_per_byte on general/news.jsonl (holds); their intervals in "
         "the model card"
     )
@@ -28,7 +28,7 @@ def test_past_three_the_rest_are_counted_and_none_says_so():
         "f1 of c (broken) and 2 more; their intervals in the model card"
     )
     assert regressions([_r("json_valid")]) == (
-        "below the reference in the point estimate (the guardrail's status after each): "
+        "worse than the reference in the point estimate (each guardrail's status in brackets): "
         "json_valid overall (holds); their intervals in the model card"
     )
     assert regressions([]) == "no guardrail measured a regression"
