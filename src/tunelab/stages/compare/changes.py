@@ -21,31 +21,39 @@ def verdict_changes(earlier: list[dict], result: dict, rules: dict) -> list[dict
     if not same:
         return []
     last = same[-1]
-    before = {r["id"]: r["verdict"] for r in last.get("runs", []) if r.get("verdict")}
+    before = {r["id"]: r for r in last.get("runs", []) if r.get("verdict")}
     return [
         {
             "run": row["id"],
-            "was": before[row["id"]],
+            "was": before[row["id"]]["verdict"],
             "now": row["verdict"],
             "comparison": last["id"],
-            "why": _why(last, result, rules, row["id"]),
+            "why": _why(last, result, rules, before[row["id"]], row),
         }
         for row in result["runs"]
-        if row.get("verdict") and before.get(row["id"], row["verdict"]) != row["verdict"]
+        if row.get("verdict")
+        and row["id"] in before
+        and before[row["id"]]["verdict"] != row["verdict"]
     ]
 
 
-def _why(last: dict, result: dict, rules: dict, run: str) -> str:
-    old = last.get("rules") or {}
+def _sources(row: dict) -> list[str]:
+    """What a row's judged interval counted of the seeds' noise (its arms, noise records)."""
+    seeds = ((row.get("vs_reference") or {}).get("bootstrap") or {}).get("seeds") or {}
+    return sorted(seeds.get("sources") or [])
+
+
+def _why(last: dict, result: dict, rules: dict, was: dict, row: dict) -> str:
+    old, run = last.get("rules") or {}, row["id"]
     why = []
     if last.get("reference") != result["reference"]:
         why.append(f"the reference is {result['reference']} (was {last.get('reference')})")
     if (old.get("hypothesis"), old.get("guardrails")) != (rules["hypothesis"], rules["guardrails"]):
         why.append("the hypothesis or guardrails differ")
-    if sorted(old.get("noise") or []) != sorted(rules["noise"]):
+    if _sources(was) != _sources(row):  # this row's own, not the comparison's every record
         why.append(
-            f"noise records counted: {', '.join(rules['noise']) or 'none'} (were "
-            f"{', '.join(old.get('noise') or []) or 'none'})"
+            f"its interval counts the seeds' noise of {', '.join(_sources(row)) or 'none'} "
+            f"(was {', '.join(_sources(was)) or 'none'})"
         )
     seeds, had = len(rules["arms"].get(run, [run])), len((old.get("arms") or {}).get(run, [run]))
     if seeds != had:

@@ -82,11 +82,13 @@ def multiplicity(rows: list[dict], reference: str) -> str | None:
             "of the time, not 2.5%"
         )
     if seeded < k:  # one seed: the interval's 2.5% counts the examples' noise, not a new seed's
+        one = k - seeded
         text += (
-            f"{';' if seeded else ':'} {k - seeded} judged on one seed, whose intervals count the "
-            "examples alone, can read improved on one seed by a new seed's luck more often than "
-            "2.5% each, by as much as their unmeasured seed noise moves them (a quarter of such "
-            "comparisons at 500 examples in bench/false_gains.py, about 3% at 50)"
+            f"{';' if seeded else ':'} {one} {'is' if one == 1 else 'are'} judged on one seed, "
+            "over the examples alone, and a new seed's luck can read improved on one seed more "
+            "often than 2.5% of the time: how much more depends on the seeds' noise, which is "
+            "not measured (in bench/false_gains.py a quarter of such comparisons at 500 "
+            "examples, about 3% at 50)"
         )
     return (
         f"{text}; the best of {k} is the one most likely lifted by chance. The sealed test split "

@@ -61,3 +61,20 @@ def test_the_same_runs_judged_otherwise_name_the_rule_texts_or_the_code():
     same = verdict_changes([earlier | {"rules": RULES}], now, RULES)
     assert "the same runs under the same rule texts" in same[0]["why"]
     assert verdict_changes([earlier | {"data_version": "v0"}], now, RULES) == []
+
+
+def test_the_noise_named_is_the_rows_own_not_every_record_of_the_comparison():
+    """A mixture run, outside the noise record's family, was told its verdict changed for
+    "noise records counted: n001 (were none)", a record its interval never counted."""
+    counted = {"vs_reference": {"bootstrap": {"seeds": {"sources": ["noise n001"]}}}}
+    earlier = {"id": "c001", "data_version": "v1", "reference": "r001", "rules": RULES}
+    earlier["runs"] = [{"id": "r002", "verdict": "no evidence"}, {"id": "r003", "verdict": "worse"}]
+    now = {"data_version": "v1", "reference": "r001"}
+    now["runs"] = [
+        {"id": "r002", "verdict": "improved", **counted},
+        {"id": "r003", "verdict": "worse on one seed"},
+    ]
+    rules = RULES | {"noise": ["n001"]}  # the comparison used n001, for r002 only
+    first, second = verdict_changes([earlier], now, rules)
+    assert first["why"] == "its interval counts the seeds' noise of noise n001 (was none)"
+    assert "n001" not in second["why"]

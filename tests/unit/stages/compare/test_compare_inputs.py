@@ -285,6 +285,6 @@ def test_several_variants_against_one_reference_say_what_choosing_the_best_costs
     mixed = [rows[0], rows[1], rows[2] | {"vs_reference": one}, rows[3] | {"vs_reference": one}]
     note = multiplicity(mixed, "r001-probe")
     assert ": the one judged over its seeds would read improved by chance 2.5%" in note
-    assert "; 2 judged on one seed, whose intervals count the examples alone" in note
+    assert "; 2 are judged on one seed, over the examples alone" in note
     only = multiplicity([rows[0], *(r | {"vs_reference": one} for r in rows[1:])], "r001-probe")
-    assert "read improved about" not in only and ": 3 judged on one seed" in only
+    assert "read improved about" not in only and ": 3 are judged on one seed" in only
