@@ -192,6 +192,11 @@ def forgetting_note(result: dict, base: dict, variant: dict) -> str:
         f"({-c['delta']:+.3f}, 95% CI {-c['high']:+.3f} to {-c['low']:+.3f}); the limit is "
         f"+{g['max_drop']:g}: the guardrail {STATUS_WORDS[g['status']]}."
     )
+    if g["status"] == "holds" and c.get("basis") != SEEDS:
+        text += (
+            " On this seed: the interval counts the documents, not the seeds' spread, and "
+            "another seed may lose more (`tunelab noise` measures it)."
+        )
     if g["status"] == "broken":
         seeds = (
             ""

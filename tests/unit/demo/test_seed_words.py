@@ -131,3 +131,23 @@ def test_a_broken_forgetting_guardrail_on_one_seed_says_so():
     seeds = forgetting_note(*lab("seeds and examples"))
     assert "some of the base's prose is lost. The bundle's model card records both." in seeds
     assert "this seed" not in seeds
+
+
+def test_a_forgetting_guardrail_that_holds_on_one_seed_says_another_may_lose_more():
+    """A broken one said "another seed may lose less"; a holding one said nothing of a seed
+    that may lose more."""
+    from tunelab.demo.extraction import NEWS, forgetting_note
+
+    def note(basis: str | None) -> str:
+        check = {"delta": -0.037, "low": -0.041, "high": -0.033, "status": "holds"}
+        check |= {"basis": basis} if basis else {}
+        guard = {"on": NEWS, "status": "holds", "max_drop": 0.05, "checks": {"overall": check}}
+        result = {"runs": [{"id": "r002-lora", "guardrails": [guard]}]}
+        runs = [
+            {"id": i, "guard": {NEWS: {"metrics": {"bits_per_byte": b, "n": 25}}}}
+            for i, b in (("r001-zero-shot", 1.103), ("r002-lora", 1.140))
+        ]
+        return forgetting_note(result, *runs)
+
+    assert note(None).endswith("another seed may lose more (`tunelab noise` measures it).")
+    assert "another seed" not in note("seeds and examples")
