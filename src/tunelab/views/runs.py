@@ -162,7 +162,8 @@ def noise(result: dict, console: Console) -> None:
     rough = result.get("sd_interval")  # a noise record written before it was kept has none
     if rough:
         console.print(
-            f"an sd from {rough['df'] + 1} seeds is rough: on {rough['df']} degree(s) of freedom "
+            f"an sd from {rough['df'] + 1} seeds is rough: on {rough['df']} "
+            f"degree{'s' if rough['df'] != 1 else ''} of freedom "
             f"the true sd lies between {rough['low_factor']:g} and {rough['high_factor']:g} "
             "times it (95%, chi-square); compare's intervals count that (t on those degrees)"
         )

@@ -98,7 +98,7 @@ def test_the_floor_says_how_rough_its_sd_is_and_that_tied_seeds_measured_nothing
     text = io.StringIO()
     show_noise(record, Console(file=text, width=300))
     shown = text.getvalue()
-    assert "an sd from 3 seeds is rough: on 2 degree(s) of freedom the true sd lies" in shown
+    assert "an sd from 3 seeds is rough: on 2 degrees of freedom the true sd lies" in shown
     assert "between 0.521 and 6.285 times it" in shown
     assert "the seeds tie on accuracy: a spread of 0 measured nothing" in shown
     assert "macro_f1" not in shown.split("warning")[1].split(":")[0]  # it differs: not tied

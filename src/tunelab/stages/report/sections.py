@@ -367,6 +367,7 @@ def noise_floors(store: Store) -> list[dict]:
                 "seeds": record.get("seeds") or [],
                 "created": record.get("created"),
                 "rows": rows,
+                "sd_interval": record.get("sd_interval"),  # a record before it was kept: none
             }
         )
     return floors

@@ -7,7 +7,7 @@ from tunelab.core.lab import Lab
 from tunelab.core.layout import NOISE
 from tunelab.core.spec import validate_spec
 from tunelab.core.store import Store
-from tunelab.stages.noise import spread
+from tunelab.stages.noise import sd_interval, spread
 from tunelab.stages.report.html import gather, render
 
 SPEC = {
@@ -47,6 +47,7 @@ def test_a_noise_record_is_shown_with_its_seeds_and_spread(tmp_path):
         "seeds": [0, 625451353, 749192398],
         "created": "2026-12-05T21:08:59+00:00",
         "spread": spread(runs, "extraction"),
+        "sd_interval": sd_interval(2),
     }
     noise_id, path = lab.store.reserve(NOISE, "n")
     record |= {"id": noise_id, "file": str(path.relative_to(tmp_path))}
@@ -63,3 +64,4 @@ def test_a_noise_record_is_shown_with_its_seeds_and_spread(tmp_path):
         '<td class="num">1.1605</td><td class="num">0.0099</td><td class="num">0.0189</td>' in noise
     )
     assert "none yet" not in noise
+    assert "on 2 degrees of freedom the true sd lies between 0.521 and 6.285 times it" in noise
