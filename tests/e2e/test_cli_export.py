@@ -189,9 +189,10 @@ def test_an_out_relative_to_the_shell_is_recorded_where_it_is(
     recorded = [json.loads(p.read_text()) for p in (lab / ".tunelab" / "exports").glob("*.json")]
     assert where in [r["bundle"] for r in recorded]
     # the merge it points to names the bundle where it now is (it named the folder being
-    # written, `.b.mafjxj0b.tmp`), and the lab, which is elsewhere
+    # written, `.b.mafjxj0b.tmp`), and the lab, which is elsewhere: absolute, as the card
+    # that holds it is read elsewhere (`elsewhere/b-merged` meant nothing there)
     assert result["serving"]["servable"].endswith(
-        f"`tunelab export r003-lora --merge --out elsewhere/b-merged --lab {lab}`"
+        f"`tunelab export r003-lora --merge --out {where}-merged --lab {lab.resolve()}`"
     )
 
 

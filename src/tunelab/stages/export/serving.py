@@ -14,9 +14,8 @@ predictions. A full fine-tune is its own merged form.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
-
-from tunelab.core.lab import lab_flag, shown_path
 
 HEADS_AND_EMBEDDINGS = (
     "lm_head",
@@ -61,8 +60,12 @@ def serving(
     elif merged:
         servable = "merged/ (the LoRA folded into the weights; verify loads it alone)"
     else:
-        # another --out: this bundle's folder is taken (the command as printed was refused)
-        again = f"{shown_path(final or bundle)}-merged" + (lab_flag(lab) if lab else "")
+        # another --out: this bundle's folder is taken (the command as printed was refused).
+        # Absolute: the line goes into the bundle's hashed model card, read elsewhere (relative
+        # to the shell the export ran in, it meant nothing there and its bytes hung on the cwd)
+        where = Path(final or bundle).resolve()
+        again = shlex.quote(f"{where}-merged")
+        again += f" --lab {shlex.quote(str(Path(lab).resolve()))}" if lab else ""
         servable = f"the merged form: run `tunelab export {run} --merge --out {again}`"
     return {"plain_lora": not why, "why": why, "servable": servable}
 
