@@ -51,8 +51,8 @@ VERDICT_RULE = (
     "replicates, no noise record); guardrail broken: a guardrail's judged interval past its "
     "limit; improved: estimate meets the minimum effect, seed-aware interval above zero, no "
     "guardrail unresolved (or accepted with a reason); improved on one seed: the same on the "
-    "example-level "
-    "interval alone (no replicates, no noise record); guardrail unresolved: either of those "
+    "example-level interval alone (no replicates, no noise record, or seeds that tie); "
+    "guardrail unresolved: either of those "
     "with a guardrail unresolved and not accepted; within seed noise: the example-level "
     "interval excludes zero but the seed-aware one does not, or the two runs differ only in "
     "training.seed; otherwise no evidence. On one seed, a primary that is the share of examples "
@@ -85,8 +85,8 @@ def tied_caution(tied: dict, what: str = "") -> str:
     `seeds_tied`)."""
     return (
         f"{what}seeds that tie ({', '.join(tied['sources'])}: a spread of 0 on {tied['df']} "
-        "degree(s) of freedom): that says nothing of how far a new seed would move it, so it is "
-        "judged as on one seed"
+        f"degree{'s' if tied['df'] != 1 else ''} of freedom): that says nothing of how far a new "
+        "seed would move it, so it is judged as on one seed"
     )
 
 
