@@ -83,9 +83,9 @@ def sign_flip(values_a: np.ndarray, values_b: np.ndarray, resamples: int = 9999)
     under no effect each example's difference is as likely negated, so the p-value is the
     share of sign patterns whose mean is as far from zero. Exact where the 2^k patterns of the
     k examples that changed are fewer than `resamples` (scipy enumerates them), seeded
-    otherwise. What McNemar's test is for a
-    share of examples right, for a mean of partial credits: on 5 examples the percentile
-    bootstrap excluded zero 9.6% of the time under no effect where it said 2.5%."""
+    otherwise. What McNemar's test is for a share of examples right, for a mean of partial
+    credits: on 5 examples the percentile bootstrap excluded zero 9.6% of the time under no
+    effect where it said 2.5%."""
     from scipy.stats import permutation_test  # scipy.stats takes most of a second to import
 
     diffs = np.asarray(values_b, float) - np.asarray(values_a, float)
