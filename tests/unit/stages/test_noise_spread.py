@@ -27,6 +27,20 @@ def pretrain_metrics(bpb: float, manuals: float) -> dict:
     }
 
 
+def floor(measured: dict) -> dict:
+    """A noise record of three seeds of r002 with `measured` as its spread."""
+    return {
+        "id": "n001",
+        "of": "r002",
+        "runs": ["r002", "r003", "r004"],
+        "seeds": [0, 1, 2],
+        "trained": 2,
+        "group": "g001",
+        "file": ".tunelab/noise/n001.json",
+        "spread": measured,
+    }
+
+
 def test_a_sources_counts_are_not_spread_over_seeds():
     runs = [
         {"metrics": pretrain_metrics(b, m)} for b, m in ((2.70, 2.50), (2.72, 2.53), (2.74, 2.53))
@@ -37,16 +51,7 @@ def test_a_sources_counts_are_not_spread_over_seeds():
     assert manuals["mean"] == pytest.approx(2.52) and manuals["range"] == pytest.approx(0.03)
     assert out["overall"]["bits_per_byte"]["sd"] == pytest.approx(0.02)
     text = io.StringIO()
-    record = {
-        "id": "n001",
-        "of": "r002",
-        "runs": ["r002", "r003", "r004"],
-        "seeds": [0, 1, 2],
-        "trained": 2,
-        "group": "g001",
-        "file": ".tunelab/noise/n001.json",
-        "spread": out,
-    }
+    record = floor(out)
     show_noise(record, Console(file=text, width=120))
     shown = text.getvalue()
     assert "bits_per_byte manuals" in shown and "bytes" not in shown.replace("bits_per_byte", "")
@@ -84,17 +89,7 @@ def test_the_floor_says_how_rough_its_sd_is_and_that_tied_seeds_measured_nothing
     assert (sd_interval(2)["low_factor"], sd_interval(2)["high_factor"]) == (0.521, 6.285)
     # three seeds of 0.36: np.std reads 6.8e-17 of them, not 0
     tied = [{"metrics": {"accuracy": 0.36, "macro_f1": m, "n": 50}} for m in (0.7, 0.72, 0.7)]
-    record = {
-        "id": "n001",
-        "of": "r002",
-        "runs": ["r002", "r003", "r004"],
-        "seeds": [0, 1, 2],
-        "trained": 2,
-        "group": "g001",
-        "file": ".tunelab/noise/n001.json",
-        "spread": spread(tied, "classification"),
-        "sd_interval": sd_interval(2),
-    }
+    record = floor(spread(tied, "classification")) | {"sd_interval": sd_interval(2)}
     text = io.StringIO()
     show_noise(record, Console(file=text, width=300))
     shown = text.getvalue()
