@@ -373,6 +373,13 @@ def _settled(questions: tuple[Question, ...], answers: list[dict]) -> str:
         f"Beyond the seeds' reach overall: {', '.join(overall) or 'none'}; on one source only: "
         f"{', '.join(on_source) or 'none'}; within the seeds' noise: {', '.join(open_) or 'none'}."
     )
+    looks = sum(len(a["per_source"]) for a in answers if a["basis"] == SEEDS)
+    if on_source and looks > 1:  # a source's answer is one of many intervals looked at
+        said += (
+            f" A source's answer is one of {looks} per-source intervals: were no change real, "
+            f"one or more would fall beyond the seeds' reach about {1 - 0.95**looks:.0%} of "
+            "the time by chance."
+        )
     widths = [1000 * (a["high"] - a["low"]) / 2 for a in answers if a["basis"] == SEEDS]
     if widths:
         said += (
