@@ -63,3 +63,13 @@ def test_a_no_drop_rule_that_holds_says_it_is_about_these_examples():
     held = judge(Guardrail(metric="accuracy", scope="overall", max_drop=0.0), pair, None)
     assert held["status"] == "holds"
     assert "(no example worse: said of these examples, not of those to come)" in describe(held)
+
+
+def test_the_examples_that_would_resolve_the_exact_bound_are_counted_at_the_rates_seen():
+    """Scaled from the widened interval's width it read 918 where 178 do."""
+    from tunelab.stages.compare.guardrails import _needed_share
+
+    one = judged(89, 1, 0.04)["checks"]["overall"]
+    assert one["needed_n"] == 178  # 2 worse of 178: the bound 3.95 points, inside the limit
+    assert worse_share(2, 178) <= 0.04 < worse_share(2, 177)
+    assert _needed_share(0, 5, 89, 0.04) is None  # 5.6 points worse: no n resolves it
