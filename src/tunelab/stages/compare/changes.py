@@ -11,16 +11,19 @@ this tunelab's code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 RULE_TEXTS = ("verdict_rule", "guardrail_rule", "seed_rule")
 
 
-def verdict_changes(earlier: list[dict], result: dict, rules: dict) -> list[dict]:
+def verdict_changes(newest_first: Iterable[dict], result: dict, rules: dict) -> list[dict]:
     """Each run of `result` (a comparison being written, with its `rules`) whose verdict differs
-    from the newest of `earlier` (the lab's comparisons, oldest first) on its data version."""
-    same = [c for c in earlier if c.get("data_version") == result["data_version"]]
-    if not same:
+    from the newest earlier comparison on its data version (`newest_first`: the lab's, read
+    lazily, so that only those newer than it are read: each can be megabytes)."""
+    version = result["data_version"]
+    last = next((c for c in newest_first if c.get("data_version") == version), None)
+    if last is None:
         return []
-    last = same[-1]
     before = {r["id"]: r for r in last.get("runs", []) if r.get("verdict")}
     return [
         {

@@ -88,7 +88,7 @@ def _bounded(check: dict, g: Guardrail, pair: Pair, name: str | None) -> dict:
         low = round(min(check["low"], fixed / n - worse_share(worse, n)), 4)
         if low == check["low"]:
             return check
-        unseen = {"examples": n, "worse": worse, "bootstrap_low": check["low"]}
+        unseen = {"examples": n, "worse": worse, "fixed": fixed, "bootstrap_low": check["low"]}
     else:
         return check
     status = status_of({"low": low, "high": check["high"]}, g.max_drop)
@@ -101,11 +101,11 @@ def _bounded(check: dict, g: Guardrail, pair: Pair, name: str | None) -> dict:
     if status == UNRESOLVED:
         n = len(pair.ids)
         if unseen.get("worse"):  # toward holding at the rates seen; else toward broken
-            group = _needed_share(changed[0], changed[1], changed[2], g.max_drop)
+            group = _needed_share(unseen["fixed"], unseen["worse"], unseen["examples"], g.max_drop)
             needed = (
                 needed_n({"low": low, "high": check["high"]}, g.max_drop, n)
                 if group is None
-                else math.ceil(group * n / changed[2])
+                else math.ceil(group * n / unseen["examples"])
             )
         else:
             needed = math.ceil(n * examples_to_see(g.max_drop) / size)

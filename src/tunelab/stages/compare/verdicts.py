@@ -199,7 +199,8 @@ def compare(
         "reason": reason.strip() if reason and reason.strip() else None,
         "accepted_unresolved": accept_unresolved,
     }
-    result["verdicts_changed"] = verdict_changes(store.comparisons(), result, rules)
+    earlier = (store.load(path) for path in reversed(store.numbered(COMPARISONS)))
+    result["verdicts_changed"] = verdict_changes(earlier, result, rules)
     return write_comparison(store, result, rules, [reference, *variants])
 
 
