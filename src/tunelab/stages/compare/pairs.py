@@ -26,7 +26,7 @@ import numpy as np
 
 from tunelab.core.errors import TunelabError
 from tunelab.stages.compare.set_stats import set_bootstrap, set_metric
-from tunelab.stages.compare.stats import MetricFn, arm_bootstrap
+from tunelab.stages.compare.stats import MetricFn, arm_bootstrap, swap_test
 from tunelab.stages.compare.two_level import (
     arm_weight,
     combine,
@@ -77,20 +77,8 @@ class Pair:
         """metric(run's arm) - metric(reference's arm), overall or for one group: the
         example-level interval, the seed-aware one when the seeds' variance is known, and
         which of them is judged (`rules.combine`)."""
-        bootstrap = arm_bootstrap
-        if self.multilabel:
-            fn, gold, prepare = set_metric(metric, group, self.labels), self.gold, np.asarray
-            bootstrap = set_bootstrap
-        elif self.classification:
-            fn, gold, prepare = self._class_metric(metric, group), self.gold, np.asarray
-        elif self.documents:
-            fn, gold, prepare = self._documents(metric, group)
-        else:
-            fn, gold = mean_rows, np.zeros(len(self.ids))
-
-            def prepare(seed):
-                return np.array([per_example(p, metric, group) for p in seed])
-
+        fn, gold, prepare = self._metric(metric, group)
+        bootstrap = set_bootstrap if self.multilabel else arm_bootstrap
         a, b = [prepare(s) for s in self.a], [prepare(s) for s in self.b]
         example = bootstrap(fn, gold, a, b)
         arms = [
@@ -114,6 +102,27 @@ class Pair:
         if tied:
             combined["seeds_tied"] = {"sources": list(variance.sources), "df": variance.df}
         return combined
+
+    def swap_test(self, metric: str) -> dict:
+        """The paired randomisation test (`stats.swap_test`) of the metric between the arms'
+        first seeds, each example's two predictions swapped."""
+        fn, gold, prepare = self._metric(metric, None)
+        return swap_test(fn, gold, prepare(self.a[0]), prepare(self.b[0]))
+
+    def _metric(self, metric: str, group: str | None) -> tuple:
+        """The metric's function of resampled rows, what it takes as gold, and how a seed's
+        predictions become its rows."""
+        if self.multilabel:
+            return set_metric(metric, group, self.labels), self.gold, np.asarray
+        if self.classification:
+            return self._class_metric(metric, group), self.gold, np.asarray
+        if self.documents:
+            return self._documents(metric, group)
+
+        def prepare(seed):
+            return np.array([per_example(p, metric, group) for p in seed])
+
+        return mean_rows, np.zeros(len(self.ids)), prepare
 
     def changed(self, metric: str, group: str | None) -> tuple[int, int, int] | None:
         """(fixed, worse, examples) of a group whose metric is the share of its examples right,

@@ -57,8 +57,10 @@ VERDICT_RULE = (
     "interval excludes zero but the seed-aware one does not, or the two runs differ only in "
     "training.seed; otherwise no evidence. On one seed, a primary that is the share of examples "
     "right (accuracy, exact match, ...) also needs McNemar's exact test below 0.05, and one that "
-    "is a mean of partial credits over fewer than 100 examples the paired sign-flip test: on a "
-    "few changed examples the bootstrap's percentile interval is too narrow"
+    "is a mean of partial credits over fewer than 100 examples the paired sign-flip test, and "
+    "any other metric over fewer than 100 examples (macro-F1, bits per byte) the paired swap "
+    "test, each below 0.05: on a few changed examples the bootstrap's percentile interval is "
+    "too narrow"
 )
 MCNEMAR_LEVEL = 0.05
 """The exact test's level that a one-seed verdict on a 0/1 primary must also pass."""
@@ -146,16 +148,20 @@ def judged_verdict(interval: dict, min_effect: float) -> str:
     return NO_EVIDENCE
 
 
-def _too_few_changed(mcnemar: dict | None, flipped: dict | None = None) -> str | None:
+def _too_few_changed(versus: dict) -> str | None:
     """Why a one-seed verdict on a primary that is McNemar's own share of examples right is
-    not one: the exact test cannot tell its few changed examples from chance; nor one on a
-    mean of partial credits over few examples that the sign-flip test cannot (`flipped`)."""
-    if flipped and flipped["p_value"] >= MCNEMAR_LEVEL:
-        return (
-            f"on {flipped['n']} example(s) ({flipped['changed']} changed) the paired sign-flip "
-            f"test gives p = {flipped['p_value']:.3g}, which cannot tell that from chance, "
-            "though the bootstrap's interval excludes zero (too narrow on so few)"
-        )
+    not one: the exact test cannot tell its few changed examples from chance; nor one over few
+    examples that the sign-flip test (a mean of partial credits) or the swap test (any other
+    metric: macro-F1, bits per byte) cannot."""
+    mcnemar = versus.get("mcnemar")
+    for key, name in (("sign_flip", "sign-flip"), ("swap", "swap")):
+        paired = versus.get(key)
+        if paired and paired["p_value"] >= MCNEMAR_LEVEL:
+            return (
+                f"on {paired['n']} example(s) ({paired['changed']} changed) the paired {name} "
+                f"test gives p = {paired['p_value']:.3g}, which cannot tell that from chance, "
+                "though the bootstrap's interval excludes zero (too narrow on so few)"
+            )
     if not mcnemar or not mcnemar.get("tests_primary") or mcnemar["p_value"] < MCNEMAR_LEVEL:
         return None
     changed = mcnemar["fixed"] + mcnemar["broken"]
@@ -230,7 +236,7 @@ def verdict(
     broken = [describe(g) for g in rails if g["status"] == BROKEN]
     unresolved = [describe(g) for g in rails if g["status"] == UNRESOLVED]
     word = judged_verdict(boot, hypothesis.min_effect)
-    too_few = _too_few_changed(versus.get("mcnemar"), versus.get("sign_flip"))
+    too_few = _too_few_changed(versus)
     if word in (ONE_SEED, WORSE_ONE_SEED) and too_few:
         return NO_EVIDENCE, [*reasons, too_few, _caution(boot, judged), *unresolved, *extra]
     if word in LOSSES:

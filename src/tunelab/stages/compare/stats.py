@@ -104,6 +104,45 @@ def sign_flip(values_a: np.ndarray, values_b: np.ndarray, resamples: int = 9999)
     return {"changed": len(moved), "n": len(diffs), "p_value": float(result.pvalue)}
 
 
+def swap_test(
+    metric: MetricFn,
+    gold: np.ndarray,
+    pred_a: np.ndarray,
+    pred_b: np.ndarray,
+    resamples: int = 9999,
+) -> dict:
+    """The paired randomisation test of metric(b) - metric(a) for a metric that is not a mean
+    over examples (macro-F1, a multilabel F1, bits per byte over documents): under no effect
+    each example's two predictions are as likely swapped, so the p-value is the share of swap
+    patterns whose difference is as far from zero. Only the examples whose predictions differ
+    can move it: exact where their 2^k patterns are no more than `resamples`, seeded draws
+    otherwise. `sign_flip` is this test for a mean of per-example values. Rows of `pred_a` and
+    `pred_b` are examples (a label index, a multi-hot row or a document's NLL); `metric` takes
+    (patterns, examples, ...) arrays, as the bootstraps call it."""
+    pred_a, pred_b = np.asarray(pred_a), np.asarray(pred_b)
+    differs = (pred_a != pred_b).reshape(len(pred_a), -1).any(-1)
+    changed = np.flatnonzero(differs)
+    k = len(changed)
+    if k == 0:
+        return {"changed": 0, "n": len(pred_a), "p_value": 1.0}
+    exact = 2**k <= resamples
+    if exact:
+        patterns = (np.arange(2**k)[:, None] >> np.arange(k)) & 1
+    else:
+        patterns = np.random.default_rng(0).integers(0, 2, size=(resamples, k))
+    swap = patterns.astype(bool).reshape(patterns.shape + (1,) * (pred_a.ndim - 1))
+    rows_a = np.repeat(pred_a[None], len(patterns), axis=0)
+    rows_b = np.repeat(pred_b[None], len(patterns), axis=0)
+    rows_a[:, changed] = np.where(swap, pred_b[changed], pred_a[changed])
+    rows_b[:, changed] = np.where(swap, pred_a[changed], pred_b[changed])
+    golds = np.repeat(np.asarray(gold)[None], len(patterns), axis=0)
+    diffs = metric(golds, rows_b) - metric(golds, rows_a)
+    observed = float(metric(gold[None], pred_b[None])[0] - metric(gold[None], pred_a[None])[0])
+    extreme = int(np.sum(np.abs(diffs) >= abs(observed) - 1e-12))
+    p = extreme / len(patterns) if exact else (extreme + 1) / (len(patterns) + 1)
+    return {"changed": k, "n": len(pred_a), "p_value": float(min(p, 1.0))}
+
+
 def flips(ids: list[str], correct_a: np.ndarray, correct_b: np.ndarray, limit: int = 5) -> dict:
     """Examples that system b fixed (a wrong, b right) and broke (a right, b wrong): counts
     and the first `limit` ids of each (in the order of `ids`)."""

@@ -1,7 +1,8 @@
 """The paired statistics of one run against its reference on the same examples: the interval
 (`Pair.interval`), McNemar's exact test where the primary is a share of examples right, the
-sign-flip test where it is a mean of partial credits over few examples, the examples each run
-fixed and broke, and how concentrated the gain is."""
+sign-flip test where it is a mean of partial credits over few examples, the swap test where
+it is any other metric over few examples (macro-F1, a multilabel F1, bits per byte), the
+examples each run fixed and broke, and how concentrated the gain is."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from tunelab.stages.compare.pairs import Pair, right
 from tunelab.stages.compare.stats import FEW, concentration, flips, mcnemar_exact, sign_flip
 
-VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "sign_flip", "flips", "concentration")
+VERSUS_KEYS = ("metric", "bootstrap", "mcnemar", "sign_flip", "swap", "flips", "concentration")
 
 
 def paired_stats(pair: Pair, primary: str) -> dict:
@@ -30,6 +31,9 @@ def paired_stats(pair: Pair, primary: str) -> dict:
         result["mcnemar"]["tests_primary"] = tests
     elif not (pair.documents or pair.classification or pair.multilabel) and len(a) < FEW:
         result["sign_flip"] = sign_flip(a, b)  # a mean of partial credits on few examples
+    tested = result.get("mcnemar", {}).get("tests_primary") or "sign_flip" in result
+    if len(a) < FEW and not tested:  # macro-F1, a multilabel F1, bits per byte on few
+        result["swap"] = pair.swap_test(primary)
     if pair.documents:  # a flip: a document the run scores better (fixed) or worse (broken)
         result["flips"] = flips(pair.ids, a > b, b > a)
     else:

@@ -131,3 +131,27 @@ def test_the_sign_flip_test_is_exact_over_the_examples_that_changed():
     b[:5] = [0.1, 0.2, 0.3, 0.4, 0.5]
     assert sign_flip(a, b) == {"changed": 5, "n": 40, "p_value": 0.0625}
     assert sign_flip(a, a)["p_value"] == 1.0
+
+
+def test_the_swap_test_is_the_sign_flip_test_for_a_mean_and_exact_for_label_sets():
+    """Swapping an example's two values negates its difference: for a mean the two tests agree.
+    Multi-hot rows swap whole; enough changed examples are drawn, seeded."""
+    from functools import partial
+
+    from tunelab.stages.compare.set_stats import overall_rows
+    from tunelab.stages.compare.stats import sign_flip, swap_test
+
+    a = np.zeros(40)
+    b = np.zeros(40)
+    b[:5] = [0.1, 0.2, 0.3, 0.4, 0.5]
+    mean = lambda _, values: values.mean(axis=-1)  # noqa: E731
+    assert swap_test(mean, np.zeros(40), a, b) == sign_flip(a, b)
+    gold = np.eye(3, dtype=bool)[np.arange(30) % 3]
+    wrong = np.roll(gold, 1, axis=1)
+    pred_a, pred_b = wrong.copy(), wrong.copy()
+    pred_b[:3] = gold[:3]  # 3 examples set right
+    micro = partial(overall_rows, metric="micro_f1")
+    assert swap_test(micro, gold, pred_a, pred_b)["p_value"] == 0.25  # 2 of 8 patterns
+    pred_b[:20] = gold[:20]  # 20 changed: 2^20 patterns, 9,999 drawn
+    drawn = swap_test(micro, gold, pred_a, pred_b)
+    assert drawn["changed"] == 20 and drawn["p_value"] == 1 / 10000
