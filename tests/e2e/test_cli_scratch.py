@@ -183,8 +183,18 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
         in refused["error"]
     )
 
+    # a plain compare judges against the strongest baseline, here the untrained model: every
+    # run beats it, and the comparison says so and names the run the variants change
+    code, plain = tl(capsys, "compare", *where)
+    assert code == 0 and plain["reference"] == zero["id"], plain
+    assert (
+        "untrained model (model.init: scratch): every run that trains beats it"
+        in (plain["reference_note"])
+    )
+    assert plain["reference_note"].endswith(f"`tunelab compare --against {mha['id']}`")
     code, comparison = tl(capsys, "compare", *where, "--against", mha["id"])
     assert code == 0, comparison
+    assert comparison["reference_note"] is None
     assert comparison["primary_metric"] == "bits_per_byte" and comparison["groups"] == "per_source"
     rows = {r["id"]: r for r in comparison["runs"]}
     mqa = rows[ablation["runs"][1]["id"]]

@@ -88,6 +88,8 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
         )
+    if result.get("reference_note"):  # of the whole table: before it
+        console.print(f"[yellow]warning[/] {escape(result['reference_note'])}")
     console.print(table)
     if others and metric_tables:
         _other_metrics(result, others, console)

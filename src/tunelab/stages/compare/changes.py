@@ -55,7 +55,7 @@ def _why(last: dict, result: dict, rules: dict, was: dict, row: dict) -> str:
         why.append("the hypothesis or guardrails differ")
     if _sources(was) != _sources(row):  # this row's own, not the comparison's every record
         why.append(
-            f"its interval counts the seeds' noise of {', '.join(_sources(row)) or 'none'} "
+            f"the seeds' noise its interval counts: {', '.join(_sources(row)) or 'none'} "
             f"(was {', '.join(_sources(was)) or 'none'})"
         )
     seeds, had = len(rules["arms"].get(run, [run])), len((old.get("arms") or {}).get(run, [run]))

@@ -5,6 +5,8 @@ costs."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from tunelab.core.allowed import past_words, trained_past
 from tunelab.stages.compare.compute import compute_differences, text_differences
 from tunelab.stages.compare.platform import env_differences, process_differences
@@ -94,6 +96,34 @@ def multiplicity(rows: list[dict], reference: str) -> str | None:
         f"{text}; the best of {k} is the one most likely lifted by chance. The sealed test split "
         "(`tunelab final` on the one chosen) is the check that shares no such choosing"
     )
+
+
+def untrained_reference(reference: dict, runs: list[dict]) -> str | None:
+    """A from-scratch lab's baseline is an untrained model, and the strongest-baseline rule
+    picks it where no other baseline is: every run that trains beats it, so the verdicts say
+    that training trained, not what a variant's change did (a plain `compare` after the
+    ablation demo read GQA, NoPE and MoE "improved" where the demo had found seed noise).
+    Names the run the variants change, as their `parent`, when they name one."""
+    if reference["kind"] != "baseline":
+        return None
+    if ((reference.get("spec") or {}).get("model") or {}).get("init") != "scratch":
+        return None
+    trained = {r["id"] for r in runs if r["kind"] != "baseline"}
+    parents = Counter(
+        r["parent"] for r in runs if r["kind"] == "variant" and r.get("parent") in trained
+    )
+    text = (
+        f"the reference {reference['id']} is this from-scratch lab's untrained model "
+        "(model.init: scratch): every run that trains beats it, so these verdicts say that "
+        "training trained, not what a variant's change did; "
+    )
+    if parents:
+        parent = parents.most_common(1)[0][0]
+        return text + (
+            f"an ablation is judged against the run its variants change: "
+            f"`tunelab compare --against {parent}`"
+        )
+    return text + "judge the variants against a trained run: `tunelab compare --against RUN`"
 
 
 def _validation_notes(run: dict) -> list[str]:

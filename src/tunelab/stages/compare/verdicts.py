@@ -42,7 +42,7 @@ from tunelab.stages.compare.collapse import collapse_warnings
 from tunelab.stages.compare.forgetting import judge_forgetting
 from tunelab.stages.compare.frozen import frozen_rules, refuse_frozen_overrides, rule_differences
 from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
-from tunelab.stages.compare.notes import multiplicity, pair_warnings
+from tunelab.stages.compare.notes import multiplicity, pair_warnings, untrained_reference
 from tunelab.stages.compare.pairs import make_arms
 from tunelab.stages.compare.rules import VERDICT_RULE, verdict
 from tunelab.stages.compare.seeds import Arms
@@ -178,6 +178,7 @@ def compare(
         "groups": task.group_key,
         "runs": rows,
         "multiplicity": multiplicity(rows, reference["id"]),
+        "reference_note": None if against else untrained_reference(reference, runs),
         # runs that were not judged for their status, said so rather than left out in silence
         "left_out": [
             {"run": r["id"], "status": effective_status(r, store.runs_dir / r["id"])}

@@ -53,6 +53,8 @@ def comparison(record: dict, runs: list[dict] = ()) -> dict:
         "unjudged": unjudged,
         "reference_arm": reference_arm(record),
         "multiplicity": record.get("multiplicity"),
+        "reference_note": record.get("reference_note"),
+        "verdicts_changed": record.get("verdicts_changed") or [],
         "headlines": [_headline(r, primary) for r in _leading(variants)],
         "headlines_more": max(0, len(variants) - HEADLINES),
         "parents": {r["id"]: text for r in variants if (text := _parent(r, primary))},

@@ -76,5 +76,5 @@ def test_the_noise_named_is_the_rows_own_not_every_record_of_the_comparison():
     ]
     rules = RULES | {"noise": ["n001"]}  # the comparison used n001, for r002 only
     first, second = verdict_changes([earlier], now, rules)
-    assert first["why"] == "its interval counts the seeds' noise of noise n001 (was none)"
+    assert first["why"] == "the seeds' noise its interval counts: noise n001 (was none)"
     assert "n001" not in second["why"]

@@ -195,3 +195,26 @@ def test_a_bundle_row_names_its_base_its_digest_and_where_it_is(tmp_path):
     assert shown["base"]["name"] == "tiny-bert" and shown["sums_sha256"] == "ab" * 32
     path.write_text(json.dumps(record | {"bundle": "/elsewhere/bundles/r003"}))
     assert export(path, store)["bundle"] == {"path": "/elsewhere/bundles/r003", "found": False}
+
+
+def test_a_comparison_against_an_untrained_model_and_verdicts_that_turned_are_on_the_page(
+    tmp_path,
+):
+    """After the ablation demo a plain compare judged every variant against the untrained
+    model, and the page's first screen read "improved" for all of them, where the demo had
+    found seed noise: the comparison's warning and the turned verdicts were in the terminal
+    alone."""
+    gathered = gather(build_lab(tmp_path / "tickets"))
+    note = "the reference r001 is this from-scratch lab's untrained model (`--against r002`)"
+    turned = {"run": "r002-lora", "now": "improved", "comparison": "c000", "was": "no evidence"}
+    gathered["comparison"] |= {
+        "reference_note": note,
+        "verdicts_changed": [turned | {"why": "the reference is r001 (was r009)"}],
+    }
+    page = render(gathered)
+    head = page[page.index("<header>") : page.index("</header>")]
+    assert "untrained model (<code>--against r002</code>)" in head
+    assert "Verdicts changed since the last comparison on this data version: r002-lora (no " in head
+    table = section(page, "comparison")
+    assert "untrained model (<code>--against r002</code>)" in table
+    assert "Verdict changed: r002-lora reads improved, where c000 read no evidence: the " in table
