@@ -287,16 +287,18 @@ def verdict(
 
 
 def concentration_note(c: dict, f: dict, metric: str) -> str:
-    """Where the gain comes from, in the metric's units: without the most improved examples,
-    the mean change over the others (a rate's in points; it read "points per example")."""
+    """Where the gain comes from, in the units of each example's value (`measure`: a
+    classifier's correctness, so accuracy, beside a macro-F1 primary): without the most improved
+    examples, the mean change over the others (it read "it is -1.1 points" beside macro-F1)."""
     rest, others = c["delta_without_top_k"], c["n"] - c["k"]
-    if metric in lower_is_better:
+    measure = c.get("measure", metric)  # a record before it said which
+    if measure in lower_is_better:
         without = f"{rest:+.4f} (a reduction is the gain)"
     else:
         without = f"{100 * rest:+.1f} points"
     return (
         f"the gain comes from a handful of examples: without the {c['k']} most improved of "
-        f"{c['n']} it is {without}, the mean change over the other {others} "
+        f"{c['n']}, the mean change in {measure} over the other {others} is {without} "
         f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}, net {f['net']} "
         f"<= {c['k']})"
     )

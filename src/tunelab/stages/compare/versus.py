@@ -39,4 +39,7 @@ def paired_stats(pair: Pair, primary: str) -> dict:
     else:
         result["flips"] = flips(pair.ids, a >= 1, b >= 1)
     result["concentration"] = concentration(a, b)
+    # what each example's value is: a classifier's is its correctness, whatever the primary
+    measure = "subset_accuracy" if pair.multilabel else "accuracy" if pair.classification else ""
+    result["concentration"]["measure"] = measure or primary
     return result

@@ -162,8 +162,8 @@ def test_a_gain_from_three_examples_is_flagged_as_concentrated(tmp_path):
     assert any("handful of examples" in r for r in variant["reasons"])
     # in the metric's units: it read "-0.0108 per example" beside a table in points
     assert (
-        "without the 3 most improved of 90 it is +0.0 points, the mean change over the other "
-        "87 (fixed 3" in (variant["warnings"][0])
+        "without the 3 most improved of 90, the mean change in accuracy over the other 87 is "
+        "+0.0 points (fixed 3" in (variant["warnings"][0])
     )
 
 
@@ -174,9 +174,14 @@ def test_a_concentrated_reduction_is_written_as_a_reduction():
     f = {"fixed": {"count": 5}, "broken": {"count": 35}, "net": -30}
     said = concentration_note(c, f, "bits_per_byte")
     assert (
-        "without the 3 most improved of 40 it is -0.0012 (a reduction is the gain), the mean "
-        "change over the other 37" in said
+        "without the 3 most improved of 40, the mean change in bits_per_byte over the other 37 "
+        "is -0.0012 (a reduction is the gain)" in said
     )
+    # a classifier's examples are right or wrong: beside macro-F1 the change is in accuracy
+    said = concentration_note(
+        c | {"delta_without_top_k": -0.011, "measure": "accuracy"}, f, "macro_f1"
+    )
+    assert "the mean change in accuracy over the other 37 is -1.1 points" in said
 
 
 def test_a_spread_gain_is_not_concentrated_and_stays_improved(tmp_path):
