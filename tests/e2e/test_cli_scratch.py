@@ -216,6 +216,7 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     # bits per byte as it is, each delta a reduction: not a share in percent or points
     assert "bits_per_byte reduction (95% CI), higher is better" in page
     assert "bits_per_byte, %" not in page
+    assert "McNemar p" not in page  # a per-document score has no right and wrong: no column
     assert f"{mqa['bits_per_byte']:.4f}" in page and "per source on validation" in page
 
     # the handover: a scratch model's base is its config and tokenizer, carried in the bundle

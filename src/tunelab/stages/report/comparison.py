@@ -54,6 +54,11 @@ def comparison(record: dict, runs: list[dict] = ()) -> dict:
         "reference_arm": reference_arm(record),
         "multiplicity": record.get("multiplicity"),
         "reference_note": record.get("reference_note"),
+        # McNemar's test pairs right and wrong answers: a column only where a row has one
+        "mcnemar": any(
+            (r.get("vs_reference") or r.get("vs_first") or {}).get("mcnemar")
+            for r in record["runs"]
+        ),
         "verdicts_changed": record.get("verdicts_changed") or [],
         "headlines": [_headline(r, primary) for r in _leading(variants)],
         "headlines_more": max(0, len(variants) - HEADLINES),

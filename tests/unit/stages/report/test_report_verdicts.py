@@ -55,6 +55,7 @@ def test_the_head_and_the_table_give_each_verdict_before_the_metrics(tmp_path):
     table = section(page, "comparison")
     columns = table[table.index("<thead>") : table.index("</thead>")]
     assert columns.index(">verdict<") < columns.index(">accuracy, %<")  # never scrolled away
+    assert ">McNemar p<" in columns  # right and wrong answers: the exact test's column
 
 
 def test_a_rise_in_bits_per_byte_is_drawn_and_worded_as_the_rise():
