@@ -116,9 +116,10 @@ def test_the_card_says_when_test_rows_have_copies_in_validation(exported):
     assert "| 88.0 (95%: 77.1 to 95.8) |" in card  # the examples' noise on the test score
     assert "| 90.0 |" in card  # accuracy: no interval was drawn for it
     access = {"time": "2026-12-06T21:21:35+00:00", "run": "r003-lora"}
-    for log, said in (([], "0 times"), ([access], "once"), ([access] * 2, "2 times")):
+    for log, said in (([access], "once"), ([access] * 2, "2 times")):
         card = body(info | {"test_access_log": log})
         assert f"The sealed test split was opened {said} in this lab." in card  # not "time(s)"
+    assert "test split has not been opened in this lab." in body(info | {"test_access_log": []})
 
 
 def test_the_cards_gguf_paragraph_says_what_the_file_holds(exported):

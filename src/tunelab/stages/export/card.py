@@ -184,8 +184,11 @@ def body(info: dict) -> str:
             f"({threshold['rule']}).",
         ]
     accesses = info.get("test_access_log") or []
-    times = "once" if len(accesses) == 1 else f"{len(accesses)} times"
-    lines += ["", f"The sealed test split was opened {times} in this lab."]
+    if accesses:
+        times = "once" if len(accesses) == 1 else f"{len(accesses)} times"
+        lines += ["", f"The sealed test split was opened {times} in this lab."]
+    else:  # it read "opened 0 times"
+        lines += ["", "The sealed test split has not been opened in this lab."]
     for a in accesses:
         lines.append(
             f"- {a['time']}: {a['run']}" + (f" ({a['reason']})" if a.get("reason") else "")
@@ -265,18 +268,24 @@ def _regressed_line(r: dict) -> str:
 
 
 def _guardrail_line(g: dict) -> str:
-    """`Guardrail json_valid (overall, a drop of at most 0.0 points): holds, margin ...`."""
+    """`Guardrail json_valid (overall, may not drop): holds, its interval's worst end 81.7
+    points inside the limit, at overall.` (it read "a drop of at most 0.0 points ... margin
+    +81.7 points")."""
     name = g["metric"] + (f" on {g['on']}" if g.get("on") else "")
     plain = g["metric"] in PLAIN
-    if plain:
+    if g["max_drop"] == 0:
+        limit = "may not rise" if plain else "may not drop"
+    elif plain:
         limit = f"a rise of at most {g['max_drop']:.4f}"
     else:
         limit = f"a drop of at most {100 * g['max_drop']:.1f} points"
     head = f"Guardrail {name} ({g['scope']}, {limit}): {g['status']}"
     if g.get("margin") is None:
         return f"{head}, not checked: {g.get('not_checked')}."
-    margin = f"{g['margin']:+.4f}" if plain else f"{100 * g['margin']:+.1f} points"
-    return f"{head}, margin {margin} at {g['worst']}."
+    size = abs(g["margin"])
+    margin = f"{size:.4f}" if plain else f"{100 * size:.1f} points"
+    side = "inside" if g["margin"] >= 0 else "past"
+    return f"{head}, its interval's worst end {margin} {side} the limit, at {g['worst']}."
 
 
 def _serving_lines(serving: dict | None, kind: str) -> list[str]:

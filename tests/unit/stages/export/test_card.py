@@ -1,4 +1,5 @@
-"""The model card's words: what a guardrail that regressed says of its interval."""
+"""The model card's words: what a guardrail that regressed says of its interval, and what a
+guardrail's line says of its limit."""
 
 from __future__ import annotations
 
@@ -57,3 +58,21 @@ def test_a_repeated_test_score_is_marked_in_the_front_matter():
     info["final"] |= {"n": 1, "repeated": False}
     (scores,) = front_matter(info | {"test_access_log": [{}]})["model-index"][0]["results"]
     assert [m["name"] for m in scores["metrics"]][1] == "test accuracy"
+
+
+def test_a_guardrail_line_says_its_limit_and_on_which_side_its_interval_ends():
+    """It read "(overall, a drop of at most 0.0 points): holds, margin +81.7 points at
+    overall" where the terminal said "may not drop"."""
+    from tunelab.stages.export.card import _guardrail_line
+
+    g = {"metric": "json_valid", "scope": "overall", "max_drop": 0.0, "status": "holds"}
+    g |= {"worst": "overall", "margin": 0.817}
+    assert _guardrail_line(g) == (
+        "Guardrail json_valid (overall, may not drop): holds, its interval's worst end 81.7 "
+        "points inside the limit, at overall."
+    )
+    rise = g | {"metric": "bits_per_byte", "on": "news.jsonl", "max_drop": 0.02, "margin": -0.01}
+    assert _guardrail_line(rise | {"status": "broken"}) == (
+        "Guardrail bits_per_byte on news.jsonl (overall, a rise of at most 0.0200): broken, its "
+        "interval's worst end 0.0100 past the limit, at overall."
+    )
