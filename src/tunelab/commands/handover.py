@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunelab.commands.opening import (
+    BASE,
     lab_store,
     needs_base,
     needs_positions,
+    needs_recorded_base,
     needs_targets,
     opened_records,
     reopened,
@@ -72,6 +74,7 @@ def cmd_plan(args):
         help="also write the merged model as one GGUF file for llama.cpp (f32, f16 (default), "
         "q8_0), with the run's tokenizer and chat template; Llama and Qwen2 models",
     ),
+    BASE,
     device=True,
 )
 def cmd_export(args):
@@ -80,12 +83,14 @@ def cmd_export(args):
     from tunelab.stages.export.exportable import exportable  # no torch: what the run is, first
 
     # the run's recorded spec, not today's tunelab.yaml (a typo there blocked a handover)
-    lab = reopened(args, exportable, needs_base, needs_targets, needs_positions)
+    lab = reopened(
+        args, exportable, needs_base, needs_targets, needs_positions, needs_recorded_base
+    )
     from tunelab.core.env import pick_device
     from tunelab.stages.export.bundle import export_run
 
     lab.device = pick_device(args.device)
-    return export_run(lab, args.run, args.out, args.merge, args.gguf)
+    return export_run(lab, args.run, args.out, args.merge, args.gguf, args.base)
 
 
 @command(

@@ -7,8 +7,18 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
+
+from tunelab.commands.table import arg
 
 RUN_ARGUMENTS = ("run", "parent", "against")  # the arguments that name a run of the lab
+BASE = arg(
+    "--base",
+    type=Path,
+    help="where the base model the run trained on is now, when it moved from the place its "
+    "record names (checked against the sha256 the record holds)",
+)
+"""`final` and `export` of a run whose base moved (`reopened` reads it)."""
 
 
 def lab_store(path):
@@ -55,7 +65,7 @@ def reopened(args: argparse.Namespace, *checks: Callable):
     from tunelab.core.store import Store
 
     store = Store(args.lab)
-    return recorded_lab(store, store.read_record(args.run), checks)
+    return recorded_lab(store, store.read_record(args.run), checks, getattr(args, "base", None))
 
 
 def opened_records(args: argparse.Namespace):
@@ -71,11 +81,12 @@ def needs_one_change(parent: str | None, reason: str | None) -> Callable:
     the run itself: refused here, before torch is imported, it takes well under a second."""
 
     def check(lab) -> None:
-        from tunelab.stages.run.diff import check_one_change, diff_runs, resolve_parent
+        from tunelab.stages.run.diff import base_of, check_one_change, diff_runs, resolve_parent
 
         record = resolve_parent(lab.store, lab.data_version, parent)
         if record is not None:
-            diff = diff_runs(record, lab.spec.to_dict(), lab.data_version)
+            base = base_of(lab.spec.model, lab.path)  # hashed once: the run records it
+            diff = diff_runs(record, lab.spec.to_dict(), lab.data_version, base)
             check_one_change(diff, reason, record["id"])
 
     return check
@@ -103,6 +114,15 @@ def needs_base(lab) -> None:
     from tunelab.modeling.hub_cache import require_base
 
     require_base(lab)
+
+
+def needs_recorded_base(lab) -> None:
+    """The base of a run's recorded lab (or `--base`) is the one the run trained on: its files
+    hash as the record holds them (`identity.require_recorded_base`)."""
+    from tunelab.modeling.identity import require_recorded_base
+
+    if lab.recorded:
+        require_recorded_base(lab.spec.model, lab.path, lab.store.read_record(lab.recorded))
 
 
 def needs_targets(lab) -> None:

@@ -4,10 +4,12 @@ invalidated run, and the sealed final."""
 from __future__ import annotations
 
 from tunelab.commands.opening import (
+    BASE,
     needs_base,
     needs_one_change,
     needs_plan,
     needs_positions,
+    needs_recorded_base,
     needs_scorable,
     needs_targets,
     needs_usable,
@@ -18,9 +20,18 @@ from tunelab.commands.opening import (
 )
 from tunelab.commands.table import arg, command, positive
 
-MODEL_CHECKS = (needs_base, needs_targets, needs_usable, needs_positions, needs_scorable)
+MODEL_CHECKS = (
+    needs_base,
+    needs_targets,
+    needs_usable,
+    needs_positions,
+    needs_scorable,
+    needs_recorded_base,
+)
 """What `run` refuses of a spec before its model loads, besides its plan and parent; the
-commands that train or score one make them too, `noise` and `resume` on the run's record."""
+commands that train or score one make them too, `noise` and `resume` on the run's record (and
+there the base must be the one the run trained on)."""
+
 SEEDS = arg(
     "--seeds",
     type=positive,
@@ -185,6 +196,7 @@ def cmd_invalidate(args):
     "compare:final",
     arg("run", help="the chosen run id, e.g. r004-lora"),
     arg("--reason", help="required after the first opening of the test split; recorded"),
+    BASE,
     device=True,
 )
 def cmd_final(args):
@@ -193,4 +205,5 @@ def cmd_final(args):
     checks = (needs_base, needs_targets, needs_positions)  # the run's spec, before the seal
     # the run's recorded lab (today's tunelab.yaml is not read), without a device: the
     # refusals from the records come before torch loads
-    return run_final(reopened(args), args.run, args.reason, checks, args.device)
+    lab = reopened(args)
+    return run_final(lab, args.run, args.reason, checks, args.device, args.base)

@@ -66,11 +66,24 @@ def open_lab(
     return lab
 
 
-def recorded_lab(store: Store, record: dict, checks: Sequence[Check] = ()) -> Lab:
-    """A run's lab under the spec and data version its record holds, without a device
-    (`resume`, `noise`, `final`, `export`); messages name the record as where its values come
-    from. `checks` refuse it before any model loads."""
+def recorded_spec(record: dict, base: Path | None = None) -> Spec:
+    """The spec a run's record holds; with `base` (`--base`: where its base model is now, the
+    recorded place having moved), its `model.path` is that folder, absolute. The identity check
+    (`identity.require_recorded_base`) makes sure it is the base the run trained on."""
     spec = validate_spec(record["spec"])
+    if base is None:
+        return spec
+    model = spec.model.model_copy(update={"path": str(Path(base).expanduser().resolve())})
+    return spec.model_copy(update={"model": model})
+
+
+def recorded_lab(
+    store: Store, record: dict, checks: Sequence[Check] = (), base: Path | None = None
+) -> Lab:
+    """A run's lab under the spec and data version its record holds (its base at `base` when
+    given), without a device (`resume`, `noise`, `final`, `export`); messages name the record
+    as where its values come from. `checks` refuse it before any model loads."""
+    spec = recorded_spec(record, base)
     lab = Lab(store.lab, spec, store, None, data=record["data_version"], recorded=record["id"])  # type: ignore[arg-type]
     for check in checks:
         check(lab)

@@ -79,9 +79,21 @@ def missing_base(spec: ModelSpec, path: Path) -> str:
             f"fetch it once where the Hub is reachable (`hf download {spec.path}`, into that "
             "cache), or point model.path at a folder saved with save_pretrained."
         )
+    what = f"no config.json in {path}" if path.exists() else f"no folder {path}"
     return (
-        f"model.path {spec.path!r}: no config.json in {path}. tunelab loads local models only; "
-        "point model.path at a folder saved with save_pretrained."
+        f"model.path {spec.path!r}: {what}. tunelab loads local models only; point model.path "
+        "at a folder saved with save_pretrained."
+    )
+
+
+def moved_base(path: Path, run: str) -> str:
+    """A run's recorded base is not where its record says: its spec cannot be edited, so the
+    way out is the base put back, or (to hand the run over) its new place given."""
+    return (
+        f"the base model {run} trained on is not at {path}, where its record says (moved, "
+        "renamed, or on another machine): put it back there (a symbolic link will do), or give "
+        "its place with --base PATH (`final`, `export`: checked against the sha256 the record "
+        "holds); editing tunelab.yaml does not change a run's record."
     )
 
 
@@ -98,8 +110,9 @@ def require_base(lab) -> None:
         return
     path = locate(model, lab.path)
     if not path.exists():
-        recorded = f" (run {lab.recorded}'s record)" if lab.recorded else ""
-        raise TunelabError(missing_base(model, path) + recorded)
+        raise TunelabError(
+            moved_base(path, lab.recorded) if lab.recorded else missing_base(model, path)
+        )
     if path.is_dir() and (path / "config.json").is_file():  # the load refuses pickles too,
         from tunelab.modeling.safety import require_safetensors  # after torch: seconds later
 

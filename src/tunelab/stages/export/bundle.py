@@ -37,11 +37,10 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, no_permission, stop_cause
 from tunelab.core.exports import BUNDLE_FILE, recorded_export
-from tunelab.core.lab import Lab
+from tunelab.core.lab import Lab, recorded_spec
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import final_accesses
-from tunelab.core.spec import validate_spec
 from tunelab.core.store import (
     atomic_write_json,
     atomic_write_text,
@@ -69,9 +68,15 @@ little, see `verify.CONFIDENCE_TOLERANCE`)."""
 
 
 def export_run(
-    lab: Lab, run_id: str, out: Path | None = None, merge: bool = False, gguf: str | None = None
+    lab: Lab,
+    run_id: str,
+    out: Path | None = None,
+    merge: bool = False,
+    gguf: str | None = None,
+    base: Path | None = None,
 ) -> dict:
-    """Write the bundle of `run_id` and return what it holds.
+    """Write the bundle of `run_id` (its base at `base` when it moved: `--base`) and return
+    what it holds.
 
     The bundle is written into a hidden folder beside `out` and renamed into place when it is
     whole (`atomic_dir`): a kill, an error or Ctrl-C never leaves a bundle that looks complete.
@@ -84,7 +89,7 @@ def export_run(
     record = store.read_record(run_id)
     check_exportable(record, store.run_dir(run_id))
     require_intact_run(store.run_dir(run_id), record, "export")
-    spec = validate_spec(record["spec"])
+    spec = recorded_spec(record, base)
     # recorded absolute: a relative --out was read from the shell's folder, not the lab's
     bundle = Path(out).expanduser().resolve() if out else lab.path / BUNDLES / run_id
     if bundle.exists() and not bundle.is_dir():
@@ -254,16 +259,16 @@ def _base(bundle: Path, lab: Lab, record: dict, spec) -> dict:
     """The identity of the run's base. A model trained from scratch has no weights to bind to:
     its base, the config and the tokenizer of the run's data version, is written into `base/`
     and must hash as the run recorded it."""
-    from tunelab.modeling.identity import identity
+    from tunelab.modeling.identity import identity, require_recorded_base
     from tunelab.tasks.pretrain import sequence_length
 
     version = record["data_version"]
     length = sequence_length(spec) if spec.task.type == "pretrain" else None
-    base = identity(spec.model, lab.path, length, version)
-    if not spec.model.scratch:
-        return base
+    if not spec.model.scratch:  # the very base it trained on (a changed one had verified)
+        return require_recorded_base(spec.model, lab.path, record) or identity(spec.model, lab.path)
     from tunelab.modeling.scratch_identity import write_base
 
+    base = identity(spec.model, lab.path, length, version)
     recorded = record["base_model"]["weights_sha256"]
     if base["weights_sha256"] != recorded:
         raise ExportError(

@@ -43,17 +43,19 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.files import locked, read_jsonl, write_jsonl
-from tunelab.core.lab import Check, Lab, recorded_lab
+from tunelab.core.lab import Check, Lab, recorded_lab, recorded_spec
 from tunelab.core.layout import FINALS, FINALS_LOCK
 from tunelab.core.ledger import effective_status
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import final_accesses, open_sealed
-from tunelab.core.spec import Spec, validate_spec
+from tunelab.core.spec import Spec
 from tunelab.core.store import Store
+from tunelab.modeling.identity import require_recorded_base
 from tunelab.stages.final.scorers import head_path, scorer_of
 from tunelab.tasks import get_task, metrics_of
 from tunelab.tasks.resampled import score_interval
@@ -219,12 +221,14 @@ def run_final(
     reason: str | None = None,
     checks: Sequence[Check] = (),
     device: str | None = None,
+    base: Path | None = None,
 ) -> dict:
     """Evaluate `run_id` once on the sealed test split and record the access. `checks` (the
     refusals `run` makes before a model loads) are made on the run's recorded spec, and its
     model is loaded, before the split is opened: a run that cannot be scored any more (its base
-    moved or changed) costs no opening. A `lab` without a device gets `device` (`pick_device`)
-    once every refusal from the records has passed: those take no torch."""
+    moved or changed) costs no opening. `base`: where its base is now, when it moved (`--base`).
+    A `lab` without a device gets `device` (`pick_device`) once every refusal from the records
+    has passed: those take no torch."""
     from tunelab.core.env import fingerprint, pick_device
 
     store = lab.store
@@ -233,7 +237,8 @@ def run_final(
     _check_run(store, record)
     require_intact_run(store.run_dir(run_id), record, "final")
     if record.get("method") != "majority":  # a constant needs no model
-        recorded_lab(store, record, checks)
+        opened = recorded_lab(store, record, checks, base)
+        require_recorded_base(opened.spec.model, opened.path, record)  # the very one it trained on
     _check_reason(final_accesses(store), reason)  # said at once; again under the lock below,
     _check_verdict(run_id, *latest_verdict(store, run_id), reason)  # where a final may have run
     lab.device = lab.device or pick_device(device)
@@ -244,7 +249,7 @@ def run_final(
             _check_reason(earlier, reason)
             verdict, comparison = latest_verdict(store, run_id)
             _check_verdict(run_id, verdict, comparison, reason)
-            spec = validate_spec(record["spec"])
+            spec = recorded_spec(record, base)
             version = record["data_version"]
             scorer = scorer_of(lab, record, spec)
             rows, digest = open_sealed(store, version)

@@ -28,16 +28,47 @@ class ParentError(TunelabError):
     """The named parent cannot be one: unknown, or not a completed run."""
 
 
-def diff_runs(parent_record: dict, child_spec: dict, child_data_version: str) -> dict:
+BASE_KEY = "base weights sha256"
+"""The change a base's new weights make, where the spec names the same folder."""
+
+
+def diff_runs(
+    parent_record: dict, child_spec: dict, child_data_version: str, base: dict | None = None
+) -> dict:
     """The diff of a new run against its parent's record: spec changes and the data version
-    (a new data version is a change of the `data` group)."""
+    (a new data version is a change of the `data` group). With `base` (the identity of the new
+    run's base, `modeling.identity`), the base too: other weights at the same `model.path` are
+    a change of the `model` group (it read "the same spec"), and the same weights at another
+    path are not (a base moved: recorded, uncounted)."""
     diff = diff_specs(parent_record.get("spec") or {}, child_spec)
     before = parent_record.get("data_version")
     if before != child_data_version:
         change = {"key": "data_version", "parent": before, "child": child_data_version}
         diff.setdefault("data", []).insert(0, change)
-        diff = {g: diff[g] for g in sorted(diff, key=order)}
-    return diff
+    was = (parent_record.get("base_model") or {}).get("weights_sha256")
+    if base and was and (child_spec.get("model") or {}).get("init") != "scratch":
+        model = diff.pop("model", [])
+        moved = [c for c in model if c["key"] == "model.path"]
+        if base["weights_sha256"] != was:
+            model.append(
+                {"key": BASE_KEY, "parent": was[:16], "child": base["weights_sha256"][:16]}
+            )
+        elif moved:  # the same weights found elsewhere: where the base lies is no change
+            model.remove(moved[0])
+            diff.setdefault("runtime", []).append(moved[0] | {"same_base": True})
+        if model:
+            diff["model"] = model
+    return {g: diff[g] for g in sorted(diff, key=order)}
+
+
+def base_of(model, lab_path) -> dict | None:
+    """The identity of a pretrained base for `diff_runs` (None for a scratch model, whose base
+    is its spec): hashed once a process (`identity`), which the run records anyway."""
+    if model.scratch:
+        return None
+    from tunelab.modeling.identity import identity
+
+    return identity(model, lab_path)
 
 
 def counted_groups(diff: dict[str, list[dict]]) -> list[str]:

@@ -40,6 +40,7 @@ from tunelab.stages.check.record import check_status
 from tunelab.stages.inspect.lab import blocking, training_findings
 from tunelab.stages.inspect.windows import scored_past_training
 from tunelab.stages.run.diff import (
+    base_of,
     check_one_change,
     derived_changes,
     diff_runs,
@@ -146,7 +147,8 @@ def run_variant(
     as_diffed = spec.to_dict()
     if replicate is not None:
         as_diffed["training"]["seed"] = replicate["base_seed"]
-    diff = diff_runs(parent_record, as_diffed, version) if parent_record else None
+    base = base_of(spec.model, lab.path) if parent_record else None  # recorded below too
+    diff = diff_runs(parent_record, as_diffed, version, base) if parent_record else None
     if diff is not None:
         check_one_change(diff, reason, parent_record["id"])
     renderer, train_set, rejected, findings = prepare(lab, version, allow_warnings)
@@ -169,7 +171,6 @@ def run_variant(
         note = pooling_note(resolve_path(spec.model, lab.path))
         if note:
             trainable["pooling_note"] = note
-    base = None
     if spec.method.head_init == "probe":  # LP-FT: every rank fits the same probe
         base = identity(spec.model, lab.path, renderer.pack_length, version)
         trainable["head_init"] = init_from_probe(

@@ -237,3 +237,20 @@ def test_a_width_that_follows_the_changed_setting_is_named():
     said = derived_changes(mha, eight, diff_specs(mha, eight))
     assert [s.split(":")[0] for s in said] == ["kv heads 4 -> 8", "head dim 16 -> 8"]
     assert derived_changes({"model": {"path": "m"}}, {"model": {"path": "n"}}, {}) == []
+
+
+def test_a_base_is_diffed_by_its_weights_not_by_its_path():
+    """The same weights moved to another folder had counted as a change of the model (a run
+    with one more change refused); other weights at the same path read "the same spec"."""
+    parent = {"spec": spec(), "data_version": "v1", "base_model": {"weights_sha256": "a" * 64}}
+    moved = diff_runs(
+        parent, spec(**{"model.path": "elsewhere"}), "v1", {"weights_sha256": "a" * 64}
+    )
+    assert "model" not in moved and moved["runtime"][0]["same_base"]
+    both = spec(**{"model.path": "elsewhere", "training.lr": 1e-3})
+    check_one_change(diff_runs(parent, both, "v1", {"weights_sha256": "a" * 64}), None)
+    changed = diff_runs(parent, spec(), "v1", {"weights_sha256": "b" * 64})
+    assert changed == {
+        "model": [{"key": "base weights sha256", "parent": "a" * 16, "child": "b" * 16}]
+    }
+    assert diff_runs(parent, spec(), "v1") == {}  # no identity given: the spec alone
