@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tunelab.core.exports import BUNDLE_FILE
+from tunelab.core.files import DamagedFile
 from tunelab.core.store import Store, StoreError, read_json
 
 
@@ -43,17 +45,35 @@ def _interval(record: dict | None, metric: str | None) -> dict | None:
     return interval if interval and metric and interval.get("metric") == metric else None
 
 
-def _where(bundle: str | None, store: Store | None) -> dict:
-    """A bundle's folder as the page shows it: relative to the lab where it lies inside it,
-    else as recorded, and whether it is there (a lab copied elsewhere kept the old path)."""
+def _where(record: dict, store: Store | None) -> dict:
+    """An export record's bundle as the page shows it: relative to the lab where it lies inside
+    it, else as recorded, and whether it is there. The bundle is looked for as fsck and verify
+    find it: at the same place inside this lab first (a lab moved or copied keeps the old
+    absolute path in its records: a bundle moved with it read "not found", and a copy showed
+    the original lab's as its own), then where recorded; either must be the bundle of the
+    record's run, made at its moment."""
+    bundle = record.get("bundle")
     if not bundle or store is None:
         return {"path": bundle, "found": None}
-    path = Path(bundle)
+    recorded = Path(bundle)
+    inside = [store.lab / Path(*recorded.parts[-k:]) for k in range(1, len(recorded.parts))]
+    made = (record.get("run"), record.get("created"))
+    for path in [*inside, recorded]:
+        if _made(path) == made:
+            try:
+                return {"path": path.relative_to(store.lab).as_posix(), "found": True}
+            except ValueError:
+                return {"path": str(path), "found": True}
+    return {"path": bundle, "found": False}
+
+
+def _made(bundle: Path) -> tuple | None:
+    """The run and moment a bundle says it was made for (`tunelab.json`), or None."""
     try:
-        shown = path.relative_to(store.lab).as_posix()
-    except ValueError:
-        shown = bundle
-    return {"path": shown, "found": path.is_dir()}
+        info = read_json(bundle / BUNDLE_FILE)
+    except (DamagedFile, OSError, ValueError):
+        return None
+    return (info.get("run"), info.get("created")) if isinstance(info, dict) else None
 
 
 def invalidated(store: Store, run_id: str | None) -> str | None:
@@ -82,7 +102,7 @@ def export(path: Path, store: Store | None = None) -> dict:
     return {
         "file": path.name,
         "run": record.get("run"),
-        "bundle": _where(record.get("bundle"), store),
+        "bundle": _where(record, store),
         "sums_sha256": record.get("sums_sha256"),
         "base": {"name": base.get("name"), "weights_sha256": base.get("weights_sha256")},
         "created": record.get("created"),

@@ -186,15 +186,22 @@ def test_a_bundle_row_names_its_base_its_digest_and_where_it_is(tmp_path):
 
     store = Store(tmp_path)
     (tmp_path / "bundles" / "r003").mkdir(parents=True)
+    made = {"run": "r003", "created": "2026-12-07T10:00:00+00:00"}
+    (tmp_path / "bundles" / "r003" / "tunelab.json").write_text(json.dumps(made))
     base = {"name": "tiny-bert", "path": "/m", "weights_sha256": "5076c6045d31" + "0" * 52}
-    record = {"run": "r003", "bundle": str(tmp_path / "bundles" / "r003"), "base_model": base}
+    record = made | {"bundle": str(tmp_path / "bundles" / "r003"), "base_model": base}
     record["sums_sha256"] = "ab" * 32
     path = tmp_path / "1-r003.json"
     path.write_text(json.dumps(record))
     shown = export(path, store)
     assert shown["bundle"] == {"path": "bundles/r003", "found": True}
     assert shown["base"]["name"] == "tiny-bert" and shown["sums_sha256"] == "ab" * 32
+    # the lab moved with its bundle: found at the same place inside it (it read "not found")
     path.write_text(json.dumps(record | {"bundle": "/elsewhere/bundles/r003"}))
+    assert export(path, store)["bundle"] == {"path": "bundles/r003", "found": True}
+    # another export of the run, made at another moment, is not this record's bundle
+    other = record | {"bundle": "/elsewhere/bundles/r003", "created": "2026-12-08T00:00:00+00:00"}
+    path.write_text(json.dumps(other))
     assert export(path, store)["bundle"] == {"path": "/elsewhere/bundles/r003", "found": False}
 
 
