@@ -127,3 +127,15 @@ def test_export_with_base_binds_the_bundle_to_where_the_base_is_now(trained, cap
     assert bundle["base_model"]["path"] == str(moved)
     code, checked = tl(capsys, "verify", bundle["bundle"])
     assert code == 0 and checked["passed"], checked
+
+
+def test_a_bundle_of_a_base_inside_its_lab_verifies_after_the_lab_moved(trained, capsys, tmp_path):
+    """`model.path: base`, relative: the bundle recorded the base's absolute path, and once the
+    lab moved `verify` failed and wrote that failure over the export's pass."""
+    code, bundle = tl(capsys, "export", "r003-lora", "--lab", str(trained))
+    assert code == 0, bundle
+    moved = tmp_path / "moved lab"
+    trained.rename(moved)
+    code, checked = tl(capsys, "verify", str(moved / "bundles" / "r003-lora"))
+    assert code == 0 and checked["passed"], checked
+    assert checked["base"] == str(moved / "base") and checked["recorded"]

@@ -282,10 +282,9 @@ def test_a_same_shaped_base_with_other_weights_is_refused(exported, tiny_bert, t
 def test_a_base_that_is_not_where_recorded_asks_for_base(exported, tmp_path, capsys):
     _, bundle = exported
     code, result = tl(capsys, "verify", str(bundle), "--base", str(tmp_path / "gone"))
-    base = result["items"][1]
-    assert code == 1 and base["name"] == "base" and not base["passed"]
-    assert base["detail"].startswith(f"no base model at {tmp_path / 'gone'} (moved, or on")
-    assert "`tunelab verify BUNDLE --base PATH`" in base["detail"]
+    assert code == 2 and result["error"].startswith(f"no base model at {tmp_path / 'gone'} (")
+    assert "nothing was verified or recorded" in result["error"]  # not a failed verification
+    assert "`tunelab verify BUNDLE --base PATH`" in result["error"]
     with pytest.raises(TunelabError, match=r"no base model at .*base=PATH"):
         tunelab.load_bundle(bundle, base=tmp_path / "gone")
 

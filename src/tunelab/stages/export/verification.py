@@ -37,6 +37,7 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
     from tunelab.stages.export.load import lab_of
     from tunelab.stages.export.verify import verify_bundle
 
+    _require_base(Path(bundle), base)
     result = verify_bundle(bundle, base, device)
     lab = lab_of(Path(bundle))
     if lab is None:
@@ -54,6 +55,25 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
             raise
         return result | {"recorded": None, "not_recorded": f"{export['file']} may not be written"}
     return result | {"recorded": export["file"]}
+
+
+def _require_base(bundle: Path, base: Path | None) -> None:
+    """A base that is nowhere to be found is refused (exit 2) before anything is verified or
+    recorded: nothing about the bundle was checked, and recording it as a failed verification
+    had overwritten the pass its export record held."""
+    from tunelab.core.errors import TunelabError
+    from tunelab.stages.export.load import default_base, is_scratch, read_bundle
+
+    info = read_bundle(bundle)
+    path = Path(base or default_base(info, bundle)).expanduser()
+    if is_scratch(info) or path.exists():
+        return
+    recorded = info["base_model"]
+    raise TunelabError(
+        f"no base model at {path} (moved, or on another machine?): nothing was verified or "
+        "recorded. Give its folder with `tunelab verify BUNDLE --base PATH`; its weights must "
+        f"have the recorded sha256 {recorded['weights_sha256'][:16]}…"
+    )
 
 
 OUTSIDE = (
