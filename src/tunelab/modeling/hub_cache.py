@@ -98,8 +98,9 @@ def moved_base(path: Path, run: str) -> str:
 
 
 def require_base(lab) -> None:
-    """Refuse a base model that is not where `model.path` says (a folder moved, a typo), whose
-    weights are only pickles, or whose files are damaged (`whole_files.require_whole`), before a
+    """Refuse a base model that is not where `model.path` says (a folder moved, a typo), that is
+    an encoder-decoder (`architecture`), whose weights are only pickles, or whose files are
+    damaged (`whole_files.require_whole`), before a
     command records anything: the load says so too,
     but only after a run, a seed group or the test split's opening would have been recorded.
     A model built from scratch has no base."""
@@ -114,8 +115,10 @@ def require_base(lab) -> None:
             moved_base(path, lab.recorded) if lab.recorded else missing_base(model, path)
         )
     if path.is_dir() and (path / "config.json").is_file():  # the load refuses pickles too,
+        from tunelab.modeling.architecture import require_not_encoder_decoder
         from tunelab.modeling.safety import require_safetensors  # after torch: seconds later
 
+        require_not_encoder_decoder(path, f"model.path {model.path!r}")
         require_safetensors(path, f"model.path {model.path!r}")
         from tunelab.modeling.whole_files import require_whole
 

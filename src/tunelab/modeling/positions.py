@@ -19,6 +19,24 @@ LIMIT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
 """Where a config.json states its positions (GPT-2's `n_positions` is the others' name)."""
 
 
+OFFSET_TYPES = frozenset(
+    {
+        "roberta",
+        "roberta-prelayernorm",
+        "xlm-roberta",
+        "xlm-roberta-xl",
+        "camembert",
+        "data2vec-text",
+        "ibert",
+        "longformer",
+        "mpnet",
+    }
+)
+"""Model types whose position ids start after the padding index (`padding_idx + 1`, fairseq's
+way): roberta-base states 514 positions and takes 512 tokens; a sequence of the stated length
+fails inside the model ("index 514 is out of bounds")."""
+
+
 class PositionsError(TunelabError):
     """The spec's sequences are longer than the base model's positions."""
 
@@ -39,6 +57,10 @@ def position_limit(folder: Path) -> tuple[str, int] | None:
         for key in LIMIT_KEYS:
             value = section.get(key)
             if isinstance(value, int) and value > 0:
+                pad = section.get("pad_token_id")
+                if section.get("model_type") in OFFSET_TYPES and isinstance(pad, int):
+                    usable = f"{key} {value} less pad_token_id {pad} + 1, where its positions start"
+                    return prefix + usable, value - pad - 1
                 return prefix + key, value
     return None
 

@@ -76,3 +76,29 @@ def test_a_causal_lm_scoring_labels_counts_the_longest_label(tmp_path, tiny_bert
         f"tokens = 257 positions, more than the base model's 256"
     )
     assert str(err.value).endswith(f"Set model.max_length to {256 - longest} or less.")
+
+
+def test_roberta_style_positions_count_from_after_the_padding_index(tmp_path):
+    """roberta-base states 514 positions and takes 512 tokens: a spec of the stated length
+    passed here and failed inside the model ("index 130 is out of bounds")."""
+    config = {"model_type": "roberta", "max_position_embeddings": 130, "pad_token_id": 1}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    key, usable = position_limit(tmp_path)
+    assert usable == 128 and key.startswith("max_position_embeddings 130 less pad_token_id 1")
+    config["model_type"] = "bert"  # BERT's positions start at 0
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert position_limit(tmp_path) == ("max_position_embeddings", 130)
+
+
+def test_an_encoder_decoder_base_is_refused_before_anything_loads(tmp_path):
+    """BART loaded as a causal LM had dropped its encoder, trained, and exported a bundle that
+    reproduced none of its predictions; T5 failed inside the model (exit 1)."""
+    from tunelab.core.errors import TunelabError
+    from tunelab.modeling.architecture import require_not_encoder_decoder
+
+    config = {"model_type": "bart", "is_encoder_decoder": True}
+    (tmp_path / "config.json").write_text(json.dumps(config | {"architectures": ["BartModel"]}))
+    with pytest.raises(TunelabError, match=r"model.path 'bart' is an encoder-decoder model \("):
+        require_not_encoder_decoder(tmp_path, "model.path 'bart'")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    require_not_encoder_decoder(tmp_path, "model.path 'bert'")

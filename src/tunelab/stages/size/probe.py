@@ -74,7 +74,18 @@ def main(argv: list[str]) -> int:
     return status
 
 
+def architecture_module(model_type: str) -> str:
+    """The transformers module of a `model_type`, by transformers' own name of it: `deberta-v2`
+    lives in `deberta_v2`, `gemma3_text` in `gemma3` (the raw type had stopped the probe: "No
+    module named transformers.models.deberta-v2")."""
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    module = model_type_to_module_name(model_type)
+    return f"transformers.models.{module}.modeling_{module}"
+
+
 def measure(args: dict[str, Any]) -> dict[str, Any]:
+    import contextlib
     import importlib
 
     import torch
@@ -84,8 +95,8 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
     import tunelab.training.loop  # noqa: F401  (part of the framework overhead)
 
     if args.get("model_type"):  # the architecture's module, imported lazily by transformers
-        t = args["model_type"]
-        importlib.import_module(f"transformers.models.{t}.modeling_{t}")
+        with contextlib.suppress(ImportError):  # else counted with the model's own load
+            importlib.import_module(architecture_module(args["model_type"]))
     res: dict[str, Any] = {"rss_imports_mb": rss_mb()}
     warm_up_runtime()
     res |= {"rss_framework_mb": rss_mb(), "threads": torch.get_num_threads()}

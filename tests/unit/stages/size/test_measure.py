@@ -297,3 +297,15 @@ def test_a_what_if_is_kept_beside_the_specs_own_measurement_never_in_its_place(m
     assert latest_size(lab.store, "cpu")["file"] == own["file"]  # ... and the plan's
     (lab.path / own["file"]).unlink()
     assert latest_size(lab.store, "cpu")["what_if"] == what_if  # a what-if when no other
+
+
+def test_the_probe_imports_an_architecture_by_transformers_own_module_name():
+    """`deberta-v2` and `gemma3_text` are not module names: the probe had stopped with "No
+    module named 'transformers.models.deberta-v2'" (exit 2, as if the user's error)."""
+    import importlib
+
+    from tunelab.stages.size.probe import architecture_module
+
+    for kind in ("deberta-v2", "xlm-roberta", "gemma3_text", "qwen3"):
+        importlib.import_module(architecture_module(kind))
+    assert architecture_module("deberta-v2") == "transformers.models.deberta_v2.modeling_deberta_v2"
