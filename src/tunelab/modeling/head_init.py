@@ -73,18 +73,36 @@ def head_features(
     pad_id: int,
     device: torch.device,
 ) -> np.ndarray:
-    """The input of `layer` for each example, in order, in evaluation mode."""
+    """The input of `layer` for each example, in order, in evaluation mode. A decoder's head
+    (`score`) reads every position, and the model keeps the logits of the last token that is
+    not padding: its features are that position's, picked by the same rule (they had come
+    back per token, and the probe stopped on a 3-D array, exit 1)."""
     captured: list[torch.Tensor] = []
     hook = layer.register_forward_hook(lambda _m, args, _out: captured.append(args[0].float()))
     was_training = model.training
     model.eval()
     try:
         for start in range(0, len(examples), batch_size):
-            model(**classifier_batch(examples[start : start + batch_size], pad_id, device))
+            batch = classifier_batch(examples[start : start + batch_size], pad_id, device)
+            model(**batch)
+            if captured[-1].dim() == 3:
+                captured[-1] = _last_token(captured[-1], batch, model.config.pad_token_id)
     finally:
         hook.remove()
         model.train(was_training)
     return torch.cat(captured).cpu().numpy()
+
+
+def _last_token(features: torch.Tensor, batch: dict, pad: int | None) -> torch.Tensor:
+    """Each sequence's features at the position whose logits a decoder's sequence classifier
+    keeps: transformers' rule, the last token that is not `pad_token_id` (the last position
+    where the config names no pad)."""
+    if pad is None:
+        return features[:, -1]
+    ids = batch["input_ids"]
+    positions = torch.arange(ids.shape[-1], device=ids.device)
+    last = (positions * (ids != pad).int()).argmax(-1)
+    return features[torch.arange(len(features), device=features.device), last]
 
 
 def probe_features(

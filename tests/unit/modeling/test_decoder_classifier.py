@@ -102,3 +102,31 @@ def test_a_checkpoint_s_head_is_kept_only_for_the_same_labels_in_order(tiny_gpt2
     torch.testing.assert_close(loaded(five), saved)  # the same labels, in order: kept
     assert not torch.equal(loaded(["e", "d", "c", "b", "a"]), saved)  # same size, other order
     assert loaded(LABELS).shape == (2, 32)  # another size: a new head, no error
+
+
+def test_lp_ft_on_a_decoder_starts_from_the_probe_on_each_text_s_last_token(tiny_gpt2):
+    """`head_init: probe`, the classification template's own, stopped every decoder lab with
+    "Found array with dim 3" (exit 1): the head reads every position. The features are the
+    position whose logits the model keeps, so its first predictions are the probe's."""
+    from tunelab.modeling.head_init import head_features, head_layer, init_from_probe
+
+    spec = ModelSpec(path=str(tiny_gpt2))
+    torch.manual_seed(0)
+    model, _ = apply_method(
+        load_classifier(spec, tiny_gpt2, LABELS, CPU), LoraMethod(r=2), TaskType.SEQ_CLS
+    )
+    tokenizer = load_tokenizer(spec, tiny_gpt2)
+    rows = [{**r, "id": f"{r['id']}{i}"} for i in range(4) for r in ROWS]
+    encoded = encode_classification(tokenizer, rows, LABELS, 64)
+    pad = pad_id(tokenizer)
+    _, layer = head_layer(model, len(LABELS))
+    together = head_features(model, layer, encoded, 8, pad, CPU)  # padded batches
+    alone = np.concatenate([head_features(model, layer, [e], 1, pad, CPU) for e in encoded])
+    assert together.shape == (8, 32)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    record = init_from_probe(model, encoded, LABELS, 8, pad, CPU)
+    model.eval()
+    with torch.no_grad():
+        logits = model(**collate(encoded, pad, CPU)).logits
+    accuracy = float((logits.argmax(-1) == torch.tensor([e.label for e in encoded])).float().mean())
+    assert accuracy == pytest.approx(record["train_accuracy"], abs=1e-6)
