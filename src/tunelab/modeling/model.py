@@ -113,11 +113,22 @@ def load_classifier(
     loaded = not any(k.startswith(f"{name}.") for k in fresh)
     if loaded and _checkpoint_labels(path, spec, lab) != labels:  # same size, other labels
         redraw(model, layer)
+    model.drawn_at_random = drawn_at_random(model, fresh, name)
     if model.config.pad_token_id is None:
         # a decoder's classifier (GPT-2, Llama...) pools its last non-pad token and refuses
         # batches without a pad id in its config: the one batches are padded with
         model.config.pad_token_id = pad_id(load_tokenizer(spec, lab))
     return model.to(device)
+
+
+def drawn_at_random(model: PreTrainedModel, missing: set[str], head: str) -> list[str]:
+    """The modules besides the head whose weights the checkpoint lacks, so drawn at random: a
+    masked-LM checkpoint has no pooler (DeBERTa-v3's, ALBERT's). Under LoRA they are trained
+    and saved with the head (`apply_method`): frozen at random and left out of the adapter, the
+    bundle had reproduced none of its predictions."""
+    params = dict(model.named_parameters())
+    modules = {k.rsplit(".", 1)[0] for k in missing if k in params and "." in k}
+    return sorted(m for m in modules if m != head and not m.startswith(f"{head}."))
 
 
 def _checkpoint_labels(path: Path, spec: ModelSpec, lab: Path) -> list[str]:
@@ -272,12 +283,17 @@ def apply_method(
     Without a task type (an image classifier) the new head is added to the modules LoRA trains
     whole and saves, as PEFT does itself for a sequence classifier's."""
     report: dict = {"method": method.type}
+    fresh = getattr(model, "drawn_at_random", None) or []
+    if fresh:  # no weights in the checkpoint: trained from their random start, and said
+        report["drawn_at_random"] = fresh
     if isinstance(method, LoraMethod):
         if task_type is None:
             from tunelab.modeling.head_init import head_layer
 
             head = head_layer(model, model.config.num_labels)[0]
             method.modules_to_save = sorted({*(method.modules_to_save or []), head})
+        if fresh:
+            method.modules_to_save = sorted({*(method.modules_to_save or []), *fresh})
         matched = check_targets(model, method)
         modules = dict(model.named_modules())
         config = LoraConfig(

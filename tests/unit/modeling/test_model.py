@@ -188,3 +188,35 @@ def test_an_adapters_config_is_written_in_one_order(tiny_bert, tmp_path):
     save_trained(model, tmp_path / "w")
     config = json.loads((tmp_path / "w" / "adapter_config.json").read_text())
     assert config["target_modules"] == sorted(targets)
+
+
+def test_a_pooler_the_checkpoint_lacks_is_trained_and_saved_under_lora(tiny_bert, tmp_path):
+    """A masked-LM checkpoint has no pooler (DeBERTa-v3's, ALBERT's): it was drawn at random,
+    frozen under LoRA and left out of the adapter, so each load drew another, and the bundle
+    reproduced none of its predictions."""
+    from transformers import BertForMaskedLM
+
+    masked = tmp_path / "masked"
+    BertForMaskedLM.from_pretrained(tiny_bert).save_pretrained(masked)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (tiny_bert / name).is_file():
+            shutil.copy(tiny_bert / name, masked / name)
+    spec = ModelSpec(path=str(masked))
+    torch.manual_seed(0)
+    loaded = load_classifier(spec, masked, LABELS, CPU)
+    model, report = apply_method(loaded, LoraMethod(r=2), TaskType.SEQ_CLS)
+    assert report["drawn_at_random"] == ["bert.pooler.dense"]
+    assert any(m.endswith("pooler.dense") for m in report["modules_to_save"])
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.01 * torch.randn_like(p))
+    save_trained(model, tmp_path / "w")
+    tok = load_tokenizer(spec, masked)
+    rows = [{"id": "1", "text": "the team scored", "label": "sport"}]
+    data = encode_classification(tok, rows * 2, LABELS, 16)
+    before = predict_classifier(model, data, LABELS, 2, CPU, tok.pad_token_id)
+    torch.manual_seed(1)  # another draw for what the checkpoint lacks
+    again = load_trained_classifier(spec, masked, LABELS, tmp_path / "w", CPU)
+    after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
+    assert [p["confidence"] for p in after] == pytest.approx([p["confidence"] for p in before])

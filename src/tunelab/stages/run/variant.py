@@ -186,6 +186,12 @@ def run_variant(
             console.print(head_line(trainable["head_init"]))
     if console and trainable.get("pooling_note") and world.main:
         console.print(f"[yellow]note[/] {trainable['pooling_note']}")
+    if console and trainable.get("drawn_at_random") and world.main:
+        console.print(
+            f"[yellow]note[/] the base has no weights for {', '.join(trainable['drawn_at_random'])}"
+            " (a masked-LM checkpoint's missing pooler): drawn at random, trained and saved with "
+            "the head"
+        )
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
         return follow(lab, world, model, renderer, train_set, sampler, version=version)
     record, run_dir = ledger.open_run(
