@@ -71,7 +71,10 @@ def export(result: dict, console: Console) -> None:
             f"{escape(served['servable'])}"
         )
     elif served.get("plain_lora"):
-        console.print("  a plain LoRA: LoRA-serving engines (vLLM) can load the adapter as it is")
+        console.print(
+            "  a plain LoRA: an engine that serves LoRA adapters for this architecture can load "
+            "it as it is (which architectures an engine serves LoRA for is its own list)"
+        )
     g = result.get("gguf")
     if g:
         t = g["tokenizer"]

@@ -299,8 +299,9 @@ def _serving_lines(serving: dict | None, kind: str) -> list[str]:
     if serving["plain_lora"]:
         return [
             *lines,
-            "A plain LoRA (only low-rank matrices of the base's linear layers): engines that "
-            "load LoRA adapters per request can take it as it is.",
+            "A plain LoRA (only low-rank matrices of the base's linear layers): an engine that "
+            "serves LoRA adapters for this architecture can take it as it is (which "
+            "architectures an engine serves LoRA for is its own list).",
         ]
     lines.append(
         "**Not a plain LoRA: engines that load only LoRA matrices (vLLM's LoRA loader, for "

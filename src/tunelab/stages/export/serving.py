@@ -54,7 +54,7 @@ def serving(
             "servable": "the bundle's own weights (full fine-tuning: nothing to merge)",
         }
     config = json.loads((bundle / "adapter_config.json").read_text(encoding="utf-8"))
-    why = not_plain(config)
+    why = not_plain(config | {"modules_to_save": saved_modules(bundle, config)})
     if not why:
         servable = "the adapter as it is (a plain LoRA)"
     elif merged:
@@ -68,6 +68,21 @@ def serving(
         again += f" --lab {shlex.quote(str(Path(lab).resolve()))}" if lab else ""
         servable = f"the merged form: run `tunelab export {run} --merge --out {again}`"
     return {"plain_lora": not why, "why": why, "servable": servable}
+
+
+def saved_modules(bundle: Path, config: dict) -> list[str]:
+    """The adapter config's `modules_to_save` that the adapter holds weights of: PEFT lists
+    both a BERT's and a decoder's head name for any sequence classifier (Qwen3's bundle said
+    "modules_to_save ['classifier', 'score']", with no `classifier`)."""
+    from safetensors import safe_open
+
+    listed = config.get("modules_to_save") or []
+    path = bundle / "adapter_model.safetensors"
+    if not listed or not path.is_file():
+        return listed
+    with safe_open(str(path), framework="numpy") as f:
+        keys = [f".{k}." for k in f.keys()]  # noqa: SIM118 (safe_open has no __iter__)
+    return [m for m in listed if any(f".{m}." in k for k in keys)]
 
 
 def not_plain(config: dict) -> list[str]:

@@ -44,3 +44,17 @@ def test_the_servable_form_is_the_merged_folder_or_the_command_that_makes_it(tmp
     said = serving(tmp_path, "lora", merged=False, run="r3", lab=lab)["servable"]
     assert said.endswith(f"`tunelab export r3 --merge --out {tmp_path}-merged --lab {lab}`")
     assert serving(tmp_path, "full", merged=False)["plain_lora"] is None
+
+
+def test_only_the_saved_modules_the_adapter_holds_are_named(tmp_path):
+    """PEFT lists a BERT's and a decoder's head for every sequence classifier: a Qwen3 bundle
+    said "modules_to_save ['classifier', 'score']", and Qwen3 has no `classifier`."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    config = PLAIN | {"modules_to_save": ["classifier", "score"]}
+    (tmp_path / "adapter_config.json").write_text(json.dumps(config))
+    weights = {"base_model.model.score.modules_to_save.default.weight": np.zeros((2, 4), "f4")}
+    save_file(weights, str(tmp_path / "adapter_model.safetensors"))
+    said = serving(tmp_path, "lora", merged=False)
+    assert [w.split(":")[0] for w in said["why"]] == ["modules_to_save ['score']"]
