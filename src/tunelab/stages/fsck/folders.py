@@ -117,15 +117,23 @@ def run_folders(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
         if record.get("status") == "completed":
             out += _run_files(store, folder, record, not_checked)
         else:  # weights saved before a stop, or a checkpoint: `resume` reads them
-            out += _saved_weights(store, folder, record) + _checkpoint(store, folder)
+            out += _saved_weights(store, folder, record) + _checkpoint(store, folder, record)
     return out, n
 
 
-def _checkpoint(store: Store, folder: Path) -> list[dict]:
-    """A run not completed: its checkpoint's files as their `state.json` hashed them."""
+def _checkpoint(store: Store, folder: Path, record: dict) -> list[dict]:
+    """A run not completed: its checkpoint's files as their `state.json` hashed them, and the
+    checkpoint its record says it kept there (a lab cloned without it said nothing)."""
     found = find_checkpoint(folder / CHECKPOINT_DIR)
     if found is None:
-        return []
+        kept = record.get("checkpoint")
+        if not kept or record.get("status") == "running":
+            return []
+        problem = (
+            f"missing: the run's record says it kept its checkpoint at {kept}/ when it stopped"
+        )
+        fix = "restore it (deleted, or not copied or committed with the lab) to `tunelab resume`"
+        return [problem_at(store, "runs", folder / kept, problem, fix)]
     fix = "restore it from a backup, or start the run again (`tunelab resume` refuses it)"
     return [
         problem_at(store, "runs", found, f"the checkpoint is not as written: {problem}", fix)

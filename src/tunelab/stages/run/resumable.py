@@ -58,6 +58,12 @@ def check_resumable(record: dict, run_dir: Path) -> None:
                 "and schedule it resumes at, written last), so it is damaged, not whole: it "
                 "cannot be resumed from; start a new run"
             )
+        if record.get("checkpoint"):  # one was written as it stopped: gone since
+            raise TunelabError(
+                f"{run_id}'s checkpoint ({run_dir / record['checkpoint']}) is missing: its "
+                "record says the run kept one when it stopped, so it was deleted since, or not "
+                "copied (or committed) with the lab. Restore it to resume, or start a new run."
+            )
         every = ((record.get("spec") or {}).get("training") or {}).get("checkpoint_every")
         why = (
             f"it stopped before its first checkpoint (every {every} steps)"

@@ -56,3 +56,20 @@ def test_a_final_that_kept_no_test_predictions_is_said_not_checked(tmp_path):
         ".tunelab/finals/1-r003-lora.json: its test predictions (the final was written by a "
         "tunelab that did not keep them)"
     ]
+
+
+def test_an_interrupted_run_whose_kept_checkpoint_is_gone_is_named(tmp_path):
+    """A lab cloned from git without its checkpoints: fsck named nothing, and `resume` said the
+    run "stopped before its first checkpoint"."""
+    from tunelab.stages.fsck.folders import run_folders
+
+    store = Store(tmp_path)
+    record = {"id": "r005-long", "status": "interrupted", "checkpoint": "checkpoint"}
+    (store.runs_dir / "r005-long").mkdir(parents=True)
+    (store.runs_dir / "r005-long" / "record.json").write_text(json.dumps(record))
+    (problem,), n = run_folders(store, [])
+    assert n == 1 and problem["path"] == ".tunelab/runs/r005-long/checkpoint"
+    assert problem["problem"].startswith("missing: the run's record says it kept its checkpoint")
+    record["checkpoint"] = None  # stopped before its first: nothing to name
+    (store.runs_dir / "r005-long" / "record.json").write_text(json.dumps(record))
+    assert run_folders(store, []) == ([], 1)

@@ -30,3 +30,14 @@ def test_weights_written_but_not_yet_recorded_are_no_trained_run_to_evaluate(tmp
         check_resumable(record, tmp_path)
     record["weights"] = {"dir": "weights", "files": ["model.safetensors"], "sha256": {}}
     check_resumable(record, tmp_path)  # recorded: resuming evaluates them
+
+
+def test_a_checkpoint_the_record_kept_and_the_folder_lacks_is_said_missing(tmp_path):
+    """A lab cloned from git without its checkpoint: "it stopped before its first checkpoint"
+    for a run whose record says it stopped after step 423 with one."""
+    record = {"id": "r005-long", "status": "interrupted", "process": {}, "checkpoint": "checkpoint"}
+    record["spec"] = {"training": {"checkpoint_every": 20}}
+    with pytest.raises(TunelabError) as err:
+        check_resumable(record, tmp_path)
+    assert f"r005-long's checkpoint ({tmp_path / 'checkpoint'}) is missing" in str(err.value)
+    assert "not copied (or committed) with the lab" in str(err.value)
