@@ -49,3 +49,27 @@ def test_a_store_with_no_log_yet_reads_clean_without_a_head(tmp_path):
     result = {"lab": str(tmp_path), "checked": {}, "problems": [], "not_checked": []}
     show(result | {"passed": True, "log": {"unchained": 0, "breaks": [], "head": None}}, out)
     assert "clean (no log yet)" in out.file.getvalue()
+
+
+def test_a_run_copied_in_from_a_clone_over_one_of_the_log_s_is_named_as_another_run(
+    make_lab, capsys
+):
+    """Two clones of a lab each trained an r002; B's folder copied over A's read only "record
+    changed ... restore it from a backup", and `fsck --repair` made A's run's loss final."""
+    import json
+
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    runs = lab / ".tunelab" / "runs"
+    record = runs / "r001-majority" / "record.json"
+    copied = json.loads(record.read_text()) | {"created": "2026-01-01T00:00:00+00:00"}
+    record.write_text(json.dumps(copied))
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1
+    (problem,) = [
+        p for p in found["problems"] if p["path"] == ".tunelab/runs/r001-majority/record.json"
+    ]
+    assert problem["problem"].startswith("another run's record under this id: created 2026-01-01")
+    assert "went with it" in problem["problem"] and "make the loss final" in problem["fix"]

@@ -367,6 +367,12 @@ class Store(NumberedRecords):
             ]
             if len(named) == 1:
                 return named[0]
+            if named:  # runs copied in from a clone of the lab: no number is theirs alone
+                raise StoreError(
+                    f"{given} names {len(named)} runs in {self.lab} ({', '.join(sorted(named))}): "
+                    "give the whole id (two runs share a number when run folders were copied "
+                    "in from a clone of the lab; `tunelab fsck` names what came that way)"
+                )
         self.run_dir(given)  # refuses a name that is no run's, listing the runs there are
         return given
 

@@ -72,6 +72,11 @@ def test_a_run_is_named_by_its_id_or_its_number_alone(tmp_path):
     for given in ("r2", "r00", "lora", "r003", "../r001-probe"):
         with pytest.raises(StoreError, match=f"no run '{re.escape(given)}'.*r001-probe, r002-lora"):
             store.resolve_run(given)
+    # a run folder copied in from a clone: two runs share r002, and "no run 'r002'" misled
+    (store.runs_dir / "r002-beta").mkdir()
+    (store.runs_dir / "r002-beta" / "record.json").write_text("{}")
+    with pytest.raises(StoreError, match=r"r002 names 2 runs in .* \(r002-beta, r002-lora\)"):
+        store.resolve_run("r002")
 
 
 @pytest.mark.parametrize("name", ["lora", "lr-0.0001", "r_16.b", "_x", "a" * 60, "a" * 64])

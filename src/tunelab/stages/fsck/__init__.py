@@ -4,7 +4,8 @@ What it checks, each problem named with its path and what to do:
 
 - **the event log's chain** (`core.chain`): every line follows the one before it;
 - **every record** against the sha256 the event that wrote it holds (`Store.audit`): a record
-  edited, replaced or deleted afterwards is named with the line that wrote it;
+  edited, replaced or deleted afterwards is named with the line that wrote it, and a run record
+  created at another moment than the log started its run as another run's (`replaced`);
 - **every data version** against its manifest: each file's sha256, the sealed test split's
   included (a tampered seal is a changed `test.jsonl`); each version named by a `data` event,
   and CURRENT the version the log's last data step made current;
@@ -39,7 +40,7 @@ from tunelab.core.files import DamagedFile
 from tunelab.core.layout import FORMAT, MANIFEST
 from tunelab.core.store import Store, read_json
 from tunelab.core.unlogged import record_files, unlogged
-from tunelab.stages.fsck import data, folders
+from tunelab.stages.fsck import data, folders, replaced
 from tunelab.stages.fsck.problems import problem_at, rel
 
 
@@ -60,15 +61,21 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         }
         for p in log["problems"]
     ]
-    problems += [
-        {
-            "check": "records",
-            "path": p["record"],
-            "problem": p["problem"],
-            "fix": "restore it from a backup (the log's line holds its sha256)",
-        }
-        for p in log.pop("records")
-    ]
+    starts = replaced.started(store)
+    for p in log.pop("records"):
+        other = (
+            replaced.another_run(store, p["record"], starts) if p["problem"] != "missing" else None
+        )
+        problems.append(
+            {
+                "check": "records",
+                "path": p["record"],
+                "problem": other or p["problem"],
+                "fix": replaced.FIX
+                if other
+                else "restore it from a backup (the log's line holds its sha256)",
+            }
+        )
     hashed = log.pop("hashed")
     problems += [
         problem_at(
