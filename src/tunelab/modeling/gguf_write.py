@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from tunelab.core.errors import TunelabError
+from tunelab.modeling.template import adds_bos
 
 DTYPES = ("f32", "f16", "q8_0")
 PERMUTED = {"llama": True, "qwen2": False}
@@ -164,7 +165,8 @@ def _tokenizer(writer, tokenizer, pre: str) -> dict:
     ):
         if special[name] is not None:
             add(special[name])
-    add_bos = bool(getattr(tokenizer, "add_bos_token", False))
+    # as the tokenizer itself does, post-processor included (llama.cpp's converter reads it so)
+    add_bos = adds_bos(tokenizer)
     writer.add_add_bos_token(add_bos)
     if tokenizer.chat_template:
         writer.add_chat_template(tokenizer.chat_template)

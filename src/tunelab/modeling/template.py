@@ -129,7 +129,7 @@ def make_template(tokenizer: PreTrainedTokenizerBase, kind: str, instruction: st
         bos: list[int] = []
     else:
         prefix, suffix = instruction + PLAIN_INPUT, PLAIN_ANSWER
-        bos = [tokenizer.bos_token_id] if getattr(tokenizer, "add_bos_token", False) else []
+        bos = [tokenizer.bos_token_id] if adds_bos(tokenizer) else []
 
     def ids(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -142,6 +142,19 @@ def make_template(tokenizer: PreTrainedTokenizerBase, kind: str, instruction: st
         (prefix, suffix),
         tuple(bos),
     )
+
+
+def adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether the tokenizer itself starts a text with its BOS token (a plain prompt then
+    starts with it too, as the model was trained to read). Asked of the tokenizer, not of its
+    `add_bos_token`: transformers 5 says False for one whose tokenizer.json's post-processor
+    adds it (OPT, Mistral, Gemma), and those prompts had lost it without a word."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return False
+    plain = tokenizer("x", add_special_tokens=False)["input_ids"]
+    full = tokenizer("x")["input_ids"]
+    return bool(full) and full[0] == bos and full[1 : 1 + len(plain)] == plain
 
 
 def end_of_answer(tokenizer: PreTrainedTokenizerBase, kind: str) -> int | None:

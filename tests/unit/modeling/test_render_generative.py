@@ -142,3 +142,25 @@ def test_a_plain_prompt_starts_with_the_bos_its_tokenizer_adds(tiny_llama):
         assert r.prompt_ids[0] == bos_adding.bos_token_id and (r.text_cut > 0) == cut
         kept = template.input_of(bos_adding, r.prompt_ids)
         assert r.prompt_ids == _whole(bos_adding, template, kept)
+
+
+def test_a_bos_its_post_processor_adds_is_kept_where_add_bos_token_says_false():
+    """OPT's, Mistral's and Gemma's tokenizer.json put BOS in front of every text, and
+    transformers 5 reports `add_bos_token` False for them: plain prompts had lost it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, "x": 3, "Extract.": 4}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    raw.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    assert not getattr(tok, "add_bos_token", False) and tok("x")["input_ids"] == [0, 3]
+    assert make_template(tok, "plain", "Extract.").bos == (0,)
+    raw.post_processor = None  # a tokenizer that adds nothing: no BOS made up
+    bare = PreTrainedTokenizerFast(
+        tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    assert make_template(bare, "plain", "Extract.").bos == ()
