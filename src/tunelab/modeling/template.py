@@ -157,6 +157,15 @@ def adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
     return bool(full) and full[0] == bos and full[1 : 1 + len(plain)] == plain
 
 
+def special_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    """The tokenizer's special tokens: those it names (BOS, EOS, the additional ones) and
+    those its tokenizer.json marks special without naming (a Gemma-style `<end_of_turn>`:
+    missed, the answers of such a chat template were trained to end with EOS, a turn ending
+    the template never writes)."""
+    marked = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    return set(tokenizer.all_special_ids) | {i for i, t in marked.items() if t.special}
+
+
 def end_of_answer(tokenizer: PreTrainedTokenizerBase, kind: str) -> int | None:
     """The token the model must learn to emit after an answer: the chat template's
     end-of-turn token when there is one, else EOS; None when the tokenizer has neither
@@ -165,6 +174,6 @@ def end_of_answer(tokenizer: PreTrainedTokenizerBase, kind: str) -> int | None:
         turn = [{"role": "user", "content": "q"}, {"role": "assistant", "content": PLACEHOLDER}]
         after = tokenizer.apply_chat_template(turn, tokenize=False).split(PLACEHOLDER, 1)[1]
         first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
-        if first and first[0] in tokenizer.all_special_ids:
+        if first and first[0] in special_ids(tokenizer):
             return first[0]
     return tokenizer.eos_token_id

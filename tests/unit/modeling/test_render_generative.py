@@ -164,3 +164,26 @@ def test_a_bos_its_post_processor_adds_is_kept_where_add_bos_token_says_false():
         tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
     )
     assert make_template(bare, "plain", "Extract.").bos == ()
+
+
+def test_a_turn_token_marked_special_only_in_tokenizer_json_ends_the_answer():
+    """The chat template closes an assistant turn with `<end_of_turn>`, special in
+    tokenizer.json but not named among the tokenizer's special tokens: answers were trained
+    to end with EOS instead."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, "q": 3}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    raw.add_special_tokens([AddedToken("<end_of_turn>", special=True)])
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    tok.chat_template = (
+        "{% for m in messages %}{{ m['role'] }} {{ m['content'] }}<end_of_turn>\n{% endfor %}"
+        "{% if add_generation_prompt %}model {% endif %}"
+    )
+    turn = tok.convert_tokens_to_ids("<end_of_turn>")
+    assert turn not in tok.all_special_ids  # named nowhere but in tokenizer.json
+    assert make_template(tok, "chat", "Extract.").end_id == turn
