@@ -226,7 +226,7 @@ def _write_bundle(
         "base_model": base,
         "spec": resolved,
         "data_version": version,
-        "data_manifest": manifest,
+        "data_manifest": handed_manifest(manifest),
         "training": {k: v for k, v in record["training"].items() if k != "history"},
         "validation_metrics": record["metrics"],
         "environment": record.get("env"),
@@ -253,6 +253,18 @@ def _write_bundle(
     atomic_write_json(bundle / BUNDLE_FILE, info)
     atomic_write_text(bundle / "README.md", model_card(info))
     return info, base
+
+
+def handed_manifest(manifest: dict) -> dict:
+    """The data version's manifest as a bundle hands it over: each source as the lab names it
+    (relative to the lab), its hashes and counts, without where the exporter's machine read it
+    (`resolved`, `links`: absolute paths, a home folder and user name among them, wrong on any
+    other machine)."""
+    sources = [
+        {k: v for k, v in s.items() if k not in ("resolved", "links")} if isinstance(s, dict) else s
+        for s in manifest.get("sources") or []
+    ]
+    return manifest | {"sources": sources} if "sources" in manifest else manifest
 
 
 def _base(bundle: Path, lab: Lab, record: dict, spec) -> dict:
