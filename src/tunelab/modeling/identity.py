@@ -105,6 +105,8 @@ def changed_files(recorded: dict, found: dict) -> list[str]:
     weight file added or gone); a file the record did not hash (an older tunelab's) is not
     named."""
     before, now = recorded.get("files") or {}, found.get("files") or {}
+    if not before:  # a record that kept the combined weights' digest alone
+        return []
     weights = set(recorded.get("weight_files") or ()) | set(found.get("weight_files") or ())
     names = sorted(set(before) | (set(now) & weights))
     return [n for n in names if before.get(n) != now.get(n)]

@@ -220,3 +220,25 @@ def test_a_pooler_the_checkpoint_lacks_is_trained_and_saved_under_lora(tiny_bert
     again = load_trained_classifier(spec, masked, LABELS, tmp_path / "w", CPU)
     after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
     assert [p["confidence"] for p in after] == pytest.approx([p["confidence"] for p in before])
+
+
+def test_a_base_s_changed_files_are_those_its_record_hashed_otherwise():
+    """What `final`, `export`, `resume` and `noise` name of a base edited since the run."""
+    from tunelab.modeling.identity import changed_files
+
+    recorded = {
+        "weight_files": ["model.safetensors"],
+        "files": {"model.safetensors": "a", "tokenizer.json": "t"},
+    }
+    same = {"weight_files": ["model.safetensors"], "files": dict(recorded["files"])}
+    assert changed_files(recorded, same) == []
+    edited = same | {"files": {"model.safetensors": "a", "tokenizer.json": "u"}}
+    assert changed_files(recorded, edited) == ["tokenizer.json"]
+    added = {
+        "weight_files": ["model.safetensors", "extra.safetensors"],
+        "files": {**same["files"], "extra.safetensors": "e", "chat_template.jinja": "c"},
+    }
+    assert changed_files(recorded, added) == [
+        "extra.safetensors"
+    ]  # a file it did not hash: not named
+    assert changed_files({"weights_sha256": "w"}, edited) == []  # an older record: the digest alone
