@@ -2,7 +2,8 @@
 scored documents of its forgetting sets, each with the sha256 the record holds (None where the
 run was written before store format 2 hashed them). `fsck` checks every run this way; `export`
 and `final` check the run they hand over or open the seal for, and refuse one whose files
-changed (each weights file flipped by a byte had gone into a verified bundle)."""
+changed (each weights file flipped by a byte had gone into a verified bundle). And the loss
+history a run appends as it trains (`written_history`), which a stopped run's record lacks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
-from tunelab.core.layout import PREDICTIONS
+from tunelab.core.layout import HISTORY, PREDICTIONS
 
 
 def vouched(folder: Path, record: dict) -> dict[Path, str | None]:
@@ -68,3 +69,20 @@ def require_intact_run(folder: Path, record: dict, command: str) -> None:
             "them: restore them from a backup, or train the run again; `tunelab fsck` lists "
             "every problem in the lab."
         )
+
+
+def written_history(folder: Path) -> list[dict]:
+    """The loss history the run in `folder` appended a line a step (`history.jsonl`), as far as
+    it was written: a line cut by a kill while it was written ends it."""
+    import json
+
+    path = folder / HISTORY
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        if isinstance(entry, dict) and "step" in entry:
+            out.append(entry)
+    return out

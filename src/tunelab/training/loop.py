@@ -24,6 +24,7 @@ from rich.console import Console
 from tunelab.core.errors import TrainingInterrupted, TunelabError
 from tunelab.core.files import write_jsonl
 from tunelab.core.layout import HEARTBEAT, HISTORY
+from tunelab.core.run_files import written_history
 from tunelab.core.spec import TrainingSpec
 from tunelab.core.store import atomic_write_json, now
 from tunelab.data.mixture import MixtureSampler
@@ -133,17 +134,9 @@ def resumed_history(run_dir: Path, state: dict) -> list[dict]:
     resumed run trains them again."""
     if "history" in state:
         return state["history"]
-    path = run_dir / HISTORY
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:  # the last line, cut by a kill while it was written
-            break
-        if entry["step"] <= state["step"]:
-            kept.append(entry)
+    kept = [e for e in written_history(run_dir) if e["step"] <= state["step"]]
     if main_process():
-        write_jsonl(path, kept)
+        write_jsonl(run_dir / HISTORY, kept)
     return kept
 
 

@@ -50,10 +50,15 @@ def loss_ceiling(histories: list[tuple[str, list[dict]]]) -> float | None:
     return 1.15 * max(within)
 
 
-def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> str:
+def curves(
+    histories: list[tuple[str, list[dict]]],
+    colours: dict[str, str],
+    stopped: dict[str, str] | None = None,
+) -> str:
     """Training loss and learning rate against the step, one line per run (the newest
     `NAMED` in colour), and the validation loss of the runs that measured it during training
-    (dashed, a dot per measurement)."""
+    (dashed, a dot per measurement); a run in `stopped` is labelled with its status (its
+    history as far as it was written)."""
     earlier, named = histories[:-NAMED], histories[-NAMED:]
     ceiling = loss_ceiling(histories)
     with style():
@@ -72,7 +77,8 @@ def curves(histories: list[tuple[str, list[dict]]], colours: dict[str, str]) -> 
             gone = any(
                 isinstance(h.get("loss"), float) and not math.isfinite(h["loss"]) for h in history
             )
-            label = run_id + (" (off the scale)" if left else "")
+            label = run_id + (f" ({(stopped or {})[run_id]})" if run_id in (stopped or {}) else "")
+            label += " (off the scale)" if left else ""
             label += " (its loss stopped being a number)" if gone else ""
             line = {
                 "color": colours.get(run_id),

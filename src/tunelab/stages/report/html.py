@@ -141,7 +141,7 @@ def gather(lab: Lab) -> dict[str, Any]:
         "data": data,
         "contact_sheets": images.contact_sheets(store, data and data["version"]),
         **sections.runs(store, records),
-        "curves": sections.curves(valid, colours),
+        "curves": sections.curves(valid, colours, store),
         "noise": sections.noise_floors(store),
         "comparison": comparison.comparison(comparisons[-1], valid) if comparisons else None,
         "groups": sections.groups(valid, colours, spec.get("guardrails") or []),

@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from tunelab.core.layout import PLANS
 from tunelab.core.ledger import summary
+from tunelab.core.run_files import written_history
 from tunelab.core.store import RUN_STATES, Store, StoreError, read_json
 from tunelab.data.split_columns import split_columns
 from tunelab.stages.report import charts
@@ -155,14 +156,19 @@ def _note(record: dict, status: str) -> str:
     return "; ".join(said)
 
 
-def curves(records: list[dict], colours: dict[str, str]) -> Markup | None:
-    """Loss and learning rate of every run that recorded a training history."""
-    histories = [
-        (r["id"], r["training"]["history"])
-        for r in records
-        if (r.get("training") or {}).get("history")
-    ]
-    return Markup(loss_curves(histories, colours)) if histories else None
+def curves(records: list[dict], colours: dict[str, str], store: Store) -> Markup | None:
+    """Loss and learning rate of every run that recorded a training history, and of a run
+    that stopped before it could (interrupted, failed, lost) as far as it appended its
+    history: an interrupted run's 23 steps had been on no curve."""
+    histories, stopped = [], {}
+    for r in records:
+        history = (r.get("training") or {}).get("history")
+        if not history and r.get("status") != "completed":
+            history = written_history(store.runs_dir / r["id"])
+            stopped[r["id"]] = r.get("status") or "stopped"
+        if history:
+            histories.append((r["id"], history))
+    return Markup(loss_curves(histories, colours, stopped)) if histories else None
 
 
 def groups(records: list[dict], colours: dict[str, str], guardrails: list[dict]) -> dict | None:

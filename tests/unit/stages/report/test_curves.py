@@ -55,3 +55,29 @@ def test_a_figure_is_an_image_with_a_label_and_an_emoji_label_warns_of_no_glyph(
         warnings.simplefilter("error")
         page = curves([("r001-sport ⚽ 娱乐", history)], run_colours(["r001-sport ⚽ 娱乐"]))
     assert page.startswith('<svg role="img" aria-label="training loss; step; learning rate"')
+
+
+def test_a_run_that_stopped_is_drawn_as_far_as_it_wrote_its_history(tmp_path):
+    """An interrupted run's 23 steps were on no curve: its record keeps no `training`, and
+    its history.jsonl (a line a step, the last one cut by the kill) was not read."""
+    import json
+
+    from tunelab.core.store import Store
+    from tunelab.stages.report.sections import curves as section
+
+    store = Store(tmp_path)
+    folder = store.runs_dir / "r004-long"
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"step": s, "loss": 2.0 / s, "lr": 1e-3}) for s in range(1, 24)]
+    (folder / "history.jsonl").write_text("\n".join(lines) + '\n{"step": 24, "lo')
+    done = {
+        "id": "r003-lora",
+        "status": "completed",
+        "training": {"history": [{"step": 1, "loss": 1.0, "lr": 1e-3}]},
+    }
+    stopped = {"id": "r004-long", "status": "interrupted"}
+    page = section([done, stopped], run_colours(["r003-lora", "r004-long"]), store)
+    assert "r004-long (interrupted)" in page and "r003-lora" in page
+    assert (
+        section([stopped | {"id": "r005-x"}], run_colours(["r005-x"]), store) is None
+    )  # none written
