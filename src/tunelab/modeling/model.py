@@ -128,7 +128,11 @@ def drawn_at_random(model: PreTrainedModel, missing: set[str], head: str) -> lis
     bundle had reproduced none of its predictions."""
     params = dict(model.named_parameters())
     modules = {k.rsplit(".", 1)[0] for k in missing if k in params and "." in k}
-    return sorted(m for m in modules if m != head and not m.startswith(f"{head}."))
+    # the head's own module is new and saved whole already: RoBERTa's and ELECTRA's head is
+    # `classifier` (dense, then out_proj), and naming `classifier.dense` again inside it had
+    # broken their LoRA (nested in PEFT's copy of `classifier`: frozen, and no bundle loaded)
+    root = head.split(".")[0]
+    return sorted(m for m in modules if m.split(".")[0] != root)
 
 
 def _checkpoint_labels(path: Path, spec: ModelSpec, lab: Path) -> list[str]:

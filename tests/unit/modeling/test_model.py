@@ -242,3 +242,49 @@ def test_a_base_s_changed_files_are_those_its_record_hashed_otherwise():
         "extra.safetensors"
     ]  # a file it did not hash: not named
     assert changed_files({"weights_sha256": "w"}, edited) == []  # an older record: the digest alone
+
+
+def test_a_head_of_two_layers_new_from_the_checkpoint_is_saved_whole_once(tiny_bert, tmp_path):
+    """RoBERTa's and ELECTRA's head is `classifier` (dense, then out_proj), all of it new: its
+    `classifier.dense` named again as a module to save, inside PEFT's copy of `classifier`,
+    froze it and left a bundle that would not load."""
+    from transformers import RobertaConfig, RobertaModel
+
+    config = RobertaConfig(
+        vocab_size=2000,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=130,
+        pad_token_id=1,
+    )
+    roberta = tmp_path / "roberta"
+    RobertaModel(config).save_pretrained(roberta)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (tiny_bert / name).is_file():
+            shutil.copy(tiny_bert / name, roberta / name)
+    spec = ModelSpec(path=str(roberta))
+    torch.manual_seed(0)
+    model, report = apply_method(
+        load_classifier(spec, roberta, LABELS, CPU), LoraMethod(r=2), TaskType.SEQ_CLS
+    )
+    assert "drawn_at_random" not in report and report["modules_to_save"] == ["classifier"]
+    dense = dict(model.named_parameters())
+    assert all(
+        p.requires_grad for n, p in dense.items() if "classifier" in n and "modules_to_save" in n
+    )
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.01 * torch.randn_like(p))
+    save_trained(model, tmp_path / "w")
+    tok = load_tokenizer(spec, roberta)
+    data = encode_classification(
+        tok, [{"id": "1", "text": "the team scored", "label": "sport"}], LABELS, 16
+    )
+    before = predict_classifier(model, data, LABELS, 2, CPU, tok.pad_token_id)
+    torch.manual_seed(1)
+    again = load_trained_classifier(spec, roberta, LABELS, tmp_path / "w", CPU)
+    after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
+    assert [p["confidence"] for p in after] == pytest.approx([p["confidence"] for p in before])
