@@ -202,7 +202,7 @@ def init_from_probe(
             f"method.head_init: probe fits the head on the train split, which has no example "
             f"of {missing}; add some, or use head_init: new"
         )
-    head = fit_head(x, gold)
+    head = fit_head(x, gold, intercept=layer.bias is not None)
     weight, bias = folded(head, labels)
     with torch.no_grad():
         layer.weight.copy_(torch.as_tensor(weight, dtype=layer.weight.dtype))

@@ -64,29 +64,33 @@ class MultiHead:
         return expit(z @ self.coef.T + self.intercept)
 
 
-def fit_multilabel_head(x: np.ndarray, sets: list[list[str]], labels: list[str]) -> MultiHead:
-    """The scaler on `x`, then one logistic regression per label on whether each row has it."""
+def fit_multilabel_head(
+    x: np.ndarray, sets: list[list[str]], labels: list[str], intercept: bool = True
+) -> MultiHead:
+    """The scaler on `x`, then one logistic regression per label on whether each row has it;
+    without `intercept` (a head layer with no bias) scaled, not centred, and no intercept, as
+    `probe.fit_head` does (a label present in every row or none then starts at even odds)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
     y = multi_hot(sets, labels)
-    scaler = StandardScaler().fit(x)
+    scaler = StandardScaler(with_mean=intercept).fit(x)
     z = scaler.transform(x)
     coef = np.zeros((len(labels), x.shape[1]))
-    intercept = np.zeros(len(labels))
+    bias = np.zeros(len(labels))
     for j in range(len(labels)):
         column = y[:, j]
         if column.all() or not column.any():  # one class: a constant probability
             p = float(np.clip(column.mean(), 1e-3, 1 - 1e-3))
-            intercept[j] = np.log(p / (1 - p))
+            bias[j] = np.log(p / (1 - p)) if intercept else 0.0
             continue
-        regression = LogisticRegression(max_iter=2000).fit(z, column)
-        coef[j], intercept[j] = regression.coef_[0], regression.intercept_[0]
+        regression = LogisticRegression(max_iter=2000, fit_intercept=intercept).fit(z, column)
+        coef[j], bias[j] = regression.coef_[0], regression.intercept_[0] if intercept else 0.0
     return MultiHead(
-        mean=np.asarray(scaler.mean_, dtype=np.float64),
+        mean=np.asarray(scaler.mean_ if intercept else np.zeros(x.shape[1]), dtype=np.float64),
         scale=np.asarray(scaler.scale_, dtype=np.float64),
         coef=coef,
-        intercept=intercept,
+        intercept=bias,
         classes=list(labels),
     )
 
@@ -165,7 +169,7 @@ def init_from_multilabel_probe(
             "label at all; use head_init: new"
         )
     sets = [[labels[j] for j in np.flatnonzero(row)] for row in gold]
-    head = fit_multilabel_head(x, sets, labels)
+    head = fit_multilabel_head(x, sets, labels, intercept=layer.bias is not None)
     weight, bias = folded(head, labels)
     with torch.no_grad():
         layer.weight.copy_(torch.as_tensor(weight, dtype=layer.weight.dtype))

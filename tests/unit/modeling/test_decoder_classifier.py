@@ -128,5 +128,10 @@ def test_lp_ft_on_a_decoder_starts_from_the_probe_on_each_text_s_last_token(tiny
     model.eval()
     with torch.no_grad():
         logits = model(**collate(encoded, pad, CPU)).logits
-    accuracy = float((logits.argmax(-1) == torch.tensor([e.label for e in encoded])).float().mean())
+    gold = torch.tensor([e.label for e in encoded])
+    accuracy = float((logits.argmax(-1) == gold).float().mean())
     assert accuracy == pytest.approx(record["train_accuracy"], abs=1e-6)
+    # the whole probe is in the bias-less `score`: its loss is the model's first (the probe's
+    # intercept and centring, dropped with no bias to hold them, had moved the start)
+    first = float(torch.nn.functional.cross_entropy(logits, gold))
+    assert first == pytest.approx(record["train_loss"], abs=1e-3)

@@ -118,3 +118,16 @@ def test_lp_ft_starts_the_sigmoids_at_the_probes_probabilities(tiny_bert, method
     shares = targets.mean(0).clamp(1e-12, 1 - 1e-12)
     prior = bce(torch.logit(shares).expand_as(targets), targets)
     assert record["prior_loss"] == pytest.approx(float(prior), abs=1e-4)
+
+
+def test_a_probe_for_a_head_without_bias_has_no_intercept_to_drop():
+    """A decoder's `score` has no bias: the probe folded into it had lost its intercept and
+    centring. Without one, the probe is fitted scaled, not centred, with no intercept."""
+    from tunelab.modeling.multilabel_head import fit_multilabel_head
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(2.0, 1.0, (40, 3))
+    sets = [["a"] if v > 2.0 else ["b"] for v in x[:, 0]]
+    head = fit_multilabel_head(x, sets, ["a", "b", "c"], intercept=False)
+    assert not head.mean.any() and not head.intercept.any()  # "c" in no row: even odds
+    assert (head.predict_proba(x)[:, 2] == 0.5).all()

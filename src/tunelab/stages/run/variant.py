@@ -189,8 +189,8 @@ def run_variant(
     if console and trainable.get("drawn_at_random") and world.main:
         console.print(
             f"[yellow]note[/] the base has no weights for {', '.join(trainable['drawn_at_random'])}"
-            " (a masked-LM checkpoint's missing pooler): drawn at random, trained and saved with "
-            "the head"
+            " (a masked-LM checkpoint has no pooler, say): drawn at random, trained and saved "
+            "with the head"
         )
     if not world.main:  # the run is rank 0's: this rank trains its share and writes nothing
         return follow(lab, world, model, renderer, train_set, sampler, version=version)
