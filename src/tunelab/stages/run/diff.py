@@ -37,23 +37,29 @@ def diff_runs(
 ) -> dict:
     """The diff of a new run against its parent's record: spec changes and the data version
     (a new data version is a change of the `data` group). With `base` (the identity of the new
-    run's base, `modeling.identity`), the base too: other weights at the same `model.path` are
-    a change of the `model` group (it read "the same spec"), and the same weights at another
-    path are not (a base moved: recorded, uncounted)."""
+    run's base, `modeling.identity`), the base too: other weights (or another config or
+    tokenizer) at the same `model.path` are a change of the `model` group (it read "the same
+    spec"), and the same base at another path is not (moved: recorded, uncounted)."""
     diff = diff_specs(parent_record.get("spec") or {}, child_spec)
     before = parent_record.get("data_version")
     if before != child_data_version:
         change = {"key": "data_version", "parent": before, "child": child_data_version}
         diff.setdefault("data", []).insert(0, change)
-    was = (parent_record.get("base_model") or {}).get("weights_sha256")
+    recorded = parent_record.get("base_model") or {}
+    was = recorded.get("weights_sha256")
     if base and was and (child_spec.get("model") or {}).get("init") != "scratch":
+        from tunelab.modeling.identity import changed_files
+
         model = diff.pop("model", [])
         moved = [c for c in model if c["key"] == "model.path"]
+        files = changed_files(recorded, base)  # its config or tokenizer, as its weights
         if base["weights_sha256"] != was:
             model.append(
                 {"key": BASE_KEY, "parent": was[:16], "child": base["weights_sha256"][:16]}
             )
-        elif moved:  # the same weights found elsewhere: where the base lies is no change
+        elif files:
+            model.append({"key": "base files", "parent": None, "child": files})
+        elif moved:  # the same base found elsewhere: where it lies is no change
             model.remove(moved[0])
             diff.setdefault("runtime", []).append(moved[0] | {"same_base": True})
         if model:

@@ -254,3 +254,7 @@ def test_a_base_is_diffed_by_its_weights_not_by_its_path():
         "model": [{"key": "base weights sha256", "parent": "a" * 16, "child": "b" * 16}]
     }
     assert diff_runs(parent, spec(), "v1") == {}  # no identity given: the spec alone
+    # the same weights, another config.json: a change of the model too (it read "the same")
+    hashed = parent | {"base_model": {"weights_sha256": "a" * 64, "files": {"config.json": "c"}}}
+    edited = {"weights_sha256": "a" * 64, "files": {"config.json": "d"}}
+    assert diff_runs(hashed, spec(), "v1", edited)["model"][0]["child"] == ["config.json"]
