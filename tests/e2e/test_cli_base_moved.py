@@ -139,3 +139,18 @@ def test_a_bundle_of_a_base_inside_its_lab_verifies_after_the_lab_moved(trained,
     code, checked = tl(capsys, "verify", str(moved / "bundles" / "r003-lora"))
     assert code == 0 and checked["passed"], checked
     assert checked["base"] == str(moved / "base") and checked["recorded"]
+
+
+def test_a_copied_lab_s_bundle_is_verified_against_the_copy_s_own_base(trained, capsys, tmp_path):
+    """The recorded absolute path still named the original lab's base: edited there, the copy
+    recorded NOT VERIFIED for a bundle whose own base was untouched."""
+    code, bundle = tl(capsys, "export", "r003-lora", "--lab", str(trained))
+    assert code == 0, bundle
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    weights = trained / "base" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1001] ^= 0x40
+    weights.write_bytes(bytes(data))
+    code, checked = tl(capsys, "verify", str(copy / "bundles" / "r003-lora"))
+    assert code == 0 and checked["passed"] and checked["base"] == str(copy / "base"), checked

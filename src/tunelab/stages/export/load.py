@@ -56,17 +56,18 @@ def is_scratch(info: dict) -> bool:
 def default_base(info: dict, bundle: Path) -> Path:
     """The base to check when none is given: the recorded path, or a scratch bundle's own
     `base/` folder. A base the run's spec named inside its lab (a relative `model.path`) is
-    found in the lab the bundle lies in once that lab moved: the recorded absolute path had
-    failed `verify`, the same base beside it."""
+    the one in the lab the bundle lies in: once that lab moved, the recorded absolute path had
+    failed `verify` with the same base beside it, and a copy of the lab checked the original
+    lab's base."""
     if is_scratch(info):
         return Path(bundle) / SCRATCH_BASE
     recorded = Path(info["base_model"]["path"])
     named = ((info.get("spec") or {}).get("model") or {}).get("path")
     lab = lab_of(bundle)
-    if recorded.exists() or not named or Path(named).expanduser().is_absolute() or lab is None:
+    if not named or Path(named).expanduser().is_absolute() or lab is None:
         return recorded
-    moved = (lab / named).resolve()
-    return moved if moved.exists() else recorded
+    here = (lab / named).resolve()
+    return here if here.exists() else recorded
 
 
 def check_base(info: dict, base: Path) -> dict:
