@@ -122,6 +122,9 @@ def test_export_with_base_binds_the_bundle_to_where_the_base_is_now(trained, cap
     (trained / "base").rename(moved)
     code, err = tl(capsys, "export", "r003-lora", *where)
     assert code == 2 and "--base PATH" in err["error"], err
+    code, err = tl(capsys, "export", "r003-lora", *where, "--base", str(tmp_path / "nowhere"))
+    assert code == 2 and err["error"].startswith(f"--base {tmp_path / 'nowhere'}: no base model")
+    assert "(no such folder)" in err["error"]  # what was typed, not "where its record says"
     code, bundle = tl(capsys, "export", "r003-lora", *where, "--base", str(moved))
     assert code == 0, bundle
     assert bundle["base_model"]["path"] == str(moved)

@@ -30,6 +30,8 @@ class Lab:
     recorded: str | None = None
     """The run whose recorded spec this is (`resume`, `noise`, `final`): its values come from
     the record, not from tunelab.yaml."""
+    base_given: bool = False
+    """Its `model.path` is the `--base` this command was given, not the record's."""
 
     @property
     def data_version(self) -> str:
@@ -85,6 +87,7 @@ def recorded_lab(
     as where its values come from. `checks` refuse it before any model loads."""
     spec = recorded_spec(record, base)
     lab = Lab(store.lab, spec, store, None, data=record["data_version"], recorded=record["id"])  # type: ignore[arg-type]
+    lab.base_given = base is not None
     for check in checks:
         check(lab)
     return lab

@@ -86,6 +86,11 @@ def missing_base(spec: ModelSpec, path: Path) -> str:
     )
 
 
+def _a_base(path: Path) -> bool:
+    """A model folder (with its config.json), or a GGUF file."""
+    return (path / "config.json").is_file() or (path.is_file() and path.suffix == ".gguf")
+
+
 def moved_base(path: Path, run: str) -> str:
     """A run's recorded base is not where its record says: its spec cannot be edited, so the
     way out is the base put back, or (to hand the run over) its new place given."""
@@ -110,6 +115,12 @@ def require_base(lab) -> None:
     if model.scratch or model.path is None:
         return
     path = locate(model, lab.path)
+    if getattr(lab, "base_given", False) and not _a_base(path):
+        what = "no config.json in it" if path.is_dir() else "no such folder"
+        raise TunelabError(
+            f"--base {path}: no base model there ({what}): give the folder the base "
+            f"{lab.recorded} trained on lies in now, as saved with save_pretrained"
+        )
     if not path.exists():
         raise TunelabError(
             moved_base(path, lab.recorded) if lab.recorded else missing_base(model, path)

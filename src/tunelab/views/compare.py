@@ -250,7 +250,8 @@ def _variant_notes(r: dict, primary: str, console: Console) -> None:
                 console.print(f"  {reason}")
     vp = r.get("vs_parent")
     if vp:
-        keys = [k for cs in (vp.get("diff") or {}).values() for k in changed_keys(cs)]
+        diff = (vp.get("diff") or {}).values()  # a base moved, its bytes the same: no change
+        keys = [k for cs in diff for k in changed_keys([c for c in cs if not c.get("same_base")])]
         head = f"  parent {vp['run']} ({'changed: ' + ', '.join(keys) if keys else 'same spec'})"
         if vp["run"] == r.get("against"):
             console.print(head + ": the reference above")

@@ -52,6 +52,13 @@ def test_a_variant_against_its_parent_names_what_changed_once():
     assert (
         out.getvalue().count(said) == 1 and "(vs parent) against the parent only" in out.getvalue()
     )
+    # a base moved, its bytes the same: recorded, not said as a change ("changed: ...,
+    # model.path" where the run had counted none)
+    moved = {"key": "model.path", "parent": "/old", "child": "/new", "same_base": True}
+    parent["diff"] = parent["diff"] | {"runtime": [moved]}
+    out = io.StringIO()
+    _variant_notes(run, "macro_f1", Console(file=out, width=300))
+    assert "  parent r003-lora (changed: method.head_init): Δ" in out.getvalue()
 
 
 def test_the_table_s_title_gives_the_minimum_effect_in_points():
