@@ -62,8 +62,8 @@ def _where(record: dict, store: Store | None) -> dict:
         if _made(path) == made:
             try:
                 return {"path": path.relative_to(store.lab).as_posix(), "found": True}
-            except ValueError:
-                return {"path": str(path), "found": True}
+            except ValueError:  # another folder's: a lab copied without its bundles
+                return {"path": str(path), "found": True, "outside": True}
     return {"path": bundle, "found": False}
 
 

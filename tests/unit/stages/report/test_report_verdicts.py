@@ -6,6 +6,7 @@ against its own parent where that parent is not the reference."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from test_report import build_lab, section
 
@@ -203,6 +204,14 @@ def test_a_bundle_row_names_its_base_its_digest_and_where_it_is(tmp_path):
     other = record | {"bundle": "/elsewhere/bundles/r003", "created": "2026-12-08T00:00:00+00:00"}
     path.write_text(json.dumps(other))
     assert export(path, store)["bundle"] == {"path": "/elsewhere/bundles/r003", "found": False}
+    # a copy of the lab without its bundles: the original's, found where recorded, is said to
+    # lie outside this lab (it was listed as this lab's own)
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-original" / "bundles" / "r003"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "tunelab.json").write_text(json.dumps(made))
+    shutil.rmtree(tmp_path / "bundles")
+    path.write_text(json.dumps(record | {"bundle": str(elsewhere)}))
+    assert export(path, store)["bundle"] == {"path": str(elsewhere), "found": True, "outside": True}
 
 
 def test_a_comparison_against_an_untrained_model_and_verdicts_that_turned_are_on_the_page(
@@ -226,3 +235,32 @@ def test_a_comparison_against_an_untrained_model_and_verdicts_that_turned_are_on
     table = section(page, "comparison")
     assert "untrained model (<code>--against r002</code>)" in table
     assert "Verdict changed: r002-lora reads improved, where c000 read no evidence: the " in table
+
+
+def test_each_bundle_row_says_where_its_bundle_was_found(tmp_path):
+    """A bundle found in the lab, only in another lab's folder, or nowhere: each row renders
+    (the page had failed on a row without the `outside` key: every demo's report)."""
+    from tunelab.core.store import Store
+
+    lab = build_lab(tmp_path / "tickets")
+    made = {"run": "r003", "created": "2026-12-07T10:00:00+00:00"}
+    for folder in (lab.path / "bundles" / "r003", tmp_path / "other" / "bundles" / "r004"):
+        folder.mkdir(parents=True)
+        (folder / "tunelab.json").write_text(json.dumps(made | {"run": folder.name}))
+    rows = []
+    for run, bundle in (
+        ("r003", "bundles/r003"),
+        ("r004", str(tmp_path / "other" / "bundles" / "r004")),
+        ("r005", "/gone/bundles/r005"),
+    ):
+        path = tmp_path / f"{run}.json"
+        path.write_text(
+            json.dumps(
+                made | {"run": run, "bundle": str(lab.path / bundle) if run == "r003" else bundle}
+            )
+        )
+        rows.append(export(path, Store(lab.path)))
+    gathered = gather(lab)
+    gathered["exports"] = rows
+    page = render(gathered)
+    assert page.count("outside this lab</span>") == 1 and page.count(">not found</span>") == 1
