@@ -73,3 +73,8 @@ def test_a_run_copied_in_from_a_clone_over_one_of_the_log_s_is_named_as_another_
     ]
     assert problem["problem"].startswith("another run's record under this id: created 2026-01-01")
     assert "went with it" in problem["problem"] and "make the loss final" in problem["fix"]
+    # accepted anyway: the break says, in the log itself, which run the copy replaced
+    code, repaired = tl(capsys, "fsck", *where, "--repair", "--reason", "merged a clone")
+    (replaced,) = repaired["log"]["breaks"][-1]["replaced"].items()
+    assert replaced[0] == ".tunelab/runs/r001-majority/record.json"
+    assert replaced[1].startswith("another run's record under this id")

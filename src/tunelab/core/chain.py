@@ -114,6 +114,8 @@ def verify(path: Path) -> dict:
                     "reason": event.get("reason"),
                     "forgives": event.get("forgives"),
                     "accepted": sorted(event.get("accepted") or {}),
+                    # a record accepted that was another run's: what the log's run was lost to
+                    **({"replaced": event["replaced"]} if event.get("replaced") else {}),
                 }
             )
             forgiven.update(event.get("forgives") or [])

@@ -22,6 +22,8 @@ def fsck(result: dict, console: Console) -> None:
             f"  log line {b['line']}: a marked break ({escape(b['reason'] or '')}): log lines "
             f"forgiven {lines}; records accepted as they are {escape(accepted)}"
         )
+        for record, why in (b.get("replaced") or {}).items():
+            console.print(f"    [yellow]{escape(record)}[/]: {escape(why)}")
     for p in result["problems"]:
         console.print(
             f"  [bold red]{p['check']}[/] {escape(p['path'])}: {escape(p['problem'])}; "

@@ -26,3 +26,8 @@ def test_a_marked_break_names_its_lines_and_records():
         "log line 12: a marked break (log lost in a move): log lines forgiven none; records "
         "accepted as they are .tunelab/runs/r003-lora/record.json" in out.getvalue()
     )
+    # a record accepted that was another run's: the run it replaced is said under the break
+    log["breaks"][0]["replaced"] = {".tunelab/runs/r003-lora/record.json": "another run's record"}
+    out = io.StringIO()
+    fsck(result | {"passed": True, "not_checked": []}, Console(file=out, width=300))
+    assert "    .tunelab/runs/r003-lora/record.json: another run's record" in out.getvalue()

@@ -132,7 +132,14 @@ def _repair(store: Store, log: dict, reason: str | None, unvouched: list[Path]) 
     }
     accepted |= {rel(store, path): sha256_file(path) for path in unvouched}
     forgives = [p["line"] for p in log["problems"]]
-    store.log_event(BREAK, reason=reason.strip(), forgives=forgives, accepted=accepted)
+    starts = replaced.started(store)  # a run lost to a copy over it: said in the break itself
+    lost = {
+        p["record"]: why
+        for p in log["records"]
+        if (why := replaced.another_run(store, p["record"], starts))
+    }
+    extra = {"replaced": lost} if lost else {}
+    store.log_event(BREAK, reason=reason.strip(), forgives=forgives, accepted=accepted, **extra)
     return store.audit()
 
 
