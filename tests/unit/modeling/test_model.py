@@ -190,36 +190,47 @@ def test_an_adapters_config_is_written_in_one_order(tiny_bert, tmp_path):
     assert config["target_modules"] == sorted(targets)
 
 
+def _with_tokenizer(model, tiny_bert, folder):
+    """`model` saved in `folder` with the tests' tiny BERT tokenizer beside it."""
+    model.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (tiny_bert / name).is_file():
+            shutil.copy(tiny_bert / name, folder / name)
+    return folder
+
+
+def _reloads_as_trained(model, spec, folder, tmp_path) -> None:
+    """`model`'s trainable tensors moved, saved, and loaded again under another torch seed (a
+    module the checkpoint lacks is drawn anew): the same predictions."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.01 * torch.randn_like(p))
+    save_trained(model, tmp_path / "w")
+    tok = load_tokenizer(spec, folder)
+    rows = [{"id": "1", "text": "the team scored", "label": "sport"}]
+    data = encode_classification(tok, rows, LABELS, 16)
+    before = predict_classifier(model, data, LABELS, 2, CPU, tok.pad_token_id)
+    torch.manual_seed(1)
+    again = load_trained_classifier(spec, folder, LABELS, tmp_path / "w", CPU)
+    after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
+    assert [p["confidence"] for p in after] == pytest.approx([p["confidence"] for p in before])
+
+
 def test_a_pooler_the_checkpoint_lacks_is_trained_and_saved_under_lora(tiny_bert, tmp_path):
     """A masked-LM checkpoint has no pooler (DeBERTa-v3's, ALBERT's): it was drawn at random,
     frozen under LoRA and left out of the adapter, so each load drew another, and the bundle
     reproduced none of its predictions."""
     from transformers import BertForMaskedLM
 
-    masked = tmp_path / "masked"
-    BertForMaskedLM.from_pretrained(tiny_bert).save_pretrained(masked)
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        if (tiny_bert / name).is_file():
-            shutil.copy(tiny_bert / name, masked / name)
+    masked = _with_tokenizer(BertForMaskedLM.from_pretrained(tiny_bert), tiny_bert, tmp_path / "m")
     spec = ModelSpec(path=str(masked))
     torch.manual_seed(0)
     loaded = load_classifier(spec, masked, LABELS, CPU)
     model, report = apply_method(loaded, LoraMethod(r=2), TaskType.SEQ_CLS)
     assert report["drawn_at_random"] == ["bert.pooler.dense"]
     assert any(m.endswith("pooler.dense") for m in report["modules_to_save"])
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.add_(0.01 * torch.randn_like(p))
-    save_trained(model, tmp_path / "w")
-    tok = load_tokenizer(spec, masked)
-    rows = [{"id": "1", "text": "the team scored", "label": "sport"}]
-    data = encode_classification(tok, rows * 2, LABELS, 16)
-    before = predict_classifier(model, data, LABELS, 2, CPU, tok.pad_token_id)
-    torch.manual_seed(1)  # another draw for what the checkpoint lacks
-    again = load_trained_classifier(spec, masked, LABELS, tmp_path / "w", CPU)
-    after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
-    assert [p["confidence"] for p in after] == pytest.approx([p["confidence"] for p in before])
+    _reloads_as_trained(model, spec, masked, tmp_path)
 
 
 def test_a_base_s_changed_files_are_those_its_record_hashed_otherwise():
@@ -259,32 +270,12 @@ def test_a_head_of_two_layers_new_from_the_checkpoint_is_saved_whole_once(tiny_b
         max_position_embeddings=130,
         pad_token_id=1,
     )
-    roberta = tmp_path / "roberta"
-    RobertaModel(config).save_pretrained(roberta)
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        if (tiny_bert / name).is_file():
-            shutil.copy(tiny_bert / name, roberta / name)
+    roberta = _with_tokenizer(RobertaModel(config), tiny_bert, tmp_path / "roberta")
     spec = ModelSpec(path=str(roberta))
     torch.manual_seed(0)
-    model, report = apply_method(
-        load_classifier(spec, roberta, LABELS, CPU), LoraMethod(r=2), TaskType.SEQ_CLS
-    )
+    loaded = load_classifier(spec, roberta, LABELS, CPU)
+    model, report = apply_method(loaded, LoraMethod(r=2), TaskType.SEQ_CLS)
     assert "drawn_at_random" not in report and report["modules_to_save"] == ["classifier"]
-    dense = dict(model.named_parameters())
-    assert all(
-        p.requires_grad for n, p in dense.items() if "classifier" in n and "modules_to_save" in n
-    )
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.add_(0.01 * torch.randn_like(p))
-    save_trained(model, tmp_path / "w")
-    tok = load_tokenizer(spec, roberta)
-    data = encode_classification(
-        tok, [{"id": "1", "text": "the team scored", "label": "sport"}], LABELS, 16
-    )
-    before = predict_classifier(model, data, LABELS, 2, CPU, tok.pad_token_id)
-    torch.manual_seed(1)
-    again = load_trained_classifier(spec, roberta, LABELS, tmp_path / "w", CPU)
-    after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
-    assert [p["confidence"] for p in after] == pytest.approx([p["confidence"] for p in before])
+    saved = [p for n, p in model.named_parameters() if "classifier.modules_to_save" in n]
+    assert len(saved) == 4 and all(p.requires_grad for p in saved)  # dense and out_proj
+    _reloads_as_trained(model, spec, roberta, tmp_path)
