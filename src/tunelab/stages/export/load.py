@@ -92,6 +92,16 @@ def check_base(info: dict, base: Path) -> dict:
             f"{recorded['weights_sha256']}), but {found['path']} has weights sha256 "
             f"{found['weights_sha256']}. Give the exact base with --base / base=."
         )
+    if base.is_dir():  # a bundle an older tunelab made of an encoder-decoder: never sound
+        from tunelab.modeling.architecture import require_not_encoder_decoder
+
+        try:
+            require_not_encoder_decoder(base, f"the bundle's base {recorded['name']}")
+        except TunelabError as err:
+            raise TunelabError(
+                f"{err} This bundle came from a tunelab that loaded it anyway, dropping half of "
+                "it: its predictions do not stand. Train the task again on a supported base."
+            ) from None
     return found
 
 

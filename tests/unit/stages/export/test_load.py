@@ -44,3 +44,24 @@ def test_a_verify_process_killed_says_by_what(tmp_path, monkeypatch):
     assert str(raised.value).startswith(
         "the verify process was killed by SIGKILL (most often the out-of-memory killer"
     )
+
+
+def test_a_bundle_of_an_encoder_decoder_says_its_predictions_do_not_stand(tmp_path):
+    """A bundle an older tunelab made of BART (loaded as a causal LM, its encoder dropped)
+    verified its base and load, then read only "0 of 6 reproduced"."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from tunelab.core.spec import ModelSpec
+    from tunelab.modeling.identity import identity
+    from tunelab.stages.export.load import check_base
+
+    base = tmp_path / "bart"
+    base.mkdir()
+    config = {"model_type": "bart", "is_encoder_decoder": True}
+    (base / "config.json").write_text(json.dumps(config))
+    save_file({"w": np.zeros(2, "f4")}, str(base / "model.safetensors"))
+    recorded = identity(ModelSpec(path=str(base)), tmp_path)
+    info = {"base_model": recorded, "spec": {"model": {"path": str(base)}}}
+    with pytest.raises(TunelabError, match=r"is an encoder-decoder model .* do not stand"):
+        check_base(info, base)
