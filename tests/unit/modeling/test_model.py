@@ -214,7 +214,11 @@ def _reloads_as_trained(model, spec, folder, tmp_path) -> None:
     torch.manual_seed(1)
     again = load_trained_classifier(spec, folder, LABELS, tmp_path / "w", CPU)
     after = predict_classifier(again, data, LABELS, 2, CPU, tok.pad_token_id)
-    assert [p["confidence"] for p in after] == pytest.approx([p["confidence"] for p in before])
+    # confidences are rounded to 4 decimals, and float noise in the last bit can flip that
+    # rounding (a fresh-clone CI run saw 0.34 against 0.3401); a module drawn anew moves far more
+    assert [p["predicted"] for p in after] == [p["predicted"] for p in before]
+    for a, b in zip(after, before, strict=True):
+        assert a["confidence"] == pytest.approx(b["confidence"], abs=2e-4)
 
 
 def test_a_pooler_the_checkpoint_lacks_is_trained_and_saved_under_lora(tiny_bert, tmp_path):
