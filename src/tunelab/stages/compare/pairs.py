@@ -26,7 +26,7 @@ import numpy as np
 
 from tunelab.core.errors import TunelabError
 from tunelab.stages.compare.set_stats import set_bootstrap, set_metric
-from tunelab.stages.compare.stats import MetricFn, arm_bootstrap, swap_test
+from tunelab.stages.compare.stats import MetricFn, arm_bootstrap, mean_rows, swap_test
 from tunelab.stages.compare.two_level import (
     arm_weight,
     combine,
@@ -186,10 +186,6 @@ def alike(values) -> bool:
 
 def _arm_label(name: str, seeds: int) -> str:
     return f"{name} ({seeds} seeds)"
-
-
-def mean_rows(_: np.ndarray, values: np.ndarray) -> np.ndarray:
-    return values.mean(axis=-1)
 
 
 def per_example(pred: dict, metric: str, field: str | None = None) -> float:
