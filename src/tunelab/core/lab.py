@@ -86,8 +86,15 @@ def recorded_lab(
     given), without a device (`resume`, `noise`, `final`, `export`); messages name the record
     as where its values come from. `checks` refuse it before any model loads."""
     spec = recorded_spec(record, base)
-    lab = Lab(store.lab, spec, store, None, data=record["data_version"], recorded=record["id"])  # type: ignore[arg-type]
-    lab.base_given = base is not None
+    lab = Lab(
+        store.lab,
+        spec,
+        store,
+        None,  # type: ignore[arg-type]
+        data=record["data_version"],
+        recorded=record["id"],
+        base_given=base is not None,
+    )
     for check in checks:
         check(lab)
     return lab

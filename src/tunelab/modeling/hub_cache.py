@@ -115,7 +115,7 @@ def require_base(lab) -> None:
     if model.scratch or model.path is None:
         return
     path = locate(model, lab.path)
-    if getattr(lab, "base_given", False) and not _a_base(path):
+    if lab.base_given and not _a_base(path):
         what = "no config.json in it" if path.is_dir() else "no such folder"
         raise TunelabError(
             f"--base {path}: no base model there ({what}): give the folder the base "

@@ -61,21 +61,19 @@ def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dic
         }
         for p in log["problems"]
     ]
-    starts = replaced.started(store)
-    for p in log.pop("records"):
-        other = (
-            replaced.another_run(store, p["record"], starts) if p["problem"] != "missing" else None
-        )
-        problems.append(
-            {
-                "check": "records",
-                "path": p["record"],
-                "problem": other or p["problem"],
-                "fix": replaced.FIX
-                if other
-                else "restore it from a backup (the log's line holds its sha256)",
-            }
-        )
+    records = log.pop("records")
+    lost = replaced.replacements(store, records)  # another run's record, under this one's id
+    problems += [
+        {
+            "check": "records",
+            "path": p["record"],
+            "problem": lost.get(p["record"], p["problem"]),
+            "fix": replaced.FIX
+            if p["record"] in lost
+            else "restore it from a backup (the log's line holds its sha256)",
+        }
+        for p in records
+    ]
     hashed = log.pop("hashed")
     problems += [
         problem_at(
@@ -132,12 +130,7 @@ def _repair(store: Store, log: dict, reason: str | None, unvouched: list[Path]) 
     }
     accepted |= {rel(store, path): sha256_file(path) for path in unvouched}
     forgives = [p["line"] for p in log["problems"]]
-    starts = replaced.started(store)  # a run lost to a copy over it: said in the break itself
-    lost = {
-        p["record"]: why
-        for p in log["records"]
-        if (why := replaced.another_run(store, p["record"], starts))
-    }
+    lost = replaced.replacements(store, log["records"])  # said in the break itself
     extra = {"replaced": lost} if lost else {}
     store.log_event(BREAK, reason=reason.strip(), forgives=forgives, accepted=accepted, **extra)
     return store.audit()

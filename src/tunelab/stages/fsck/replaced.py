@@ -14,6 +14,16 @@ APART_S = 5
 """A record's `created` and its run's `run_started` event are written within a second or two."""
 
 
+def replacements(store: Store, changed: list[dict]) -> dict[str, str]:
+    """Of the records `Store.audit` found changed (`records`), those that are another run's,
+    each with what to say of it; the log is read only where some record changed."""
+    edited = [p["record"] for p in changed if p["problem"] != "missing"]
+    if not edited:
+        return {}
+    starts = started(store)
+    return {shown: why for shown in edited if (why := another_run(store, shown, starts))}
+
+
 def started(store: Store) -> dict[str, tuple[int, str]]:
     """Each run record's path (as events name it) with the line and time of its `run_started`
     event."""

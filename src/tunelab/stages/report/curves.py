@@ -60,6 +60,7 @@ def curves(
     (dashed, a dot per measurement); a run in `stopped` is labelled with its status (its
     history as far as it was written)."""
     earlier, named = histories[:-NAMED], histories[-NAMED:]
+    stopped = stopped or {}
     ceiling = loss_ceiling(histories)
     with style():
         fig = Figure(figsize=(WIDTH, 3.8), layout="constrained")
@@ -77,7 +78,7 @@ def curves(
             gone = any(
                 isinstance(h.get("loss"), float) and not math.isfinite(h["loss"]) for h in history
             )
-            label = run_id + (f" ({(stopped or {})[run_id]})" if run_id in (stopped or {}) else "")
+            label = run_id + (f" ({stopped[run_id]})" if run_id in stopped else "")
             label += " (off the scale)" if left else ""
             label += " (its loss stopped being a number)" if gone else ""
             line = {
