@@ -70,6 +70,20 @@ def default_base(info: dict, bundle: Path) -> Path:
     return here if here.exists() else recorded
 
 
+def require_present(info: dict, base: Path, outcome: str = "") -> None:
+    """Refuse a base that is not there (no folder with a config.json, no GGUF file): moved, or
+    on another machine; `outcome` says what that left undone. A scratch bundle's base is its
+    own."""
+    base = Path(base).expanduser().resolve()
+    if is_scratch(info) or (base.is_file() or (base / "config.json").is_file()):
+        return
+    raise WrongBaseError(
+        f"no base model at {base} (moved, or on another machine?){outcome}: give its folder "
+        "with `tunelab verify BUNDLE --base PATH` (or `tunelab.load_bundle(..., base=PATH)`); "
+        f"its weights must have the recorded sha256 {info['base_model']['weights_sha256'][:16]}…"
+    )
+
+
 def check_base(info: dict, base: Path) -> dict:
     """The identity of `base`, checked against the bundle's; WrongBaseError names both."""
     recorded = info["base_model"]
@@ -79,12 +93,7 @@ def check_base(info: dict, base: Path) -> dict:
     from tunelab.core.spec import ModelSpec
     from tunelab.modeling.identity import identity
 
-    if not base.exists() or (base.is_dir() and not (base / "config.json").is_file()):
-        raise WrongBaseError(
-            f"no base model at {base} (moved, or on another machine?): give its folder with "
-            "`tunelab verify BUNDLE --base PATH` (or `tunelab.load_bundle(..., base=PATH)`); "
-            f"its weights must have the recorded sha256 {recorded['weights_sha256'][:16]}…"
-        )
+    require_present(info, base)
     found = identity(ModelSpec(**(info["spec"]["model"] | {"path": str(base)})), base.parent)
     if found["weights_sha256"] != recorded["weights_sha256"]:
         raise WrongBaseError(

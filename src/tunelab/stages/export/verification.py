@@ -61,19 +61,10 @@ def _require_base(bundle: Path, base: Path | None) -> None:
     """A base that is nowhere to be found is refused (exit 2) before anything is verified or
     recorded: nothing about the bundle was checked, and recording it as a failed verification
     had overwritten the pass its export record held."""
-    from tunelab.core.errors import TunelabError
-    from tunelab.stages.export.load import default_base, is_scratch, read_bundle
+    from tunelab.stages.export.load import default_base, read_bundle, require_present
 
     info = read_bundle(bundle)
-    path = Path(base or default_base(info, bundle)).expanduser()
-    if is_scratch(info) or path.exists():
-        return
-    recorded = info["base_model"]
-    raise TunelabError(
-        f"no base model at {path} (moved, or on another machine?): nothing was verified or "
-        "recorded. Give its folder with `tunelab verify BUNDLE --base PATH`; its weights must "
-        f"have the recorded sha256 {recorded['weights_sha256'][:16]}…"
-    )
+    require_present(info, base or default_base(info, bundle), "; nothing was verified or recorded")
 
 
 OUTSIDE = (
