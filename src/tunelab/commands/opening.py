@@ -85,7 +85,12 @@ def needs_one_change(parent: str | None, reason: str | None) -> Callable:
 
         record = resolve_parent(lab.store, lab.data_version, parent)
         if record is not None:
-            base = base_of(lab.spec.model, lab.path)  # hashed once: the run records it
+            # the base is hashed here only where its path moved (the same bytes elsewhere are
+            # no change): a refusal stays well under a second; the run diffs its bytes itself
+            moved = ((record.get("spec") or {}).get("model") or {}).get(
+                "path"
+            ) != lab.spec.model.path
+            base = base_of(lab.spec.model, lab.path) if moved else None
             diff = diff_runs(record, lab.spec.to_dict(), lab.data_version, base)
             check_one_change(diff, reason, record["id"])
 
