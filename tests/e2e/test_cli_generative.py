@@ -162,3 +162,14 @@ def test_targets_scoring_cannot_read_or_the_schema_refuses_stop_before_any_model
     assert "3 is not of type 'string'" in found["message"]
     code, out = tl(capsys, "run", "--lab", str(lab))
     assert code == 2 and "target_not_in_format (1 row(s), e.g. pages.jsonl:2)" in out["error"]
+
+    for row in rows[::3]:  # validation rows too: a perfect answer would be counted invalid
+        row["target"]["section"] = 3
+    lab = make_extraction_lab(rows)
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    code, out = tl(capsys, "baseline", "--lab", str(lab))
+    assert (
+        code == 2
+        and "validation row(s) have a target that task.json_schema refuses" in (out["error"])
+    )
+    assert "3 is not of type 'string'" in out["error"] and not (lab / ".tunelab" / "runs").exists()

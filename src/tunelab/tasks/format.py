@@ -11,9 +11,11 @@ Decisions:
   match somewhere inside a longer answer does not count.
 - Schema: the stripped output must be exactly one JSON value (strict, see
   `jsonout.parse_json`) that validates; any JSON type is allowed if the schema is.
-- Exact match: for regex, the outputs compare as text after stripping and
-  collapsing whitespace; for schema, as parsed JSON values (`jsonout.values_equal`:
-  key order and layout do not matter, strings are whitespace-normalised).
+- Exact match: for regex, an answer the regex accepts that equals the target as text
+  after stripping and collapsing whitespace (an answer the regex refuses is never
+  exactly right, though its words are: in a regex format the layout is the format);
+  for schema, as parsed JSON values (`jsonout.values_equal`: key order and layout do
+  not matter, strings are whitespace-normalised).
   This module is `tunelab.tasks.format`; import it under another name
   (`from tunelab.tasks import format as format_task`) to keep the builtin.
 """
@@ -83,7 +85,7 @@ def score_example(output: str, target: Any, schema: dict | None, regex: str | No
     if pattern is not None:
         stripped = output.strip()
         valid = pattern.fullmatch(stripped) is not None
-        exact = normalize_text(stripped) == normalize_text(render_target(target))
+        exact = valid and normalize_text(stripped) == normalize_text(render_target(target))
         error = None if valid else f"does not match the regex {pattern.pattern}"
     else:
         expected = _parsed_target(target)

@@ -4,9 +4,10 @@ Scoring reads each row's target: extraction compares the required fields of a JS
 format lab's schema mode parses its target as JSON. A target without them stops the scoring,
 after the generation (or the training) before it has run; `require_scorable` finds such
 validation rows first, and a schema that is not one (a regex that does not compile is refused
-with the spec, at its line). A target that the task's own format refuses (`off_format`), or a
-train target that could not be scored, teaches answers the metric counts invalid: `tunelab
-inspect` and `run` find those.
+with the spec, at its line). A target that the task's own format refuses (`off_format`) is an
+answer the metric counts invalid: a validation one is refused with the unscorable ones (a
+perfect model would lose on it), a train one (or a train target that could not be scored)
+teaches such answers: `tunelab inspect` and `run` find those.
 """
 
 from __future__ import annotations
@@ -57,13 +58,30 @@ def off_format(task_spec: Any, schema: dict | None, target: Any) -> str | None:
 def refuse_unscorable(task_spec: Any, rows: list[dict], split: str) -> None:
     """Refuse `rows` of `split` when any target cannot be scored, naming the first few."""
     bad = [(r, why) for r in rows if (why := unscorable(task_spec, r.get("target")))]
+    _refuse(bad, split, "that scoring cannot read", "Fix those rows (or the task's fields)")
+
+
+def refuse_off_format(task_spec: Any, schema: dict | None, rows: list[dict], split: str) -> None:
+    """Refuse `rows` of `split` when the task's own format refuses a (scorable) target: an
+    answer equal to it would be counted invalid, and the format's rate could never reach 100%."""
+    bad = [(r, why) for r in rows if (why := off_format(task_spec, schema, r.get("target")))]
+    rule = "task.regex" if getattr(task_spec, "regex", None) else "task.json_schema"
+    _refuse(
+        bad,
+        split,
+        f"that {rule} refuses, so an answer equal to it would be counted invalid",
+        "Fix those rows or the format",
+    )
+
+
+def _refuse(bad: list[tuple[dict, str]], split: str, what: str, fix: str) -> None:
     if not bad:
         return
     named = "; ".join(f"{row_name(r)}: target {why}" for r, why in bad[:SHOWN])
     more = f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
     raise TunelabError(
-        f"{len(bad)} {split} row(s) have a target that scoring cannot read: {named}{more}. "
-        "Fix those rows (or the task's fields) and run `tunelab data` again."
+        f"{len(bad)} {split} row(s) have a target {what}: {named}{more}. "
+        f"{fix} and run `tunelab data` again."
     )
 
 
@@ -74,10 +92,13 @@ def row_name(row: dict) -> str:
 
 
 def require_scorable(lab) -> None:
-    """A generative lab's format, and its validation targets, can be scored (train targets
-    are trained on, not scored: a bad one is `tunelab inspect`'s `target_not_in_format`)."""
+    """A generative lab's format, and its validation targets, can be scored, each one an answer
+    the format accepts (train targets are trained on, not scored: a bad one is `tunelab
+    inspect`'s `target_not_in_format`)."""
     task = lab.spec.task
     if not has_targets(task):
         return
-    load_schema(task, lab.path)  # checks the schema; the spec compiled the regex already
-    refuse_unscorable(task, lab.store.read_split(lab.data_version, "validation"), "validation")
+    schema = load_schema(task, lab.path)  # checked; the spec compiled the regex already
+    rows = lab.store.read_split(lab.data_version, "validation")
+    refuse_unscorable(task, rows, "validation")
+    refuse_off_format(task, schema, rows, "validation")

@@ -46,6 +46,15 @@ def test_regex_exact_ignores_whitespace_layout_only():
     assert format_task.score_example("Name: ada", "Name: Ada", None, r".*")["exact_match"] is False
 
 
+def test_an_answer_the_regex_refuses_is_never_exactly_right_though_its_words_are():
+    regex, target = r"Label: (positive|negative)\nReason: [^\n]+\.", "Label: positive\nReason: ok."
+    for layout in ("Label: positive Reason: ok.", "Label: positive\r\nReason: ok."):
+        r = format_task.score_example(layout, target, None, regex)
+        assert (r["format_valid"], r["exact_match"]) == (False, False), layout
+        assert r["error"].startswith("does not match the regex")
+    assert format_task.score_example(target, target, None, regex)["exact_match"] is True
+
+
 def test_schema_pass_and_exact_regardless_of_layout_and_key_order():
     r = by_schema('\n{"score": 0.50,\n  "label": "pos"}')
     assert r == {"format_valid": True, "exact_match": True, "error": None}

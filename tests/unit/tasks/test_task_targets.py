@@ -10,7 +10,7 @@ import pytest
 
 from tunelab.core.errors import TunelabError
 from tunelab.tasks import load_schema
-from tunelab.tasks.targets import off_format, refuse_unscorable, unscorable
+from tunelab.tasks.targets import off_format, refuse_off_format, refuse_unscorable, unscorable
 
 SCHEMA = {
     "type": "object",
@@ -67,3 +67,14 @@ def test_a_schema_that_is_not_one_is_refused_naming_its_file(tmp_path):
     with pytest.raises(TunelabError, match=r"^task.json_schema: invalid JSON Schema at required"):
         load_schema(task, tmp_path)
     assert load_schema(SimpleNamespace(json_schema=SCHEMA), tmp_path) == SCHEMA
+
+
+def test_validation_targets_the_format_refuses_are_refused_naming_the_rule():
+    rows = [{"id": "a", "origin": "rows.jsonl:1", "target": "ANSWER: 4"}]
+    refuse_off_format(BY_REGEX, None, rows, "validation")  # nothing to refuse
+    rows.append({"id": "b", "origin": "rows.jsonl:2", "target": "ANSWER:\n4"})
+    with pytest.raises(TunelabError) as err:
+        refuse_off_format(BY_REGEX, None, rows, "validation")
+    said = str(err.value)
+    assert said.startswith("1 validation row(s) have a target that task.regex refuses")
+    assert "b (rows.jsonl:2): target does not match the regex" in said and "a (" not in said
