@@ -19,6 +19,7 @@ BLOCKING = frozenset(
         "template_rewrites",
         "answer_cannot_fit",
         "target_not_in_format",
+        "special_token_in_answer",
     }
 )
 

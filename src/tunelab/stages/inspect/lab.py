@@ -29,6 +29,7 @@ from tunelab.modeling.template import RenderError
 from tunelab.modeling.token_text import token_texts
 from tunelab.stages.inspect.findings import finding
 from tunelab.stages.inspect.format import format_findings
+from tunelab.stages.inspect.special import special_text_findings
 from tunelab.stages.inspect.turns import (
     system_prompt_finding,
     turn_findings,
@@ -151,6 +152,7 @@ def causal_view(
     if max_new_tokens is not None:
         findings += _generation_findings(renderer, rendered, max_new_tokens)
     findings += format_findings(renderer, list(ok.values()))
+    findings += special_text_findings(renderer, list(ok.values()))
     empty = [r.id for r in rendered if not r.teaches]
     if empty:
         findings.append(
