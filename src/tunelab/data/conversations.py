@@ -45,6 +45,9 @@ SHAREGPT_KEYS = {"from", "value"}
 TURN_KEYS = {"role", "content", "weight"}
 SHAREGPT_ROLES = {"human": "user", "gpt": ASSISTANT}
 """ShareGPT's speakers that have another name in `{role, content}` turns."""
+ANSWERING = {ASSISTANT, "gpt", "model", "bot", "chatbot"}
+"""Roles (in lower case) that other formats give the answering side: a last turn of one of them
+is said to want the name 'assistant' (Gemini's contents say 'model'), not to end on no answer."""
 
 
 class ConversationCheck:
@@ -119,12 +122,12 @@ def check_conversation(
     if isinstance(turns, str):
         return reject("bad_turn", turns)
     last = turns[-1]
-    if last["role"] != ASSISTANT and last["role"].strip().lower() == ASSISTANT:
+    if last["role"] != ASSISTANT and last["role"].strip().lower() in ANSWERING:
         return reject(
             "bad_turn",
             f"the last turn's role is {last['role']!r}: roles are read as written and chat "
-            "templates know 'assistant'; write the roles in lower case (system, user, "
-            "assistant)",
+            "templates know 'assistant' (ShareGPT's 'gpt', in lower case, is read as it); write "
+            "the roles as system, user and assistant",
         )
     if last["role"] != ASSISTANT:
         return reject(
@@ -137,6 +140,8 @@ def check_conversation(
     answer = last["content"]
     if not answer.strip():
         return reject("empty_answer", "the last assistant turn is empty")
+    if why := _empty_turn(turns[:-1]):
+        return reject(*why)
     target = answer_target(answer, task_type)
     if target is None:
         return reject(
@@ -160,11 +165,34 @@ def check_conversation(
     )
 
 
+def _empty_turn(turns: list[dict]) -> tuple[str, str] | None:
+    """The kind and reason of an empty turn before the answer that teaches something wrong: a
+    user's (or a prompt's) asks nothing, so its answer is learned as the reply to no input; an
+    earlier answer that carries the loss teaches replying with nothing. An empty system turn
+    is a choice (no system prompt), and an answer weighed 0 is context alone."""
+    for i, turn in enumerate(turns):
+        if turn["content"].strip():
+            continue
+        if turn["role"] == "user":
+            return "empty_prompt", (
+                f"turn {i} (user) is empty: the answer to it would be learned as a reply to no "
+                "question; fill it in or leave the row out"
+            )
+        if turn["role"] == ASSISTANT and turn.get("weight") != 0:
+            return "empty_answer", (
+                f"turn {i} (assistant) is empty and carries the loss: the model would learn to "
+                "answer with nothing; give it weight 0 if it is context, or leave the row out"
+            )
+    return None
+
+
 def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
     """A field's turns (a string is one turn of `role`, where a string is allowed), or why
     the field is not a conversation."""
     if isinstance(value, str) and role is not None:
         return [{"role": role, "content": value}]
+    if why := _sharegpt_extra(value, field):
+        return why
     value = sharegpt_turns(value) or value
     if not isinstance(value, list) or not value:
         kind = type(value).__name__ if not isinstance(value, list) else "an empty list"
@@ -208,6 +236,30 @@ def _turns(value, field: str, role: str | None = None) -> list[dict] | str:
             kept["weight"] = 0
         turns.append(kept)
     return turns
+
+
+def _sharegpt_extra(value, field: str) -> str | None:
+    """Why turns in ShareGPT's form (each has `from` and `value`) are not read as it: a turn
+    with another key or a value that is not text, named by its index and ShareGPT's keys (else
+    it would be read as `{role, content}` turns and blamed on turn 0's `from`)."""
+    if not isinstance(value, list) or not value or not is_sharegpt_value(value):
+        return None
+    for i, turn in enumerate(value):
+        if extra := sorted(set(turn) - SHAREGPT_KEYS):
+            return (
+                f"{field}[{i}] has {extra}: ShareGPT's turns are read with from and value "
+                "alone (a key the chat template would use is not dropped silently)"
+            )
+        if not isinstance(turn["from"], str) or not turn["from"].strip():
+            return f"{field}[{i}].from must be a non-empty string"
+        if not isinstance(turn["value"], str):
+            return f"{field}[{i}].value must be a string, got {type(turn['value']).__name__}"
+    return None
+
+
+def is_sharegpt_value(value: list) -> bool:
+    """Every turn an object holding ShareGPT's `from` and `value` (maybe with other keys)."""
+    return all(isinstance(t, dict) and set(t) >= SHAREGPT_KEYS for t in value)
 
 
 def joined_parts(parts: list, where: str) -> tuple[str, str | None]:

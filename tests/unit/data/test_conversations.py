@@ -131,7 +131,7 @@ def test_an_answers_weight_0_is_kept_and_1_is_the_default():
         (
             {"messages": turns(("User", "q"), ("Assistant", "{}"))},
             "bad_turn",
-            "write the roles in lower case",
+            "write the roles as system, user and assistant",
         ),
         ({"messages": []}, "bad_turn", "got an empty list"),
         (
@@ -141,6 +141,41 @@ def test_an_answers_weight_0_is_kept_and_1_is_the_default():
         ),
         ({"messages": [{"role": "user", "content": 3}]}, "bad_turn", "content must be a string"),
         ({"messages": turns(("user", "q"), ("assistant", " "))}, "empty_answer", "is empty"),
+        (
+            {"messages": turns(("user", " "), ("assistant", "{}"))},
+            "empty_prompt",
+            "turn 0 (user) is empty",
+        ),
+        (
+            {
+                "messages": turns(
+                    ("user", "q"), ("assistant", ""), ("user", "q"), ("assistant", "{}")
+                )
+            },
+            "empty_answer",
+            "turn 1 (assistant) is empty and carries the loss",
+        ),
+        (
+            {
+                "messages": [
+                    {"from": "human", "value": "q"},
+                    {"from": "gpt", "value": "{}", "loss": 1},
+                ]
+            },
+            "bad_turn",
+            "messages[1] has ['loss']: ShareGPT's turns are read with from and value alone",
+        ),
+        (
+            {"messages": [{"from": "human", "value": None}, {"from": "gpt", "value": "{}"}]},
+            "bad_turn",
+            "messages[0].value must be a string, got NoneType",
+        ),
+        ({"messages": turns(("user", "q"), ("model", "{}"))}, "bad_turn", "know 'assistant'"),
+        (
+            {"messages": [{"from": "human", "value": "q"}, {"from": "GPT", "value": "{}"}]},
+            "bad_turn",
+            "the last turn's role is 'GPT'",
+        ),
         ({"messages": turns(("user", "q"), ("assistant", "no json"))}, "bad_target", "JSON"),
         ({"text": "x"}, "missing_field", "messages"),
     ],
@@ -149,6 +184,14 @@ def test_what_cannot_be_learned_is_quarantined_with_its_line(values, kind, words
     rejected = check({"id": "r", **values})
     assert isinstance(rejected, Rejection) and rejected.kind == kind and rejected.line == 7
     assert words in rejected.reason
+
+
+def test_empty_system_turns_and_empty_context_answers_are_kept():
+    system = turns(("system", ""), ("user", "q"), ("assistant", "{}"))
+    assert isinstance(check({"id": "s", "messages": system}), Example)  # no system prompt
+    context = turns(("user", "q"), ("assistant", ""), ("user", "q"), ("assistant", "{}"))
+    context[1]["weight"] = 0  # in the conversation, not learned
+    assert isinstance(check({"id": "c", "messages": context}), Example)
 
 
 def spec(**data_fields) -> dict:
