@@ -8,7 +8,9 @@ A conversation is keyed by its prompt, every turn before the answer (`key_text`)
 generative row is keyed by its input and not its target: the same prompt with two answers is a
 label conflict, not two examples. The near-duplicate detector reads the prompt without its
 system turns (`near_text`): one system prompt shared by a whole dataset made every pair of
-short conversations look alike (a 27-word one left 2 of 140 distinct train rows).
+short conversations look alike (a 27-word one left 2 of 140 distinct train rows). So a pair it
+finds whose system turns differ and whose answers differ too is no duplicate
+(`system_decides`): there the system prompt is what asks for the other answer.
 """
 
 from __future__ import annotations
@@ -61,6 +63,20 @@ def near_text(ex: Any) -> str:
     if ex.messages is None:
         return ex.text
     return flatten([t for t in ex.messages[:-1] if t["role"] != "system"])
+
+
+def system_decides(a: Any, b: Any) -> bool:
+    """Two conversations whose system turns differ and whose answers differ: the same question
+    under two system prompts ("answer in French", "answer in one word") is two examples, not a
+    near-duplicate pair (with one answer, it is a copy in another frame, and stays one)."""
+    if a.messages is None or b.messages is None:
+        return False
+
+    def system(ex: Any) -> str:
+        return normalise(flatten([t for t in ex.messages[:-1] if t["role"] == "system"]))
+
+    answers_differ = normalise(a.messages[-1]["content"]) != normalise(b.messages[-1]["content"])
+    return answers_differ and system(a) != system(b)
 
 
 def flatten(turns: list[dict]) -> str:

@@ -40,7 +40,13 @@ import numpy as np
 from tunelab.core.spec import DedupSpec
 from tunelab.core.store import SPLITS
 from tunelab.data import near, near_images
-from tunelab.data.content import DIGEST_BYTES, content_key, near_text, normalise
+from tunelab.data.content import (
+    DIGEST_BYTES,
+    content_key,
+    near_text,
+    normalise,
+    system_decides,
+)
 from tunelab.data.loaders import Example
 from tunelab.data.spill import Texts
 from tunelab.data.split import Splits, in_id_order
@@ -165,10 +171,13 @@ def _text_clusters(
 ) -> list[Cluster]:
     """The near clusters of the rows from the pairs `find_pairs` finds among their distinct
     texts (one text per normalised text, in row order): every copy of one text of a pair
-    with every copy of the other."""
+    with every copy of the other; not two conversations whose system turns ask for their two
+    answers (`content.system_decides`)."""
     rows = _Rows(splits)
     text, first = _copies(rows)
-    pairs = find_pairs(Texts([rows.examples[r] for r in first.tolist()], near_text))  # as asked
+    distinct = [rows.examples[r] for r in first.tolist()]
+    pairs = find_pairs(Texts(distinct, near_text))  # as asked
+    pairs = [(a, b, s) for a, b, s in pairs if not system_decides(distinct[a], distinct[b])]
     copies = _rows_of(text, np.array([t for a, b, _ in pairs for t in (a, b)], dtype=np.int64))
     clusters = []
     for a, b, similarity in pairs:

@@ -126,3 +126,27 @@ def test_the_rows_are_each_split_in_id_order_with_its_name() -> None:
         rows[3]
     with pytest.raises(IndexError):
         rows[-1]  # no caller counts from the end: a negative index is a mistake
+
+
+def chat(id_: str, system: str, question: str, answer: str) -> Example:
+    turns = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": answer},
+    ]
+    flat = "\n\n".join(f"{t['role']}: {t['content']}" for t in turns)
+    return Example(id_, flat, "", "f", None, target=answer, messages=turns)
+
+
+def test_a_question_two_system_prompts_answer_apart_is_two_examples_not_near_copies() -> None:
+    question = "which planet is nearest the sun, and how long is a year there in earth days"
+    splits = splits_of(
+        train=[
+            chat("a", "Answer in one word.", question, "Mercury"),
+            chat("b", "Answer in French.", question, "Mercure, 88 jours"),  # asked for otherwise
+            chat("c", "Answer briefly.", question, "Mercury"),  # the same answer: a copy
+        ]
+    )
+    result = deduplicate(splits, DedupSpec(exact=False))
+    assert kept_ids(result)["train"] == ["a", "b"]
+    assert [(p["a"]["id"], p["b"]["id"]) for p in result.pairs] == [("a", "c")]
