@@ -206,6 +206,9 @@ def test_a_lab_whose_rows_carry_no_loss_fails_its_check_at_render(tmp_path, tiny
     assert code == 1 and check["failed"][0] == "render", check["failed"]
     render = next(i for i in check["items"] if i["name"] == "render")
     assert render["no_loss"] == 16 and "16 carry no loss token (e.g. c" in render["detail"]
+    code, view = tl(capsys, "inspect", "--lab", lab, "--sample", "1", "model.loss_on_turns=last")
+    assert {f["code"] for f in view["findings"] if f["blocking"]} == {"empty_loss_mask"}
+    assert not any(ex["eos_trained"] for ex in view["examples"])  # nothing trained, no end
 
 
 def test_one_system_prompt_for_all_makes_no_duplicates_and_one_prompt_two_answers_conflict(
@@ -280,3 +283,15 @@ def test_a_template_that_cannot_print_a_validation_turn_is_refused_before_a_mode
     assert not (Path(lab) / ".tunelab" / "runs").exists() or not any(
         (Path(lab) / ".tunelab" / "runs").iterdir()
     )  # refused before a record opened
+    assert "Map their roles" in out["error"]
+
+
+def test_a_validation_conversation_too_long_to_render_is_told_about_its_length_alone(
+    tmp_path, tiny_llama, capsys
+):
+    fields = {"id": "id", "messages": "messages", "split": "split"}
+    lab = write_lab(tmp_path, tiny_llama, chats(), fields=fields)
+    assert tl(capsys, "data", "--lab", lab)[0] == 0
+    code, out = tl(capsys, "baseline", "--lab", lab, "model.max_length=8")
+    assert code == 2 and "more than model.max_length=8: raise it" in out["error"], out
+    assert "roles" not in out["error"]  # the advice of another refusal

@@ -287,7 +287,7 @@ class Renderer:
         from tunelab.modeling.conversation import TurnError
         from tunelab.tasks.targets import row_name
 
-        bad = []
+        bad, kinds = [], set()
         for row in rows:
             if row.get("messages") is None:
                 continue
@@ -295,13 +295,14 @@ class Renderer:
                 self.render(row, with_target=False)
             except TurnError as err:
                 bad.append(f"{row_name(row)}: {err}")
+                kinds.add(err.kind)
         if bad:
             more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+            fix = [] if kinds <= {"answer_cannot_fit"} else [ROLES_FIX]  # the length says its own
             raise TunelabError(
                 f"{len(bad)} {split} conversation(s) cannot be rendered by the model's chat "
-                f"template, so they cannot be evaluated: {'; '.join(bad[:3])}{more}. Map their "
-                "roles to ones the template prints (`tunelab inspect` shows each turn), or use "
-                "a model whose template knows them, and run `tunelab data` again."
+                f"template, so they cannot be evaluated: {'; '.join(bad[:3])}{more}."
+                + "".join(f" {f}" for f in fix)
             )
 
     def render(self, row: dict, with_target: bool = True) -> Rendered:
@@ -343,6 +344,12 @@ class Renderer:
             turns=c.turns,
             turns_cut=c.turns_cut,
         )
+
+
+ROLES_FIX = (
+    "Map their roles to ones the template prints (`tunelab inspect` shows each turn), or use a "
+    "model whose template knows them, and run `tunelab data` again."
+)
 
 
 def make_renderer(spec, tokenizer: PreTrainedTokenizerBase, labels: list[str], lab) -> Renderer:

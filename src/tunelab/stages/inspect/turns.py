@@ -150,6 +150,6 @@ def turn_view(renderer: Renderer, r: Rendered, tokens: list[dict]) -> dict:
         "text_cut": r.text_cut,
         "cut_at": kept_from if r.turns_cut else None,
         "truncation_rule": TRUNCATION_RULE,
-        "eos_trained": not unended(r, renderer.template.end_id),
+        "eos_trained": r.teaches and not unended(r, renderer.template.end_id),  # no loss: no
         "target": r.target_text,
     }
