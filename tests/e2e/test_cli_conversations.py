@@ -82,6 +82,10 @@ def test_a_multi_turn_lab_trains_on_its_answers_and_evaluates_its_last_turn(
     assert "(e.g. c0 (chats.jsonl:1), turn 2: not a JSON object)" in earlier["message"]
     code, last = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "model.loss_on_turns=last")
     assert "earlier_answer_not_in_format" not in {f["code"] for f in last["findings"]}
+    code, cut = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "model.max_length=160")
+    assert cut["summary"]["turns_dropped"] == 32  # 16 of the 18 rows lose their first exchange
+    earlier = next(f for f in cut["findings"] if f["code"] == "earlier_answer_not_in_format")
+    assert earlier["count"] == 2  # what was dropped teaches nothing
     assert "instruction_unused" not in codes  # the task's default: nothing was asked of it
     code, view = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "task.instruction=Be brief.")
     (unused,) = [f for f in view["findings"] if f["code"] == "instruction_unused"]

@@ -56,7 +56,7 @@ def _earlier_answers(renderer: Renderer, rows: list[dict], rule: str) -> list[di
                 continue
             target = answer_target(turn["content"], task.type)
             why = "not a JSON object" if target is None else off_format(task, schema, target)
-            if why:
+            if why and _kept(renderer, row, i):
                 bad.append((row, i, why))
                 break
     if not bad:
@@ -73,3 +73,10 @@ def _earlier_answers(renderer: Renderer, rows: list[dict], rule: str) -> list[di
             "model.loss_on_turns: last, or weight 0 on those turns",
         )
     ]
+
+
+def _kept(renderer: Renderer, row: dict, i: int) -> bool:
+    """Whether turn `i` of a conversation is still there once the oldest turns after the
+    system's are dropped to fit `model.max_length` (a dropped answer teaches nothing)."""
+    first = 1 if row["messages"][0]["role"] == "system" else 0
+    return not first <= i < first + renderer.render(row).turns_cut
