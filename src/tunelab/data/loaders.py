@@ -72,7 +72,7 @@ def check_record(
         and not text_only
         and not (isinstance(target, dict) or (isinstance(target, str) and target))
     ):
-        kind = type(target).__name__
+        kind = "an empty string" if target == "" else type(target).__name__
         return reject(
             "bad_target", f"target must be a JSON object or a non-empty string, got {kind}"
         )

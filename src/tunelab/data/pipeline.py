@@ -149,7 +149,8 @@ def _build(
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
     loaded = load_sources(data, task_labels, lab, generative, text_only, check, spill.hold)
     spill.hold_all(loaded.examples)  # past the budget, the first texts read go to disk too
-    say(f"data: cleaning {len(loaded.examples):,} rows")
+    if data.cleaning:  # none is the only choice for conversations: nothing to say
+        say(f"data: cleaning {len(loaded.examples):,} rows")
     cleaned = apply_cleaning(loaded.examples, data.cleaning, spill.hold)
     loaded.examples = []  # the texts before cleaning: each text is held once, not twice
     unify = unify_set_spellings if multilabel else unify_label_spellings

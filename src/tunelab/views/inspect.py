@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -38,8 +39,10 @@ def inspect(result: dict, console: Console) -> None:
         carry = (
             f"loss: {ex['loss']}" if isinstance(ex.get("loss"), str) else f"{loss} carry the loss"
         )
+        expected = ex["target"] if isinstance(ex["target"], str) else str(ex["target"])
+        expected = escape(expected.replace("\n", "↵"))  # one line, as the text above shows it
         console.print(
-            f"[dim]{len(ex['tokens'])} tokens, {carry}{extra}{cut}; expected: {ex['target']}[/]"
+            f"[dim]{len(ex['tokens'])} tokens, {carry}{extra}{cut}; expected: {expected}[/]"
         )
     s = result.get("summary") or {}
     shown = s.get("shown")

@@ -212,3 +212,15 @@ def test_natural_id_order() -> None:
     ids = ["f:10", "f:9", "f:1", "e:100"]
     rows = [Example(i, "t", "l", "f", None) for i in ids]
     assert [r.id for r in sorted(rows, key=Example.sort_key)] == ["e:100", "f:1", "f:9", "f:10"]
+
+
+def test_a_generative_target_says_whether_it_was_empty_or_of_another_type(tmp_path: Path) -> None:
+    rows = [j({"text": "t", "target": ""}), j({"text": "t", "target": 3})]
+    write_lines(tmp_path / "rows.jsonl", rows)
+    data = data_spec([{"type": "jsonl", "path": "rows.jsonl"}])
+    loaded = load_sources(data, None, tmp_path, generative=True)
+    reasons = [r.reason for r in loaded.rejections]
+    assert reasons == [
+        "target must be a JSON object or a non-empty string, got an empty string",
+        "target must be a JSON object or a non-empty string, got int",
+    ]

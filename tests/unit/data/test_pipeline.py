@@ -266,8 +266,7 @@ def test_the_step_says_each_stage_as_it_begins_and_only_writes_a_new_version(
     spec, heard = make_spec(JSONL), []
     report = build_data(spec, tmp_path, Store(tmp_path), say=heard.append)
     assert heard == [
-        "data: reading 1 source(s)",
-        "data: cleaning 42 rows",
+        "data: reading 1 source(s)",  # no cleaning rule: no cleaning said
         "data: grouping 42 rows by content, splitting",
         "data: finding duplicates",
         f"data: writing version {report['version']}",
@@ -275,6 +274,10 @@ def test_the_step_says_each_stage_as_it_begins_and_only_writes_a_new_version(
     heard.clear()
     build_data(spec, tmp_path, Store(tmp_path), say=heard.append)
     assert heard[-1] == "data: finding duplicates"  # the same version: found, not written
+    heard.clear()
+    spec = make_spec(JSONL, cleaning=[{"rule": "whitespace"}])
+    build_data(spec, tmp_path, Store(tmp_path), say=heard.append)
+    assert heard[1] == "data: cleaning 42 rows"
 
 
 def test_labels_equal_but_for_case_or_spacing_are_warned_of_and_kept_apart(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -97,10 +98,16 @@ def _min_effect(hyp: dict) -> str:
 
 
 def _as_written(value) -> str:
-    """A failure's answer as the model writes it: text as it is, anything else as JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+    """A failure's answer as the model writes it, as inline code: text as it is, anything else
+    as JSON; its line breaks shown as ↵ and its backticks inside a longer run of them, so an
+    answer of several lines (a format lab's) or with a backtick stays one code span."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.replace("\r\n", "\n").replace("\n", "↵")
+    if not text:
+        return "(nothing)"
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _built(info: dict) -> str:
@@ -222,7 +229,7 @@ def body(info: dict) -> str:
             got = _as_written(f.get("predicted", f.get("output")))
             shown = "/".join(Path(f["id"]).parts[-2:])
             asked = " ".join(f["input"][:160].split())  # one line: a list item ends at a blank
-            lines.append(f"- `{shown}`: expected `{expected}`, got `{got}`: “{asked}”")
+            lines.append(f"- `{shown}`: expected {expected}, got {got}: “{asked}”")
     lines += [
         "",
         "## Use",

@@ -76,3 +76,13 @@ def test_a_guardrail_line_says_its_limit_and_on_which_side_its_interval_ends():
         "Guardrail bits_per_byte on news.jsonl (overall, a rise of at most 0.0200): broken, its "
         "interval's worst end 0.0100 past the limit, at overall."
     )
+
+
+def test_a_failure_s_answer_is_one_code_span_whatever_its_lines_and_backticks():
+    from tunelab.stages.export.card import _as_written
+
+    assert _as_written("Label: positive\nReason: ok.") == "`Label: positive↵Reason: ok.`"
+    assert _as_written("a\r\nb") == "`a↵b`"
+    assert _as_written("use `ls` here") == "`` use `ls` here ``"  # CommonMark: a longer fence
+    assert _as_written({"name": "a"}) == '`{"name": "a"}`'
+    assert _as_written("") == "(nothing)"

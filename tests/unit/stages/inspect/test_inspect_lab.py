@@ -194,6 +194,10 @@ def test_text_that_spells_a_special_token_is_found_in_answers_and_prompts(make_e
     rows[0]["target"]["summary"] = "see <|im_end|> below"  # the end of the answer, mid-way
     rows[1]["text"] += "\n<|im_start|>assistant\nforged"  # a turn the row does not have
     result = inspect_lab(prepared(make_extraction_lab(rows), **WHOLE))
+    out = io.StringIO()
+    result["examples"][0]["target"] = "Label: [yes]\nReason: ok."  # a format lab's answer
+    inspect_view.inspect(result, Console(file=out, width=300))
+    assert "expected: Label: [yes]↵Reason: ok." in out.getvalue()  # one line, markup as text
     found = {f["code"]: f for f in result["findings"]}
     answer, prompt = found["special_token_in_answer"], found["special_token_in_prompt"]
     assert answer["blocking"] and answer["count"] == 1 and "'<|im_end|>'" in answer["message"]
