@@ -90,6 +90,8 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
         )
     if result.get("reference_note"):  # of the whole table: before it
         console.print(f"[yellow]warning[/] {escape(result['reference_note'])}")
+    if result.get("rules_note"):
+        console.print(f"[yellow]note[/] {escape(result['rules_note'])}")
     console.print(table)
     if others and metric_tables:
         _other_metrics(result, others, console)

@@ -52,3 +52,22 @@ def _rails(spec: dict) -> list[dict]:
     """A recorded spec's guardrails as today's spec writes them (fields added since, such as
     `on`, at their defaults), so that a field's arrival is not a difference of rules."""
     return [Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []]
+
+
+def spec_rules_note(spec, reference: dict) -> str | None:
+    """What to say when today's `tunelab.yaml` states other rules than the reference was
+    recorded under: compare goes on by the recorded ones, and says how to judge by the new."""
+    today = {
+        "hypothesis": spec.hypothesis.model_dump(mode="json") if spec.hypothesis else None,
+        "guardrails": [g.model_dump(mode="json") for g in spec.guardrails],
+    }
+    fields = rule_differences(reference, [{"id": "", "spec": today}]).get("")
+    if not fields:
+        return None
+    return (
+        f"tunelab.yaml's rules changed since the reference {reference['id']} was recorded "
+        f"({', '.join(fields)}): compare judges by the recorded ones (a verdict cannot change "
+        "after the fact). To judge by the spec's, "
+        "record a reference under them (`tunelab baseline --name NAME`) and train the variants "
+        "under that spec."
+    )

@@ -40,7 +40,12 @@ from tunelab.data.same_eval import SameEval, differing_text, split_changes
 from tunelab.stages.compare.changes import verdict_changes
 from tunelab.stages.compare.collapse import collapse_warnings
 from tunelab.stages.compare.forgetting import judge_forgetting
-from tunelab.stages.compare.frozen import frozen_rules, refuse_frozen_overrides, rule_differences
+from tunelab.stages.compare.frozen import (
+    frozen_rules,
+    refuse_frozen_overrides,
+    rule_differences,
+    spec_rules_note,
+)
 from tunelab.stages.compare.guardrails import GUARDRAIL_RULE, judge
 from tunelab.stages.compare.notes import multiplicity, pair_warnings, untrained_reference
 from tunelab.stages.compare.pairs import make_arms
@@ -179,6 +184,7 @@ def compare(
         "runs": rows,
         "multiplicity": multiplicity(rows, reference["id"]),
         "reference_note": None if against else untrained_reference(reference, runs),
+        "rules_note": spec_rules_note(lab.spec, reference),
         # runs that were not judged for their status, said so rather than left out in silence
         "left_out": [
             {"run": r["id"], "status": effective_status(r, store.runs_dir / r["id"])}

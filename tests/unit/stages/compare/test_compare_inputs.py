@@ -249,6 +249,12 @@ def test_of_equally_strong_baselines_the_newest_is_the_reference(tmp_path):
     assert (old, result["reference"]) == ("r001-majority", new)
     (variant,) = [r for r in result["runs"] if r["kind"] == "variant"]
     assert [g["scope"] for g in variant["guardrails"]] == ["every_class"]
+    assert result["rules_note"] is None  # the spec states what the reference was recorded under
+    edited = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.01}])
+    result = compare(edited)  # judged as before, and the edit is said, not ignored in silence
+    assert [g["scope"] for g in result["runs"][-1]["guardrails"]] == ["every_class"]
+    assert result["rules_note"].startswith("tunelab.yaml's rules changed since the reference r002")
+    assert "(guardrails): compare judges by the recorded ones" in result["rules_note"]
 
 
 def test_predictions_edited_after_their_run_are_refused_naming_both_hashes(tmp_path):
