@@ -7,6 +7,8 @@ block.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 BLOCKING = frozenset(
     {
         "target_truncated",
@@ -24,11 +26,20 @@ BLOCKING = frozenset(
 )
 
 
-def finding(code: str, count: int, example: str | None, message: str) -> dict:
-    return {
+LISTED = 1000
+"""Row ids a finding lists at most (`rows`); its count covers the rest."""
+
+
+def finding(
+    code: str, count: int, example: str | None, message: str, rows: Sequence[str] = ()
+) -> dict:
+    """`rows`: the ids of the rows it counts, where it counts rows (the first `LISTED`), so that a
+    user fixing the data has every one, not only the example."""
+    out = {
         "code": code,
         "blocking": code in BLOCKING,
         "count": count,
         "example": example,
         "message": message,
     }
+    return out | ({"rows": list(rows[:LISTED])} if rows else {})

@@ -34,6 +34,7 @@ def format_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
             row["id"],
             f"targets that {rule} refuses, so training teaches answers the metric counts "
             f"invalid (e.g. {row_name(row)}: {why}); fix the rows or the format",
+            [r["id"] for r, _ in bad],
         ),
         *out,
     ]
@@ -71,6 +72,7 @@ def _earlier_answers(renderer: Renderer, rows: list[dict], rule: str) -> list[di
             f"refuses (e.g. {row_name(row)}, turn {i}: {why}); the model learns them beside "
             "the answers the metric scores. If only the last answer should teach, set "
             "model.loss_on_turns: last, or weight 0 on those turns",
+            [r["id"] for r, _, _ in bad],
         )
     ]
 

@@ -157,7 +157,11 @@ def causal_view(
     if empty:
         findings.append(
             finding(
-                "empty_loss_mask", len(empty), empty[0], "rows with no loss token teach nothing"
+                "empty_loss_mask",
+                len(empty),
+                empty[0],
+                "rows with no loss token teach nothing",
+                empty,
             )
         )
     cut = [r for r in rendered if r.text_cut]
@@ -209,6 +213,7 @@ def _generation_findings(renderer: Renderer, rendered: list, max_new_tokens: int
             f"answers longer than evaluation.max_new_tokens ({max_new_tokens}): generation "
             "stops before they end, so they can never be right; the longest is "
             f"{long[0][0]} tokens: set evaluation.max_new_tokens to {long[0][0]} or more",
+            [rid for _, rid in long],
         )
     ]
 
@@ -233,6 +238,7 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
                 len(rejected),
                 rejected[0]["id"],
                 f"targets that cannot fit whole: {rejected[0]['reason']}",
+                [x["id"] for x in rejected],
             )
         )
     if no_eos:
@@ -243,6 +249,7 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
                 no_eos[0],
                 "the end-of-answer token is not in the loss: the model will "
                 "not learn to stop (does the tokenizer have an EOS token?)",
+                no_eos,
             )
         )
     if on_prompt:
@@ -252,6 +259,7 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
                 len(on_prompt),
                 on_prompt[0],
                 "prompt tokens carry the loss (model.loss_on_prompt)",
+                on_prompt,
             )
         )
     cut = [r for r in rendered if r.text_cut]
@@ -262,6 +270,7 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
                 len(cut),
                 cut[0].id,
                 f"input text cut to fit model.max_length={renderer.max_length}",
+                [r.id for r in cut],
             )
         )
     return findings
@@ -279,6 +288,7 @@ def _encoder_view(renderer: Renderer, rows: list[dict], sample: int, cap: int | 
                 len(truncated),
                 truncated[0].id,
                 f"inputs cut to model.max_length={renderer.max_length}",
+                [r.id for r in truncated],
             )
         )
     summary = {"tokens": _percentiles([len(f) for f in full]), "inputs_truncated": len(truncated)}

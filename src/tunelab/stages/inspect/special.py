@@ -28,10 +28,13 @@ def special_text_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
         return []
     answers, prompts = [], []
     for row in rows:
+        hits = {}  # the first hit of each kind: a row is counted once
         for trained, where, text in _texts(renderer, row):
             token = next((s for s in specials if s in text), None)
             if token is not None:
-                (answers if trained else prompts).append((row["id"], where, token))
+                hits.setdefault(trained, (row["id"], where, token))
+        answers += [hits[True]] if True in hits else []
+        prompts += [hits[False]] if False in hits else []
     out = []
     if answers:
         rid, where, token = answers[0]
@@ -44,6 +47,7 @@ def special_text_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
                 "the tokenizer reads it as that token, so the model is trained to end or "
                 "restructure the answer there and generation stops at it; rewrite those "
                 "strings in the data (or drop the rows) and run `tunelab data` again",
+                [rid for rid, _, _ in answers],
             )
         )
     if prompts:
@@ -56,6 +60,7 @@ def special_text_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
                 f"prompts whose text spells a special token (e.g. {rid}, {where}: {token!r}): "
                 "the tokenizer reads it as that token, so the model sees template structure "
                 "(an end of turn, a new turn) that the row does not have",
+                [rid for rid, _, _ in prompts],
             )
         )
     return out

@@ -49,7 +49,8 @@ def turn_findings(renderer: Renderer, rendered: list[Rendered], rejected: list[d
     for kind, what in REJECTED.items():
         rows = [r for r in rejected if r.get("kind") == kind]
         if rows:
-            out.append(finding(kind, len(rows), rows[0]["id"], f"{what}: {rows[0]['reason']}"))
+            ids = [r["id"] for r in rows]
+            out.append(finding(kind, len(rows), ids[0], f"{what}: {rows[0]['reason']}", ids))
     on_text = [r.id for r in rendered if off_answer(r)]
     if on_text:
         out.append(
@@ -58,6 +59,7 @@ def turn_findings(renderer: Renderer, rendered: list[Rendered], rejected: list[d
                 len(on_text),
                 on_text[0],
                 "system or user tokens carry the loss (model.loss_on_prompt)",
+                on_text,
             )
         )
     no_end = [r.id for r in rendered if unended(r, renderer.template.end_id)]
@@ -69,6 +71,7 @@ def turn_findings(renderer: Renderer, rendered: list[Rendered], rejected: list[d
                 no_end[0],
                 "an assistant answer's end-of-turn token is not in the loss: the model will not "
                 "learn to stop",
+                no_end,
             )
         )
     cut = [r for r in rendered if r.turns_cut]
@@ -81,6 +84,7 @@ def turn_findings(renderer: Renderer, rendered: list[Rendered], rejected: list[d
                 cut[0].id,
                 f"{turns} turns dropped to fit model.max_length={renderer.max_length} "
                 f"({TRUNCATION_RULE})",
+                [r.id for r in cut],
             )
         )
     task = renderer.task

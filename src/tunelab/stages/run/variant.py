@@ -204,7 +204,7 @@ def run_variant(
         trainable=trainable,
         protocol=protocol(lab.spec),
         rejected_train=rejected,
-        findings=findings,
+        findings=[{k: v for k, v in f.items() if k != "rows"} for f in findings],  # inspect's
         warnings_allowed=allow_warnings,
         parent=parent_record["id"] if parent_record else None,
         parent_kind=parent_record["kind"] if parent_record else None,

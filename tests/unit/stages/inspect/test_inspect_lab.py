@@ -62,13 +62,16 @@ def test_target_that_cannot_fit_blocks_training_until_a_reason_is_given(make_ext
     for row in rows[:10]:  # some of them land in train
         row["target"]["summary"] = "a summary far too long to fit " * 12
     lab = prepared(make_extraction_lab(rows))
-    assert codes(inspect_lab(lab))["target_truncated"] is True
+    found = {f["code"]: f for f in inspect_lab(lab)["findings"]}
+    assert found["target_truncated"]["blocking"]
+    assert len(found["target_truncated"]["rows"]) == found["target_truncated"]["count"] > 1
     with pytest.raises(BlockedError, match="target_truncated"):
         run_variant(lab)
     assert not (lab.store.runs_dir).exists()
     record = run_variant(lab, allow_warnings="checking the refusal")
     assert record["warnings_allowed"] == "checking the refusal"
     assert record["rejected_train"]
+    assert all("rows" not in f for f in record["findings"])  # counted; the ids are inspect's
     # the leave goes on with the run: compare, the card and the run's view say it
     past = trained_past(record)
     assert [f["code"] for f in past["findings"]] == ["target_truncated"]
@@ -201,6 +204,7 @@ def test_text_that_spells_a_special_token_is_found_in_answers_and_prompts(make_e
     found = {f["code"]: f for f in result["findings"]}
     answer, prompt = found["special_token_in_answer"], found["special_token_in_prompt"]
     assert answer["blocking"] and answer["count"] == 1 and "'<|im_end|>'" in answer["message"]
+    assert answer["rows"] == [answer["example"]]  # every row it counts, to fix them all
     assert not prompt["blocking"] and prompt["count"] == 1
     assert "'<|im_start|>'" in prompt["message"] and "the prompt" in prompt["message"]
 
