@@ -5,6 +5,7 @@ lost after kill -9. Kills at random moments of every command: `test_faults.py`."
 from __future__ import annotations
 
 import json
+import pickle
 import signal
 import subprocess
 import sys
@@ -55,6 +56,16 @@ def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: flo
     raise TimeoutError(f"no step {step} in {timeout}s")
 
 
+class Planted:
+    """A pickle that leaves a file where it is unpickled: proof that code ran."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
 def test_sigterm_then_resume_ends_like_an_uninterrupted_run(make_lab, capsys):
     lab = make_lab(training=STOPPED)
     assert tl(capsys, "data", "--lab", str(lab))[0] == 0
@@ -82,6 +93,16 @@ def test_sigterm_then_resume_ends_like_an_uninterrupted_run(make_lab, capsys):
         "the checkpoint is not as written" in p["problem"] for p in checked["problems"]
     )
     tensors.write_bytes(whole)
+    # a file dropped in is refused before any loader opens it: DCP's `.metadata` is a pickle
+    planted = run_dir / "checkpoint" / ".metadata"
+    marker = lab / "unpickled"
+    planted.write_bytes(pickle.dumps(Planted(str(marker))))
+    code, refused = tl(capsys, "resume", "--lab", str(lab), "r001-stopped")
+    assert code == 2 and f"{planted}: not written with the checkpoint" in refused["error"]
+    assert not marker.exists()
+    code, checked = tl(capsys, "fsck", "--lab", str(lab))
+    assert code == 1 and any(".metadata: not written" in p["problem"] for p in checked["problems"])
+    planted.unlink()
 
     code, resumed = tl(capsys, "resume", "--lab", str(lab), "r001-stopped")
     assert code == 0, resumed

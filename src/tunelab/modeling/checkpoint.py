@@ -14,10 +14,13 @@ the checkpoint is and who wrote it are read without torch (`checkpoint_files`).
 Under several processes (`torchrun`), a checkpoint is written with `torch.distributed.checkpoint`
 (DCP) by every rank: one folder, each rank's shard of the trained tensors and of the optimizer
 state in its own file, each rank's generators in `rng-RANK.pt`, and rank 0's `.metadata` and
-`state.json`. DCP reshards on load, so such a checkpoint resumes on any number of processes and
-either strategy, one process included (a rank the writing world lacked takes rank 0's
-generators); a one-process checkpoint resumes under DDP (every rank reads it) or FSDP (every
-rank takes its shard of it). On a GPU a process keeps its own device's generator only.
+`state.json`; `state.json` says so (`written_by`), and it alone sends a checkpoint to DCP's
+loader, which unpickles `.metadata` (a file dropped into a one-process checkpoint is refused
+as unlisted, `checkpoint_files.checkpoint_problems`). DCP reshards on load, so such a
+checkpoint resumes on any number of processes and either strategy, one process included (a
+rank the writing world lacked takes rank 0's generators); a one-process checkpoint resumes
+under DDP (every rank reads it) or FSDP (every rank takes its shard of it). On a GPU a process
+keeps its own device's generator only.
 """
 
 from __future__ import annotations
@@ -36,13 +39,10 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.files import _fsync
 from tunelab.core.store import atomic_write_json
-from tunelab.modeling.checkpoint_files import STATE
+from tunelab.modeling.checkpoint_files import STATE, sharded
 
 if TYPE_CHECKING:
     from tunelab.training.distributed import World
-
-SHARDED_MARK = ".metadata"
-"""The file DCP writes beside the shards: its presence marks a several-process checkpoint."""
 
 
 def save_checkpoint(
@@ -168,7 +168,7 @@ def load_checkpoint(
     `best_weights` where the checkpoint holds `keep: best`'s weights (`best`: their step and
     loss) and this world can read them. Under several processes every rank calls it, with the
     model as its strategy wraps it."""
-    if (path / SHARDED_MARK).exists():
+    if sharded(path):
         _load_sharded(path, model, optimizer)
     elif _is_sharded(model):
         _load_whole_into_shards(path, model, optimizer)
@@ -191,7 +191,7 @@ def _load_best(path: Path, model: torch.nn.Module) -> dict[str, torch.Tensor] | 
     """The kept best weights, named and placed as the model's trainable parameters (a shard
     each under FSDP); None where this world cannot take them as written (a one-process
     checkpoint resumed under FSDP: `Validation.restore` then says the best was not kept)."""
-    if (path / SHARDED_MARK).exists():
+    if sharded(path):
         import torch.distributed.checkpoint as dcp
 
         like = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}

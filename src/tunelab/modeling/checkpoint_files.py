@@ -27,10 +27,18 @@ def find_checkpoint(path: Path) -> Path | None:
     return None
 
 
+def sharded(path: Path) -> bool:
+    """Whether several processes wrote the checkpoint at `path` with DCP: as its `state.json`
+    says, never as its files suggest (DCP unpickles its `.metadata`, so a file dropped into a
+    one-process checkpoint must not be what sends it there)."""
+    return "written_by" in json.loads((path / STATE).read_text())
+
+
 def checkpoint_problems(path: Path) -> list[str]:
-    """What makes the checkpoint at `path` not as its run wrote it: `state.json` unreadable, or
-    a file missing or changed against the sha256 it records (a checkpoint written before these
-    were recorded has none to check)."""
+    """What makes the checkpoint at `path` not as its run wrote it: `state.json` unreadable, a
+    file missing or changed against the sha256 it records, or a file it does not list (added
+    since: DCP's `.metadata` is a pickle, and a checkpoint is read only as it was written). A
+    checkpoint written before these were recorded has none to check."""
     from tunelab.core.digest import sha256_file
 
     try:
@@ -38,12 +46,18 @@ def checkpoint_problems(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         return [f"{path / STATE}: unreadable ({err})"]
     problems = []
-    for name, expected in (state.get("files") or {}).items():
+    listed = state.get("files") or {}
+    for name, expected in listed.items():
         file = path / name
         if not file.is_file():
             problems.append(f"{file}: missing")
         elif (actual := sha256_file(file)) != expected:
             problems.append(f"{file}: sha256 {actual[:12]}…, written as {expected[:12]}…")
+    if listed:
+        for file in sorted(f for f in path.rglob("*") if not f.is_dir()):
+            name = file.relative_to(path).as_posix()
+            if name != STATE and name not in listed:
+                problems.append(f"{file}: not written with the checkpoint (a file added since)")
     return problems
 
 
