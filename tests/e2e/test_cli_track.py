@@ -64,3 +64,18 @@ def test_track_writes_the_lab_into_mlflow_once(tmp_path, capsys, monkeypatch):
     assert main(["track", *where]) == 0
     assert "0 new, 0 updated, 3 unchanged: nothing added" in capsys.readouterr().out
     assert len(mlflow.search_runs([experiment.experiment_id])) == len(records) + 1
+
+
+def test_mlflow_s_telemetry_is_off_unless_the_user_turned_it_on(tmp_path, monkeypatch):
+    """Offline: MLflow's telemetry fetched a config from the internet and wrote an installation
+    id into ~/.config/mlflow as soon as it ran."""
+    from mlflow.environment_variables import MLFLOW_DISABLE_TELEMETRY
+
+    from tunelab.stages.track.uri import client, resolve
+
+    monkeypatch.delenv("MLFLOW_DISABLE_TELEMETRY", raising=False)
+    client(resolve(tmp_path, None))
+    assert MLFLOW_DISABLE_TELEMETRY.get() is True
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "false")  # the user's own choice stands
+    client(resolve(tmp_path, None))
+    assert MLFLOW_DISABLE_TELEMETRY.get() is False

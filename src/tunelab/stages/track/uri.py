@@ -94,6 +94,10 @@ def _sqlite(path: Path) -> str:
 def client(target: Target):
     """An MlflowClient for `target`, checked with one read: a missing package or a URI that
     MLflow refuses is a TrackError naming it, before anything is written."""
+    # offline: MLflow's usage telemetry fetches its config from the internet and writes an
+    # installation id into ~/.config/mlflow, from the moment it is imported (a user's own
+    # setting of it stands)
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
