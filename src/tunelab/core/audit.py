@@ -4,17 +4,22 @@ Every record of store format 2 is saved with an event that holds its sha256 (`St
 a record edited afterwards no longer matches its last event, one deleted is missing, and one in
 no event at all (`core.unlogged`) came with a log cut short or deleted, or by hand. `compare`,
 `final` and `export` refuse to judge from such a lab; `fsck` names every problem and `fsck
---repair --reason` accepts them as they are, recorded.
+--repair --reason` accepts them as they are, recorded. One is no edit: a save a kill cut between
+its line and its rename leaves the record vouched for in its staged file beside the path, and
+`audit` finishes that rename (`finish_staged`) before it judges.
 """
 
 from __future__ import annotations
 
+import errno
+import glob
+import os
 from contextlib import nullcontext
 from pathlib import Path
 
 from tunelab.core.chain import verify
 from tunelab.core.digest import sha256_file
-from tunelab.core.files import locked
+from tunelab.core.files import _fsync, locked
 from tunelab.core.unlogged import unlogged
 
 
@@ -22,20 +27,62 @@ def audit(store) -> dict:
     """The log's chain (`core.chain.verify`), `records`: each record whose file no longer has
     the sha256 its last event gave it, or is gone (`{record, line, problem}`), and `hashed`:
     the records some event vouches for. Read under the log's lock, so a record being saved is
-    seen whole with its event."""
+    seen whole with its event. A save a kill cut between its line and its rename is finished
+    first (`finish_staged`), and `finished` names those records."""
     log = store.log_path
     with locked(log, shared=True) if log.exists() else nullcontext():
         state = verify(log)
         last = vouching(store)
-        problems = []
-        for shown, (number, digest) in sorted(last.items()):
-            path = store.lab / shown
-            if not path.is_file():
-                problems.append({"record": shown, "line": number, "problem": "missing"})
-            elif sha256_file(path) != digest:
-                problem = f"changed after line {number} of the log wrote it"
-                problems.append({"record": shown, "line": number, "problem": problem})
-    return state | {"records": problems, "records_hashed": len(last), "hashed": set(last)}
+        problems = _mismatched(store, last)
+    finished = finish_staged(store, problems) if problems else []
+    if finished:
+        problems = [p for p in problems if p["record"] not in finished]
+    return state | {
+        "records": problems,
+        "records_hashed": len(last),
+        "hashed": set(last),
+        "finished": finished,
+    }
+
+
+def _mismatched(store, last: dict[str, tuple[int, str]]) -> list[dict]:
+    problems = []
+    for shown, (number, digest) in sorted(last.items()):
+        path = store.lab / shown
+        if not path.is_file():
+            problems.append({"record": shown, "line": number, "problem": "missing"})
+        elif sha256_file(path) != digest:
+            problem = f"changed after line {number} of the log wrote it"
+            problems.append({"record": shown, "line": number, "problem": problem})
+    return problems
+
+
+def finish_staged(store, problems: list[dict]) -> list[str]:
+    """Finish the saves a kill cut between their log line and their rename (`Store.save`
+    stages a record beside its path, logs its sha256, then renames it into place): a record
+    missing, emptied or older than its line, beside a staged file whose sha256 is the line's,
+    is that file, renamed into place now. Under the log's lock, as the save would have done
+    it (a save in progress holds the lock: its staged file is never taken). Returns the
+    records finished; none where the lab cannot be written (an archived copy)."""
+    finished = []
+    try:
+        with locked(store.log_path):
+            last = vouching(store)
+            for problem in problems:
+                path = store.lab / problem["record"]
+                digest = last.get(problem["record"], (0, None))[1]
+                if digest is None or (path.is_file() and sha256_file(path) == digest):
+                    continue
+                staged = sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+                match = next((f for f in staged if sha256_file(f) == digest), None)
+                if match is not None:
+                    os.replace(match, path)
+                    _fsync(path.parent)
+                    finished.append(problem["record"])
+    except OSError as err:
+        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+    return finished
 
 
 def require_intact_log(store, command: str) -> dict:

@@ -24,6 +24,11 @@ def fsck(result: dict, console: Console) -> None:
         )
         for record, why in (b.get("replaced") or {}).items():
             console.print(f"    [yellow]{escape(record)}[/]: {escape(why)}")
+    for record in log.get("finished") or []:
+        console.print(
+            f"  finished {escape(record)}: its save was cut between its log line and its "
+            "rename (a kill); the staged copy the line vouches for is now in place"
+        )
     for p in result["problems"]:
         console.print(
             f"  [bold red]{p['check']}[/] {escape(p['path'])}: {escape(p['problem'])}; "

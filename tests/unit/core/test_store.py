@@ -221,3 +221,33 @@ def test_a_copy_that_fills_the_disk_names_the_file_it_was_writing():
     assert "while writing bundles/.r003.tmp/model.safetensors" in said and "runs/" not in said
     refused = OSError(errno.EROFS, "Read-only file system", "lab/.tunelab/events.jsonl")
     assert str(no_permission(refused)).startswith("lab/.tunelab/events.jsonl: Read-only")
+
+
+def test_a_save_killed_between_its_line_and_its_rename_is_finished_not_called_an_edit(
+    tmp_path, monkeypatch
+):
+    """A kill there left the log vouching for the staged file while the record kept its old
+    content (or a numbered record its empty reservation): every command refused the lab as
+    edited, and fsck advised deleting the one whole copy."""
+    import shutil
+
+    import tunelab.core.store as store_module
+
+    store = Store(tmp_path)
+    run_id, run_dir = store.new_run("x")
+    record = {"id": run_id, "kind": "variant", "status": "running", "data_version": "v1"}
+    store.write_record(run_id, record | {"spec": {}})
+    before = (run_dir / "record.json").read_bytes()
+    killed = run_dir / ".record.json.k1ll3d.tmp"  # the staged file a kill leaves behind
+    monkeypatch.setattr(store_module, "commit", lambda tmp, path: shutil.copy(tmp, killed))
+    store.write_record(run_id, record | {"spec": {}, "status": "invalid"})
+    monkeypatch.undo()
+    assert (run_dir / "record.json").read_bytes() == before and killed.exists()
+    decoy = run_dir / ".record.json.other.tmp"  # a staged file the log does not vouch for
+    decoy.write_bytes(before)
+
+    state = store.audit()
+    assert state["records"] == [] and state["finished"] == [f".tunelab/runs/{run_id}/record.json"]
+    assert store.read_record(run_id)["status"] == "invalid" and not killed.exists()
+    assert decoy.exists()  # left for fsck to name
+    assert store.audit()["finished"] == []  # done once
