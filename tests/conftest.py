@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -234,3 +235,22 @@ def no_reload(monkeypatch):
         "reload_in_fresh_process",
         lambda *a, **k: ({"stderr": "skipped by the test"}, None, {}),
     )
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory, tiny_bert):
+    """A tiny lab trained, compared and exported (with --merge) once, for the handover's tests
+    (`tests/e2e/test_cli_export.py` and its neighbours); copy it before changing it."""
+    from tunelab.cli import main
+
+    lab = tmp_path_factory.mktemp("export-lab")
+    (lab / "docs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in topic_rows()))
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(lab_spec(tiny_bert)))
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0
+    assert main(["export", "r003-lora", "--lab", str(lab), "--merge", "--json"]) == 0
+    return lab, lab / "bundles" / "r003-lora"
+
+
+def copy_of(bundle: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(bundle, tmp_path / "bundle"))

@@ -16,32 +16,11 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import tunelab
-from conftest import tl
-from tunelab.cli import main
+from conftest import copy_of, tl
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import validate_spec
 from tunelab.modeling.render import make_renderer
 from tunelab.training.evaluate import evaluate_rows
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory, tiny_bert):
-    """A tiny lab trained, compared and exported once for the module's tests."""
-    import yaml
-
-    from conftest import lab_spec, topic_rows
-
-    lab = tmp_path_factory.mktemp("export-lab")
-    (lab / "docs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in topic_rows()))
-    (lab / "tunelab.yaml").write_text(yaml.safe_dump(lab_spec(tiny_bert)))
-    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
-        assert main([command[0], "--lab", str(lab), *command[1:], "--json"]) == 0
-    assert main(["export", "r003-lora", "--lab", str(lab), "--merge", "--json"]) == 0
-    return lab, lab / "bundles" / "r003-lora"
-
-
-def copy_of(bundle: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(bundle, tmp_path / "bundle"))
 
 
 def test_the_bundle_holds_the_handover_and_peft_loads_it(exported, tiny_bert, capsys):

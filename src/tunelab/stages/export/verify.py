@@ -274,6 +274,7 @@ def _merged(bundle: Path, info: dict, device: str) -> dict:
     import transformers
 
     from tunelab.modeling.image_model import IMAGE_BACKEND
+    from tunelab.modeling.safety import require_safetensors
 
     folder = bundle / "merged"
     kind = info["kind"]
@@ -285,7 +286,8 @@ def _merged(bundle: Path, info: dict, device: str) -> dict:
 
         register()
         how += " (EfficientNet-Lite's class registered from tunelab.modeling.lite)"
-    model = auto.from_pretrained(folder).to(device).eval()
+    require_safetensors(folder, "the bundle's merged/")  # never a pickle a sender put there
+    model = auto.from_pretrained(folder, use_safetensors=True).to(device).eval()
     if kind == "image":
         inputs = transformers.AutoImageProcessor.from_pretrained(folder, backend=IMAGE_BACKEND)
     else:
