@@ -35,3 +35,29 @@ def require_not_encoder_decoder(folder: Path, what: str) -> None:
         "decoder-only base (Qwen, Llama, SmolLM2, Mistral) for generation, or an encoder (BERT, "
         "RoBERTa, ModernBERT) or a decoder for classification."
     )
+
+
+def require_known_type(folder: Path, what: str, trusted: bool) -> None:
+    """Refuse, naming `model.trust_remote_code`, a base whose classes exist only in its own
+    Python code (`auto_map`, a model_type transformers does not know) where that code may not
+    run: transformers' own refusal surfaced as an internal error. A known model_type loads
+    with transformers' classes, its auto_map unread."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if trusted or not auto_map:
+        return
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    kind = config.get("model_type")
+    if kind in CONFIG_MAPPING_NAMES:
+        return
+    classes = ", ".join(auto_map) if isinstance(auto_map, dict) else str(auto_map)
+    raise TunelabError(
+        f"{what}: model_type {kind!r} in {folder / 'config.json'} is not one transformers "
+        f"knows; its classes are the folder's own Python code (auto_map: {classes}), which "
+        "runs only with model.trust_remote_code: true. Read that code first, then set it, or "
+        "choose a model transformers knows."
+    )

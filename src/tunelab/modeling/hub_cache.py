@@ -126,10 +126,11 @@ def require_base(lab) -> None:
             moved_base(path, lab.recorded) if lab.recorded else missing_base(model, path)
         )
     if path.is_dir() and (path / "config.json").is_file():  # the load refuses pickles too,
-        from tunelab.modeling.architecture import require_not_encoder_decoder
+        from tunelab.modeling.architecture import require_known_type, require_not_encoder_decoder
         from tunelab.modeling.safety import require_safetensors  # after torch: seconds later
 
         require_not_encoder_decoder(path, f"model.path {model.path!r}")
+        require_known_type(path, f"model.path {model.path!r}", model.trust_remote_code)
         require_safetensors(path, f"model.path {model.path!r}")
         from tunelab.modeling.whole_files import require_whole
 

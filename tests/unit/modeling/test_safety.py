@@ -124,3 +124,17 @@ def test_an_auto_map_naming_a_hub_repository_is_refused_before_loading(
 
 def test_a_local_auto_map_passes_the_check(tiny_bert, tmp_path):
     check_auto_map(remote_model(tiny_bert, tmp_path / "remote", LOCAL))
+
+
+def test_a_base_only_its_own_code_can_load_is_refused_naming_trust_remote_code(
+    tiny_bert, tmp_path, make_lab, capsys
+):
+    """It failed inside transformers, as an internal error (exit 1)."""
+    from conftest import tl
+
+    folder = remote_model(tiny_bert, tmp_path / "remote", LOCAL)
+    lab = make_lab(model={"path": str(folder), "max_length": 64})
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+    code, out = tl(capsys, "baseline", "--lab", str(lab))
+    assert code == 2 and "model_type 'tiny-remote'" in out["error"], out
+    assert "runs only with model.trust_remote_code: true" in out["error"]
