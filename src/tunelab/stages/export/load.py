@@ -172,7 +172,6 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
     it is read (`core.sums.require_plain`). A base with
     `trust_remote_code` has its Python files copied into `cache_root(bundle)/modules`."""
     import torch
-    from transformers import AutoTokenizer
 
     from tunelab.core.spec import ModelSpec
     from tunelab.modeling.model import load_trained
@@ -204,4 +203,27 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
         from tunelab.modeling.image_model import IMAGE_BACKEND
 
         return model, AutoImageProcessor.from_pretrained(bundle, backend=IMAGE_BACKEND), info
-    return model, AutoTokenizer.from_pretrained(bundle), info
+    return model, _tokenizer(bundle, info), info
+
+
+def _tokenizer(bundle: Path, info: dict):
+    """The run's tokenizer, as the bundle holds it. A base with `trust_remote_code` may have a
+    tokenizer of its own code, which the bundle keeps beside it: it runs only where each of
+    the bundle's Python files is one the run allowed (the sha256 its base's identity records),
+    never code a sender added or changed."""
+    from transformers import AutoTokenizer
+
+    from tunelab.core.digest import sha256_file
+
+    trusted = bool(info["spec"]["model"].get("trust_remote_code"))
+    if trusted:
+        allowed = ((info.get("base_model") or {}).get("remote_code") or {}).get("files") or {}
+        for file in sorted(bundle.rglob("*.py")):
+            name = file.relative_to(bundle).as_posix()
+            if allowed.get(name) != sha256_file(file):
+                raise TunelabError(
+                    f"{file}: Python code the run did not allow (its base's identity records "
+                    f"{', '.join(allowed) or 'no file'} with their sha256): a bundle's code "
+                    "runs only as the run allowed it. Restore the bundle from its sender's copy."
+                )
+    return AutoTokenizer.from_pretrained(bundle, trust_remote_code=trusted)

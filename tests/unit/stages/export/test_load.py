@@ -65,3 +65,48 @@ def test_a_bundle_of_an_encoder_decoder_says_its_predictions_do_not_stand(tmp_pa
     info = {"base_model": recorded, "spec": {"model": {"path": str(base)}}}
     with pytest.raises(TunelabError, match=r"is an encoder-decoder model .* do not stand"):
         check_base(info, base)
+
+
+TOKENIZATION = """\
+from transformers import PreTrainedTokenizerFast
+
+
+class TinyRemoteTokenizer(PreTrainedTokenizerFast):
+    pass
+"""
+
+
+def test_a_bundle_s_own_tokenizer_code_runs_only_as_the_run_allowed_it(
+    tiny_bert, tmp_path, monkeypatch
+):
+    """A trust_remote_code base's tokenizer was loaded without trust_remote_code, so verify
+    failed as an internal error; it must not run code a sender changed either."""
+    import shutil
+    import sys
+
+    import transformers.dynamic_module_utils as dynamic
+
+    from tunelab.core.digest import sha256_file
+    from tunelab.modeling.safety import use_modules_cache
+    from tunelab.stages.export.load import _tokenizer
+
+    monkeypatch.setattr(dynamic, "HF_MODULES_CACHE", dynamic.HF_MODULES_CACHE)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    use_modules_cache(tmp_path / "modules")  # as load_bundle does: not the user's home
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny_bert / name, bundle / name)
+    code = bundle / "tokenization_tiny_remote.py"
+    code.write_text(TOKENIZATION)
+    config = json.loads((bundle / "tokenizer_config.json").read_text())
+    remote = [None, "tokenization_tiny_remote.TinyRemoteTokenizer"]
+    config |= {"auto_map": {"AutoTokenizer": remote}}
+    (bundle / "tokenizer_config.json").write_text(json.dumps(config))
+    allowed = {"files": {code.name: sha256_file(code)}}
+    info = {"spec": {"model": {"trust_remote_code": True}}, "base_model": {"remote_code": allowed}}
+    assert type(_tokenizer(bundle, info)).__name__ == "TinyRemoteTokenizer"
+    code.write_text(TOKENIZATION + "print('another')\n")
+    with pytest.raises(TunelabError, match="Python code the run did not allow"):
+        _tokenizer(bundle, info)
