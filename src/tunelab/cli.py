@@ -121,6 +121,7 @@ def _main(argv: list[str] | None) -> int:
         return _usage_error(err, argv)
     _quiet_libraries()
     _no_hub_kernels()
+    _library_caches(args)
     reproducible_blas()
     try:
         with interrupt_on_signals():  # Ctrl-C and SIGTERM stop any command, the same way
@@ -294,6 +295,32 @@ def _no_hub_kernels() -> None:
     available in the local cache and Hugging Face Hub is in offline mode", seen on an H200), and
     online it would run code no lab records. `USE_HUB_KERNELS=YES` set by the user is kept."""
     os.environ.setdefault("USE_HUB_KERNELS", "NO")
+
+
+LIBRARY_CACHES = {"MPLCONFIGDIR": "matplotlib", "TORCHINDUCTOR_CACHE_DIR": "torchinductor"}
+"""The libraries' own caches a command may write (matplotlib's font list, the report's; the empty
+folder torch's compiler makes on import), and their folder in the lab's store cache."""
+
+
+def _library_caches(args) -> None:
+    """Nothing outside the lab is written: the libraries' caches go into the lab's store
+    (`.tunelab/cache/`) where a command works in a lab (`--lab` with a store, the demo's lab),
+    unless the user set them; they went to `~/.cache/matplotlib` and `$TMPDIR/torchinductor_*`."""
+    from tunelab.core.layout import CACHE, STORE_DIR
+
+    if args.command == "demo":
+        lab = args.dir or Path("demo-lab") / args.task  # as `demo.run_demo` places it
+    else:
+        lab = getattr(args, "lab", None)
+        if lab is None or not (lab / STORE_DIR).is_dir():
+            return
+    for variable, folder in LIBRARY_CACHES.items():
+        if os.environ.get(variable) in (None, _SET.get(variable)):  # the user's own stands
+            _SET[variable] = os.environ[variable] = str(lab.resolve() / STORE_DIR / CACHE / folder)
+
+
+_SET: dict[str, str] = {}
+"""What `_library_caches` set, so a later command in the same process (the tests) sets its own."""
 
 
 if __name__ == "__main__":
