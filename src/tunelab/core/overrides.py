@@ -88,7 +88,7 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
             )
         if last == "type" and isinstance(node, dict) and node.get("type") != value:
             shared = _options_of(parts[:-1], value)
-            for option in [k for k in node if k not in shared]:
+            for option in [k for k in node if shared is not None and k not in shared]:
                 del node[option]
         if dotted.rpartition(".")[0] == "training.budget" and isinstance(node, dict):
             for unit in BUDGET_UNITS - {last} if last in BUDGET_UNITS else ():
@@ -101,16 +101,20 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     return data
 
 
-def _options_of(path: list[str], kind: Any) -> set[str]:
-    """The options the typed section at `path` takes as type `kind` (none when unknown)."""
+def _options_of(path: list[str], kind: Any) -> set[str] | None:
+    """The options the typed section at `path` takes as type `kind` (none for a type it does not
+    know: the spec's check names it); None where `type` picks no section of its own (a data
+    source's type: its path and name stay)."""
     from tunelab.core.origin import fields, section_models
     from tunelab.core.spec import Spec  # spec.py imports this module
 
+    typed = False
     for model in section_models(Spec, path):
         tag = model.model_fields.get("type")
         if tag is not None and tag.default == kind:
             return fields(model) - {"type"}
-    return set()
+        typed = typed or (tag is not None and isinstance(tag.default, str))
+    return set() if typed else None
 
 
 def _index(part: str, dotted: str, size: int) -> int:

@@ -106,6 +106,10 @@ def test_a_type_change_keeps_the_options_the_new_type_shares():
     }
     unknown = apply_overrides(raw, {"method.type": "qlora"})["method"]
     assert unknown == {"type": "qlora"}  # validation names the type it does not know
+    source = {"type": "csv", "path": "d.tsv", "name": "docs"}  # a type, not a section's kind
+    raw = {**MINIMAL, "data": {"sources": [source]}}
+    changed = apply_overrides(raw, {"data.sources.0.type": "tsv"})["data"]["sources"][0]
+    assert changed == {"type": "tsv", "path": "d.tsv", "name": "docs"}  # its path was dropped
 
 
 def test_a_budget_override_replaces_the_file_s_unit():
