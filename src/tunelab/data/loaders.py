@@ -10,6 +10,7 @@ becomes a quarantine entry with file and line. Where a source may be read from i
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -153,7 +154,10 @@ def check_keys(
         else _as_str(rec.values[fields.label])
     )
     if label is None:
-        kind = type(rec.values[fields.label]).__name__
+        value = rec.values[fields.label]
+        if isinstance(value, float) and math.isnan(value):  # pandas' empty cell
+            return reject("empty_label", "label is empty (NaN: an empty cell)")
+        kind = type(value).__name__
         return reject("bad_label_type", f"label must be a string or an integer, got {kind}")
     label = sys.intern(label.strip())  # a million rows share a few label strings
     if not label and not generative:
@@ -198,11 +202,15 @@ def _encodable(*values: Any) -> bool:
 
 
 def _as_str(value: Any) -> str | None:
-    """Strings stay, integers become strings; anything else (bool, float, list) is refused."""
+    """Strings stay, integers become strings, and so does a float that is a whole number (`1.0`:
+    pandas keeps an integer column with one empty cell as floats, and writes them so to Parquet
+    and JSON); anything else (bool, another float, list) is refused."""
     if isinstance(value, str):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     return None
 
 

@@ -262,3 +262,16 @@ def test_a_folder_that_is_no_saved_dataset_is_refused(tmp_path: Path) -> None:
     spec = data_spec([{"type": "hf_dataset", "path": "ds"}])
     with pytest.raises(DataError, match=r"^ds: not a folder saved with datasets' save_to_disk"):
         load_sources(spec.data, None, tmp_path)
+
+
+def test_an_integer_label_column_pandas_kept_as_floats_reads_as_integers(tmp_path: Path) -> None:
+    """An integer column with one empty cell is float64 in pandas (0.0, 1.0, NaN), and so in its
+    Parquet: every row was quarantined as "got float", with a hint about the field's name."""
+    source = parquet(
+        tmp_path / "rows.parquet",
+        {"text": ["a b", "c d", "e f"], "label": [0.0, 1.0, float("nan")]},
+    )
+    loaded = load_sources(data_spec([source]).data, None, tmp_path)
+    assert [e.label for e in loaded.examples] == ["0", "1"]
+    (empty,) = loaded.rejections
+    assert (empty.kind, empty.reason) == ("empty_label", "label is empty (NaN: an empty cell)")
