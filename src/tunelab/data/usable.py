@@ -256,10 +256,25 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
     generative = spec.task.generative
     errors, warnings = [], []
     if not generative and len(train) < 2:
+        tally = _together(summary.get("sources") or [])
+        took = (
+            f" The quarantine took {sum(tally['reasons'].values()):,} rows, "
+            + _why_quarantined(tally)
+            if tally["reasons"]
+            else f" Does data.fields.label ({spec.data.fields.label!r}) name the label field?"
+        )
         errors.append(
             f"only {len(train)} label(s) remain in the train split ({train}): a classifier needs "
-            f"two or more. Does data.fields.label ({spec.data.fields.label!r}) name the label "
-            "field? Are the other labels' rows in the quarantine?"
+            f"two or more.{took}"
+        )
+        return errors, warnings
+    validation = present.get("validation")
+    if not generative and validation and not set(train) & set(validation):
+        errors.append(
+            f"train and validation share no label (train {train}, validation {validation}): "
+            "every prediction would be wrong whatever the model learns. Are they the same labels "
+            "written two ways (ids in one file, names in another)? Write them alike, or list "
+            "them in task.labels."
         )
         return errors, warnings
     policy = spec.data.missing_label

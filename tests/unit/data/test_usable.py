@@ -110,6 +110,21 @@ def test_one_label_left_is_refused_for_a_classifier_not_for_a_generative_task() 
         "Does data.fields.label ('label') name the label field?"
     )
     assert check_usable(summary(one), spec_of(task=GENERATIVE)) == []
+    # the quarantine took the others: its main reason and a row of it, not a question
+    first = {"bad_label_set": {"at": "d.csv:2", "reason": "\"['b']\" is not a JSON list"}}
+    took = [{"reasons": {"bad_label_set": 105}, "first": first}]
+    with pytest.raises(DataError) as err:
+        check_usable(summary(one, sources=took), spec_of())
+    assert "The quarantine took 105 rows, most as bad_label_set (105), e.g. d.csv:2: " in str(
+        err.value
+    )
+
+
+def test_train_and_validation_with_no_label_in_common_are_refused() -> None:
+    """ids in train, names in validation: both baselines scored 0% and nothing was said."""
+    apart = {"train": {"0": 4, "1": 3}, "validation": {"a": 1, "b": 1}, "test": {"a": 1, "b": 1}}
+    with pytest.raises(DataError, match=r"train and validation share no label \(train \['0'"):
+        check_usable(summary(apart), spec_of())
 
 
 def test_a_label_missing_from_validation_warns_or_refuses_by_policy() -> None:
