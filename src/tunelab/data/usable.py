@@ -87,7 +87,24 @@ def check_usable(summary: Mapping[str, Any], spec: Spec) -> list[str]:
         warnings += more_warnings
     if errors:
         raise DataError("\n".join([errors[0], *(f"also: {e}" for e in errors[1:])]))
-    return warnings
+    return _encoding_warnings(summary.get("sources") or []) + warnings
+
+
+def _encoding_warnings(sources: list[dict]) -> list[str]:
+    """A source some of whose rows are not UTF-8: a file saved as Windows-1252 or Latin-1 loses
+    exactly its rows with accented letters, a biased cut the count alone does not show."""
+    out = []
+    for src in sources:
+        n = (src.get("reasons") or {}).get("bad_encoding")
+        if n and n < src.get("rows", 0):
+            name = src.get("path") or src.get("name")
+            out.append(
+                f"{name}: {n:,} of its {src['rows']:,} rows are not UTF-8 text and were "
+                "quarantined (a file saved as Windows-1252 or Latin-1 loses exactly its rows with "
+                f"accented letters): convert it, e.g. `iconv -f cp1252 -t utf-8 {name} > "
+                "converted`, and point the source at that file"
+            )
+    return out
 
 
 def require_usable(store: Store, version: str, spec: Spec) -> list[str]:

@@ -384,3 +384,11 @@ def test_the_split_table_of_many_labels_summarises_them(tmp_path: Path, capsys) 
     assert lines["train"][2:5] == [f"{len(labels)}", "of", f"{len(labels)}"]
     assert "rarest in train: intent_07 " in " ".join(out.split())
     assert f".tunelab/data/{report['version']}/report.json" in out
+
+
+def test_a_source_partly_not_utf8_is_warned_of_with_the_conversion() -> None:
+    """A Windows-1252 CSV lost its accented rows one by one, said as a count alone."""
+    source = {"path": "data/docs.csv", "rows": 90, "reasons": {"bad_encoding": 30}}
+    (warning,) = check_usable(summary(GOOD, sources=[source]), spec_of())
+    assert warning.startswith("data/docs.csv: 30 of its 90 rows are not UTF-8 text")
+    assert "`iconv -f cp1252 -t utf-8 data/docs.csv > converted`" in warning
