@@ -310,13 +310,26 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
                 f"{problem}: their {split} scores cannot be measured"
                 + ("" if generative else _unmeasured_consequence(split, summary, spec))
             )
+    zero = "its validation F1 reads 0 for every run, lowering macro-F1 alike for all"
     for split in ("validation", "test"):
         unlearned = [label for label in present.get(split, []) if label not in train]
         if unlearned and not generative:
+            unseen = split == "test" and not set(unlearned) & set(validation or [])
             warnings.append(
                 f"label(s) {unlearned} are in the {split} split but not in train: the model "
                 "cannot learn them"
+                + (f" (and with no validation example {zero})" if unseen else "")
             )
+    rowless = [
+        label
+        for label in summary.get("labels") or []
+        if not any(label in found for found in present.values())
+    ]
+    if rowless and not generative:
+        warnings.append(
+            f"label(s) {rowless} (task.labels) have no row in any split: the model gets a class "
+            f"for each that nothing teaches, and {zero}; leave them out of task.labels, or add rows"
+        )
     return errors, warnings
 
 

@@ -392,3 +392,16 @@ def test_a_source_partly_not_utf8_is_warned_of_with_the_conversion() -> None:
     (warning,) = check_usable(summary(GOOD, sources=[source]), spec_of())
     assert warning.startswith("data/docs.csv: 30 of its 90 rows are not UTF-8 text")
     assert "`iconv -f cp1252 -t utf-8 data/docs.csv > converted`" in warning
+
+
+def test_labels_macro_f1_counts_as_zero_on_validation_are_said_so() -> None:
+    """A label only in the sealed test file, or listed in task.labels with no row, read F1 0 in
+    every validation macro-F1 (a perfect probe read 41.7%) with no word of it."""
+    counts = {**GOOD, "test": {"a": 1, "b": 1, "weather": 1}, "extra": {"listed": 0}}
+    warnings = check_usable(summary(counts), spec_of())
+    assert (
+        "['weather'] are in the test split but not in train: the model cannot learn them "
+        in (warnings[0])
+    )
+    assert "with no validation example its validation F1 reads 0 for every run" in warnings[0]
+    assert warnings[1].startswith("label(s) ['listed'] (task.labels) have no row in any split")
