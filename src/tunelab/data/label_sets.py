@@ -93,6 +93,8 @@ def parse_label_set(
             value = text.split(separator)
             if any(not piece.strip() for piece in value):
                 return "empty_label", f"an empty label between separators in {_short(text)}"
+        elif text in ONE_HOT:
+            return "one_hot_label", ONE_HOT_REASON.format(value=_short(value))
         else:
             return (
                 "bad_label_set",
@@ -100,6 +102,8 @@ def parse_label_set(
                 'list of labels: write it as a JSON list (["sport", "tech"]; [] for none), or '
                 "set task.separator (e.g. '|') to split strings",
             )
+    if isinstance(value, int | float) and not isinstance(value, bool) and str(value) in ONE_HOT:
+        return "one_hot_label", ONE_HOT_REASON.format(value=value)
     if not isinstance(value, list):
         return (
             "bad_label_type",
@@ -107,6 +111,17 @@ def parse_label_set(
             f"got {type(value).__name__}",
         )
     return _checked_items(value, labels)
+
+
+ONE_HOT = {"0", "1", "0.0", "1.0"}
+ONE_HOT_REASON = (
+    "the label field holds {value}, one of several 0/1 columns (one-hot)? task multilabel reads "
+    'one field with the row\'s labels, as a JSON list (["sport", "tech"]; [] for none) or a '
+    "string split on task.separator: build that column from the 0/1 ones (in pandas, "
+    "`df[cols].apply(lambda r: [c for c in cols if r[c]], axis=1)`)"
+)
+"""A multilabel row's label field that reads as one cell of one-hot columns: said as that, not
+as a string to split (a separator made labels '0' and '1', one a row, without a word)."""
 
 
 def _checked_items(items: list, labels: list[str] | None) -> list[str] | tuple[str, str]:

@@ -49,6 +49,8 @@ HINTS = {
     "unknown_label": "do the labels match task.labels?",
     "bad_label_set": "task multilabel reads a JSON list of labels per row, or a string split on "
     "task.separator: is the separator set?",
+    "one_hot_label": "task multilabel reads one field of labels per row: build it from the 0/1 "
+    "columns",
     "bad_split_value": "the split column's values must be train, validation or test",
     "bad_key": "do data.fields.id and data.fields.group name fields every row has?",
     "duplicate_id": "is the same data listed twice, or are the ids in data.fields.id not unique?",

@@ -83,6 +83,8 @@ def quarantine(tmp_path, report: dict) -> list[dict]:
         (["sport", "sport"], None, ("bad_label_set", "listed twice")),
         ({"sport": 1}, None, ("bad_label_type", "got dict")),
         (["sport", None], None, ("bad_label_type", "got NoneType")),
+        ("1", None, ("one_hot_label", "one of several 0/1 columns (one-hot)?")),  # a CSV cell
+        (0, None, ("one_hot_label", "build that column from the 0/1 ones")),  # a Parquet one
     ],
 )
 def test_a_label_field_becomes_a_sorted_set_or_a_named_reason(value, separator, expected) -> None:
