@@ -154,6 +154,9 @@ def test_an_out_that_is_a_file_is_refused_by_name(exported, tmp_path, capsys):
         f"{taken} is a file, not a folder; give --out a folder to write into."
     )
     assert taken.read_text() == "mine"
+    code, err = tl(capsys, "export", "r003-lora", "--lab", str(lab), "--merge")  # bundled already
+    bundle = lab / "bundles" / "r003-lora"
+    assert code == 2 and f"give another --out (--out {bundle}-merged) or remove" in err["error"]
 
 
 def test_an_out_relative_to_the_shell_is_recorded_where_it_is(

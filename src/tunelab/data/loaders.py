@@ -158,7 +158,12 @@ def check_keys(
         if isinstance(value, float) and math.isnan(value):  # pandas' empty cell
             return reject("empty_label", "label is empty (NaN: an empty cell)")
         kind = type(value).__name__
-        return reject("bad_label_type", f"label must be a string or an integer, got {kind}")
+        several = " (several labels a row: task.type multilabel reads lists)" * isinstance(
+            value, list
+        )
+        return reject(
+            "bad_label_type", f"label must be a string or an integer, got {kind}{several}"
+        )
     label = sys.intern(label.strip())  # a million rows share a few label strings
     if not label and not generative:
         return reject("empty_label", "label is empty")

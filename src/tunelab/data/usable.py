@@ -322,6 +322,13 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
                 "cannot learn them"
                 + (f" (and with no validation example {zero})" if unseen else "")
             )
+    missing = sorted(label for label in summary.get("labels") or [] if label in MISSING_MARKS)
+    if missing and not generative:
+        warnings.append(
+            f"label(s) {missing} look like a spreadsheet's or pandas' mark for an empty cell: "
+            "their rows are a class of their own; if they have no label, leave those rows out "
+            "(an empty cell is quarantined as empty_label)"
+        )
     rowless = [
         label
         for label in summary.get("labels") or []
@@ -333,6 +340,10 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
             f"for each that nothing teaches, and {zero}; leave them out of task.labels, or add rows"
         )
     return errors, warnings
+
+
+MISSING_MARKS = frozenset({"NaN", "nan", "NAN", "N/A", "n/a", "NA", "null", "NULL", "None", "#N/A"})
+"""Labels that are how spreadsheets and pandas write an empty cell."""
 
 
 def _unmeasured_consequence(split: str, summary: Mapping[str, Any], spec: Spec) -> str:

@@ -224,3 +224,12 @@ def test_a_generative_target_says_whether_it_was_empty_or_of_another_type(tmp_pa
         "target must be a JSON object or a non-empty string, got an empty string",
         "target must be a JSON object or a non-empty string, got int",
     ]
+
+
+def test_a_list_label_in_a_classification_lab_points_at_multilabel(tmp_path: Path) -> None:
+    write_lines(tmp_path / "rows.jsonl", [j({"text": "t", "label": ["a", "b"]})])
+    loaded = load_sources(data_spec([{"type": "jsonl", "path": "rows.jsonl"}]), None, tmp_path)
+    (rejected,) = loaded.rejections
+    assert rejected.reason.endswith(
+        "got list (several labels a row: task.type multilabel reads lists)"
+    )

@@ -405,3 +405,9 @@ def test_labels_macro_f1_counts_as_zero_on_validation_are_said_so() -> None:
     )
     assert "with no validation example its validation F1 reads 0 for every run" in warnings[0]
     assert warnings[1].startswith("label(s) ['listed'] (task.labels) have no row in any split")
+
+
+def test_labels_that_are_an_empty_cell_s_mark_are_warned_of() -> None:
+    counts = {split: {**n, "NaN": 1, "N/A": 1} for split, n in GOOD.items()}
+    (warning,) = check_usable(summary(counts), spec_of())
+    assert warning.startswith("label(s) ['N/A', 'NaN'] look like a spreadsheet's or pandas' mark")

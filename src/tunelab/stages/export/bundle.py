@@ -103,7 +103,8 @@ def export_run(
             else ""
         )
         raise ExportError(
-            f"{bundle} exists and is not empty; give another --out or remove it.{why}"
+            f"{bundle} exists and is not empty; give another --out"
+            f"{f' (--out {bundle}-merged)' * merge} or remove it.{why}"
         )
     removed = remove_leftovers(lab.path / BUNDLES)
     try:

@@ -97,6 +97,13 @@ def _min_effect(hyp: dict) -> str:
     return units.effect(metric, effect)
 
 
+def _sentence(text: str) -> str:
+    """A spec's sentence ended as one (a behaviour written without its full stop ran into the
+    card's next sentence)."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?", ")")) else f"{text}."
+
+
 def _as_written(value) -> str:
     """A failure's answer as the model writes it, as inline code: text as it is, anything else
     as JSON; its line breaks shown as ↵ and its backticks inside a longer run of them, so an
@@ -143,7 +150,8 @@ def body(info: dict) -> str:
         "",
         "## Hypothesis",
         "",
-        f"{hyp.get('behaviour', '(none recorded)')} Primary metric `{hyp.get('metric')}`, "
+        f"{_sentence(hyp.get('behaviour', '(none recorded)'))} Primary metric "
+        f"`{hyp.get('metric')}`, "
         f"{_min_effect(hyp)}.",
         "",
         "## Verdict",

@@ -86,3 +86,10 @@ def test_a_failure_s_answer_is_one_code_span_whatever_its_lines_and_backticks():
     assert _as_written("use `ls` here") == "`` use `ls` here ``"  # CommonMark: a longer fence
     assert _as_written({"name": "a"}) == '`{"name": "a"}`'
     assert _as_written("") == "(nothing)"
+
+
+def test_a_behaviour_written_without_its_full_stop_ends_as_a_sentence():
+    from tunelab.stages.export.card import _sentence
+
+    assert _sentence("Sorts topics better") == "Sorts topics better."
+    assert _sentence("Sorts topics better. ") == "Sorts topics better."
