@@ -43,7 +43,7 @@ def read_csv(
                 rest = _rest_of_field(stream, delimiter)  # its quoted field is still open
                 taken, last = taken + rest, last + rest
             start = last + 1
-            yield Rejection(shown, line, "malformed_row", _malformed(err, line, last))
+            yield Rejection(shown, line, "malformed_row", _malformed(err, line, last, delimiter))
             continue
         line, start = start, reader.line_num + taken + 1
         if not any(c.strip() for c in cells):
@@ -102,13 +102,17 @@ def _unclosed_quote(shown: str, line: int, last: int) -> str:
     )
 
 
-def _malformed(err: csv.Error, line: int, last: int) -> str:
-    """Why a CSV record is quarantined; one whose quoted field ran over several lines before
-    it broke names the lines its one row holds."""
+def _malformed(err: csv.Error, line: int, last: int, delimiter: str = ",") -> str:
+    """Why a CSV (or TSV) record is quarantined, with the fix; one whose quoted field ran over
+    several lines before it broke names the lines its one row holds."""
+    kind = "TSV (tab-separated, quoted as CSV)" if delimiter == "\t" else "CSV"
     if last == line:
-        return f"not valid CSV: {err}"
+        return (
+            f"not valid {kind}: {err}: a field that starts with a quote is read as quoted to its "
+            'closing quote, so quote the whole field and double each quote inside it ("")'
+        )
     return (
-        f"not valid CSV: {err}; a quoted field ran from line {line} to {last}, so these "
+        f"not valid {kind}: {err}; a quoted field ran from line {line} to {last}, so these "
         f"{last - line + 1} lines are this one row: close or double the quote on line {line}"
     )
 

@@ -233,3 +233,14 @@ def test_a_list_label_in_a_classification_lab_points_at_multilabel(tmp_path: Pat
     assert rejected.reason.endswith(
         "got list (several labels a row: task.type multilabel reads lists)"
     )
+
+
+def test_a_tsv_field_that_starts_with_a_quote_says_what_the_file_is_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    """It read "not valid CSV: '\\t' expected after '\"'" with no fix, of a TSV file."""
+    write_lines(tmp_path / "rows.tsv", [b"text\tlabel", b'"Breaking" market news\tbiz', b"ok\tbiz"])
+    loaded = load_sources(data_spec([{"type": "tsv", "path": "rows.tsv"}]), None, tmp_path)
+    (bad,) = loaded.rejections
+    assert bad.reason.startswith("not valid TSV (tab-separated, quoted as CSV): ")
+    assert "quote the whole field and double each quote inside it" in bad.reason
