@@ -87,6 +87,9 @@ def test_another_evaluation_protocol_is_another_measurement(data_lab, capsys):
     assert tl(capsys, "baseline", "--lab", lab)[0] == 0
     code, out = tl(capsys, "baseline", "--lab", lab, "evaluation.batch_size=8")
     assert code == 0 and [r["id"] for r in out["runs"]] == ["r003-majority", "r004-probe"]
+    # other rules (a reference compare judges by): it was refused as "adds nothing"
+    code, out = tl(capsys, "baseline", "--lab", lab, "hypothesis.min_effect=0.2")
+    assert code == 0 and [r["id"] for r in out["runs"]] == ["r005-majority", "r006-probe"], out
 
 
 def test_a_zero_shot_baseline_from_prompts_tokenised_apart_is_measured_again(

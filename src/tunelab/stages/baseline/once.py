@@ -1,10 +1,11 @@
 """A baseline is measured once: one already completed with the same method and name, on the same
-data version, base model (weights, config and tokenizer hashes), dtype and evaluation protocol,
-is not measured again. When every baseline the lab has is already there, `tunelab baseline` is
-refused; `--name NAME` records another one (`r007-probe-NAME`) on purpose. This is read from
-the records and the base's identity alone (the hashes of its files), without torch, so
-the command refuses a second identical measurement before any model code loads (it took 6.5 s
-when this came after the stage's imports)."""
+data version, base model (weights, config and tokenizer hashes), dtype, evaluation protocol and
+rules (hypothesis and guardrails: a reference compare judges by) is not measured again. When
+every baseline the lab has is already there, `tunelab baseline` is refused; `--name NAME`
+records another one (`r007-probe-NAME`) on purpose. This is read from the records and the base's
+identity alone (the hashes of its files), without torch, so the command refuses a second
+identical measurement before any model code loads (it took 6.5 s when this came after the
+stage's imports)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def identical_baselines(lab: Lab, version: str, base: dict, name: str | None) ->
         "base": _what(base),
         "dtype": spec.model.dtype,
         "protocol": json.loads(json.dumps(protocol(spec))),  # as a record holds it
+        "rules": _rules(spec.model_dump(mode="json")),
     }
     names = {m: run_name(m, name) for m in BASELINES[spec.model_kind]}
     found: dict[str, dict] = {}
@@ -87,6 +89,22 @@ def _conditions(record: dict) -> dict:
         "base": _what(record.get("base_model") or {}),
         "dtype": record.get("spec", {}).get("model", {}).get("dtype", "float32"),
         "protocol": record.get("protocol"),
+        "rules": _rules(record.get("spec") or {}),
+    }
+
+
+def _rules(spec: dict) -> dict:
+    """The hypothesis and guardrails a baseline is the reference of (compare judges by those
+    recorded with it): measured again under others, it adds that reference. Read through the
+    spec's own models, so a field added since at its default is no difference."""
+    from tunelab.core.spec import Guardrail, Hypothesis
+
+    hypothesis = spec.get("hypothesis")
+    return {
+        "hypothesis": Hypothesis(**hypothesis).model_dump(mode="json") if hypothesis else None,
+        "guardrails": [
+            Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []
+        ],
     }
 
 

@@ -68,6 +68,6 @@ def spec_rules_note(spec, reference: dict) -> str | None:
         f"tunelab.yaml's rules changed since the reference {reference['id']} was recorded "
         f"({', '.join(fields)}): compare judges by the recorded ones (a verdict cannot change "
         "after the fact). To judge by the spec's, "
-        "record a reference under them (`tunelab baseline --name NAME`) and train the variants "
+        "record a reference under them (`tunelab baseline`) and train the variants "
         "under that spec."
     )
