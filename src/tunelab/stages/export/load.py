@@ -226,4 +226,20 @@ def _tokenizer(bundle: Path, info: dict):
                     f"{', '.join(allowed) or 'no file'} with their sha256): a bundle's code "
                     "runs only as the run allowed it. Restore the bundle from its sender's copy."
                 )
+        own = _own_tokenizer_class(bundle)
+        if own is not None:
+            return own.from_pretrained(bundle)
     return AutoTokenizer.from_pretrained(bundle, trust_remote_code=trusted)
+
+
+def _own_tokenizer_class(bundle: Path):
+    """The tokenizer class a trusted base's code defines, from the bundle's `auto_map`. The
+    tokenizer's own `save_pretrained` writes that entry as one name, which its `from_pretrained`
+    cannot read back (it wants [slow, fast]): the class is imported from the bundle directly."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    config = read_json(bundle / "tokenizer_config.json")
+    ref = (config.get("auto_map") or {}).get("AutoTokenizer") if isinstance(config, dict) else None
+    if isinstance(ref, list | tuple):
+        ref = next((r for r in reversed(ref) if r), None)  # the fast one, where both are named
+    return get_class_from_dynamic_module(ref, bundle) if isinstance(ref, str) else None

@@ -107,6 +107,11 @@ def test_a_bundle_s_own_tokenizer_code_runs_only_as_the_run_allowed_it(
     allowed = {"files": {code.name: sha256_file(code)}}
     info = {"spec": {"model": {"trust_remote_code": True}}, "base_model": {"remote_code": allowed}}
     assert type(_tokenizer(bundle, info)).__name__ == "TinyRemoteTokenizer"
+    config["auto_map"] = {
+        "AutoTokenizer": remote[1]
+    }  # as the tokenizer's save_pretrained writes it
+    (bundle / "tokenizer_config.json").write_text(json.dumps(config))
+    assert type(_tokenizer(bundle, info)).__name__ == "TinyRemoteTokenizer"
     code.write_text(TOKENIZATION + "print('another')\n")
     with pytest.raises(TunelabError, match="Python code the run did not allow"):
         _tokenizer(bundle, info)
