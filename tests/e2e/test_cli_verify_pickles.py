@@ -29,4 +29,7 @@ def test_a_merged_folder_whose_weights_are_only_a_pickle_is_not_opened(exported,
     items = {i["name"]: i for i in result["items"]}
     assert code == 1 and items["files"]["passed"], result  # listed as the sender listed it
     assert not items["merged"]["passed"]
-    assert "pytorch_model.bin, pickle files that tunelab does not load" in items["merged"]["detail"]
+    assert (
+        "(pytorch_model.bin: pickles): tunelab opens weights from safetensors only"
+        in (items["merged"]["detail"])
+    )

@@ -254,9 +254,10 @@ def listing(store) -> list[dict]:
     groups = store.groups()
     member_of = {m["run"]: g["id"] for g in groups for m in g.get("members", []) if m.get("run")}
     planned = {g["id"]: len(g.get("seeds") or []) for g in groups}
+    state = store.audit()  # first: a save a kill cut short is finished before it is read
     records = store.runs()
     rows = [summary(r, store.runs_dir / r["id"]) for r in records]
-    doubt = _doubted(store, records)
+    doubt = _doubted(store, records, state)
     out = []
     for r in rows:
         group = r["group"] or member_of.get(r["id"])
@@ -267,13 +268,12 @@ def listing(store) -> list[dict]:
     return out
 
 
-def _doubted(store, records: list[dict]) -> dict[str, str]:
+def _doubted(store, records: list[dict], state: dict) -> dict[str, str]:
     """The runs whose record the event log does not vouch for, with why: edited after the event
     that wrote it, or (store format 2) in no event at all: a log cut short or deleted. Their
     values are what the file holds now, not what the run measured (`tunelab fsck`)."""
     from tunelab.core.unlogged import unlogged
 
-    state = store.audit()
     changed = {p["record"] for p in state["records"]}
     unvouched = {
         str(p.relative_to(store.lab)) for p in unlogged(store.root, store.lab, state["hashed"])

@@ -169,11 +169,13 @@ def _empty_turn(turns: list[dict]) -> tuple[str, str] | None:
     """The kind and reason of an empty turn before the answer that teaches something wrong: a
     user's (or a prompt's) asks nothing, so its answer is learned as the reply to no input; an
     earlier answer that carries the loss teaches replying with nothing. An empty system turn
-    is a choice (no system prompt), and an answer weighed 0 is context alone."""
+    is a choice (no system prompt), and an answer weighed 0 (or a question whose answer is) is
+    context alone."""
     for i, turn in enumerate(turns):
         if turn["content"].strip():
             continue
-        if turn["role"] == "user":
+        answer = next((t for t in turns[i + 1 :] if t["role"] == ASSISTANT), None)
+        if turn["role"] == "user" and (answer is None or answer.get("weight") != 0):
             return "empty_prompt", (
                 f"turn {i} (user) is empty: the answer to it would be learned as a reply to no "
                 "question; fill it in or leave the row out"

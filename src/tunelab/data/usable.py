@@ -292,8 +292,8 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
         errors.append(
             f"train and validation share no label (train {train}, validation {validation}): "
             "every prediction would be wrong whatever the model learns. Are they the same labels "
-            "written two ways (ids in one file, names in another)? Write them alike, or list "
-            "them in task.labels."
+            "written two ways (ids in one file, names in another)? Write them alike in every "
+            "file."
         )
         return errors, warnings
     policy = spec.data.missing_label

@@ -101,7 +101,14 @@ def _findings(findings: list[dict], console: Console) -> None:
     for f in findings:
         mark = "[bold red]BLOCKING[/]" if f["blocking"] else "[yellow]warning[/]"
         example = f", e.g. {f['example']}" if f.get("example") is not None else ""
-        every = ", every one in --json" if len(f.get("rows", ())) > 1 else ""
+        listed = len(f.get("rows", ()))
+        every = (
+            ""
+            if listed < 2
+            else ", every one in --json"
+            if listed == f["count"]
+            else f", the first {listed:,} in --json"
+        )
         console.print(f"{mark} {f['code']}: {f['message']} ({f['count']} rows{example}{every})")
     if not findings:
         console.print("[green]no findings[/]")

@@ -236,6 +236,7 @@ def test_a_save_killed_between_its_line_and_its_rename_is_finished_not_called_an
     store = Store(tmp_path)
     run_id, run_dir = store.new_run("x")
     record = {"id": run_id, "kind": "variant", "status": "running", "data_version": "v1"}
+    record |= {"task": "classification", "created": "2026-12-07T00:00:00"}
     store.write_record(run_id, record | {"spec": {}})
     before = (run_dir / "record.json").read_bytes()
     killed = run_dir / ".record.json.k1ll3d.tmp"  # the staged file a kill leaves behind
@@ -245,6 +246,13 @@ def test_a_save_killed_between_its_line_and_its_rename_is_finished_not_called_an
     assert (run_dir / "record.json").read_bytes() == before and killed.exists()
     decoy = run_dir / ".record.json.other.tmp"  # a staged file the log does not vouch for
     decoy.write_bytes(before)
+    from tunelab.core.ledger import listing
+
+    staged = killed.read_bytes()
+    (row,) = listing(store)  # `tunelab runs`: finished before it is read, not after
+    assert row["status"] == "invalid" and row["doubt"] is None
+    (run_dir / "record.json").write_bytes(before)  # as the kill left it, for the audit below
+    killed.write_bytes(staged)
 
     state = store.audit()
     assert state["records"] == [] and state["finished"] == [f".tunelab/runs/{run_id}/record.json"]

@@ -192,6 +192,9 @@ def test_empty_system_turns_and_empty_context_answers_are_kept():
     context = turns(("user", "q"), ("assistant", ""), ("user", "q"), ("assistant", "{}"))
     context[1]["weight"] = 0  # in the conversation, not learned
     assert isinstance(check({"id": "c", "messages": context}), Example)
+    asked = turns(("user", ""), ("assistant", "hi"), ("user", "q"), ("assistant", "{}"))
+    asked[1]["weight"] = 0  # nothing is learned as the reply to the empty question
+    assert isinstance(check({"id": "q", "messages": asked}), Example)
 
 
 def spec(**data_fields) -> dict:

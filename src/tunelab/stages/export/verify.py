@@ -274,7 +274,7 @@ def _merged(bundle: Path, info: dict, device: str) -> dict:
     import transformers
 
     from tunelab.modeling.image_model import IMAGE_BACKEND
-    from tunelab.modeling.safety import require_safetensors
+    from tunelab.modeling.safety import PICKLE_SUFFIXES, WEIGHT_SUFFIXES
 
     folder = bundle / "merged"
     kind = info["kind"]
@@ -286,7 +286,13 @@ def _merged(bundle: Path, info: dict, device: str) -> dict:
 
         register()
         how += " (EfficientNet-Lite's class registered from tunelab.modeling.lite)"
-    require_safetensors(folder, "the bundle's merged/")  # never a pickle a sender put there
+    if not any(f.suffix in WEIGHT_SUFFIXES for f in folder.iterdir()):  # never a sender's pickle
+        held = ", ".join(sorted(f.name for f in folder.iterdir() if f.suffix in PICKLE_SUFFIXES))
+        raise TunelabError(
+            f"{folder} holds no .safetensors weights{f' ({held}: pickles)' if held else ''}: "
+            "tunelab opens weights from safetensors only, never a pickle a bundle carries; ask "
+            "for the bundle as `tunelab export --merge` writes it"
+        )
     model = auto.from_pretrained(folder, use_safetensors=True).to(device).eval()
     if kind == "image":
         inputs = transformers.AutoImageProcessor.from_pretrained(folder, backend=IMAGE_BACKEND)

@@ -224,3 +224,15 @@ def test_a_conversation_s_turns_count_as_trained_where_they_carry_the_loss():
     assert [t[0] for t in _texts(every, {"messages": turns})] == [False, True, False, True]
     last = SimpleNamespace(last_turn_only=True)
     assert [t[0] for t in _texts(last, {"messages": turns})] == [False, False, False, True]
+
+
+def test_a_finding_says_whether_json_lists_every_row_it_counts():
+    def said(count: int, rows: int) -> str:
+        out = io.StringIO()
+        found = {"code": "input_truncated", "blocking": False, "count": count, "example": "r1"}
+        found |= {"message": "cut", "rows": [f"r{i}" for i in range(rows)]}
+        inspect_view._findings([found], Console(file=out, width=300))
+        return out.getvalue()
+
+    assert "(3 rows, e.g. r1, every one in --json)" in said(3, 3)
+    assert "(1441 rows, e.g. r1, the first 1,000 in --json)" in said(1441, 1000)
