@@ -26,44 +26,41 @@ def special_text_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
     specials = special_strings(renderer.tokenizer)
     if not specials:
         return []
-    answers, prompts = [], []
+    found: dict[bool, list[tuple[str, str, str]]] = {True: [], False: []}
     for row in rows:
         hits = {}  # the first hit of each kind: a row is counted once
         for trained, where, text in _texts(renderer, row):
             token = next((s for s in specials if s in text), None)
             if token is not None:
                 hits.setdefault(trained, (row["id"], where, token))
-        answers += [hits[True]] if True in hits else []
-        prompts += [hits[False]] if False in hits else []
+        for trained, hit in hits.items():
+            found[trained].append(hit)
     out = []
-    if answers:
-        rid, where, token = answers[0]
-        out.append(
-            finding(
-                "special_token_in_answer",
-                len(answers),
-                rid,
-                f"answers whose text spells a special token (e.g. {rid}, {where}: {token!r}): "
-                "the tokenizer reads it as that token, so the model is trained to end or "
-                "restructure the answer there and generation stops at it; rewrite those "
-                "strings in the data (or drop the rows) and run `tunelab data` again",
-                [rid for rid, _, _ in answers],
-            )
-        )
-    if prompts:
-        rid, where, token = prompts[0]
-        out.append(
-            finding(
-                "special_token_in_prompt",
-                len(prompts),
-                rid,
-                f"prompts whose text spells a special token (e.g. {rid}, {where}: {token!r}): "
-                "the tokenizer reads it as that token, so the model sees template structure "
-                "(an end of turn, a new turn) that the row does not have",
-                [rid for rid, _, _ in prompts],
-            )
-        )
+    for trained, (code, what, why) in WHY.items():
+        if found[trained]:
+            rid, where, token = found[trained][0]
+            said = f"{what} whose text spells a special token (e.g. {rid}, {where}: {token!r}): "
+            ids = [hit[0] for hit in found[trained]]
+            out.append(finding(code, len(ids), rid, said + why, ids))
     return out
+
+
+WHY = {
+    True: (
+        "special_token_in_answer",
+        "answers",
+        "the tokenizer reads it as that token, so the model is trained to end or restructure "
+        "the answer there and generation stops at it; rewrite those strings in the data (or "
+        "drop the rows) and run `tunelab data` again",
+    ),
+    False: (
+        "special_token_in_prompt",
+        "prompts",
+        "the tokenizer reads it as that token, so the model sees template structure (an end of "
+        "turn, a new turn) that the row does not have",
+    ),
+}
+"""Per side (trained: an answer), the finding's code, what it names and what it does."""
 
 
 def _texts(renderer: Renderer, row: dict) -> list[tuple[bool, str, str]]:
