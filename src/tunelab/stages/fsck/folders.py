@@ -135,8 +135,15 @@ def _checkpoint(store: Store, folder: Path, record: dict) -> list[dict]:
         fix = "restore it (deleted, or not copied or committed with the lab) to `tunelab resume`"
         return [problem_at(store, "runs", folder / kept, problem, fix)]
     fix = "restore it from a backup, or start the run again (`tunelab resume` refuses it)"
+    added = "delete that file (nothing of the run's is in it), or start the run again"
     return [
-        problem_at(store, "runs", found, f"the checkpoint is not as written: {problem}", fix)
+        problem_at(
+            store,
+            "runs",
+            found,
+            f"the checkpoint is not as written: {problem}",
+            added if problem.endswith("(a file added since)") else fix,
+        )
         for problem in checkpoint_problems(found)
     ]
 
