@@ -254,7 +254,7 @@ def _sharegpt_extra(value, field: str) -> str | None:
             )
         if not isinstance(turn["from"], str) or not turn["from"].strip():
             return f"{field}[{i}].from must be a non-empty string"
-        if not isinstance(turn["value"], str):
+        if not isinstance(turn["value"], str | list):  # text, or text parts (joined below)
             return f"{field}[{i}].value must be a string, got {type(turn['value']).__name__}"
     return None
 

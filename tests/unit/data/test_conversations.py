@@ -195,6 +195,9 @@ def test_empty_system_turns_and_empty_context_answers_are_kept():
     asked = turns(("user", ""), ("assistant", "hi"), ("user", "q"), ("assistant", "{}"))
     asked[1]["weight"] = 0  # nothing is learned as the reply to the empty question
     assert isinstance(check({"id": "q", "messages": asked}), Example)
+    parts = [{"type": "text", "text": "{}"}]  # ShareGPT's value as text parts, as before
+    shared = [{"from": "human", "value": "q"}, {"from": "gpt", "value": parts}]
+    assert check({"id": "p", "messages": shared}).messages[-1]["content"] == "{}"
 
 
 def spec(**data_fields) -> dict:
