@@ -298,4 +298,7 @@ def test_a_validation_conversation_too_long_to_render_is_told_about_its_length_a
     assert tl(capsys, "data", "--lab", lab)[0] == 0
     code, out = tl(capsys, "baseline", "--lab", lab, "model.max_length=8")
     assert code == 2 and "more than model.max_length=8: raise it" in out["error"], out
-    assert "roles" not in out["error"]  # the advice of another refusal
+    assert (
+        "conversation(s) do not fit model.max_length, so they cannot be evaluated" in (out["error"])
+    )
+    assert "roles" not in out["error"] and "template" not in out["error"]  # another refusal's

@@ -298,11 +298,15 @@ class Renderer:
                 kinds.add(err.kind)
         if bad:
             more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-            fix = [] if kinds <= {"answer_cannot_fit"} else [ROLES_FIX]  # the length says its own
+            length = kinds <= {"answer_cannot_fit"}  # the length says its own fix
+            why = (
+                "do not fit model.max_length"
+                if length
+                else "cannot be rendered by the model's chat template"
+            )
             raise TunelabError(
-                f"{len(bad)} {split} conversation(s) cannot be rendered by the model's chat "
-                f"template, so they cannot be evaluated: {'; '.join(bad[:3])}{more}."
-                + "".join(f" {f}" for f in fix)
+                f"{len(bad)} {split} conversation(s) {why}, so they cannot be evaluated: "
+                f"{'; '.join(bad[:3])}{more}." + ("" if length else f" {ROLES_FIX}")
             )
 
     def render(self, row: dict, with_target: bool = True) -> Rendered:
