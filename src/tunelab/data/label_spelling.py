@@ -9,7 +9,9 @@ data step is refused, naming both spellings by their code points and a row of ea
 
 Labels that differ only in case or spacing (`Tech` and `tech`) print differently, and a label
 set may mean both (`US` and `us`), so they are not refused: `tunelab data` warns, naming them
-(`case_warnings`), since they are more often one class typed two ways.
+(`case_warnings`), since they are more often one class typed two ways. So for one number written
+as two labels (`2`, `2.0`: `number_warnings`) and for labels that are an empty cell's mark
+(`NaN`, `N/A`: `missing_mark_warnings`).
 """
 
 from __future__ import annotations
@@ -52,15 +54,52 @@ def unify_label_spellings(examples: list[Example], rules: list[str]) -> list[Exa
 
 def case_warnings(labels: set[str] | list[str]) -> list[str]:
     """A warning per group of labels equal but for case and spacing."""
-    alike: dict[str, list[str]] = defaultdict(list)
-    for label in sorted(labels):
-        alike[" ".join(label.casefold().split())].append(label)
     return [
         f"labels {spellings} differ only in case or spacing: they are {len(spellings)} "
         "separate classes; if they are one, correct the labels at the source"
-        for spellings in alike.values()
-        if len(spellings) > 1
+        for spellings in _alike(labels, lambda label: " ".join(label.casefold().split()))
     ]
+
+
+def number_warnings(labels: set[str] | list[str]) -> list[str]:
+    """A warning per number written as labels two ways (`2` and `2.0`: two exports joined)."""
+    return [
+        f"labels {spellings} are one number written {len(spellings)} ways (two exports "
+        "joined?): they are as many classes; write them alike"
+        for spellings in _alike(labels, _number)
+    ]
+
+
+MISSING_MARKS = frozenset({"NaN", "nan", "NAN", "N/A", "n/a", "NA", "null", "NULL", "None", "#N/A"})
+"""Labels that are how spreadsheets and pandas write an empty cell."""
+
+
+def missing_mark_warnings(labels: set[str] | list[str]) -> list[str]:
+    """A warning for labels that are an empty cell's mark (`NaN`, `N/A`): a class of their own."""
+    missing = sorted(label for label in labels if label in MISSING_MARKS)
+    return [
+        f"label(s) {missing} look like a spreadsheet's or pandas' mark for an empty cell: "
+        "their rows are a class of their own; if they have no label, leave those rows out "
+        "(an empty cell is quarantined as empty_label)"
+    ] * bool(missing)
+
+
+def _alike(labels: set[str] | list[str], key) -> list[list[str]]:
+    """The groups of two or more labels that `key` makes one (None: no group), sorted."""
+    groups: dict = defaultdict(list)
+    for label in sorted(labels):
+        if (k := key(label)) is not None:
+            groups[k].append(label)
+    return [spellings for spellings in groups.values() if len(spellings) > 1]
+
+
+def _number(label: str) -> float | None:
+    """A label's value where it is a number written as text (`2`, `2.0`), else None."""
+    try:
+        value = float(label)
+    except ValueError:
+        return None
+    return value if value == value else None  # not NaN (a missing mark, said apart)
 
 
 def _nfkc(ex: Example) -> Example:

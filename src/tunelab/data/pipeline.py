@@ -39,7 +39,12 @@ from tunelab.data.label_sets import (
     stratum,
     unify_set_spellings,
 )
-from tunelab.data.label_spelling import case_warnings, unify_label_spellings
+from tunelab.data.label_spelling import (
+    case_warnings,
+    missing_mark_warnings,
+    number_warnings,
+    unify_label_spellings,
+)
 from tunelab.data.loaders import Example, Rejection, load_sources
 from tunelab.data.opened import opened_test_warnings
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
@@ -305,6 +310,8 @@ def _warnings(
             splits, lambda split: more_rows(split, {"presplit": presplit}, spec)
         )
     warnings += case_warnings(seen)
+    if not spec.task.generative:  # a class named as another is, or as an empty cell
+        warnings += number_warnings(seen) + missing_mark_warnings(seen)
     if spec.task.type == "multilabel":  # per label, not per label set
         warnings += set_warnings(splits.get("train", []))
     elif not spec.task.generative:

@@ -322,22 +322,6 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
                 "cannot learn them"
                 + (f" (and with no validation example {zero})" if unseen else "")
             )
-    numbers: dict[float, list[str]] = {}
-    for label in summary.get("labels") or []:
-        if (value := _number(label)) is not None:
-            numbers.setdefault(value, []).append(label)
-    for spellings in (s for s in numbers.values() if len(s) > 1 and not generative):
-        warnings.append(
-            f"labels {sorted(spellings)} are one number written {len(spellings)} ways (two "
-            "exports joined?): they are as many classes; write them alike"
-        )
-    missing = sorted(label for label in summary.get("labels") or [] if label in MISSING_MARKS)
-    if missing and not generative:
-        warnings.append(
-            f"label(s) {missing} look like a spreadsheet's or pandas' mark for an empty cell: "
-            "their rows are a class of their own; if they have no label, leave those rows out "
-            "(an empty cell is quarantined as empty_label)"
-        )
     rowless = [
         label
         for label in summary.get("labels") or []
@@ -349,19 +333,6 @@ def _label_problems(summary: Mapping[str, Any], spec: Spec) -> tuple[list[str], 
             f"for each that nothing teaches, and {zero}; leave them out of task.labels, or add rows"
         )
     return errors, warnings
-
-
-def _number(label: str) -> float | None:
-    """A label's value where it is a number written as text (`2`, `2.0`), else None."""
-    try:
-        value = float(label)
-    except ValueError:
-        return None
-    return value if value == value else None  # not NaN (a missing mark, said apart)
-
-
-MISSING_MARKS = frozenset({"NaN", "nan", "NAN", "N/A", "n/a", "NA", "null", "NULL", "None", "#N/A"})
-"""Labels that are how spreadsheets and pandas write an empty cell."""
 
 
 def _unmeasured_consequence(split: str, summary: Mapping[str, Any], spec: Spec) -> str:

@@ -290,3 +290,14 @@ def test_labels_equal_but_for_case_or_spacing_are_warned_of_and_kept_apart(tmp_p
         "labels ['Cat', 'cat'] differ only in case or spacing: they are 2 separate classes; "
         "if they are one, correct the labels at the source"
     ]
+
+
+def test_the_data_step_warns_of_labels_spelt_as_a_number_twice_or_as_an_empty_cell(
+    tmp_path: Path,
+) -> None:
+    rows = [*animal_rows(), *({"text": f"a note {i}", "label": "NaN"} for i in range(3))]
+    rows += [{"text": f"a count {i}", "label": "2" if i % 2 else "2.0"} for i in range(6)]
+    write_rows(tmp_path / "data" / "rows.jsonl", rows)
+    warnings = build(tmp_path, make_spec(JSONL))["warnings"]
+    assert any(w.startswith("labels ['2', '2.0'] are one number written 2 ways") for w in warnings)
+    assert any(w.startswith("label(s) ['NaN'] look like a spreadsheet's") for w in warnings)
