@@ -372,3 +372,16 @@ class RentalSpec(_Section):
     days: Literal[3, 7, 30] = 7
     device: str = "cpu"
     price_per_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+
+def recorded_rules(spec: dict) -> dict:
+    """The hypothesis and guardrails a spec (as a record holds it, or as `model_dump` writes
+    it) states, read through their models: fields added since (a guardrail's `on`) come at
+    their defaults, so a field's arrival is no change of rules. What `compare` judges by."""
+    hypothesis = spec.get("hypothesis")
+    return {
+        "hypothesis": Hypothesis(**hypothesis).model_dump(mode="json") if hypothesis else None,
+        "guardrails": [
+            Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []
+        ],
+    }

@@ -13,6 +13,7 @@ import json
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
+from tunelab.core.sections import recorded_rules
 from tunelab.core.store import check_run_name
 from tunelab.modeling.identity import identity
 from tunelab.training.protocol import protocol
@@ -67,7 +68,7 @@ def identical_baselines(lab: Lab, version: str, base: dict, name: str | None) ->
         "base": _what(base),
         "dtype": spec.model.dtype,
         "protocol": json.loads(json.dumps(protocol(spec))),  # as a record holds it
-        "rules": _rules(spec.model_dump(mode="json")),
+        "rules": recorded_rules(spec.model_dump(mode="json")),
     }
     names = {m: run_name(m, name) for m in BASELINES[spec.model_kind]}
     found: dict[str, dict] = {}
@@ -89,22 +90,7 @@ def _conditions(record: dict) -> dict:
         "base": _what(record.get("base_model") or {}),
         "dtype": record.get("spec", {}).get("model", {}).get("dtype", "float32"),
         "protocol": record.get("protocol"),
-        "rules": _rules(record.get("spec") or {}),
-    }
-
-
-def _rules(spec: dict) -> dict:
-    """The hypothesis and guardrails a baseline is the reference of (compare judges by those
-    recorded with it): measured again under others, it adds that reference. Read through the
-    spec's own models, so a field added since at its default is no difference."""
-    from tunelab.core.spec import Guardrail, Hypothesis
-
-    hypothesis = spec.get("hypothesis")
-    return {
-        "hypothesis": Hypothesis(**hypothesis).model_dump(mode="json") if hypothesis else None,
-        "guardrails": [
-            Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []
-        ],
+        "rules": recorded_rules(record.get("spec") or {}),
     }
 
 

@@ -5,6 +5,7 @@ recorded under other rules."""
 from __future__ import annotations
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.sections import recorded_rules
 from tunelab.core.spec import Guardrail, Hypothesis
 
 FROZEN = ("hypothesis", "guardrails")
@@ -39,29 +40,21 @@ def rule_differences(reference: dict, runs: list[dict]) -> dict[str, list[str]]:
     for run in runs:
         spec = run.get("spec") or {}
         fields = []
-        ra, rb = ref.get("hypothesis") or {}, spec.get("hypothesis") or {}
-        fields += [f"hypothesis.{k}" for k in sorted(set(ra) | set(rb)) if ra.get(k) != rb.get(k)]
-        if _rails(ref) != _rails(spec):
+        ra, rb = recorded_rules(ref), recorded_rules(spec)
+        ha, hb = ra["hypothesis"] or {}, rb["hypothesis"] or {}
+        fields += [f"hypothesis.{k}" for k in sorted(set(ha) | set(hb)) if ha.get(k) != hb.get(k)]
+        if ra["guardrails"] != rb["guardrails"]:
             fields.append("guardrails")
         if fields:
             out[run["id"]] = fields
     return out
 
 
-def _rails(spec: dict) -> list[dict]:
-    """A recorded spec's guardrails as today's spec writes them (fields added since, such as
-    `on`, at their defaults), so that a field's arrival is not a difference of rules."""
-    return [Guardrail(**g).model_dump(mode="json") for g in spec.get("guardrails") or []]
-
-
 def spec_rules_note(spec, reference: dict) -> str | None:
     """What to say when today's `tunelab.yaml` states other rules than the reference was
     recorded under: compare goes on by the recorded ones, and says how to judge by the new."""
-    today = {
-        "hypothesis": spec.hypothesis.model_dump(mode="json") if spec.hypothesis else None,
-        "guardrails": [g.model_dump(mode="json") for g in spec.guardrails],
-    }
-    fields = rule_differences(reference, [{"id": "", "spec": today}]).get("")
+    today = {"id": "", "spec": spec.model_dump(mode="json")}
+    fields = rule_differences(reference, [today]).get("")
     if not fields:
         return None
     return (
