@@ -27,6 +27,10 @@ def find_checkpoint(path: Path) -> Path | None:
     return None
 
 
+ADDED = "not written with the checkpoint (a file added since)"
+"""`checkpoint_problems`' words for a file the checkpoint does not list (fsck's fix: delete it)."""
+
+
 def sharded(path: Path) -> bool:
     """Whether several processes wrote the checkpoint at `path` with DCP: as its `state.json`
     says, never as its files suggest (DCP unpickles its `.metadata`, so a file dropped into a
@@ -57,7 +61,7 @@ def checkpoint_problems(path: Path) -> list[str]:
         for file in sorted(f for f in path.rglob("*") if not f.is_dir()):
             name = file.relative_to(path).as_posix()
             if name != STATE and name not in listed:
-                problems.append(f"{file}: not written with the checkpoint (a file added since)")
+                problems.append(f"{file}: {ADDED}")
     return problems
 
 

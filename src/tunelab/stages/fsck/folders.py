@@ -23,7 +23,12 @@ from tunelab.core.layout import (
 from tunelab.core.run_files import changed_weights, vouched, what_changed
 from tunelab.core.store import Store
 from tunelab.core.sums import SUMS, BundleError, compare, listed
-from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, checkpoint_problems, find_checkpoint
+from tunelab.modeling.checkpoint_files import (
+    ADDED,
+    CHECKPOINT_DIR,
+    checkpoint_problems,
+    find_checkpoint,
+)
 from tunelab.stages.fsck.problems import hashed, json_of, problem_at, rel
 
 
@@ -142,7 +147,7 @@ def _checkpoint(store: Store, folder: Path, record: dict) -> list[dict]:
             "runs",
             found,
             f"the checkpoint is not as written: {problem}",
-            added if problem.endswith("(a file added since)") else fix,
+            added if problem.endswith(ADDED) else fix,
         )
         for problem in checkpoint_problems(found)
     ]
