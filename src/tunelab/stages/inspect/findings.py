@@ -43,3 +43,9 @@ def finding(
         "message": message,
     }
     return out | ({"rows": list(rows[:LISTED])} if rows else {})
+
+
+def row_finding(code: str, rows: Sequence[str], message: str) -> dict:
+    """A finding that counts `rows` (their ids, at least one): its count, the first as its
+    example, and the ids listed."""
+    return finding(code, len(rows), rows[0], message, rows)

@@ -6,7 +6,7 @@ warning: an earlier turn may be meant to be free text)."""
 from __future__ import annotations
 
 from tunelab.modeling.render import Renderer
-from tunelab.stages.inspect.findings import finding
+from tunelab.stages.inspect.findings import row_finding
 
 
 def format_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
@@ -28,13 +28,11 @@ def format_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
         return out
     row, why = bad[0]
     return [
-        finding(
+        row_finding(
             "target_not_in_format",
-            len(bad),
-            row["id"],
+            [r["id"] for r, _ in bad],
             f"targets that {rule} refuses, so training teaches answers the metric counts "
             f"invalid (e.g. {row_name(row)}: {why}); fix the rows or the format",
-            [r["id"] for r, _ in bad],
         ),
         *out,
     ]
@@ -64,15 +62,13 @@ def _earlier_answers(renderer: Renderer, rows: list[dict], rule: str) -> list[di
         return []
     row, i, why = bad[0]
     return [
-        finding(
+        row_finding(
             "earlier_answer_not_in_format",
-            len(bad),
-            row["id"],
+            [r["id"] for r, _, _ in bad],
             f"conversations whose earlier assistant turns carry the loss in a form {rule} "
             f"refuses (e.g. {row_name(row)}, turn {i}: {why}); the model learns them beside "
             "the answers the metric scores. If only the last answer should teach, set "
             "model.loss_on_turns: last, or weight 0 on those turns",
-            [r["id"] for r, _, _ in bad],
         )
     ]
 

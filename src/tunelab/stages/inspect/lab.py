@@ -27,7 +27,7 @@ from tunelab.modeling.render import (
 )
 from tunelab.modeling.template import RenderError
 from tunelab.modeling.token_text import token_texts
-from tunelab.stages.inspect.findings import finding
+from tunelab.stages.inspect.findings import finding, row_finding
 from tunelab.stages.inspect.format import format_findings
 from tunelab.stages.inspect.special import special_text_findings
 from tunelab.stages.inspect.turns import (
@@ -156,13 +156,7 @@ def causal_view(
     empty = [r.id for r in rendered if not r.teaches]
     if empty:
         findings.append(
-            finding(
-                "empty_loss_mask",
-                len(empty),
-                empty[0],
-                "rows with no loss token teach nothing",
-                empty,
-            )
+            row_finding("empty_loss_mask", empty, "rows with no loss token teach nothing")
         )
     cut = [r for r in rendered if r.text_cut]
     end = renderer.template.end_id
@@ -206,14 +200,12 @@ def _generation_findings(renderer: Renderer, rendered: list, max_new_tokens: int
     if not long:
         return []
     return [
-        finding(
+        row_finding(
             "answer_longer_than_generation",
-            len(long),
-            long[0][1],
+            [rid for _, rid in long],
             f"answers longer than evaluation.max_new_tokens ({max_new_tokens}): generation "
             "stops before they end, so they can never be right; the longest is "
             f"{long[0][0]} tokens: set evaluation.max_new_tokens to {long[0][0]} or more",
-            [rid for _, rid in long],
         )
     ]
 
@@ -233,44 +225,34 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
     findings = []
     if rejected:
         findings.append(
-            finding(
+            row_finding(
                 "target_truncated",
-                len(rejected),
-                rejected[0]["id"],
-                f"targets that cannot fit whole: {rejected[0]['reason']}",
                 [x["id"] for x in rejected],
+                f"targets that cannot fit whole: {rejected[0]['reason']}",
             )
         )
     if no_eos:
         findings.append(
-            finding(
+            row_finding(
                 "eos_not_trained",
-                len(no_eos),
-                no_eos[0],
+                no_eos,
                 "the end-of-answer token is not in the loss: the model will "
                 "not learn to stop (does the tokenizer have an EOS token?)",
-                no_eos,
             )
         )
     if on_prompt:
         findings.append(
-            finding(
-                "loss_on_prompt",
-                len(on_prompt),
-                on_prompt[0],
-                "prompt tokens carry the loss (model.loss_on_prompt)",
-                on_prompt,
+            row_finding(
+                "loss_on_prompt", on_prompt, "prompt tokens carry the loss (model.loss_on_prompt)"
             )
         )
     cut = [r for r in rendered if r.text_cut]
     if cut:
         findings.append(
-            finding(
+            row_finding(
                 "input_truncated",
-                len(cut),
-                cut[0].id,
-                f"input text cut to fit model.max_length={renderer.max_length}",
                 [r.id for r in cut],
+                f"input text cut to fit model.max_length={renderer.max_length}",
             )
         )
     return findings
@@ -283,12 +265,10 @@ def _encoder_view(renderer: Renderer, rows: list[dict], sample: int, cap: int | 
     findings = []
     if truncated:
         findings.append(
-            finding(
+            row_finding(
                 "input_truncated",
-                len(truncated),
-                truncated[0].id,
-                f"inputs cut to model.max_length={renderer.max_length}",
                 [r.id for r in truncated],
+                f"inputs cut to model.max_length={renderer.max_length}",
             )
         )
     summary = {"tokens": _percentiles([len(f) for f in full]), "inputs_truncated": len(truncated)}

@@ -11,7 +11,7 @@ tokenizer marks special count; an added token that is not special is text like a
 from __future__ import annotations
 
 from tunelab.modeling.render import Renderer
-from tunelab.stages.inspect.findings import finding
+from tunelab.stages.inspect.findings import row_finding
 
 
 def special_strings(tokenizer) -> list[str]:
@@ -41,7 +41,7 @@ def special_text_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
             rid, where, token = found[trained][0]
             said = f"{what} whose text spells a special token (e.g. {rid}, {where}: {token!r}): "
             ids = [hit[0] for hit in found[trained]]
-            out.append(finding(code, len(ids), rid, said + why, ids))
+            out.append(row_finding(code, ids, said + why))
     return out
 
 

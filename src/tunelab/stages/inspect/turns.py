@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tunelab.modeling.render import Rendered, Renderer
-from tunelab.stages.inspect.findings import finding
+from tunelab.stages.inspect.findings import finding, row_finding
 
 TRUNCATION_RULE = (
     "the oldest turns are dropped first, whole, after the system turn; never a part of a turn, "
@@ -50,41 +50,35 @@ def turn_findings(renderer: Renderer, rendered: list[Rendered], rejected: list[d
         rows = [r for r in rejected if r.get("kind") == kind]
         if rows:
             ids = [r["id"] for r in rows]
-            out.append(finding(kind, len(rows), ids[0], f"{what}: {rows[0]['reason']}", ids))
+            out.append(row_finding(kind, ids, f"{what}: {rows[0]['reason']}"))
     on_text = [r.id for r in rendered if off_answer(r)]
     if on_text:
         out.append(
-            finding(
+            row_finding(
                 "loss_on_prompt",
-                len(on_text),
-                on_text[0],
-                "system or user tokens carry the loss (model.loss_on_prompt)",
                 on_text,
+                "system or user tokens carry the loss (model.loss_on_prompt)",
             )
         )
     no_end = [r.id for r in rendered if unended(r, renderer.template.end_id)]
     if no_end:
         out.append(
-            finding(
+            row_finding(
                 "eos_not_trained",
-                len(no_end),
-                no_end[0],
+                no_end,
                 "an assistant answer's end-of-turn token is not in the loss: the model will not "
                 "learn to stop",
-                no_end,
             )
         )
     cut = [r for r in rendered if r.turns_cut]
     if cut:
         turns = sum(r.turns_cut for r in cut)
         out.append(
-            finding(
+            row_finding(
                 "turns_dropped",
-                len(cut),
-                cut[0].id,
+                [r.id for r in cut],
                 f"{turns} turns dropped to fit model.max_length={renderer.max_length} "
                 f"({TRUNCATION_RULE})",
-                [r.id for r in cut],
             )
         )
     task = renderer.task
