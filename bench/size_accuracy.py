@@ -36,6 +36,7 @@ from machine import cpuinfo
 from tunelab.core.spec import FullMethod, LoraMethod
 from tunelab.stages.size import estimate as est
 from tunelab.stages.size import measure as sizing
+from tunelab.stages.size.one_process import error_pct
 
 MIB = 2**20
 LORA_BERT = {
@@ -180,15 +181,13 @@ def measure(name: str, cache: Path, tensors: bool) -> dict:
         "cpu_s_default": default["cpu_s"],
         "cpu_s_fixed": fixed["cpu_s"],
     }
-    row["error_default_pct"] = sizing.error_pct(row["estimate_mb"], row["measured_default_mb"])
-    row["error_fixed_pct"] = sizing.error_pct(row["estimate_mb"], row["measured_fixed_mb"])
+    row["error_default_pct"] = error_pct(row["estimate_mb"], row["measured_default_mb"])
+    row["error_fixed_pct"] = error_pct(row["estimate_mb"], row["measured_fixed_mb"])
     if tensors:
         cmd = [sys.executable, __file__, "--child", json.dumps(args)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         row["measured_tensors_mb"] = round(float(out.strip().splitlines()[-1]), 1)
-        row["error_tensors_pct"] = sizing.error_pct(
-            row["estimate_tensors_mb"], row["measured_tensors_mb"]
-        )
+        row["error_tensors_pct"] = error_pct(row["estimate_tensors_mb"], row["measured_tensors_mb"])
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row
 
@@ -220,8 +219,8 @@ def measure_calibrated(name: str, cache: Path, divisor: int = 4) -> dict:
         "calibrated_mb": round(cal["peak_bytes"] / MIB, 1),
         "measured_mb": round(at_full["peak_rss_mb"], 1),
     }
-    row["error_pct"] = sizing.error_pct(row["estimate_mb"], row["measured_mb"])
-    row["error_calibrated_pct"] = sizing.error_pct(row["calibrated_mb"], row["measured_mb"])
+    row["error_pct"] = error_pct(row["estimate_mb"], row["measured_mb"])
+    row["error_calibrated_pct"] = error_pct(row["calibrated_mb"], row["measured_mb"])
     return row
 
 

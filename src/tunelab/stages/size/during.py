@@ -82,7 +82,7 @@ def validation_pass(model, args: dict[str, Any], device, examples: list) -> floa
 def section(during: During | None, estimate: dict, probe: dict, peak_mb: float) -> dict | None:
     """What `size` records of them: keep best's copy and the validation pass as estimated (MiB),
     beside the plain probe's measured peak of its steps alone (`probe`: its result) and with
-    the pass (`peak_mb`, as `measure.peak_of` reads it)."""
+    the pass (`peak_mb`, as `one_process.peak_of` reads it)."""
     if during is None:
         return None
     step_mb = probe.get("step_peak_mb")

@@ -32,21 +32,17 @@ from tunelab.core.store import now
 from tunelab.modeling.model import apply_method, load_tokenizer
 from tunelab.modeling.render import make_renderer
 from tunelab.stages.size import estimate as est
-from tunelab.stages.size.advice import advice, largest_microbatch
-from tunelab.stages.size.during import During, section
-from tunelab.stages.size.grad_examples import grad_examples
+from tunelab.stages.size.during import During
 from tunelab.stages.size.launch import SizingError, probe_folder
 from tunelab.stages.size.lengths import measured_lengths
 from tunelab.stages.size.model_folder import model_folder
+from tunelab.stages.size.one_process import MIB, Probing, mb_of, measure_one_process
 from tunelab.stages.size.processes import measure_processes, processes_record, run_rank_probes
 from tunelab.stages.size.ranks import fsdp_units, per_rank_split
 from tunelab.stages.size.shape import Shape, Trainables, describe, shape_dict
 from tunelab.training.precision import resolve as resolve_precision
 from tunelab.training.step import LOSS_NORMALISATION
 
-MIB = 2**20
-GRAD_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}
-"""Largest relative difference (L2, over all trainable gradients) still counted as equal."""
 PROBE_TIMEOUT_S = 3600
 SCRATCH = Path(SIZING_SCRATCH)
 """Where, under the lab's store, each probe process keeps its files while it runs."""
@@ -113,19 +109,6 @@ def spec_hash(spec) -> str:
     return sha256_json(spec.to_dict())[:12]
 
 
-def peak_of(result: dict, device: str) -> float:
-    """The measured peak, MiB: peak RSS on CPU, peak allocated on CUDA."""
-    return result["cuda_peak_allocated_mb"] if device == "cuda" else result["peak_rss_mb"]
-
-
-def error_pct(estimated: float, measured: float) -> float:
-    return round(100 * (estimated - measured) / measured, 1)
-
-
-def _mb(x: float) -> float:
-    return round(x / MIB, 1)
-
-
 # --- the stage ------------------------------------------------------------------------------------
 
 
@@ -170,7 +153,6 @@ def _measured(
     lengths = measured_lengths(train_set, seq_len, spec.model.max_length)
     seq = lengths["seq_len"]["value"]
     targets = (lengths["target_tokens"] or {}).get("value")
-    k = min(4, max(2, spec.training.accumulation))  # 2 shows the effect; time grows with k
     meta = meta_model(
         model_dir,
         spec.model_kind,
@@ -180,28 +162,8 @@ def _measured(
         spec.model.trust_remote_code,
     )
     shape, tr = describe(meta, spec.model_kind, len(labels))
-    base = {
-        "model_dir": str(model_dir),
-        "model_type": _model_type(model_dir),
-        "kind": spec.model_kind,
-        "num_labels": len(labels),
-        "dtype": spec.model.dtype,
-        "trust_remote_code": spec.model.trust_remote_code,
-        "method": spec.method.model_dump(),
-        "precision": precision,
-        "lr": spec.training.lr,
-        "weight_decay": spec.training.weight_decay,
-        "max_grad_norm": spec.training.max_grad_norm,
-        "seed": spec.training.seed,
-        "device": str(lab.device),  # the GPU asked for (`cuda:1`), not the first one
-        "seq_len": seq,
-        "targets": targets,
-        "microbatch": mb,
-        "steps": 2,
-        "packed": spec.task.boundaries if spec.task.type == "pretrain" else None,
-    }
     during = During.of(spec)  # keep best's copy and the validation pass, measured with the step
-    base |= during.as_dict() if during else {}
+    base = _probe_args(lab, model_dir, len(labels), precision, seq, targets, mb, during)
 
     def say(text: str) -> None:
         if console is not None:
@@ -214,7 +176,7 @@ def _measured(
         e = est.estimate(
             shape, tr, b, seq, ckpt, acc, int(overhead * MIB), device, precision, targets, during
         )
-        return e | {"peak_mb": _mb(e["peak_bytes"])}
+        return e | {"peak_mb": mb_of(e["peak_bytes"])}
 
     common = {
         "data_version": version,
@@ -250,89 +212,50 @@ def _measured(
         largest = ranks["largest_microbatch"]["value"]
         return _save(store, result, seq, mb, ranks["estimate"]["peak_mb"], largest)
 
-    variants, overhead = [], 0.0
-    for name, acc, ckpt in [
-        ("plain", 1, False),
-        ("accumulation", k, False),
-        ("checkpointing", 1, True),
-        ("accumulation + checkpointing", k, True),
-    ]:
-        say(f"{name}: microbatch {mb} × {acc}, {seq} tokens, fresh process")
-        m = probe(base | {"accumulation": acc, "checkpointing": ckpt})
-        if m.get("oom"):
-            variants.append({"name": name, "accumulation": acc, "checkpointing": ckpt, **m})
-            continue
-        overhead = overhead or (m["rss_framework_mb"] if device == "cpu" else 0.0)
-        e = estimate_mb(mb, acc, ckpt, overhead)
-        peak = peak_of(m, device)
-        loaded = m.get("cuda_loaded_mb", m["rss_loaded_mb"])  # after imports and model load
-        variants.append(
-            {
-                "name": name,
-                "microbatch": mb,
-                "accumulation": acc,
-                "checkpointing": ckpt,
-                "measured_peak_mb": round(peak, 1),
-                "baseline_mb": round(loaded, 1),
-                "step_mb": round(peak - loaded, 1),
-                "estimated_peak_mb": e["peak_mb"],
-                "error_pct": error_pct(e["peak_mb"], peak),
-                "peak_phase": e["peak_phase"],
-                "step_s": m["step_s"],
-                "tokens_per_s": m["tokens_per_s"],
-                "probe": m,
-            }
-        )
-    plain = variants[0]
-    if plain.get("oom"):
-        raise SizingError(f"microbatch {mb} at {seq} tokens does not fit: {plain['error']}")
-    main = estimate_mb(mb, 1, False, overhead)
-
-    say(f"gradient check: {k} microbatches of {mb} against one batch of {k * mb}")
-    check = probe(
-        base | {"mode": "grad_check", "examples": grad_examples(train_set, mb, k), "steps": 0}
+    k = min(4, max(2, spec.training.accumulation))  # 2 shows the effect; time grows with k
+    probing = Probing(base, probe, estimate_mb, device, mb, seq, k, say)
+    result = common | measure_one_process(
+        probing,
+        train_set,
+        during,
+        precision,
+        spec.model.dtype,
+        spec.training.global_batch,
+        memory_limit_mb,
     )
-    low = precision == "bf16" or spec.model.dtype != "float32"
-    tol = GRAD_TOLERANCE["bf16" if low else "fp32"]
-    check |= {
-        "tolerance": tol,
-        "equal": check["rel_diff_accumulated"] <= tol,
-        "per_microbatch_mean_equal": check["rel_diff_per_microbatch_mean"] <= tol,
-        "normalisation": LOSS_NORMALISATION,
+    return _save(
+        store, result, seq, mb, result["estimate"]["peak_mb"], result["largest_microbatch"]["value"]
+    )
+
+
+def _probe_args(
+    lab: Lab, model_dir: Path, num_labels: int, precision: str, seq: int, targets, mb: int, during
+) -> dict[str, Any]:
+    """The arguments every probe process starts from: the model as the run builds it, the
+    optimizer's settings, the device, the length and microbatch, two steps; each probe adds its
+    own (accumulation, checkpointing, a mode)."""
+    spec = lab.spec
+    base = {
+        "model_dir": str(model_dir),
+        "model_type": _model_type(model_dir),
+        "kind": spec.model_kind,
+        "num_labels": num_labels,
+        "dtype": spec.model.dtype,
+        "trust_remote_code": spec.model.trust_remote_code,
+        "method": spec.method.model_dump(),
+        "precision": precision,
+        "lr": spec.training.lr,
+        "weight_decay": spec.training.weight_decay,
+        "max_grad_norm": spec.training.max_grad_norm,
+        "seed": spec.training.seed,
+        "device": str(lab.device),  # the GPU asked for (`cuda:1`), not the first one
+        "seq_len": seq,
+        "targets": targets,
+        "microbatch": mb,
+        "steps": 2,
+        "packed": spec.task.boundaries if spec.task.type == "pretrain" else None,
     }
-
-    fitted, calibration = estimate_mb, None
-    if device == "cpu":  # the allocator's share, read off the measured step (estimate.calibrated)
-        at, measured = main, plain["measured_peak_mb"] * MIB
-        calibration = {"microbatch": mb, "factor": est.calibrated(at, measured, at)["factor"]}
-
-        def fitted(b: int, acc: int = 1, ckpt: bool = False, overhead: float = 0.0) -> dict:
-            e = estimate_mb(b, acc, ckpt, overhead)
-            return e | {"peak_mb": _mb(est.calibrated(at, measured, e)["peak_bytes"])}
-
-    largest = largest_microbatch(base, fitted, overhead, memory_limit_mb, device, say, probe)
-    processes = 1  # `run` trains in one process; the advice says only what it can do
-    speed = largest.get("tokens_per_s") or plain["tokens_per_s"]
-    result = common | {
-        "estimate": {
-            "components_mb": {c: _mb(v) for c, v in main["components"].items()},
-            "activations_mb": {c: _mb(v) for c, v in main["activations"].items()},
-            "phases_mb": {c: _mb(v) for c, v in main["phases"].items()},
-            "peak_phase": main["peak_phase"],
-            "peak_mb": main["peak_mb"],
-            "approximate": main["approximate"],
-        },
-        "measured": {k2: v for k2, v in plain["probe"].items() if not isinstance(v, list | dict)},
-        "measured_peak_mb": plain["measured_peak_mb"],
-        "error_pct": plain["error_pct"],
-        "during_training": section(during, main, plain["probe"], plain["measured_peak_mb"]),
-        "variants": [{k2: v for k2, v in x.items() if k2 != "probe"} for x in variants],
-        "gradient_check": check,
-        "calibration": calibration,
-        "largest_microbatch": largest,
-        "advice": advice(spec.training.global_batch, largest["value"], processes, speed, seq, mb),
-    }
-    return _save(store, result, seq, mb, main["peak_mb"], largest["value"])
+    return base | (during.as_dict() if during else {})
 
 
 def _what_if(spec, seq_len: int | None, mb: int) -> dict | None:
