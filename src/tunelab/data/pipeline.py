@@ -12,67 +12,49 @@ version keeps its images beside its rows (`version.write_version`).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tunelab.core.layout import DATA
 from tunelab.core.spec import Spec
-from tunelab.core.store import SPLITS, Store
-from tunelab.data.balance import imbalance_warnings
+from tunelab.core.store import Store
 from tunelab.data.batches import reporting
-from tunelab.data.cleaning import apply_cleaning, make_rule, rule_settings
+from tunelab.data.built import Built
+from tunelab.data.cleaning import apply_cleaning, make_rule
 from tunelab.data.conflicts import find_conflicts
 from tunelab.data.conversations import conversation_check
-from tunelab.data.conversations import summary as conversation_summary
-from tunelab.data.dedup import Dedup, deduplicate, held_out_copies
+from tunelab.data.dedup import deduplicate
 from tunelab.data.example import compute_digests
-from tunelab.data.guard_sets import load_guard_sets, overlap_warnings
+from tunelab.data.guard_sets import load_guard_sets
 from tunelab.data.image_rows import ImageIntake, check_image_spec, image_summary, staged_images
 from tunelab.data.label_sets import (
     label_set_check,
     seen_labels,
-    set_counts,
-    set_summary,
-    set_warnings,
     stratum,
     unify_set_spellings,
 )
 from tunelab.data.label_spelling import (
-    case_warnings,
-    missing_mark_warnings,
-    number_warnings,
     unify_label_spellings,
 )
 from tunelab.data.loaders import Example, Rejection, load_sources
-from tunelab.data.opened import opened_test_warnings
 from tunelab.data.pinned import check_pinned, pin_eval, pinned_rows
 from tunelab.data.raw import DataError
-from tunelab.data.source_summary import across_sources, source_counts, sources_missing
 from tunelab.data.spill import TEXTS_IN_MEMORY_MB, TextSpill, text_spill
 from tunelab.data.split import (
     Splits,
     carve_validation,
     presplit_examples,
     split_examples,
-    straddling_groups,
 )
-from tunelab.data.usable import check_usable, more_rows, tally_sources
 from tunelab.data.version import (
     damaged_files,
     publish,
-    same_rows,
     settings_of,
     version_and_rows_ids,
     version_exists,
     write_version,
 )
-
-MAX_PAIRS = 25
-"""Pairs of each method listed in the report; `duplicates.counts` counts all of them and
-duplicates.jsonl holds all of them."""
-
 
 Say = Callable[[str], None]
 """Where the step says what it is doing (a status line on a terminal)."""
@@ -139,18 +121,8 @@ def _build(
     generative = spec.task.generative  # rows carry a target; a label is an optional category
     task_labels = None if generative else spec.task.labels
     text_only = generative and not spec.task.needs_target  # pretrain: the text is all
-    # each row's own check, of one kind at most (`core.spec`): images need task
-    # image_classification, conversations task extraction or format, multilabel an encoder
     multilabel = spec.task.type == "multilabel"  # label sets: `label_sets.py`
-    conversations = None
-    if staging:
-        check = ImageIntake.of(spec, lab, staging).check
-    elif data.fields.conversations:  # `messages` or prompt/completion rows
-        check = conversations = conversation_check(data.fields, task_labels, spec.task.type)
-    elif multilabel:
-        check = label_set_check(data.fields, spec.task)
-    else:
-        check = None
+    check, conversations = _row_check(spec, lab, staging, task_labels)
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
     loaded = load_sources(data, task_labels, lab, generative, text_only, check, spill.hold)
     spill.hold_all(loaded.examples)  # past the budget, the first texts read go to disk too
@@ -166,24 +138,7 @@ def _build(
     say(f"data: grouping {len(examples):,} rows by content, splitting")
     compute_digests(examples)  # what makes two rows the same example, on every core
     conflicts = find_conflicts(examples, generative, data.dedup.conflicts)
-    grouped = data.fields.group is not None
-    strata = stratum(conflicts.kept) if multilabel else None
-    carve = data.split.validation_from_train
-    if loaded.presplit:
-        splits = presplit_examples(conflicts.kept)
-        if carve is not None:
-            splits = carve_validation(splits, data.split, grouped, strata)
-    elif carve is not None:
-        raise DataError(
-            "data.split.validation_from_train holds out validation rows from a train split "
-            "that comes with the data; this data is split by data.split's shares, so set "
-            "data.split.validation instead"
-        )
-    else:
-        splits = split_examples(conflicts.kept, data.split, grouped, strata)
-    held_out = 0
-    if data.eval_from:  # validation and test as an earlier version has them; train changes
-        splits, held_out = pin_eval(splits, pinned_rows(store, data.eval_from))
+    splits, held_out = _split(spec, store, conflicts.kept, loaded.presplit)
     say("data: finding duplicates")
     dedup = deduplicate(splits, data.dedup, spec.images, data.engine, store.path(DATA))
     quarantine = loaded.rejections + cleaned.rejections + too_long + conflicts.rejections
@@ -196,80 +151,31 @@ def _build(
     labels = list(task_labels) if task_labels else sorted(seen)
     settings = settings_of(data, labels, loaded.sources, spec.images, guard)
     version, rows = version_and_rows_ids(dedup.splits, quarantine, settings)
+    built = Built(
+        spec=spec,
+        lab=lab,
+        store=store,
+        loaded=loaded,
+        cleaned=cleaned,
+        conflicts=conflicts,
+        dedup=dedup,
+        quarantine=quarantine,
+        labels=labels,
+        seen=seen,
+        settings=settings,
+        version=version,
+        rows_id=rows,
+        held_out=held_out,
+        guard=guard,
+        images=image_summary(dedup.splits, data, staging) if staging else None,
+        conversations=conversations,
+    )
     new = not version_exists(store, version)
     damaged = [] if new else damaged_files(store, version)  # written again, whole
-
-    counts = _tally(loaded.rows_read, dedup, quarantine, held_out if data.eval_from else None)
-    manifest = {
-        "labels": labels,
-        "counts": (set_counts if multilabel else _split_counts)(dedup.splits, labels),
-        "rows": counts,
-        "presplit": loaded.presplit,
-        "rows_id": rows,
-        "sources": tally_sources(loaded.sources, quarantine),
-        "rules": rule_settings(data.cleaning),
-        "eval_from": data.eval_from,
-        "settings": {k: v for k, v in settings.items() if k not in ("labels", "cleaning")},
-    }
-    if guard:
-        manifest["guard_sets"] = {g.on: g.summary() for g in guard}
-    images = image_summary(dedup.splits, data, staging) if staging else None
-    if images:
-        manifest["images"] = images
-    warnings = check_usable(manifest, spec) + long_warnings  # refuses unusable data
-    warnings += _warnings(spec, dedup.splits, len(conflicts.groups), loaded.presplit, seen)
-    if guard:
-        warnings += overlap_warnings(guard, (ex.text for ex in dedup.splits["train"]))
-    warnings += opened_test_warnings(store, dedup.splits, version)
-    warnings += [w for w in [held_out_copies(dedup.pairs)] if w]
-    report = {
-        "version": version,
-        "new": new,
-        "rewritten": damaged or None,
-        **counts,
-        "splits": manifest["counts"],
-        "labels": labels,
-        **({"label_sets": set_summary(dedup.splits)} if multilabel else {}),
-        # pretrain reads no labels: its split table counts documents by source instead
-        "by_source": source_counts(dedup.splits) if text_only else None,
-        "cleaning": cleaned.changed,
-        "quarantine": {
-            "file": _shown(store.data_dir(version) / "quarantine.jsonl", store.lab),
-            "reasons": dict(sorted(Counter(r.kind for r in quarantine).items())),
-        },
-        "duplicates": {
-            "policy": data.dedup.policy,
-            "engine": data.engine,
-            "counts": dedup.counts(),
-            "pairs": _first_of_each_method(dedup.pairs, MAX_PAIRS),
-            "pairs_total": len(dedup.pairs),
-            "pairs_file": _shown(store.data_dir(version) / "duplicates.jsonl", store.lab),
-            "removed": len(dedup.removed),
-            "across_sources": across_sources(dedup.pairs),
-        },
-        "conflicts": conflicts.report(data.dedup.conflicts),
-        "rows_id": rows,
-        "same_rows_as": same_rows(store, rows, version),
-        "presplit": loaded.presplit,
-        "validation_from_train": (
-            {"share": carve, "rows": len(splits["validation"]), "seed": data.split.seed}
-            if carve is not None
-            else None
-        ),
-        "eval_from": data.eval_from,
-        # this build's examples kept out of train as the pinned validation and test ones
-        "held_out_of_train": held_out if data.eval_from else None,
-        "guard_sets": manifest.get("guard_sets"),
-        "conversations": (
-            conversation_summary([ex for rows in dedup.splits.values() for ex in rows])
-            | {"sharegpt_rows": conversations.sharegpt, "content_parts_rows": conversations.parts}
-            if conversations
-            else None
-        ),
-        "warnings": warnings,
-    }
-    if images:
-        report["images"] = {**images, "folder": _shown(store.data_dir(version) / "images", lab)}
+    counts = built.tally()
+    manifest = built.manifest(counts)
+    warnings = built.warnings(manifest, long_warnings)  # refuses unusable data first
+    report = built.report(counts, manifest, warnings, new, damaged)
     if new or damaged:
         say(f"data: writing version {version}" + (" again (damaged)" if damaged else ""))
         write_version(
@@ -290,33 +196,45 @@ def _build(
     return report
 
 
-def _warnings(
-    spec: Spec, splits: Splits, conflicts: int, presplit: bool, seen: set[str]
-) -> list[str]:
-    """What the report warns of besides usability and long texts: a group in two splits of
-    the user's split, label conflicts kept, class imbalance, task labels never seen, a pretrain
-    source missing from validation or test."""
-    data, warnings = spec.data, []
-    if data.fields.group is not None and presplit:
-        warnings += straddling_groups(splits)
-    if conflicts and data.dedup.conflicts == "report":
-        warnings.append(
-            f"{conflicts} {'image' if spec.images else 'text'}(s) have different labels in "
-            "different copies, all kept (dedup.conflicts: report); see duplicates.conflicts in "
-            "the report"
+def _row_check(spec: Spec, lab: Path, staging: Path | None, task_labels):
+    """Each row's own check, of one kind at most (`core.spec`: images need task
+    image_classification, conversations task extraction or format, multilabel an encoder),
+    and the conversation check where it is one (the report counts its row shapes)."""
+    fields = spec.data.fields
+    if staging:
+        return ImageIntake.of(spec, lab, staging).check, None
+    if fields.conversations:  # `messages` or prompt/completion rows
+        check = conversation_check(fields, task_labels, spec.task.type)
+        return check, check
+    if spec.task.type == "multilabel":
+        return label_set_check(fields, spec.task), None
+    return None, None
+
+
+def _split(spec: Spec, store: Store, kept: list[Example], presplit: bool) -> tuple[Splits, int]:
+    """The rows kept, split: the user's split where the data comes split (validation carved
+    from its train where asked), else by data.split's shares; with data.eval_from, validation
+    and test as the earlier version has them. Also how many of this build's rows that pinning
+    kept out of train."""
+    data = spec.data
+    grouped = data.fields.group is not None
+    strata = stratum(kept) if spec.task.type == "multilabel" else None
+    carve = data.split.validation_from_train
+    if presplit:
+        splits = presplit_examples(kept)
+        if carve is not None:
+            splits = carve_validation(splits, data.split, grouped, strata)
+    elif carve is not None:
+        raise DataError(
+            "data.split.validation_from_train holds out validation rows from a train split "
+            "that comes with the data; this data is split by data.split's shares, so set "
+            "data.split.validation instead"
         )
-    if spec.task.type == "pretrain":
-        warnings += sources_missing(
-            splits, lambda split: more_rows(split, {"presplit": presplit}, spec)
-        )
-    warnings += case_warnings(seen)
-    if not spec.task.generative:  # a class named as another is, or as an empty cell
-        warnings += number_warnings(seen) + missing_mark_warnings(seen)
-    if spec.task.type == "multilabel":  # per label, not per label set
-        warnings += set_warnings(splits.get("train", []))
-    elif not spec.task.generative:
-        warnings += imbalance_warnings(splits.get("train", []))
-    return warnings  # task.labels with no row: `usable.check_usable` says what that does
+    else:
+        splits = split_examples(kept, data.split, grouped, strata)
+    if not data.eval_from:  # validation and test as an earlier version has them; train changes
+        return splits, 0
+    return pin_eval(splits, pinned_rows(store, data.eval_from))
 
 
 def _long_texts(
@@ -345,55 +263,3 @@ def _long_texts(
             "set data.long_text: quarantine to set them aside"
         ],
     )
-
-
-def _first_of_each_method(pairs: list[dict], n: int) -> list[dict]:
-    """Up to n pairs of each method (exact, near) for the report; all are in duplicates.jsonl."""
-    shown: dict[str, int] = {}
-    out = []
-    for pair in pairs:
-        if shown.get(pair["method"], 0) < n:
-            shown[pair["method"]] = shown.get(pair["method"], 0) + 1
-            out.append(pair)
-    return out
-
-
-def _tally(
-    rows_read: int, dedup: Dedup, quarantine: list[Rejection], held_out: int | None = None
-) -> dict[str, int]:
-    """What became of every row read. With `data.eval_from`, this build's own rows kept are its
-    train and the `held_out` rows that are pinned ones (validation and test are the pinned
-    version's rows, which a new cleaning rule may have quarantined in this build)."""
-    kept = sum(len(rows) for rows in dedup.splits.values())
-    if held_out is not None:
-        kept = len(dedup.splits["train"]) + held_out
-    counts = {
-        "rows_read": rows_read,
-        "kept": kept,
-        "quarantined": len(quarantine),
-        "duplicates_removed": len(dedup.removed),
-    }
-    accounted = counts["kept"] + counts["quarantined"] + counts["duplicates_removed"]
-    if accounted != rows_read:
-        raise AssertionError(
-            f"rows went missing: read {rows_read}, but kept + quarantined + removed = {accounted}"
-        )
-    return counts
-
-
-def _split_counts(splits: Splits, labels: list[str]) -> dict[str, dict[str, Any]]:
-    out = {}
-    for split in SPLITS:
-        per_label = Counter(ex.label for ex in splits.get(split, []))
-        out[split] = {
-            "n": sum(per_label.values()),
-            "labels": {label: per_label.get(label, 0) for label in labels},
-        }
-    return out
-
-
-def _shown(path: Path, lab: Path) -> str:
-    try:
-        return path.relative_to(lab).as_posix()
-    except ValueError:
-        return str(path)
