@@ -1,4 +1,5 @@
-"""`tunelab data`: load -> clean -> split -> dedup -> version, and the report of it.
+"""`tunelab data`: load -> clean -> split -> dedup -> version; the tally, manifest, warnings
+and report of a build are made from its `built.Built`.
 
 Every row read is accounted for: it is kept, quarantined (with file, line and reason) or
 removed as a duplicate, and the pipeline refuses to finish if those do not add up. Data no lab
