@@ -36,7 +36,8 @@ def problems(
         where = _origin(loc, root, overrides, scope)
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden" and model is not None:
-            msg += _meant(model, loc)
+            tags = [str(part) for part in e["loc"] if _is_union_tag(part)]
+            msg += _meant(model, loc, tags[-1] if tags else None)
         found.append(f"{where + ', ' if where else ''}field `{field}`: {msg}")
     if count == 1:
         return f"{source}: the spec is not valid: {found[0]}"
@@ -71,25 +72,34 @@ ELSEWHERE = {
 tunelab's name for it in the same section, and a note where the two do not mean the same."""
 
 
-def _meant(model: type[BaseModel], loc: list[str]) -> str:
+def _meant(model: type[BaseModel], loc: list[str], tag: str | None = None) -> str:
     """`; did you mean `training.lr`?` for an unknown field `training.lrr`, or the fields its
-    section takes when none is close; nothing when the section cannot be found."""
-    known = sorted(_fields_at(model, loc[:-1]))
+    section takes when none is close; nothing when the section cannot be found. Under a tagged
+    union (`tag`: the member the spec chose, `method.type: full`), the fields of that member,
+    and a field of another member is said to be that member's."""
+    members = section_models(model, loc[:-1])
+    chosen = [m for m in members if _tag_of(m) == tag] or members
+    known = sorted({name for m in chosen for name in fields(m)})
     if not known:
         return ""
+    dotted, section = ".".join(loc), ".".join(loc[:-1])
+    owners = [_tag_of(m) for m in members if loc[-1] in fields(m)]
+    if tag and owners:
+        kinds = " or ".join(f"`{section}.type: {owner}`" for owner in owners)
+        return f"; `{dotted}` is a setting of {kinds}, and this spec has `{section}.type: {tag}`"
     other, note = ELSEWHERE.get(loc[-1], ("", ""))
     if other.split(".")[0] in known:
         return f"; tunelab calls it `{'.'.join([*loc[:-1], other])}`{note}"
     close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
     if close:
         return f"; did you mean `{'.'.join([*loc[:-1], close[0]])}`?"
-    return f"; {'.'.join(loc[:-1]) or 'the spec'} takes: {', '.join(known)}"
+    return f"; {section or 'the spec'} takes: {', '.join(known)}"
 
 
-def _fields_at(model: type[BaseModel], path: list[str]) -> set[str]:
-    """The field names of the section at `path` (list indices skipped; under a union, every
-    member's)."""
-    return {name for m in section_models(model, path) for name in fields(m)}
+def _tag_of(model: type[BaseModel]) -> str | None:
+    """A tagged union member's `type` (`lora`, `classification`), or None."""
+    field = model.model_fields.get("type")
+    return field.default if field is not None and isinstance(field.default, str) else None
 
 
 def section_models(model: type[BaseModel], path: list[str]) -> list[type[BaseModel]]:

@@ -64,6 +64,17 @@ def test_unknown_field_and_batch_divisibility_are_reported(tmp_path):
         ({"training": {"num_train_epochs": 2}}, "tunelab calls it `training.budget.epochs`"),
         ({"method": {"type": "lora", "lora_alpha": 8}}, "tunelab calls it `method.alpha`"),
         ({"model": {"path": "m", "model_name_or_path": "m"}}, "tunelab calls it `model.path`"),
+        # a field of another member of the union is said to be that member's, not suggested back
+        (
+            {"method": {"type": "full", "dropout": 0.1}},
+            "`method.dropout` is a setting of `method.type: lora`, and this spec has "
+            "`method.type: full`",
+        ),
+        (
+            {"task": {"type": "classification", "json_schema": {}}},
+            "`task.json_schema` is a setting of `task.type: extraction` or `task.type: format`",
+        ),
+        ({"method": {"type": "full", "rr": 4}}, "method takes: head_init, type"),  # full's own
     ],
 )
 def test_an_unknown_field_names_the_one_it_most_likely_meant(raw, said):
