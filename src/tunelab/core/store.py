@@ -71,17 +71,18 @@ run named with 60 to 64 characters was refused by every command that reads it (`
 whole lab among them), though the run had trained."""
 
 
-def check_run_name(name: str) -> str:
-    """`name` if it can name a run's folder; otherwise RunNameError saying what is allowed."""
+def check_run_name(name: str, given: str | None = None) -> str:
+    """`name` if it can name a run's folder, else RunNameError (`given`: as the user typed it)."""
+    said = f"run name {name!r}" if given is None else f"--name {given!r} (run {name!r})"
     if not RUN_NAME.fullmatch(name) or ".." in name:
         raise RunNameError(
-            f"run name {name!r} is not allowed: a run name becomes part of its folder's name "
+            f"{said} is not allowed: a run name becomes part of its folder's name "
             "(.tunelab/runs/r003-NAME), so it is 1 to 64 letters, digits, '.', '_' or '-', "
             "does not start with '.' or '-' and has no '..'; e.g. --name lora-r16."
         )
     if LIKE_AN_ID.match(name):
         raise RunNameError(
-            f"run name {name!r} reads as a run id: commands name a run by its id (r009-NAME) or "
+            f"{said} reads as a run id: commands name a run by its id (r009-NAME) or "
             f"its number (r009), so `{name.split('-')[0]}` would name run "
             f"{name.split('-')[0]}, not this one; give a name that does not start with r and "
             "digits, e.g. --name lora-r16."

@@ -78,7 +78,8 @@ def test_a_second_identical_baseline_is_refused_unless_named(data_lab, capsys):
     assert code == 0
     assert [r["id"] for r in out["runs"]] == ["r003-majority-again", "r004-probe-again"]
     assert tl(capsys, "baseline", "--lab", lab, "--name", "again")[0] == 2  # that name is taken
-    assert tl(capsys, "baseline", "--lab", lab, "--name", "..")[0] == 2  # not a run name
+    code, out = tl(capsys, "baseline", "--lab", lab, "--name", "x y")  # not a run name
+    assert code == 2 and "--name 'x y' (run 'probe-x y') is not allowed" in out["error"]
     assert len(_statuses(data_lab)) == 4
 
 

@@ -41,7 +41,7 @@ def not_measured_yet(lab: Lab, name: str | None) -> tuple[dict, dict[str, dict]]
     """The base's identity and the baselines already measured as these would be
     (`identical_baselines`); refused (DuplicateBaselineError) when every one was."""
     if name is not None:  # as the runs are named: `probe-NAME`
-        check_run_name(run_name("probe", name))
+        check_run_name(run_name("probe", name), given=name)
     version = lab.data_version
     base = identity(lab.spec.model, lab.path, pack_length(lab.spec), version)
     found = identical_baselines(lab, version, base, name)
