@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import Any
 
 from tunelab.core.data_sections import Fields
 from tunelab.data.content import flatten
@@ -116,8 +117,11 @@ def check_conversation(
         turns = _turns(rec.values[fields.messages], fields.messages)
     else:
         turns = _turns(rec.values[fields.prompt], fields.prompt, "user")
+        completion = rec.values[fields.completion]
+        if isinstance(completion, dict) and task_type == "extraction":  # the answer's object
+            completion = json.dumps(completion, ensure_ascii=False)
         if isinstance(turns, list):
-            more = _turns(rec.values[fields.completion], fields.completion, ASSISTANT)
+            more = _turns(completion, fields.completion, ASSISTANT)
             turns = more if isinstance(more, str) else turns + more
     if isinstance(turns, str):
         return reject("bad_turn", turns)
@@ -142,10 +146,12 @@ def check_conversation(
         return reject("empty_answer", "the last assistant turn is empty")
     if why := _empty_turn(turns[:-1]):
         return reject(*why)
-    target = answer_target(answer, task_type)
+    target, why = target_or_why(answer, task_type)
     if target is None:
         return reject(
-            "bad_target", "the last assistant turn must be a JSON object for task extraction"
+            "bad_target",
+            f"the last assistant turn must be a JSON object for task extraction ({why}), "
+            "exactly as the model's answer is scored",
         )
     keys = check_keys(rec, fields, labels, split, generative=True)
     if isinstance(keys, Rejection):
@@ -283,13 +289,16 @@ def joined_parts(parts: list, where: str) -> tuple[str, str | None]:
 def answer_target(answer: str, task_type: str):
     """The target the task scores: extraction's JSON object (None if the answer is not one),
     or format's string."""
-    if task_type != "extraction":
-        return answer
-    try:
-        value = json.loads(answer)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+    return target_or_why(answer, task_type)[0]
+
+
+def target_or_why(answer: str, task_type: str) -> tuple[Any, str | None]:
+    """`answer_target`, and why an extraction answer is not a JSON object (`jsonout.json_object`:
+    read as a model's output is scored, so a training answer holds nothing a scored one
+    could not)."""
+    from tunelab.tasks.jsonout import json_object
+
+    return json_object(answer) if task_type == "extraction" else (answer, None)
 
 
 def summary(examples: list[Example]) -> dict:

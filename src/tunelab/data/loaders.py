@@ -50,10 +50,13 @@ def check_record(
     split: str | None,
     generative: bool = False,
     text_only: bool = False,
+    object_target: bool = False,
 ) -> Example | Rejection:
     """The checks every row passes, whatever its format. A generative row needs a target
     (a JSON object or a non-empty string) unless `text_only` (the text is what is learned);
-    its label column is an optional category."""
+    its label column is an optional category. `object_target` (task extraction): a target
+    written as a string is read as the JSON object it holds (`jsonout.json_object`), or the
+    row is quarantined saying why it holds none."""
 
     def reject(kind: str, reason: str) -> Rejection:
         return Rejection(rec.file, rec.line, kind, reason)
@@ -77,6 +80,16 @@ def check_record(
         return reject(
             "bad_target", f"target must be a JSON object or a non-empty string, got {kind}"
         )
+    if object_target and isinstance(target, str):
+        from tunelab.tasks.jsonout import json_object
+
+        target, why = json_object(target)
+        if target is None:
+            return reject(
+                "bad_target",
+                f"the target must be a JSON object for task extraction ({why}), exactly as "
+                "the model's answer is scored",
+            )
     keys = check_keys(rec, fields, labels, split, generative)
     if isinstance(keys, Rejection):
         return keys
@@ -242,12 +255,14 @@ def load_sources(
     text_only: bool = False,
     check: RowCheck | None = None,
     hold: Callable[[str], Any] = str,
+    object_target: bool = False,
 ) -> Loaded:
     """Read every source; ids must be unique across them (later copies are quarantined).
     Every path is checked (`paths.locate`) before any file is read. `text_only` (task
     pretrain): a row needs its text alone, no target. `check` turns each record into an
     example (default: `check_record`; an image lab's reads the image, `image_rows`). `hold`:
-    what an example keeps of its text (`spill.TextSpill.hold`: the text, or its place)."""
+    what an example keeps of its text (`spill.TextSpill.hold`: the text, or its place).
+    `object_target`: `check_record`'s (task extraction)."""
     located = [locate(s, i, lab, data.allow_outside_lab) for i, s in enumerate(data.sources)]
     whole = [
         s.type == "hf_dataset" and s.split is None and is_dataset_dict(where.path)
@@ -261,7 +276,7 @@ def load_sources(
     check_shown_apart(located)
 
     def check_text(rec: Record, split: str | None) -> Example | Rejection:
-        return check_record(rec, data.fields, labels, split, generative, text_only)
+        return check_record(rec, data.fields, labels, split, generative, text_only, object_target)
 
     for i, (source, where) in enumerate(zip(data.sources, located, strict=True)):
         rows = _read_source(source, i, where, data.fields, check or check_text, seen, out, hold)

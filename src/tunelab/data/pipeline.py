@@ -125,7 +125,8 @@ def _build(
     multilabel = spec.task.type == "multilabel"  # label sets: `label_sets.py`
     check, conversations = _row_check(spec, lab, staging, task_labels)
     guard = load_guard_sets(spec, lab)  # a forgetting guardrail's text, checked first
-    loaded = load_sources(data, task_labels, lab, generative, text_only, check, spill.hold)
+    objects = spec.task.type == "extraction"  # a target written as a string holds an object
+    loaded = load_sources(data, task_labels, lab, generative, text_only, check, spill.hold, objects)
     spill.hold_all(loaded.examples)  # past the budget, the first texts read go to disk too
     if data.cleaning:  # none is the only choice for conversations: nothing to say
         say(f"data: cleaning {len(loaded.examples):,} rows")

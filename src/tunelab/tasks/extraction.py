@@ -48,16 +48,44 @@ def render_target(target: dict, schema: dict | None = None) -> str:
     """The canonical training target text.
 
     Keys follow the schema's `properties` order (the order a reader of the schema
-    expects and the model should learn), then any other keys sorted, so the same
-    target always renders to the same tokens.
+    expects and the model should learn), then any other keys sorted, at every depth (a
+    nested object by its own properties, an array's items by `items`, a local `$ref`
+    followed), so the same target always renders to the same tokens.
     """
     if not isinstance(target, dict):
         raise TunelabError(
             f"an extraction target must be a JSON object, got {type(target).__name__}"
         )
-    order = list((schema or {}).get("properties", {}))
-    keys = [k for k in order if k in target] + sorted(k for k in target if k not in order)
-    return json.dumps({k: target[k] for k in keys}, ensure_ascii=False)
+    return json.dumps(_ordered(target, schema or {}, schema or {}), ensure_ascii=False)
+
+
+def _ordered(value: Any, schema: Any, root: dict) -> Any:
+    """`value` with each object's keys in its schema's `properties` order, then sorted."""
+    schema = _followed(schema, root)
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        props = props if isinstance(props, dict) else {}
+        keys = [k for k in props if k in value] + sorted(k for k in value if k not in props)
+        return {k: _ordered(value[k], props.get(k, {}), root) for k in keys}
+    if isinstance(value, list):
+        items = schema.get("items", {})
+        return [_ordered(v, items, root) for v in value]
+    return value
+
+
+def _followed(schema: Any, root: dict, depth: int = 0) -> dict:
+    """A schema with its local `$ref` (`#/$defs/item`) followed; {} where there is none to
+    follow or it does not resolve (the keys are then sorted)."""
+    if not isinstance(schema, dict):
+        return {}
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/") or depth > 32:
+        return schema
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node.get(part) if isinstance(node, dict) else None
+    return _followed(node, root, depth + 1) if isinstance(node, dict) else {}
 
 
 def score_example(

@@ -58,6 +58,19 @@ def parse_json(text: str) -> Any:
         raise NotJSONError("not JSON: nested too deeply") from None
 
 
+def json_object(text: str) -> tuple[dict | None, str | None]:
+    """`text` as one JSON object, read as strictly as a model's output is scored
+    (`parse_json`), or None and why not: a Markdown fence around it, prose after it, NaN, a
+    key written twice, another kind of value."""
+    try:
+        value = parse_json(text)
+    except NotJSONError as err:
+        return None, "a Markdown fence around it" if text.strip().startswith("```") else str(err)
+    if not isinstance(value, dict):
+        return None, f"a JSON {type(value).__name__}, not an object"
+    return value, None
+
+
 def _short(message: str) -> str:
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 3] + "..."
 

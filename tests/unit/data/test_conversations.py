@@ -53,6 +53,9 @@ def test_prompt_and_completion_as_strings_or_turns():
         "format",
     )
     assert [t["role"] for t in ex.messages] == ["system", "user", "assistant"]
+    ex = check({"prompt": "page?", "completion": ANSWER}, PAIRS)  # extraction: the object itself
+    assert ex.target == ANSWER and json.loads(ex.messages[-1]["content"]) == ANSWER
+    assert check({"prompt": "page?", "completion": ANSWER}, PAIRS, "format").kind == "bad_turn"
 
 
 def test_sharegpt_turns_are_read_as_role_and_content():
@@ -177,6 +180,28 @@ def test_an_answers_weight_0_is_kept_and_1_is_the_default():
             "the last turn's role is 'GPT'",
         ),
         ({"messages": turns(("user", "q"), ("assistant", "no json"))}, "bad_target", "JSON"),
+        # read as strictly as a model's answer is scored, and said why
+        (
+            {"messages": turns(("user", "q"), ("assistant", '{"a": 1, "a": 2}'))},
+            "bad_target",
+            "duplicate key 'a'",
+        ),
+        ({"messages": turns(("user", "q"), ("assistant", '{"a": NaN}'))}, "bad_target", "NaN"),
+        (
+            {"messages": turns(("user", "q"), ("assistant", '```json\n{"a": 1}\n```'))},
+            "bad_target",
+            "a Markdown fence",
+        ),
+        (
+            {"messages": turns(("user", "q"), ("assistant", '{"a": 1} Done.'))},
+            "bad_target",
+            "Extra data",
+        ),
+        (
+            {"messages": turns(("user", "q"), ("assistant", "[1]"))},
+            "bad_target",
+            "a JSON list, not an object",
+        ),
         ({"text": "x"}, "missing_field", "messages"),
     ],
 )

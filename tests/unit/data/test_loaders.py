@@ -226,6 +226,27 @@ def test_a_generative_target_says_whether_it_was_empty_or_of_another_type(tmp_pa
     ]
 
 
+def test_an_extraction_target_written_as_a_string_is_the_object_it_holds(tmp_path: Path) -> None:
+    """A completion column of JSON text had been kept as text, and inspect then called it
+    truncated (`target_truncated`) while baseline refused it as no object."""
+    rows = [
+        j({"text": "t1", "target": '{"a": 1}'}),
+        j({"text": "t2", "target": '```json\n{"a": 1}\n```'}),
+        j({"text": "t3", "target": '{"a": 1, "a": 2}'}),
+        j({"text": "t4", "target": "[1]"}),
+    ]
+    write_lines(tmp_path / "rows.jsonl", rows)
+    data = data_spec([{"type": "jsonl", "path": "rows.jsonl"}])
+    loaded = load_sources(data, None, tmp_path, generative=True, object_target=True)
+    assert [ex.target for ex in loaded.examples] == [{"a": 1}]
+    reasons = [r.reason for r in loaded.rejections]
+    assert [r.kind for r in loaded.rejections] == ["bad_target"] * 3
+    assert "(a Markdown fence around it)" in reasons[0]
+    assert "duplicate key 'a'" in reasons[1] and "a JSON list, not an object" in reasons[2]
+    format_lab = load_sources(data, None, tmp_path, generative=True)  # a format target is text
+    assert len(format_lab.examples) == 4
+
+
 def test_a_list_label_in_a_classification_lab_points_at_multilabel(tmp_path: Path) -> None:
     write_lines(tmp_path / "rows.jsonl", [j({"text": "t", "label": ["a", "b"]})])
     loaded = load_sources(data_spec([{"type": "jsonl", "path": "rows.jsonl"}]), None, tmp_path)

@@ -133,6 +133,33 @@ def test_render_target_follows_schema_order_then_sorted():
     assert score(extraction.render_target(TARGET, SCHEMA))["exact_match"] is True
 
 
+def test_render_target_orders_every_depth_and_follows_a_local_ref():
+    item = {"properties": {"sku": {}, "qty": {}}}
+    schema = {
+        "properties": {
+            "customer": {"properties": {"name": {}, "address": {"properties": {"city": {}}}}},
+            "items": {"items": {"$ref": "#/$defs/item"}},
+        },
+        "$defs": {"item": item},
+    }
+    a = {
+        "items": [{"qty": 1, "sku": "x"}],
+        "customer": {"address": {"zip": 1, "city": "P"}, "name": "Z"},
+    }
+    b = {
+        "customer": {"name": "Z", "address": {"city": "P", "zip": 1}},
+        "items": [{"sku": "x", "qty": 1}],
+    }
+    text = extraction.render_target(a, schema)
+    assert text == extraction.render_target(b, schema)  # equal targets, the same tokens
+    assert text == (
+        '{"customer": {"name": "Z", "address": {"city": "P", "zip": 1}}, '
+        '"items": [{"sku": "x", "qty": 1}]}'
+    )
+    root_ref = {"$ref": "#/$defs/item", "$defs": {"item": item}}  # the whole schema a $ref
+    assert extraction.render_target({"qty": 1, "sku": "x"}, root_ref) == '{"sku": "x", "qty": 1}'
+
+
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="invalid JSON Schema"):
         score("{}", schema={"type": "objekt"})
