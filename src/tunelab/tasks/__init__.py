@@ -68,7 +68,34 @@ def load_schema(task_spec: Any, lab: Path) -> dict | None:
         compile_schema(schema)
     except TunelabError as err:
         raise TunelabError(f"{where}: {err}; fix the schema") from None
+    if getattr(task_spec, "type", None) == "extraction":
+        _required_in(task_spec.required, schema, where)
     return schema
+
+
+def _required_in(required: list[str], schema: dict, where: str) -> None:
+    """Refuse a `task.required` field the schema's properties do not name (a dotted path into
+    a nested object, or a key no answer could hold): every row's target was blamed for it."""
+    root = extraction.followed(schema, schema)
+    props = root.get("properties")
+    if not isinstance(props, dict) or not props:
+        return
+    for name in required:
+        head = name.split(".")[0]
+        if name in props:
+            continue
+        if "." in name and head in props:
+            raise TunelabError(
+                f"task.required: {name!r} is a path into `{head}`: task.required names the "
+                f"answer's top-level keys, each scored whole (`{head}` is exact when all of it "
+                f"is); write {head!r}"
+            )
+        closed = " (and additionalProperties: false forbids any other key)"
+        raise TunelabError(
+            f"task.required: {name!r} is not among the properties of {where} "
+            f"({', '.join(props)}){closed if root.get('additionalProperties') is False else ''}; "
+            "add it to the schema's properties, or take it out of task.required"
+        )
 
 
 def target_text(task_spec: Any, schema: dict | None, example: dict) -> str:

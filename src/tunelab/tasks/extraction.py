@@ -12,7 +12,8 @@ Decisions:
   Markdown fence is invalid, because a downstream parser would reject it too.
 - Extra fields the schema allows do not affect `exact_match` (only required fields
   are compared); the schema decides whether they are allowed (`additionalProperties`),
-  which shows up in `schema_valid`.
+  and an answer the schema refuses (a key it forbids, an optional field of the wrong
+  type) is never exact: a consumer validating it would reject it.
 - A field is present when its key is in the object (as JSON Schema's `required`),
   even with a null value; a null where the target has a value is then not exact.
 - Without a schema, `schema_valid` equals `json_valid`: there is nothing to violate.
@@ -61,7 +62,7 @@ def render_target(target: dict, schema: dict | None = None) -> str:
 
 def _ordered(value: Any, schema: Any, root: dict) -> Any:
     """`value` with each object's keys in its schema's `properties` order, then sorted."""
-    schema = _followed(schema, root)
+    schema = followed(schema, root)
     if isinstance(value, dict):
         props = schema.get("properties", {})
         props = props if isinstance(props, dict) else {}
@@ -73,7 +74,7 @@ def _ordered(value: Any, schema: Any, root: dict) -> Any:
     return value
 
 
-def _followed(schema: Any, root: dict, depth: int = 0) -> dict:
+def followed(schema: Any, root: dict, depth: int = 0) -> dict:
     """A schema with its local `$ref` (`#/$defs/item`) followed; {} where there is none to
     follow or it does not resolve (the keys are then sorted)."""
     if not isinstance(schema, dict):
@@ -85,7 +86,7 @@ def _followed(schema: Any, root: dict, depth: int = 0) -> dict:
     for part in ref[2:].split("/"):
         part = part.replace("~1", "/").replace("~0", "~")
         node = node.get(part) if isinstance(node, dict) else None
-    return _followed(node, root, depth + 1) if isinstance(node, dict) else {}
+    return followed(node, root, depth + 1) if isinstance(node, dict) else {}
 
 
 def score_example(
@@ -138,7 +139,7 @@ def score_example(
         "json_valid": obj is not None,
         "schema_valid": schema_valid,
         "fields": fields,
-        "exact_match": all(f["exact"] for f in fields.values()) and obj is not None,
+        "exact_match": all(f["exact"] for f in fields.values()) and schema_valid,
         "error": error,
     }
 

@@ -115,12 +115,12 @@ def test_case_and_booleans_do_matter():
     assert r["fields"]["ok"] == {"present": True, "exact": False}
 
 
-def test_extra_fields_do_not_affect_exact_match_only_the_schema():
+def test_extra_fields_the_schema_allows_do_not_affect_exact_match_and_others_deny_it():
     output = '{"name": "Ada Lovelace", "age": 36, "nickname": "Enchantress of Numbers"}'
     assert score(output)["exact_match"] is True
     strict = {**SCHEMA, "additionalProperties": False}
-    r = score(output, schema=strict)
-    assert r["exact_match"] is True
+    r = score(output, schema=strict)  # every required field right, in an answer a consumer rejects
+    assert r["exact_match"] is False and r["fields"]["name"]["exact"] is True
     assert r["schema_valid"] is False
     assert r["error"].startswith("schema: Additional properties are not allowed")
 

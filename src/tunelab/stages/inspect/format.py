@@ -23,6 +23,8 @@ def format_findings(renderer: Renderer, rows: list[dict]) -> list[dict]:
         if why:
             bad.append((row, why))
     rule = "task.regex" if getattr(task, "regex", None) else "task.json_schema"
+    if task.type == "extraction":  # a field task.required names may be optional in the schema
+        rule = "task.json_schema or task.required"
     out = _earlier_answers(renderer, rows, rule)
     if not bad:
         return out
