@@ -274,7 +274,9 @@ def verdict(
             *extra,
         ]
     if boot["low"] == boot["high"] == 0:
-        reasons.append("every example scored the same in both runs: no difference at all")
+        reasons.append(
+            f"every example's {metric} was the same in both runs: no difference in it at all"
+        )
     elif boot["low"] <= 0:
         reasons.append("the interval includes zero")
     if boot["delta"] < 0:

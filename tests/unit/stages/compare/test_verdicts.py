@@ -115,7 +115,8 @@ def test_the_same_score_on_every_example_is_not_called_a_loss(tmp_path):
     add_run(lab, "lora", "variant", predictions({"a": 0.9, "b": 0.9, "c": 0.9}))
     variant = compare(lab)["runs"][-1]
     assert variant["verdict"] == "no evidence"
-    assert "every example scored the same in both runs: no difference at all" in variant["reasons"]
+    said = "every example's accuracy was the same in both runs: no difference in it at all"
+    assert said in variant["reasons"]  # of the primary metric: the others may have moved
     assert not any("loss" in r or "includes zero" in r for r in variant["reasons"])
 
 
