@@ -81,9 +81,11 @@ def size(result: dict, console: Console) -> None:
         f"Normalisation: {g['normalisation']}"
     )
     big = result["largest_microbatch"]
-    measured = ""
+    method, measured = big["method"], ""
     if big.get("measured_mb"):
         measured = f", measured {big['measured_mb']:,.0f} MiB"
+    elif big.get("estimated_mb") and method == "estimate":  # not "estimate, estimated"
+        method = f"estimated at {big['estimated_mb']:,.0f} MiB"
     elif big.get("estimated_mb"):
         measured = f", estimated {big['estimated_mb']:,.0f} MiB"
     cal = result.get("calibration")
@@ -95,7 +97,7 @@ def size(result: dict, console: Console) -> None:
     )
     console.print(
         f"largest microbatch: [bold]{big['value']}[/] within {big['budget_mb']:,.0f} MiB "
-        f"({big['budget']}; {big['method']}{measured}{scaled})"
+        f"({big['budget']}; {method}{measured}{scaled})"
     )
     _advice(result, console)
 
