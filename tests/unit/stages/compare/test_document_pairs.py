@@ -65,7 +65,7 @@ def test_a_source_without_validation_rows_leaves_every_source_unresolved():
 
 
 def test_the_unscored_groups_are_sources_without_a_score_and_classes_without_an_example():
-    from tunelab.stages.compare.verdicts import unscored_groups
+    from tunelab.stages.compare.rows import unscored_groups
 
     class Store:
         def data_manifest(self, version):
