@@ -21,6 +21,25 @@ def init(result: dict, console: Console) -> None:
 
 
 def data(report: dict, console: Console) -> None:
+    _version(report, console)
+    _rows(report, console)
+    _splits(report, console)
+    if report.get("label_sets"):  # task multilabel: the columns count rows holding each label
+        console.print("  " + label_sets_line(report["label_sets"]))
+    _duplicates(report["duplicates"], console)
+    _split_origin(report, console)
+    _conversations(report.get("conversations"), console)
+    for on, g in (report.get("guard_sets") or {}).items():
+        console.print(
+            f"  forgetting set {escape(on)}: {g['documents']} documents, "
+            f"{g['bytes']:,} bytes, kept in the version as {g['file']}"
+        )
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/] {escape(warning)}")
+
+
+def _version(report: dict, console: Console) -> None:
+    """The version, whether it is new, reused or written again, and what it shares."""
     state = "new version" if report["new"] else "unchanged, version reused"
     if damaged := report.get("rewritten"):
         shown = ", ".join(damaged[:3]) + (
@@ -39,6 +58,10 @@ def data(report: dict, console: Console) -> None:
             f"(data.eval_from; {report['held_out_of_train']:,} of this build's examples are "
             "them, by id or text, and stay out of train): runs on both versions pair up"
         )
+
+
+def _rows(report: dict, console: Console) -> None:
+    """What became of every row read, what the step cost, and what was set aside or changed."""
     q = report["quarantine"]
     console.print(
         f"  rows read {report['rows_read']:,} = kept {report['kept']:,} + quarantined "
@@ -88,10 +111,10 @@ def data(report: dict, console: Console) -> None:
             f"{conflicts['rows']} rows ({conflicts['policy']}); e.g. "
             f"{', '.join(short_id(i) for i in first['ids'][:3])}: {first['answers']}"
         )
-    _splits(report, console)
-    if report.get("label_sets"):  # task multilabel: the columns count rows holding each label
-        console.print("  " + label_sets_line(report["label_sets"]))
-    dups = report["duplicates"]
+
+
+def _duplicates(dups: dict, console: Console) -> None:
+    """Exact and near pairs, across sources, an example (a leak across splits first), policy."""
     for method, title in (("exact", "exact duplicates"), ("near", "near-duplicates")):
         counts = {
             k.removeprefix("near:"): v
@@ -124,6 +147,10 @@ def data(report: dict, console: Console) -> None:
     if dups.get("pairs_file"):
         console.print(f"    every pair, with its similarity and action: {dups['pairs_file']}")
     console.print(f"  policy {dups['policy']}: {dups['removed']} rows removed from train")
+
+
+def _split_origin(report: dict, console: Console) -> None:
+    """Where the split came from, when it came with the data."""
     carved = report.get("validation_from_train")
     if carved:
         console.print(
@@ -133,7 +160,10 @@ def data(report: dict, console: Console) -> None:
         )
     elif report.get("presplit"):
         console.print("  the data came already split: the user's split was kept as it is")
-    c = report.get("conversations")
+
+
+def _conversations(c: dict | None, console: Console) -> None:
+    """The kept conversations: turns, roles, and the shapes that were read."""
     if c and c["rows"]:
         t = c["turns"]
         roles = ", ".join(f"{role} {n}" for role, n in c["roles"].items())
@@ -156,13 +186,6 @@ def data(report: dict, console: Console) -> None:
                 f"  {c['sharegpt_rows']} rows read in ShareGPT's form ({{from, value}} turns): "
                 "from as role (human as user, gpt as assistant), value as content"
             )
-    for on, g in (report.get("guard_sets") or {}).items():
-        console.print(
-            f"  forgetting set {escape(on)}: {g['documents']} documents, "
-            f"{g['bytes']:,} bytes, kept in the version as {g['file']}"
-        )
-    for warning in report.get("warnings", []):
-        console.print(f"[yellow]warning[/] {escape(warning)}")
 
 
 def label_sets_line(per_split: dict) -> str:
