@@ -135,7 +135,6 @@ def _built(info: dict) -> str:
 def body(info: dict) -> str:
     spec, lim = info["spec"], info["limitations"]
     hyp = spec.get("hypothesis") or {}
-    comp = info.get("comparison")
     lines = [f"# {info['run']}: {info['method']} on {info['base_model']['name']}", ""]
     bound = (
         "It was trained from scratch: its base is the config and tokenizer in `base/`, which "
@@ -156,32 +155,47 @@ def body(info: dict) -> str:
         "",
         "## Verdict",
         "",
+        _verdict_line(info.get("comparison"), hyp),
     ]
-    if comp:
-        b = comp["row"]["vs_reference"]["bootstrap"]
-        if hyp.get("metric") in PLAIN:  # lower is better: compare reports the reduction
-            moved = f"reduced by {b['delta']:+.4f}"
-            interval = f"({b['low']:+.4f}, {b['high']:+.4f})"
-        else:
-            moved = f"{100 * b['delta']:+.1f} points"
-            interval = f"({100 * b['low']:+.1f}, {100 * b['high']:+.1f})"
-        counted = (
-            "over the seeds and the validation examples"
-            if b.get("basis") == "seeds and examples"
-            else "over the validation examples of one seed (how far a new seed would move it is "
-            "not measured; `tunelab noise` measures it)"
-        )
-        lines.append(
-            f"**{comp['row']['verdict'] or 'no verdict'}** against `{comp['reference']}` "
-            f"(comparison `{comp['id']}`): {hyp.get('metric')} {moved}, "
-            f"95% paired bootstrap interval {interval}, {counted}."
-        )
-    else:
-        lines.append("No comparison has judged this run.")
     if lim.get("trained_past"):
         lines += ["", f"**Warning:** {past_words(info['run'], lim['trained_past'])}."]
     lines += _validation_lines(info.get("training") or {})
-    lines += ["", "## Numbers", "", "| metric | validation | test |", "|---|---|---|"]
+    lines += _numbers_lines(info)
+    lines += _serving_lines(info.get("serving"), info["kind"])
+    lines += _gguf_lines(info.get("gguf"), info["method"])
+    lines += _limitations_lines(lim)
+    lines += _use_lines(info)
+    return "\n".join(lines)
+
+
+def _verdict_line(comp: dict | None, hyp: dict) -> str:
+    """The verdict of the comparison the card names, with its interval and what it counts."""
+    if not comp:
+        return "No comparison has judged this run."
+    b = comp["row"]["vs_reference"]["bootstrap"]
+    if hyp.get("metric") in PLAIN:  # lower is better: compare reports the reduction
+        moved = f"reduced by {b['delta']:+.4f}"
+        interval = f"({b['low']:+.4f}, {b['high']:+.4f})"
+    else:
+        moved = f"{100 * b['delta']:+.1f} points"
+        interval = f"({100 * b['low']:+.1f}, {100 * b['high']:+.1f})"
+    counted = (
+        "over the seeds and the validation examples"
+        if b.get("basis") == "seeds and examples"
+        else "over the validation examples of one seed (how far a new seed would move it is "
+        "not measured; `tunelab noise` measures it)"
+    )
+    return (
+        f"**{comp['row']['verdict'] or 'no verdict'}** against `{comp['reference']}` "
+        f"(comparison `{comp['id']}`): {hyp.get('metric')} {moved}, "
+        f"95% paired bootstrap interval {interval}, {counted}."
+    )
+
+
+def _numbers_lines(info: dict) -> list[str]:
+    """Validation and test metrics side by side, a multilabel threshold, the test split's
+    accesses, and the test rows copied in validation."""
+    lines = ["", "## Numbers", "", "| metric | validation | test |", "|---|---|---|"]
     test = (info.get("final") or {}).get("metrics", {})
     interval = (info.get("final") or {}).get("interval") or {}
     for k, v in info["validation_metrics"].items():
@@ -217,9 +231,12 @@ def body(info: dict) -> str:
             f"of that choice ({copied['pairs']} pairs, listed in the data version's "
             "duplicates.jsonl)." + _without(copied.get("without")),
         ]
-    lines += _serving_lines(info.get("serving"), info["kind"])
-    lines += _gguf_lines(info.get("gguf"), info["method"])
-    lines += ["", "## Limitations", ""]
+    return lines
+
+
+def _limitations_lines(lim: dict) -> list[str]:
+    """What regressed, each guardrail's margin, the inputs cut, typical failures."""
+    lines = ["", "## Limitations", ""]
     for r in lim["regressed"][:8]:
         lines.append(f"- {_regressed_line(r)}")
     for g in lim["guardrails"]:
@@ -238,7 +255,12 @@ def body(info: dict) -> str:
             shown = "/".join(Path(f["id"]).parts[-2:])
             asked = " ".join(f["input"][:160].split())  # one line: a list item ends at a blank
             lines.append(f"- `{shown}`: expected {expected}, got {got}: “{asked}”")
-    lines += [
+    return lines
+
+
+def _use_lines(info: dict) -> list[str]:
+    """How to load the bundle, the prompts as trained and the decoding as evaluated."""
+    lines = [
         "",
         "## Use",
         "",
@@ -261,7 +283,7 @@ def body(info: dict) -> str:
             "answer otherwise.",
             "",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def _regressed_line(r: dict) -> str:
