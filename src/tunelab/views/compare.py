@@ -40,6 +40,44 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
     apart = len(metrics) > TABLE_METRICS or primary in PLAIN
     others = [m for m in metrics if m != primary] if apart else []
     metrics = [primary] if others else metrics
+    table = _verdict_table(result, metrics)
+    if result.get("reference_note"):  # of the whole table: before it
+        console.print(f"[yellow]warning[/] {escape(result['reference_note'])}")
+    if result.get("rules_note"):
+        console.print(f"[yellow]note[/] {escape(result['rules_note'])}")
+    console.print(table)
+    if others and metric_tables:
+        _other_metrics(result, others, console)
+    if any(r.get("arm") for r in result["runs"]):
+        console.print(
+            "[dim]a row 'k of n' is another seed of an arm, against the arm's first seed: only "
+            "the seed differs, so it measures the noise of training; the arm is judged in its "
+            "first run's row, over all its seeds[/]"
+        )
+    _arm_means(result, console)
+    if result["groups"] and metric_tables:
+        _per_group(result, console)
+    for r in result["runs"]:
+        if "vs_reference" in r:
+            _variant_notes(r, result["primary_metric"], console)
+    if result.get("multiplicity"):
+        console.print(f"[yellow]note[/] {escape(result['multiplicity'])}")
+    for c in result.get("verdicts_changed") or []:
+        console.print(
+            f"[yellow]note[/] {c['run']}: {escape(c['now'])}, where {c['comparison']} read "
+            f"{escape(c['was'])}: {escape(c['why'])}"
+        )
+    if result.get("rules", {}).get("noise"):
+        console.print(f"noise records counted: {', '.join(result['rules']['noise'])}")
+    if result.get("left_out"):
+        left = ", ".join(f"{r['run']} ({r['status']})" for r in result["left_out"])
+        console.print(f"[dim]not judged, not completed: {left}[/]")
+
+
+def _verdict_table(result: dict, metrics: list[str]) -> Table:
+    """Each run's metrics, seeds, difference with its interval, McNemar's p where a row has
+    right and wrong answers, guardrails and verdict; another seed of an arm beside its first."""
+    primary = result["primary_metric"]
     # McNemar's test pairs right and wrong answers: a column only where some row has one
     mcnemar = any((r.get("vs_reference") or {}).get("mcnemar") for r in result["runs"])
     delta = "reduction" if primary in PLAIN else f"Δ {primary}"  # beside the primary's column
@@ -88,19 +126,12 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
         )
-    if result.get("reference_note"):  # of the whole table: before it
-        console.print(f"[yellow]warning[/] {escape(result['reference_note'])}")
-    if result.get("rules_note"):
-        console.print(f"[yellow]note[/] {escape(result['rules_note'])}")
-    console.print(table)
-    if others and metric_tables:
-        _other_metrics(result, others, console)
-    if any(r.get("arm") for r in result["runs"]):
-        console.print(
-            "[dim]a row 'k of n' is another seed of an arm, against the arm's first seed: only "
-            "the seed differs, so it measures the noise of training; the arm is judged in its "
-            "first run's row, over all its seeds[/]"
-        )
+    return table
+
+
+def _arm_means(result: dict, console: Console) -> None:
+    """What a reference and the variant arms of several seeds are judged on: their means."""
+    primary = result["primary_metric"]
     arm = reference_arm(result)
     if arm:
         n, mean = arm
@@ -118,23 +149,6 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             f"[dim]{primary.replace('_', ' ')} of each variant arm on average, the value its "
             f"difference is from: {listed} (its row gives its first seed's own)[/]"
         )
-    if result["groups"] and metric_tables:
-        _per_group(result, console)
-    for r in result["runs"]:
-        if "vs_reference" in r:
-            _variant_notes(r, result["primary_metric"], console)
-    if result.get("multiplicity"):
-        console.print(f"[yellow]note[/] {escape(result['multiplicity'])}")
-    for c in result.get("verdicts_changed") or []:
-        console.print(
-            f"[yellow]note[/] {c['run']}: {escape(c['now'])}, where {c['comparison']} read "
-            f"{escape(c['was'])}: {escape(c['why'])}"
-        )
-    if result.get("rules", {}).get("noise"):
-        console.print(f"noise records counted: {', '.join(result['rules']['noise'])}")
-    if result.get("left_out"):
-        left = ", ".join(f"{r['run']} ({r['status']})" for r in result["left_out"])
-        console.print(f"[dim]not judged, not completed: {left}[/]")
 
 
 FLIP_IDS = 3
