@@ -21,7 +21,7 @@ alone, and the verdict says which:
 from __future__ import annotations
 
 from tunelab.core.spec import Hypothesis
-from tunelab.stages.compare.guardrails import BROKEN, HOLDS, UNRESOLVED, describe
+from tunelab.stages.compare.guardrails import BROKEN, HOLDS, ROUNDING, UNRESOLVED, describe
 from tunelab.stages.compare.two_level import SEEDS
 from tunelab.tasks import units
 from tunelab.tasks.pretrain import lower_is_better
@@ -140,7 +140,7 @@ def judged_verdict(interval: dict, min_effect: float) -> str:
     """The verdict of one combined interval (`combine`) with no guardrail in the way."""
     if interval["high"] < 0:
         return WORSE if interval["basis"] == SEEDS else WORSE_ONE_SEED
-    if interval["delta"] >= min_effect and interval["low"] > 0:
+    if interval["delta"] >= min_effect - ROUNDING and interval["low"] > 0:
         return IMPROVED if interval["basis"] == SEEDS else ONE_SEED
     seeds_rule_it_out = excludes_zero(interval)  # a real difference, below the minimum effect
     if interval["basis"] == SEEDS and excludes_zero(interval["example"]) and not seeds_rule_it_out:
@@ -283,7 +283,7 @@ def verdict(
         reasons.append("the estimate is a loss, not a gain")
     elif boot["delta"] == 0 and boot["low"] != boot["high"]:
         reasons.append("the estimate is zero: the gains and the losses cancel")
-    elif boot["delta"] < hypothesis.min_effect:
+    elif boot["delta"] < hypothesis.min_effect - ROUNDING:
         reasons.append("the estimate is below the minimum effect")
     return NO_EVIDENCE, [*reasons, *unresolved, *extra]
 

@@ -73,3 +73,15 @@ def test_the_examples_that_would_resolve_the_exact_bound_are_counted_at_the_rate
     assert one["needed_n"] == 178  # 2 worse of 178: the bound 3.95 points, inside the limit
     assert worse_share(2, 178) <= 0.04 < worse_share(2, 177)
     assert _needed_share(0, 5, 89, 0.04) is None  # 5.6 points worse: no n resolves it
+
+
+def test_a_drop_of_exactly_the_limit_holds_however_the_floats_round():
+    """1 of 100 examples worse is a drop of 0.010000000000000009 as two shares' difference in
+    floats: against max_drop 0.01 it read unresolved where the rule says holds."""
+    from tunelab.stages.compare.guardrails import status_of
+
+    low = 0.79 - 0.8  # -0.010000000000000009
+    assert low < -0.01 and status_of({"low": low, "high": 0.02}, 0.01) == "holds"
+    assert status_of({"low": -0.0101, "high": 0.02}, 0.01) == "unresolved"
+    assert status_of({"low": -0.05, "high": 0.82 - 0.83}, 0.01) == "unresolved"  # high at -limit
+    assert status_of({"low": -0.05, "high": -0.0101}, 0.01) == "broken"

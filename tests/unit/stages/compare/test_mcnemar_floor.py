@@ -30,6 +30,29 @@ def test_four_fixed_none_broken_is_no_evidence_on_one_seed():
     assert "tunelab noise r003-s0 --seeds 3" in reasons[2]
 
 
+def test_a_one_seed_loss_on_few_changed_examples_is_no_evidence_too():
+    loss = versus(0, 4, 0.125)
+    loss["bootstrap"] = {"delta": -0.111, "low": -0.222, "high": -0.028, "basis": "examples"}
+    word, reasons = verdict(loss, HYPOTHESIS, None, judged=("r003-s0", 1))
+    assert word == "no evidence" and "only 4 example(s) changed (0 fixed, 4 broken)" in reasons[1]
+    loss["mcnemar"] = {"fixed": 0, "broken": 12, "p_value": 0.0005, "tests_primary": True}
+    assert verdict(loss, HYPOTHESIS, None)[0] == "worse on one seed"
+
+
+def test_a_gain_of_exactly_the_minimum_effect_meets_it_however_the_floats_round():
+    """820 of 1,000 right against 800 is a gain of 0.019999999999999907 in floats: against a
+    minimum effect of 0.02 it read "the estimate is below the minimum effect"."""
+    gain = versus(30, 10, 0.002)
+    gain["bootstrap"] = {"delta": 0.82 - 0.80, "low": 0.012, "high": 0.029, "basis": "examples"}
+    two_points = Hypothesis(behaviour="b", metric="accuracy", min_effect=0.02)
+    assert gain["bootstrap"]["delta"] < 0.02
+    word, reasons = verdict(gain, two_points, None)
+    assert word == "improved on one seed" and not any("below the minimum" in r for r in reasons)
+    gain["bootstrap"]["delta"] = 0.0199
+    word, reasons = verdict(gain, two_points, None)
+    assert word == "no evidence" and "the estimate is below the minimum effect" in reasons
+
+
 def test_enough_changed_examples_or_a_primary_mcnemar_does_not_test_keep_the_verdict():
     assert verdict(versus(12, 1, 0.0034), HYPOTHESIS, None)[0] == "improved on one seed"
     macro = versus(4, 0, 0.125, tests=False)  # a classifier's macro-F1: not the share right
