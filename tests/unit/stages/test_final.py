@@ -351,6 +351,35 @@ def test_only_a_verdict_against_the_strongest_baseline_opens_the_seal(tmp_path):
     assert latest_verdict(Store(tmp_path), "r003-s0") == ("improved", "c003")
 
 
+@pytest.mark.parametrize(
+    "verdict",
+    ["improved on one seed", "within seed noise", "no evidence", "worse", "guardrail broken", None],
+)
+def test_every_verdict_but_improved_needs_a_reason_to_open_the_seal(verdict):
+    """The gate was tested on a run no comparison had judged only: letting any judged verdict
+    through, or a one-seed gain, went unnoticed."""
+    from tunelab.stages.final.sealed import _check_verdict
+
+    with pytest.raises(FinalError, match=f"its verdict in comparison c004 is {verdict or 'none'}"):
+        _check_verdict("r003-lora", verdict, "c004", None)
+    _check_verdict("r003-lora", verdict, "c004", FOR_REPORT)  # said why: recorded, and opened
+    _check_verdict("r003-lora", "improved", "c004", None)
+
+
+def test_a_second_seed_of_an_arm_is_judged_by_its_arms_row(tmp_path):
+    """compare judges an arm in its first run's row; final and the report read that verdict for
+    every seed of it."""
+    from tunelab.core.files import atomic_write_json
+    from tunelab.stages.final.sealed import latest_verdict
+
+    rows = [{"id": "r003-lr", "verdict": "improved"}, {"id": "r004-lr-s1", "arm": "r003-lr"}]
+    record = {"id": "c001", "created": "t", "file": ".tunelab/comparisons/c001.json"}
+    record |= {"inputs": [], "runs": rows, "reference": "r002-probe"}
+    atomic_write_json(tmp_path / ".tunelab" / "comparisons" / "c001.json", record)
+    assert latest_verdict(Store(tmp_path), "r004-lr-s1") == ("improved", "c001")
+    assert latest_verdict(Store(tmp_path), "r009-other") == (None, None)
+
+
 @pytest.mark.parametrize("run", ["r001-majority", "r002-probe"])
 def test_an_empty_test_split_is_refused_before_the_opening_is_logged(make_lab, capsys, run):
     """A lab split by ratios with no test share: the probe's final was an IndexError (exit 1),
