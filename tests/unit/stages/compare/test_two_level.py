@@ -167,3 +167,38 @@ def test_three_seeds_that_tie_are_alike_though_their_variance_rounds_above_zero(
     pair = make_arms([seed(14)], [seed(18)] * 3, ["a", "b"], ("r", "v"), (False, True))
     boot = pair.interval("accuracy")
     assert boot["basis"] == "examples" and boot["seeds_tied"]["df"] == 2
+
+
+def test_the_seeds_sample_variance_counts_n_minus_one_degrees():
+    """The coverage simulation's tolerance let the biased estimator (ddof 0) through."""
+    assert sample_variance([1.0, 2.0, 3.0], "s") == SeedVariance(1.0, 2, ("s",))
+
+
+def _seed(right: int, n: int = 40) -> dict:
+    """One run's predictions: its first `right` of `n` examples right."""
+    return {
+        f"e{i:02d}": {"id": f"e{i:02d}", "gold": "a", "predicted": "a" if i < right else "b"}
+        for i in range(n)
+    }
+
+
+def test_a_pair_gives_a_baseline_reference_no_seed_weight_and_ties_only_when_every_arm_ties():
+    from tunelab.stages.compare.pairs import make_arms
+
+    seeds = [_seed(30), _seed(26), _seed(33)]  # a variant arm whose seeds spread
+
+    def interval(reference: list[dict], trained: bool) -> dict:
+        pair = make_arms(reference, seeds, ["a", "b"], ("ref", "var"), (trained, True))
+        return pair.interval("accuracy")
+
+    baseline, trained = interval([_seed(20)], False), interval([_seed(20)], True)
+    assert baseline["basis"] == trained["basis"] == "seeds and examples"
+    # the baseline's one run adds no seed variance: a narrower interval, at its low end too
+    # (the high end is also cut where the share's change cannot reach)
+    assert baseline["low"] > trained["low"] + 0.1
+    # a reference whose two seeds tie beside a variant whose seeds spread: the seeds' noise is
+    # measured (by the variant's), not "tied"
+    spread = interval([_seed(20), _seed(20)], True)
+    assert "seeds_tied" not in spread and spread["basis"] == "seeds and examples"
+    tied = make_arms([_seed(20), _seed(20)], [_seed(30)] * 2, ["a", "b"], ("r", "v"))
+    assert "seeds_tied" in tied.interval("accuracy")
