@@ -176,6 +176,15 @@ def test_rental_is_recorded_but_not_counted():
     check_one_change(diff, None)
 
 
+def test_a_new_seed_beside_another_change_is_two_changes():
+    """A seed's luck mixed into an lr change is what the rule exists to refuse."""
+    diff = diff_specs(spec(), spec(**{"training.seed": 7, "training.lr": 1e-3}))
+    assert set(diff) == {"seed", "optimizer"}
+    with pytest.raises(OneChangeError, match="2 parameter groups"):
+        check_one_change(diff, None)
+    check_one_change(diff_specs(spec(), spec(**{"training.seed": 7})), None)  # a seed alone
+
+
 def test_a_parent_stored_before_a_field_existed_reads_its_default():
     parent = spec()
     del parent["training"]["warmup_steps"]
