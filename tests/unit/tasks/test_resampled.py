@@ -73,6 +73,33 @@ def test_a_generative_score_is_resampled_by_its_own_metrics():
     assert interval["high"] == pytest.approx(0.75 + 0.095, abs=0.03)
 
 
+def test_a_metric_that_is_no_share_takes_the_percentiles_of_its_own_resamples():
+    """A macro-F1 interval labelled 95% could be a 90% one, and a field accuracy (a mean of
+    partial credits) scored its unresampled predictions on every row (zero width): the test
+    meant for that branch scored exact_match, which takes the exact binomial interval."""
+    spec = task(type="classification")
+    predictions = classified(60, 0.7)
+    interval = score_interval(spec, predictions, LABELS, "macro_f1", resamples=500, seed=4)
+    idx = np.random.default_rng(4).integers(0, 60, size=(500, 60))
+    values = _resampled(spec, predictions, LABELS, "macro_f1", idx)
+    assert interval["low"] == pytest.approx(np.quantile(values, 0.025))
+    assert interval["high"] == pytest.approx(np.quantile(values, 0.975))
+    extraction = task(
+        type="extraction",
+        json_schema={"type": "object", "properties": {"a": {}, "b": {}}},
+        required=["a", "b"],
+    )
+    pages = [  # half the pages with one field of two right: a partial credit of 0.5
+        {"id": str(i), "output": '{"a": 1, "b": %d}' % (i % 2), "target": {"a": 1, "b": 1}}
+        for i in range(40)
+    ]
+    scored = score_outputs(extraction, None, pages)
+    assert scored["field_accuracy"] == pytest.approx(0.75)
+    interval = score_interval(extraction, pages, [], "field_accuracy", resamples=400)
+    assert "method" not in interval  # not the exact binomial one: a mean of partial credits
+    assert interval["low"] < 0.75 < interval["high"] and interval["high"] - interval["low"] > 0.05
+
+
 @pytest.mark.parametrize(("right", "low", "high"), [(0.0, 0.0, 0.206), (1.0, 0.794, 1.0)])
 def test_a_score_every_example_agrees_on_still_has_an_interval(right, low, high):
     """0 of 16 exact matches read "0.0% to 0.0%": every resample scores the same, so the
