@@ -41,6 +41,25 @@ def test_the_fast_classification_path_scores_each_resample_as_the_task_does(metr
     assert fast == pytest.approx(slow)
 
 
+def test_macro_f1_counts_a_label_without_validation_examples_as_sklearn_does():
+    """A label no example holds scores F1 0 (sklearn's zero_division=0) in the task's macro-F1
+    and in compare's vectorised copy alike: neither was pinned where they could disagree."""
+    from sklearn.metrics import f1_score
+
+    gold = ["a", "b"] * 10  # "c" neither held nor predicted: its F1 undefined, read 0
+    predicted = ["a", "b"] * 8 + ["b", "b", "a", "a"]
+    predictions = [
+        {"id": str(i), "gold": g, "predicted": p}
+        for i, (g, p) in enumerate(zip(gold, predicted, strict=True))
+    ]
+    expected = f1_score(gold, predicted, labels=LABELS, average="macro", zero_division=0)
+    spec = task(type="classification")
+    assert metrics_of(spec, predictions, LABELS)["macro_f1"] == pytest.approx(expected)
+    whole = np.arange(len(predictions))[None]
+    assert _resampled(spec, predictions, LABELS, "macro_f1", whole)[0] == pytest.approx(expected)
+    assert expected < 2 / 3  # the absent label's 0 is in the mean
+
+
 def test_the_interval_holds_the_score_and_narrows_with_more_examples():
     spec = task(type="classification")
     small, large = classified(50, 0.8), classified(2000, 0.8)
