@@ -294,3 +294,7 @@ def test_several_variants_against_one_reference_say_what_choosing_the_best_costs
     assert "; 2 are judged on one seed, over the examples alone" in note
     only = multiplicity([rows[0], *(r | {"vs_reference": one} for r in rows[1:])], "r001-probe")
     assert "read improved about" not in only and ": 3 are judged on one seed" in only
+    # the usual one-seed gain gets the note too, and two variants are already a choice
+    two = [rows[0], rows[1] | {"vs_reference": one}, rows[2] | {"vs_reference": one}]
+    two[2]["verdict"] = "improved on one seed"
+    assert multiplicity(two, "r001-probe").startswith("2 variants were judged against")
