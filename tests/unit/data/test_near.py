@@ -129,6 +129,15 @@ def test_candidates_are_the_minhash_lsh_buckets() -> None:
     assert len(expected) >= 25  # most of the 30 copies (LSH may miss a few)
 
 
+def test_a_pair_at_exactly_the_threshold_is_a_near_duplicate() -> None:
+    """data.dedup.threshold is reached, not passed: 96 of 128 hash values equal is 0.75."""
+    sigs = np.arange(3 * 128, dtype=np.uint64).reshape(3, 128)
+    sigs[1, :96] = sigs[0, :96]  # 0.75 of row 0
+    sigs[2, :95] = sigs[0, :95]  # just under
+    pairs = near.checked_pairs(np.array([[0, 1], [0, 2]]), sigs, 0.75)
+    assert pairs == [(0, 1, 0.75)]
+
+
 def test_planted_near_copies_are_found_across_splits_and_inside_train() -> None:
     splits = planted()
     result = deduplicate(splits, DedupSpec())

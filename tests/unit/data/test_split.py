@@ -121,6 +121,18 @@ def test_mixed_label_groups_are_stratified_by_their_majority_label() -> None:
         assert sum(len(part) for part in splits.values()) == 27
 
 
+def test_a_groups_stratum_is_its_majority_label_ties_to_the_first() -> None:
+    """The split test above passed with the minority label too: its counts came out alike."""
+    from tunelab.data.split import _Unit
+
+    def unit(*labels: str) -> _Unit:
+        examples = [Example(f"g:{i}", f"t{i}", label, "f", i) for i, label in enumerate(labels)]
+        return _Unit(list(range(len(labels))), examples)
+
+    assert unit("b", "a", "b").label == "b" and unit("a", "b", "b", "c").label == "b"
+    assert unit("b", "a").label == "a" and unit("c").label == "c"
+
+
 def test_presplit_keeps_the_users_split_exactly() -> None:
     rows = [
         Example(f"r{i}", f"t{i}", "a", "f", i, split=s)

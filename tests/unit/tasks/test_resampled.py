@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -109,7 +111,7 @@ def test_a_metric_that_is_no_share_takes_the_percentiles_of_its_own_resamples():
         required=["a", "b"],
     )
     pages = [  # half the pages with one field of two right: a partial credit of 0.5
-        {"id": str(i), "output": '{"a": 1, "b": %d}' % (i % 2), "target": {"a": 1, "b": 1}}
+        {"id": str(i), "output": json.dumps({"a": 1, "b": i % 2}), "target": {"a": 1, "b": 1}}
         for i in range(40)
     ]
     scored = score_outputs(extraction, None, pages)
