@@ -59,7 +59,7 @@ SEEDS = arg(
 )
 def cmd_run(args):
     if args.name is not None:  # a name is refused before anything else is read
-        from tunelab.core.store import check_run_name
+        from tunelab.core.run_names import check_run_name
 
         check_run_name(args.name)
     one_change = needs_one_change(args.parent, args.reason)

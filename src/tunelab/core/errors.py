@@ -30,6 +30,10 @@ class TunelabError(ValueError):
     """Input the user can fix; the message names the file, line or field and what to do."""
 
 
+class StoreError(TunelabError):
+    """The store lacks what a command needs; the message says which command makes it."""
+
+
 class TrainingInterrupted(Exception):
     """Training stopped on request (Ctrl-C, SIGTERM) after a step, with a checkpoint saved."""
 

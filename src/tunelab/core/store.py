@@ -10,7 +10,6 @@ by name; `require_intact_log` refuses to judge from a lab whose log or records w
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 from tunelab.core import layout
 from tunelab.core.chain import linked, verify
 from tunelab.core.digest import sha256_file
-from tunelab.core.errors import TunelabError
+from tunelab.core.errors import StoreError
 from tunelab.core.files import (  # noqa: F401  (the store's writers, imported from here too)
     append_line,
     atomic_dir,
@@ -35,6 +34,7 @@ from tunelab.core.files import (  # noqa: F401  (the store's writers, imported f
 )
 from tunelab.core.layout import STORE_DIR, STORE_FORMAT, number_of
 from tunelab.core.numbered import NumberedRecords
+from tunelab.core.run_names import RUN_ID, check_run_name
 
 SPLITS = ("train", "validation", "test")
 KNOWN_SHOWN = 8
@@ -46,52 +46,12 @@ RUN_KEYS = ("id", "kind", "status", "spec", "data_version")
 """What every run record holds, of any store format."""
 
 
-class StoreError(TunelabError):
-    """The store lacks what a command needs; the message says which command makes it."""
-
-
 class SealedError(StoreError):
     """Something other than `final` tried to read the sealed test split."""
 
 
-class RunNameError(StoreError):
-    """A run name that cannot be part of a folder name safely."""
-
-
 class NewerFormatError(StoreError):
     """The lab was written by a newer tunelab, in a store format this one cannot read."""
-
-
-RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
-"""A run name: 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.` or `-`, and
-(checked beside it) without `..`."""
-RUN_ID = re.compile(r"r\d+-" + RUN_NAME.pattern)
-"""A run id: `r`, its number, `-` and its name (`r003-lora`). Checked as a name, the id of a
-run named with 60 to 64 characters was refused by every command that reads it (`compare` of the
-whole lab among them), though the run had trained."""
-
-
-def check_run_name(name: str, given: str | None = None) -> str:
-    """`name` if it can name a run's folder, else RunNameError (`given`: as the user typed it)."""
-    said = f"run name {name!r}" if given is None else f"--name {given!r} (run {name!r})"
-    if not RUN_NAME.fullmatch(name) or ".." in name:
-        raise RunNameError(
-            f"{said} is not allowed: a run name becomes part of its folder's name "
-            "(.tunelab/runs/r003-NAME), so it is 1 to 64 letters, digits, '.', '_' or '-', "
-            "does not start with '.' or '-' and has no '..'; e.g. --name lora-r16."
-        )
-    if LIKE_AN_ID.match(name):
-        raise RunNameError(
-            f"{said} reads as a run id: commands name a run by its id (r009-NAME) or "
-            f"its number (r009), so `{name.split('-')[0]}` would name run "
-            f"{name.split('-')[0]}, not this one; give a name that does not start with r and "
-            "digits, e.g. --name lora-r16."
-        )
-    return name
-
-
-LIKE_AN_ID = re.compile(r"r\d+(-|$)")
-"""A name that a command would read as a run's number (`r003`, `r003-lora`)."""
 
 
 def now() -> str:

@@ -74,28 +74,36 @@ def load_schema(task_spec: Any, lab: Path) -> dict | None:
 
 
 def _required_in(required: list[str], schema: dict, where: str) -> None:
-    """Refuse a `task.required` field the schema's properties do not name (a dotted path into
-    a nested object, or a key no answer could hold): every row's target was blamed for it."""
+    """Refuse a `task.required` field no answer could hold, where every row's target had been
+    blamed for it: a dotted path into an object the schema's properties name, or a key the
+    schema forbids (`additionalProperties: false`, no `patternProperties` matching it, no
+    `allOf`/`anyOf`/`oneOf` that could add it). A key the schema allows without naming it is
+    the user's to require."""
+    import re
+
     root = extraction.followed(schema, schema)
     props = root.get("properties")
     if not isinstance(props, dict) or not props:
         return
+    patterns = root.get("patternProperties") or {}
+    combined = any(k in root for k in ("allOf", "anyOf", "oneOf"))
     for name in required:
-        head = name.split(".")[0]
-        if name in props:
+        if name in props or any(re.search(p, name) for p in patterns):
             continue
+        head = name.split(".")[0]
         if "." in name and head in props:
             raise TunelabError(
                 f"task.required: {name!r} is a path into `{head}`: task.required names the "
                 f"answer's top-level keys, each scored whole (`{head}` is exact when all of it "
                 f"is); write {head!r}"
             )
-        closed = " (and additionalProperties: false forbids any other key)"
-        raise TunelabError(
-            f"task.required: {name!r} is not among the properties of {where} "
-            f"({', '.join(props)}){closed if root.get('additionalProperties') is False else ''}; "
-            "add it to the schema's properties, or take it out of task.required"
-        )
+        if root.get("additionalProperties") is False and not combined:
+            raise TunelabError(
+                f"task.required: {name!r} is not among the properties of {where} "
+                f"({', '.join(props)}), and its additionalProperties: false forbids any other "
+                "key, so no answer could hold it; add it to the schema's properties, or take it "
+                "out of task.required"
+            )
 
 
 def target_text(task_spec: Any, schema: dict | None, example: dict) -> str:

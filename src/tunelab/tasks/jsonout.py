@@ -27,6 +27,15 @@ def _reject_constant(name: str) -> Any:
     raise NotJSONError(f"not JSON: {name} is not valid JSON")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused where it is past a float's range (`1e400` read as
+    infinity, which `Infinity` written out is refused as)."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise NotJSONError(f"not JSON: {text} is out of a number's range")
+    return value
+
+
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for key, value in pairs:
@@ -50,7 +59,10 @@ def parse_json(text: str) -> Any:
         raise NotJSONError("not JSON: empty output")
     try:
         return json.loads(
-            stripped, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates
+            stripped,
+            parse_constant=_reject_constant,
+            parse_float=_finite,
+            object_pairs_hook=_reject_duplicates,
         )
     except json.JSONDecodeError as e:
         raise NotJSONError(f"not JSON: {e.msg} at char {e.pos}") from None
@@ -65,7 +77,11 @@ def json_object(text: str) -> tuple[dict | None, str | None]:
     try:
         value = parse_json(text)
     except NotJSONError as err:
-        return None, "a Markdown fence around it" if text.strip().startswith("```") else str(err)
+        if text.strip().startswith("```"):
+            return None, "a Markdown fence around it"
+        if "Extra data" in str(err):  # json's words for what follows a whole value
+            return None, f"text after the JSON object ({err})"
+        return None, str(err)
     if not isinstance(value, dict):
         return None, f"a JSON {type(value).__name__}, not an object"
     return value, None

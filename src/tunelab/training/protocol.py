@@ -9,6 +9,13 @@ string. Runs recorded before this key tokenised template and text apart; `compar
 difference, and a baseline is measured again rather than reused across it."""
 
 
+EXACT_IN_FORMAT = "only in format"
+"""When a generative answer is `exact_match`: every field (extraction) or the whole text
+(format) right, in an answer the task's own format accepts (its JSON schema or regex). Runs
+recorded before this key counted some answers the format refuses as exact; `compare` names the
+difference, and a baseline is measured again rather than reused across it."""
+
+
 def protocol(spec) -> dict:
     """What every run of a lab is evaluated under: split, batch size, lengths, decoding, and
     for a prompted causal model how its prompts are tokenised."""
@@ -19,4 +26,6 @@ def protocol(spec) -> dict:
     }
     if spec.prompted:
         out["prompt_tokens"] = PROMPTS_TOKENISED
+    if spec.task.type in ("extraction", "format"):
+        out["exact_match"] = EXACT_IN_FORMAT
     return out

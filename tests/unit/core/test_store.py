@@ -7,15 +7,14 @@ import resource
 import pytest
 
 from tunelab.core.errors import disk_full
+from tunelab.core.run_names import RunNameError, check_run_name
 from tunelab.core.store import (
-    RunNameError,
     SealedError,
     Store,
     StoreError,
     atomic_dir,
     atomic_write_json,
     atomic_write_text,
-    check_run_name,
 )
 
 FAKE = {"kind": "variant", "status": "completed", "data_version": "v1", "spec": {}}

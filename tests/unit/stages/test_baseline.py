@@ -79,7 +79,8 @@ def test_a_second_identical_baseline_is_refused_unless_named(data_lab, capsys):
     assert [r["id"] for r in out["runs"]] == ["r003-majority-again", "r004-probe-again"]
     assert tl(capsys, "baseline", "--lab", lab, "--name", "again")[0] == 2  # that name is taken
     code, out = tl(capsys, "baseline", "--lab", lab, "--name", "x y")  # not a run name
-    assert code == 2 and "--name 'x y' (run 'probe-x y') is not allowed" in out["error"]
+    assert code == 2 and "--name 'x y' (run 'majority-x y') is not allowed" in out["error"]
+    assert "(.tunelab/runs/r003-majority-NAME), so it is 1 to 55 letters" in out["error"]
     assert len(_statuses(data_lab)) == 4
 
 
@@ -109,6 +110,14 @@ def test_a_zero_shot_baseline_from_prompts_tokenised_apart_is_measured_again(
     path.write_text(json.dumps(record))
     code, again = tl(capsys, "baseline", "--lab", str(lab))
     assert code == 0 and [r["id"] for r in again["runs"]] == ["r002-zero-shot"]
+    # before exact_match asked for an answer the format accepts, the same holds of it
+    assert again["runs"][0]["protocol"]["exact_match"] == "only in format"
+    path = open_lab(lab).store.runs_dir / "r002-zero-shot" / "record.json"
+    record = json.loads(path.read_text())
+    del record["protocol"]["exact_match"]
+    path.write_text(json.dumps(record))
+    code, third = tl(capsys, "baseline", "--lab", str(lab))
+    assert code == 0 and [r["id"] for r in third["runs"]] == ["r003-zero-shot"]
 
 
 def test_only_the_missing_baseline_is_measured_again(data_lab, capsys, monkeypatch):

@@ -45,6 +45,7 @@ def test_all_fields_right():
         ("{'name': 'Ada Lovelace', 'age': 36}", "not JSON: Expecting property name"),
         ('```json\n{"name": "Ada Lovelace", "age": 36}\n```', "not JSON: "),
         ('{"name": "Ada Lovelace", "age": NaN}', "not JSON: NaN"),
+        ('{"name": "Ada Lovelace", "age": 1e400}', "not JSON: 1e400 is out of a number's range"),
         ('{"name": "Ada", "name": "Ada Lovelace", "age": 36}', "not JSON: duplicate key"),
         ('{"name": "Ada\nLovelace", "age": 36}', "not JSON: Invalid control character"),
         ("   ", "not JSON: empty output"),
@@ -202,3 +203,20 @@ def test_metrics_without_required_fields_are_vacuous():
     m = extraction.metrics(per, [])
     assert (m["json_valid"], m["exact_match"]) == (0.5, 0.5)
     assert (m["field_presence"], m["field_accuracy"], m["per_field"]) == (1.0, 1.0, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"a": 1} Done.', "text after the JSON object (not JSON: Extra data at char 9)"),
+        ('```json\n{"a": 1}\n```', "a Markdown fence around it"),
+        ('{"a": 1, "a": 2}', "not JSON: duplicate key 'a'"),
+        ('{"a": NaN}', "not JSON: NaN is not valid JSON"),
+        ("[1]", "a JSON list, not an object"),
+    ],
+)
+def test_a_training_answer_that_is_no_json_object_says_why(text, why):
+    from tunelab.tasks.jsonout import json_object
+
+    assert json_object(text) == (None, why)
+    assert json_object('{"a": 1.5e3}') == ({"a": 1500.0}, None)

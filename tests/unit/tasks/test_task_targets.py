@@ -69,24 +69,29 @@ def test_a_schema_that_is_not_one_is_refused_naming_its_file(tmp_path):
     assert load_schema(SimpleNamespace(json_schema=SCHEMA), tmp_path) == SCHEMA
 
 
-def test_task_required_names_the_schemas_top_level_properties(tmp_path):
-    """A field no answer could hold, or a path into an object, had every row blamed for it."""
+def test_task_required_may_not_name_a_key_no_answer_could_hold(tmp_path):
+    """A key the schema forbids, or a path into an object, had every row blamed for it; a key
+    the schema allows without naming it stays the user's to require."""
 
     def required(*fields, schema=SCHEMA):
         return SimpleNamespace(type="extraction", required=list(fields), json_schema=schema)
 
     assert load_schema(required("name", "section"), tmp_path) == SCHEMA
-    with pytest.raises(TunelabError, match=r"'vendor' is not among the properties of "):
-        load_schema(required("name", "vendor"), tmp_path)
+    assert load_schema(required("name", "vendor"), tmp_path)  # additionalProperties: allowed
     closed = {**SCHEMA, "additionalProperties": False}
     with pytest.raises(TunelabError, match="additionalProperties: false forbids any other key"):
         load_schema(required("vendor", schema=closed), tmp_path)
+    by_ref = {"$ref": "#/$defs/page", "$defs": {"page": closed}}  # its properties behind a $ref
+    with pytest.raises(TunelabError, match="'vendor' is not among"):
+        load_schema(required("vendor", schema=by_ref), tmp_path)
+    for allowed in (  # a key closed schemas still admit
+        {**closed, "patternProperties": {"^vendor$": {"type": "string"}}},
+        {**closed, "allOf": [{"properties": {"vendor": {}}}]},
+    ):
+        assert load_schema(required("vendor", schema=allowed), tmp_path)
     nested = {"properties": {"customer": {"properties": {"name": {}}}}}
     with pytest.raises(TunelabError, match=r"'customer.name' is a path into `customer`"):
         load_schema(required("customer.name", schema=nested), tmp_path)
-    by_ref = {"$ref": "#/$defs/page", "$defs": {"page": SCHEMA}}  # its properties behind a $ref
-    with pytest.raises(TunelabError, match="'vendor' is not among"):
-        load_schema(required("vendor", schema=by_ref), tmp_path)
     assert load_schema(required("anything", schema={"type": "object"}), tmp_path)  # no properties
 
 

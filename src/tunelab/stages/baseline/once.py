@@ -13,8 +13,8 @@ import json
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
+from tunelab.core.run_names import check_run_name
 from tunelab.core.sections import recorded_rules
-from tunelab.core.store import check_run_name
 from tunelab.modeling.identity import identity
 from tunelab.training.protocol import protocol
 
@@ -40,8 +40,9 @@ def run_name(method: str, name: str | None) -> str:
 def not_measured_yet(lab: Lab, name: str | None) -> tuple[dict, dict[str, dict]]:
     """The base's identity and the baselines already measured as these would be
     (`identical_baselines`); refused (DuplicateBaselineError) when every one was."""
-    if name is not None:  # as the runs are named: `probe-NAME`
-        check_run_name(run_name("probe", name), given=name)
+    if name is not None:  # as the runs are named: `majority-NAME`, the longest method first
+        longest = max(BASELINES[lab.spec.model_kind], key=len)
+        check_run_name(run_name(longest, name), given=name)
     version = lab.data_version
     base = identity(lab.spec.model, lab.path, pack_length(lab.spec), version)
     found = identical_baselines(lab, version, base, name)

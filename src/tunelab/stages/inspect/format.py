@@ -44,7 +44,7 @@ def _earlier_answers(renderer: Renderer, rows: list[dict], rule: str) -> list[di
     """Conversations whose earlier assistant turns carry the loss (`model.loss_on_turns: all`,
     weight not 0) in a form the task's format refuses: the model learns them beside the final
     answers the metric scores. A warning: an earlier turn may be meant to be free text."""
-    from tunelab.data.conversations import answer_target
+    from tunelab.data.conversations import target_or_why
     from tunelab.tasks.targets import off_format, row_name
 
     if renderer.last_turn_only:
@@ -55,8 +55,9 @@ def _earlier_answers(renderer: Renderer, rows: list[dict], rule: str) -> list[di
         for i, turn in enumerate(turns[:-1]):
             if turn["role"] != "assistant" or turn.get("weight") == 0:
                 continue
-            target = answer_target(turn["content"], task.type)
-            why = "not a JSON object" if target is None else off_format(task, schema, target)
+            target, why = target_or_why(turn["content"], task.type)
+            if target is not None:
+                why = off_format(task, schema, target)
             if why and _kept(renderer, row, i):
                 bad.append((row, i, why))
                 break

@@ -68,7 +68,7 @@ def _refused_with(key: str, value, lab, checks: Sequence[Check]) -> None:
 
 def run_name(key: str, value) -> str:
     """The variant's run name, `lr-0.0001`: the key's last part and the value, in the
-    characters a run name allows (`tunelab.core.store.check_run_name`); a list or mapping by
+    characters a run name allows (`tunelab.core.run_names.check_run_name`); a list or mapping by
     its values (`nope_layers-1-3`, `cleaning-lowercase`, `cleaning-none`), where its brackets
     had read `cleaning-___rule____lowercase___`."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{key.rsplit('.', 1)[-1]}-{_slug(value)}")

@@ -21,8 +21,9 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS, WEIGHTS
 from tunelab.core.run_files import trained_to_end
+from tunelab.core.run_names import check_run_name
 from tunelab.core.stopping import graceful_stop
-from tunelab.core.store import atomic_dir, check_run_name, write_jsonl
+from tunelab.core.store import atomic_dir, write_jsonl
 from tunelab.data.behind import behind, behind_words
 from tunelab.data.guard_sets import guard_paths
 from tunelab.data.mixture import MixtureSampler, sampler_for

@@ -51,6 +51,11 @@ def test_a_gain_of_exactly_the_minimum_effect_meets_it_however_the_floats_round(
     gain["bootstrap"]["delta"] = 0.0199
     word, reasons = verdict(gain, two_points, None)
     assert word == "no evidence" and "the estimate is below the minimum effect" in reasons
+    unsure = versus(30, 10, 0.002)  # the same gain on an interval through zero
+    unsure["bootstrap"] = {"delta": 0.82 - 0.80, "low": -0.01, "high": 0.05, "basis": "examples"}
+    word, reasons = verdict(unsure, two_points, None)
+    assert word == "no evidence" and "the interval includes zero" in reasons
+    assert not any("below the minimum" in r for r in reasons)
 
 
 def test_enough_changed_examples_or_a_primary_mcnemar_does_not_test_keep_the_verdict():
