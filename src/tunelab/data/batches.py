@@ -82,7 +82,9 @@ def map_batches(
     context = multiprocessing.get_context("forkserver")
     _forkserver_deaf_to_ctrl_c()
     _WORKERS[0] = max(_WORKERS[0], workers)
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_outlive_not, initargs=(os.getpid(),)
+    ) as pool:
         pending: deque = deque()
         try:
             for i in starts:
@@ -129,6 +131,32 @@ def worker_peak_kib() -> int:
     """The largest resident memory (KiB) a worker process of this process reached: the
     workers are the forkserver's children, so `RUSAGE_CHILDREN` does not see them."""
     return _WORKER_PEAK[0]
+
+
+LOOK_EVERY_S = 0.5
+"""How often a worker looks whether the process it works for is still there."""
+
+
+def _outlive_not(owner: int) -> None:
+    """A worker's start: a thread that ends the worker once `owner`, the command it works for,
+    is gone. A `data` killed with -9 (or by the kernel out of memory) left its workers blocked
+    writing results nobody read, for ever, each with its memory, and holding the command's
+    stdout open (`tunelab data | tee log` never ended); the forkserver, which waits for them,
+    stayed too. Their parent is the forkserver, so the kernel's parent-death signal cannot
+    say it."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(LOOK_EVERY_S)
+            try:
+                os.kill(owner, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # the pid is another user's now: the owner is gone
+                os._exit(1)
+
+    threading.Thread(target=watch, name="tunelab-owner-watch", daemon=True).start()
 
 
 def _in_worker(fn: Callable[..., np.ndarray], batch: list[str], args: tuple) -> tuple:

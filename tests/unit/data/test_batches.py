@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import numpy as np
 
 from tunelab.data import batches
@@ -43,3 +47,19 @@ def test_the_workers_leave_ctrl_c_to_the_data_step():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+def test_a_worker_ends_once_the_command_it_works_for_is_gone():
+    """A `data` killed with -9 left its workers blocked for ever, holding its stdout open."""
+    owner = subprocess.Popen(["sleep", "60"])
+    watch = f"from tunelab.data.batches import _outlive_not; _outlive_not({owner.pid})"
+    worker = subprocess.Popen([sys.executable, "-c", f"{watch}; import time; time.sleep(60)"])
+    try:
+        time.sleep(1.0)  # started, and watching
+        assert worker.poll() is None
+        owner.kill()
+        owner.wait()
+        assert worker.wait(timeout=10) == 1
+    finally:
+        for p in (owner, worker):
+            p.kill()
