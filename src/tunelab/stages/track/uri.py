@@ -112,16 +112,51 @@ def client(target: Target):
         _require_sqlalchemy(target)
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # a wrong host fails fast
     try:
+        if target.kind == "sqlite":
+            _created_whole(target, MlflowClient)
         mlflow = MlflowClient(tracking_uri=target.uri)
         mlflow.search_experiments(max_results=1)
     except Exception as err:  # the user's URI: whatever MLflow says about it, said as theirs
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        local = _local_sqlite(target)
+        half = (
+            f" If {local} was left by a `track` stopped while MLflow was creating it (MLflow "
+            "says a table already exists), it holds nothing yet: delete it and track again."
+            if local and "already exists" in first
+            else ""
+        )
         raise TrackError(
             f"MLflow cannot use the tracking URI {target.uri!r} (from {target.given}): "
             f"{first[:300]}. Give `--mlflow` a URI MLflow accepts (http://host:5000, "
             "sqlite:///path/mlflow.db, a folder), or leave it out for sqlite:///LAB/mlflow.db."
+            + half
         ) from None
     return mlflow
+
+
+def _local_sqlite(target: Target) -> Path | None:
+    """The file of a SQLite store on this machine (`sqlite:///PATH`), or None."""
+    prefix = "sqlite:///"
+    if target.kind != "sqlite" or not target.uri.startswith(prefix):
+        return None
+    path = target.uri.removeprefix(prefix)
+    return Path(path) if path and path != ":memory:" else None
+
+
+def _created_whole(target: Target, client_class) -> None:
+    """A SQLite store that does not exist yet is made whole beside its place, then renamed
+    into it: MLflow builds its tables one migration at a time, and a `track` stopped in the
+    middle had left a database every later `track` refused ("table scorers already exists")."""
+    path = _local_sqlite(target)
+    if path is None or path.exists():
+        return
+    staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    staged.unlink(missing_ok=True)
+    try:
+        client_class(tracking_uri=_sqlite(staged)).search_experiments(max_results=1)
+        os.replace(staged, path)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def _require_sqlalchemy(target: Target) -> None:

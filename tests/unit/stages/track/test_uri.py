@@ -1,0 +1,40 @@
+"""Which MLflow store `track` writes to: a new local SQLite store appears whole or not at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunelab.stages.track.uri import Target, _created_whole
+
+
+class _Stopped:
+    """MLflow's client as far as `_created_whole` uses it: its first read creates the store's
+    tables, and here a Ctrl-C lands in the middle."""
+
+    def __init__(self, tracking_uri: str):
+        self.path = Path(tracking_uri.removeprefix("sqlite:///"))
+
+    def search_experiments(self, max_results: int):
+        self.path.write_bytes(b"half of the tables")
+        raise KeyboardInterrupt
+
+
+class _Made(_Stopped):
+    def search_experiments(self, max_results: int):
+        self.path.write_bytes(b"every table")
+
+
+def test_a_new_sqlite_store_appears_whole_or_not_at_all(tmp_path):
+    """A `track` stopped while MLflow built the lab's mlflow.db left one every later `track`
+    refused ("table scorers already exists")."""
+    db = tmp_path / "mlflow.db"
+    target = Target(f"sqlite:///{db}", "sqlite", None, "the default")
+    with pytest.raises(KeyboardInterrupt):
+        _created_whole(target, _Stopped)
+    assert list(tmp_path.iterdir()) == []  # nothing half-made left, at its place or beside it
+    _created_whole(target, _Made)
+    assert db.read_bytes() == b"every table" and [p.name for p in tmp_path.iterdir()] == [db.name]
+    _created_whole(target, _Stopped)  # a store that exists is MLflow's to open as it is
+    assert db.read_bytes() == b"every table"
