@@ -52,8 +52,14 @@ def sync(mlflow, experiment_id: str, wanted: Wanted, run=None) -> dict:
     if run is not None and run.info.lifecycle_stage == "deleted":
         return _done(run.info.run_id, False, skipped="deleted in MLflow: left as it is")
     new = run is None
-    if new:
-        run = mlflow.create_run(experiment_id, start_time=wanted.start, run_name=wanted.name)
+    if new:  # found again by its identity from the start: a track stopped after this line
+        # left an untagged run, and the next track a second one beside it
+        identity = {
+            k: wanted.tags[k] for k in ("tunelab.run_id", "tunelab.lab_run") if k in wanted.tags
+        }
+        run = mlflow.create_run(
+            experiment_id, start_time=wanted.start, tags=identity, run_name=wanted.name
+        )
     run_id = run.info.run_id
     have_params, have_tags = dict(run.data.params), dict(run.data.tags)
 

@@ -123,6 +123,28 @@ def test_a_run_that_finished_since_gets_only_what_it_lacks(lab: Store, finished,
     assert third["counts"]["unchanged"] == 4 and not any(third["added"].values())
 
 
+def test_a_track_stopped_after_a_run_was_created_is_finished_by_the_next(
+    lab: Store, tmp_path, monkeypatch
+):
+    """The run's identity came last, after its params, metrics and artifacts: a track stopped
+    before it left an untagged run RUNNING, and the next track added a second one."""
+    uri = str(tmp_path / "mlruns")
+    real = MlflowClient.log_batch
+
+    def stopped(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(MlflowClient, "log_batch", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        track_lab(lab.lab, uri, "desk")
+    monkeypatch.setattr(MlflowClient, "log_batch", real)
+    again = track_lab(lab.lab, uri, "desk")
+    assert again["counts"]["new"] == 3 and again["counts"]["updated"] == 1  # the cut one found
+    held = read_back(again["uri"], "desk")
+    assert len(held) == 5  # four runs and the lab's, as one uninterrupted track makes
+    assert all(held[name]["tags"].get("tunelab.state") for name in held if name != "lab")
+
+
 def test_a_run_deleted_in_mlflow_stays_deleted(lab: Store, tmp_path):
     uri = str(tmp_path / "mlruns")
     first = track_lab(lab.lab, uri, "desk")
