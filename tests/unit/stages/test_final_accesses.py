@@ -128,3 +128,26 @@ def test_a_stop_as_the_opening_is_logged_still_says_the_split_was_opened(
     with pytest.raises(Interrupted, match=r"opened for r001-majority \(access 1, logged\)"):
         run_final(lab, "r001-majority", FOR_REPORT)
     assert [e["event"] for e in lab.store.events()][-2:] == ["final", "final_interrupted"]
+
+
+def test_a_stop_after_the_scoring_says_the_look_is_spent_and_leaves_no_unnamed_predictions(
+    lab_with_baselines, monkeypatch
+):
+    """A Ctrl-C in the interval's bootstrap (after the test rows were scored) got the generic
+    message, and left the test predictions in finals/ with no record naming them."""
+    from tunelab.core.errors import Interrupted
+    from tunelab.stages.final import sealed as final
+
+    lab = open_lab(lab_with_baselines[0])
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(final, "score_interval", stopped)
+    with pytest.raises(Interrupted, match=r"opened for r001-majority \(access 1, logged\)"):
+        run_final(lab, "r001-majority", FOR_REPORT)
+    assert [e["event"] for e in lab.store.events()][-2:] == ["final", "final_interrupted"]
+    assert list((lab.store.root / "finals").glob("*.predictions.jsonl")) == []
+    monkeypatch.undo()
+    again = run_final(lab, "r001-majority", FOR_REPORT)  # a second look: needs its reason
+    assert again["n"] == 2 and again["repeated"]

@@ -167,13 +167,14 @@ def _check_targets(spec: Spec, rows: list[dict], version: str) -> None:
             raise TunelabError(f"{err} Nothing was scored and no opening was recorded.") from None
 
 
-def _opening(store: Store, n: int, run_id: str) -> dict | None:
+def _opening(store: Store, n: int, run_id: str, event: str = "final") -> dict | None:
     """The log's line for opening `n` of the test split, for `run_id`, or None: a `final`
-    beside this one may have logged the next one since, so the newest is not always it."""
+    beside this one may have logged the next one since, so the newest is not always it.
+    `event="final_result"`: the line of its result instead."""
     found = (
         e
         for e in store.events()
-        if e.get("event") == "final" and e.get("n") == n and e.get("run") == run_id
+        if e.get("event") == event and e.get("n") == n and e.get("run") == run_id
     )
     return next(found, None)
 
@@ -242,7 +243,7 @@ def run_final(
     _check_reason(final_accesses(store), reason)  # said at once; again under the lock below,
     _check_verdict(run_id, *latest_verdict(store, run_id), reason)  # where a final may have run
     lab.device = lab.device or pick_device(device)
-    n = None
+    n = out = None
     try:
         with locked(store.path(FINALS_LOCK)):  # a second `final` at once sees this one
             earlier = final_accesses(store)
@@ -270,10 +271,33 @@ def run_final(
             }
             store.log_event("final", **access)
         predictions, metrics = scorer(rows)
+        scored = out.with_name(f"{out.stem}{PREDICTIONS_SUFFIX}")  # each test example, for audit
+        write_jsonl(scored, predictions)
+        result = {
+            **access,
+            "predictions": {
+                "file": str(scored.relative_to(store.lab)),
+                "sha256": sha256_file(scored),
+            },
+            "time": _opening(store, n, run_id)["time"],
+            "kind": record["kind"],
+            "split": "test",
+            "metrics": metrics,
+            **_scored(store, spec, version, predictions, record.get("metrics")),
+            "protocol": protocol(spec),
+            "env": fingerprint(lab.device),
+            "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],
+            "lab_log": {"lines": chain["lines"], "head": chain["head"]},
+        }
+        store.save(store.lab / result["file"], result, "final_result", n=n, run=run_id)
     except KeyboardInterrupt as err:  # once the look is logged: say so, and that no result exists
         # a stop can land as the line is written: only a logged opening was one
-        if n is None or _opening(store, n, run_id) is None:
+        if n is None or out is None or _opening(store, n, run_id) is None:
             raise  # nothing was opened: the generic message is the truth
+        if _opening(store, n, run_id, "final_result"):
+            raise  # its result is logged (the next command finishes a cut rename): whole
+        # the test predictions of a result never recorded are no one's (fsck read them clean)
+        out.with_name(f"{out.stem}{PREDICTIONS_SUFFIX}").unlink(missing_ok=True)
         store.log_event("final_interrupted", n=n, run=run_id)
         raise Interrupted(
             stop_cause(err),
@@ -281,26 +305,19 @@ def run_final(
             "written; opening it again needs --reason.",
             run=run_id,
         ) from err
+    return result
+
+
+def _scored(store: Store, spec: Spec, version: str, predictions: list[dict], validation) -> dict:
+    """What a final's record says of its test predictions beside their metrics: the primary
+    metric, its interval over the examples, the run's validation metrics (`validation`) and the
+    test rows copied in validation."""
     primary = spec.hypothesis.metric if spec.hypothesis else None
     labels = store.data_manifest(version)["labels"]
     shown = primary or get_task(spec.task.type).default_metric  # the interval's metric
-    scored = out.with_name(f"{out.stem}{PREDICTIONS_SUFFIX}")  # each test example, for audit
-    write_jsonl(scored, predictions)
-    result = {
-        **access,
-        "predictions": {"file": str(scored.relative_to(store.lab)), "sha256": sha256_file(scored)},
-        "time": _opening(store, n, run_id)["time"],
-        "kind": record["kind"],
-        "split": "test",
-        "metrics": metrics,
+    return {
         "primary_metric": primary,
         "interval": score_interval(spec.task, predictions, labels, shown),
-        "validation_metrics": record.get("metrics"),
+        "validation_metrics": validation,
         "copied_in_validation": _copied(store, version, spec, predictions, labels, primary),
-        "protocol": protocol(spec),
-        "env": fingerprint(lab.device),
-        "earlier": [{k: e.get(k) for k in ("time", "run", "reason")} for e in earlier],
-        "lab_log": {"lines": chain["lines"], "head": chain["head"]},
     }
-    store.save(store.lab / result["file"], result, "final_result", n=n, run=run_id)
-    return result
