@@ -360,21 +360,3 @@ def test_an_export_a_read_only_lab_cannot_record_leaves_no_bundle(exported, tmp_
     with pytest.raises(PermissionError):
         export_run(open_lab(lab), "r003-lora", out)
     assert not out.exists()
-
-
-def test_an_interrupted_export_to_an_out_says_to_run_it_again_with_that_out(
-    exported, tmp_path, monkeypatch
-):
-    """It said to run `tunelab export r003-lora` again, which then wrote elsewhere."""
-    from tunelab.core.errors import Interrupted
-    from tunelab.core.lab import open_lab
-    from tunelab.stages.export import bundle
-
-    def stopped(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(bundle, "_write_bundle", stopped)
-    out = tmp_path / "b5"
-    with pytest.raises(Interrupted) as err:
-        bundle.export_run(open_lab(exported[0]), "r003-lora", out)
-    assert f"run `tunelab export r003-lora --out {out}` again" in err.value.outcome

@@ -290,9 +290,9 @@ def broken_runs(store, result: dict) -> list[str]:
 def cut_note(lab) -> str | None:
     """Where validation inputs run past `model.max_length`: that the model reads only their
     beginnings (the classification demo's articles are all cut to 128 tokens, which its report
-    first said at the handover), counted as the bundle counts them (`bundle.truncation`)."""
+    first said at the handover), counted as the bundle counts them (`export.truncation`)."""
     from tunelab.modeling.model import load_tokenizer
-    from tunelab.stages.export.bundle import truncation
+    from tunelab.stages.export.truncation import truncation
 
     spec, version = lab.spec, lab.data_version
     rows = {r["id"]: r for r in lab.store.read_split(version, "validation")}

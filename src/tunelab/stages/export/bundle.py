@@ -56,6 +56,7 @@ from tunelab.stages.export.limitations import limitations
 from tunelab.stages.export.load import SCRATCH_BASE
 from tunelab.stages.export.serving import serving
 from tunelab.stages.export.template_file import template_record
+from tunelab.stages.export.truncation import truncation
 
 WHOLE_SPLIT = {"encoder": 500, "image": 200, "causal": 100}
 """Up to this many validation rows, the bundle stores them all: `verify` then predicts them in
@@ -119,23 +120,34 @@ def export_run(
             f"{f' --out {out}' if out else ''}` again.",
             run=run_id,
         ) from err
-    result = {
-        "run": run_id,
-        "bundle": str(bundle),
-        "files": sorted(sums),
-        "sums_sha256": digest,
-        "merged": merge,
-        "merge_check": info["merge_check"],
-        "serving": info["serving"],
-        "gguf": info.get("gguf"),
-        "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
-        "limitations": info["limitations"],
-        "leftovers_removed": removed,
-        "created": info["created"],
-        "seconds": round(time.perf_counter() - start, 2),
-    }
+    logged = _export_lines(store, bundle)
     try:
+        result = {
+            "run": run_id,
+            "bundle": str(bundle),
+            "files": sorted(sums),
+            "sums_sha256": digest,
+            "merged": merge,
+            "merge_check": info["merge_check"],
+            "serving": info["serving"],
+            "gguf": info.get("gguf"),
+            "base_model": {k: base[k] for k in ("name", "path", "weights_sha256")},
+            "limitations": info["limitations"],
+            "leftovers_removed": removed,
+            "created": info["created"],
+            "seconds": round(time.perf_counter() - start, 2),
+        }
         _record(store, result)
+    except KeyboardInterrupt as err:  # the bundle is whole: recorded, or not there at all
+        if _export_lines(store, bundle) > logged:
+            raise  # its record's line is written (a cut rename is finished by the next command)
+        shutil.rmtree(bundle, ignore_errors=True)
+        raise Interrupted(
+            stop_cause(err),
+            f"no bundle was recorded (the one written is removed); run `tunelab export {run_id}"
+            f"{f' --out {out}' if out else ''}` again.",
+            run=run_id,
+        ) from err
     except OSError as err:  # a read-only lab: a bundle no record names is not left behind
         if no_permission(err) is not None:
             shutil.rmtree(bundle, ignore_errors=True)
@@ -311,43 +323,6 @@ def _inline_schema(spec, load_schema, lab_path: Path) -> dict:
     return {"json_schema": schema} if schema is not None else {}
 
 
-def truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict | None:
-    """Validation inputs cut to fit `model.max_length`, as the trainer renders them (a
-    language model's documents are scored in windows, never cut)."""
-    from tunelab.modeling.render import encode_classification, make_renderer
-
-    values = list(rows.values())
-    if spec.images:  # an image is resized, never cut to a length
-        return None
-    if spec.task.type == "pretrain":
-        cut = []
-    elif spec.model_kind == "encoder":
-        encoded = encode_classification(
-            tokenizer, values, manifest["labels"], spec.model.max_length
-        )
-        cut = [e.id for e in encoded if e.truncated]
-    else:
-        renderer = make_renderer(spec, tokenizer, manifest["labels"], lab.path)
-        cut = [r["id"] for r in values if _input_cut(renderer, r)]
-    n = len(values)
-    return {
-        "split": "validation",
-        "max_length": spec.model.max_length,
-        "truncated": len(cut),
-        "n": n,
-        "rate": round(len(cut) / n, 4) if n else None,
-    }
-
-
-def _input_cut(renderer, row: dict) -> bool:
-    """The row's input is cut when rendered with its answer, as training renders it; an answer
-    that leaves no room for any input (training rejects that row) counts as cut."""
-    try:
-        return renderer.render(row, with_target=True).text_cut > 0
-    except ValueError:
-        return True
-
-
 def _comparison_of(store, run_id: str) -> dict | None:
     """This run's row of the newest comparison that judged it, with that comparison's id
     and rules."""
@@ -379,6 +354,13 @@ def _merge(bundle: Path, spec, lab: Lab, info: dict, sample: list[dict]) -> dict
             "weights already whole: export it without --merge"
         )
     return merge_and_check(bundle, spec, lab, info["labels"], sample)
+
+
+def _export_lines(store, bundle: Path) -> int:
+    """The log's lines that recorded an export into `bundle`."""
+    return sum(
+        e.get("event") == "export" and e.get("bundle") == str(bundle) for e in store.events()
+    )
 
 
 def _record(store, result: dict) -> None:

@@ -9,8 +9,8 @@ from transformers import AutoTokenizer
 from conftest import extraction_spec, page_rows
 from tunelab.core.spec import validate_spec
 from tunelab.modeling.render import make_renderer
-from tunelab.stages.export.bundle import _input_cut
 from tunelab.stages.export.merge import _rendered
+from tunelab.stages.export.truncation import input_cut as _input_cut
 
 
 def test_an_answer_that_fills_max_length_counts_as_cut_and_merges_on_its_prompt(tiny_llama):
