@@ -38,3 +38,16 @@ def test_a_stop_after_the_bundle_is_written_leaves_none_that_no_record_names(
     assert not out.exists()
     events = [e for e in open_lab(exported[0]).store.events() if e.get("bundle") == str(out)]
     assert events == []
+
+
+def test_an_export_to_an_out_elsewhere_removes_what_a_killed_one_left_beside_it(exported, tmp_path):
+    """Outside bundles/, a killed export's hidden folder (merged weights and all) stayed for
+    ever: neither the next export nor fsck looked beside the --out."""
+    killed = tmp_path / ".b7.k1ll3d00.tmp"  # this bundle's, as atomic_dir names it
+    others = [tmp_path / ".notes.k1ll3d00.tmp", tmp_path / ".b7.tmp"]  # the user's, or no such
+    for folder in [killed, *others]:
+        folder.mkdir()
+    (killed / "adapter_model.safetensors").write_bytes(b"half a file")
+    result = bundle.export_run(open_lab(exported[0]), "r003-lora", tmp_path / "b7")
+    assert result["leftovers_removed"] == [killed.name]
+    assert not killed.exists() and all(folder.exists() for folder in others)

@@ -108,6 +108,8 @@ def export_run(
             f"{f' (--out {bundle}-merged)' * merge} or remove it.{why}"
         )
     removed = remove_leftovers(lab.path / BUNDLES)
+    if bundle.parent != lab.path / BUNDLES:  # --out elsewhere: a killed export's of this bundle
+        removed += remove_leftovers(bundle.parent, bundle.name)
     try:
         with writing(bundle) as folder:
             info, base = _write_bundle(folder, lab, record, spec, merge, gguf, bundle)

@@ -3,7 +3,8 @@
 A bundle is written into a hidden temporary folder beside it (`.RUN.XXXX.tmp`, made by
 `atomic_dir`) and renamed into place when whole; a kill (SIGKILL, a power loss) before the
 rename leaves that folder behind. The next export removes such leftovers, and only them:
-hidden folders of that pattern directly in `bundles/`.
+hidden folders of that pattern directly in `bundles/`, and beside a bundle given with `--out`
+elsewhere those of its own name.
 
 A temporary folder of an export still running in another process is not a leftover. Each
 export holds an exclusive lock (`flock`) on its temporary folder while it writes; the lock
@@ -43,15 +44,18 @@ def _locked(folder: Path, how: int) -> Iterator[int]:
         os.close(fd)  # releases the lock
 
 
-def remove_leftovers(bundles: Path) -> list[str]:
+def remove_leftovers(bundles: Path, name: str | None = None) -> list[str]:
     """Remove the temporary folders that killed exports left in `bundles` (see the module
-    docstring); return their names. One that a running export holds is left alone."""
+    docstring); return their names. One that a running export holds is left alone. `name`:
+    only those of the bundle of that name (a folder of the user's, given with `--out`, where
+    anything else is theirs)."""
     if not bundles.is_dir():
         return []
+    pattern = LEFTOVER if name is None else re.compile(rf"\.{re.escape(name)}\.[^/.]+\.tmp")
     removed = []
     with _locked(bundles, fcntl.LOCK_EX):
         for path in sorted(bundles.iterdir()):
-            if not LEFTOVER.fullmatch(path.name) or path.is_symlink() or not path.is_dir():
+            if not pattern.fullmatch(path.name) or path.is_symlink() or not path.is_dir():
                 continue
             fd = _open(path)
             try:
