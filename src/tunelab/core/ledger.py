@@ -21,6 +21,7 @@ from tunelab.core.env import command_started, fingerprint
 from tunelab.core.errors import Interrupted, TrainingInterrupted, TunelabError, stop_cause
 from tunelab.core.lab import lab_flag
 from tunelab.core.layout import HEARTBEAT, STORE_DIR
+from tunelab.core.replicates import again_command
 from tunelab.core.stopping import held
 from tunelab.core.store import now
 
@@ -254,6 +255,10 @@ def listing(store) -> list[dict]:
     groups = store.groups()
     member_of = {m["run"]: g["id"] for g in groups for m in g.get("members", []) if m.get("run")}
     planned = {g["id"]: len(g.get("seeds") or []) for g in groups}
+    # each group's runs as its record lists them, counted ones too: a run trained by one group
+    # and counted by a later one belongs to both (each had read "1 of 2 planned seeds")
+    runs_of = {g["id"]: [m["run"] for m in g.get("members", []) if m.get("run")] for g in groups}
+    again = {g["id"]: again_command(g) for g in groups}
     state = store.audit()  # first: a save a kill cut short is finished before it is read
     records = store.runs()
     rows = [summary(r, store.runs_dir / r["id"]) for r in records]
@@ -264,6 +269,7 @@ def listing(store) -> list[dict]:
         row = r | {"group": group, "doubt": doubt.get(r["id"])}
         if group:
             row["group_seeds"] = planned.get(group)  # the seeds it planned, trained or not
+            row["group_runs"], row["group_again"] = runs_of.get(group), again.get(group)
         out.append(row)
     return out
 

@@ -56,6 +56,15 @@ def replicate_seeds(seed: int, n: int) -> list[int]:
     return out
 
 
+def again_command(group: dict) -> str:
+    """The command that trains the seeds a replicate group lacks: the one that made it (a noise
+    group's is `noise`, not `run --seeds`, which its user never ran)."""
+    n = len(group.get("seeds") or [])
+    if group.get("kind") == "noise":
+        return f"`tunelab noise {group.get('of')} --seeds {n}`"
+    return f"the same `tunelab run --seeds {n}`"
+
+
 def arm_key(record: dict) -> str:
     """What the runs of one arm share: kind, data version and every spec key outside the
     drawn groups (`DRAWN_GROUPS`)."""

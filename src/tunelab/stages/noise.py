@@ -58,12 +58,18 @@ def measure_noise(
     store = Store(lab_path)
     record = _chosen(store, run_id)
     lab = recorded_lab(store, record, checks)  # the seeds train on the run's own data
-    from tunelab.stages.run.replicates import open_group, train_seeds, trained_already
+    from tunelab.stages.run.replicates import (
+        open_group,
+        refuse_begun,
+        train_seeds,
+        trained_already,
+    )
 
     lab.device = pick_device(device)
     wanted = replicate_seeds(seed_of(record), seeds)
     # the seeds its arm has already (whatever their parent), the run itself for its own
     have = trained_already(lab, wanted) | {seed_of(record): record["id"]}
+    refuse_begun(lab, wanted, have)
     measured = _measured(store, [have.get(s) for s in wanted])
     if measured:  # these seeds are trained and measured already: no group, no second record
         return {**measured, "trained": 0, "unchanged": True}

@@ -85,10 +85,13 @@ def runs(rows: list[dict], console: Console) -> None:
             "every problem; compare, export and final refuse them."
         )
     groups: dict[str, list[dict]] = {}
+    by_id = {r["id"]: r for r in rows}
     for r in rows:
         if r.get("group"):
             groups.setdefault(r["group"], []).append(r)
     for group, members in groups.items():
+        listed = [by_id[i] for i in members[0].get("group_runs") or [] if i in by_id]
+        members = listed or members  # as the group's record lists them, counted runs too
         states = ", ".join(
             f"{sum(m['status'] == s for m in members)} {s}"
             for s in dict.fromkeys(m["status"] for m in members)
@@ -99,8 +102,8 @@ def runs(rows: list[dict], console: Console) -> None:
         console.print(
             f"replicate group {group}: {len(members)} of {planned} planned seeds ({states}): {ids}"
             + (
-                "; the same `tunelab run --seeds N` trains the seeds it lacks (a resumed one "
-                "counts once it completes)"
+                f"; {members[0].get('group_again') or 'the same `tunelab run --seeds N`'} "
+                "trains the seeds it lacks (a resumed one counts once it completes)"
                 if done < planned and not any(m["status"] == "running" for m in members)
                 else ""
             )

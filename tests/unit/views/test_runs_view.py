@@ -83,3 +83,21 @@ def test_each_run_of_a_replicate_group_shows_its_group():
     said = " ".join(out.getvalue().split())
     assert "replicate group g002: 2 of 3 planned seeds (1 completed, 1 interrupted)" in said
     assert "the same `tunelab run --seeds N` trains the seeds it lacks" in said
+    # a noise floor stopped and run again: two groups that each count both seeds, listed as
+    # their records list them (each had read "1 of 2 planned seeds", advising `run --seeds`)
+    floor = {"group_seeds": 2, "group_runs": ["r003-lora", "r004-lora-s1"]}
+    floor["group_again"] = "`tunelab noise r003-lora --seeds 2`"
+    rows = [
+        row | floor | {"id": "r003-lora", "seed": 0, "group": "g004"},
+        row | floor | {"id": "r004-lora-s1", "seed": 7, "group": "g003"},
+    ]
+    out = io.StringIO()
+    runs(rows, Console(file=out, width=300))
+    said = " ".join(out.getvalue().split())
+    for group in ("g003", "g004"):
+        assert f"replicate group {group}: 2 of 2 planned seeds (2 completed)" in said
+    rows[1]["status"] = "interrupted"
+    out = io.StringIO()
+    runs(rows, Console(file=out, width=300))
+    said = " ".join(out.getvalue().split())
+    assert "`tunelab noise r003-lora --seeds 2` trains the seeds it lacks" in said

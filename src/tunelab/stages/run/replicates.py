@@ -15,10 +15,10 @@ import dataclasses
 
 from rich.console import Console
 
-from tunelab.core.errors import Interrupted
+from tunelab.core.errors import Interrupted, TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import GROUPS
-from tunelab.core.replicates import COUNTS, arm_key, replicate_seeds, seed_of
+from tunelab.core.replicates import COUNTS, again_command, arm_key, replicate_seeds, seed_of
 from tunelab.core.store import Store, now
 from tunelab.stages.run.variant import run_variant
 from tunelab.training.distributed import main_process
@@ -85,9 +85,16 @@ def train_seeds(
             )
             member["run"], member["status"] = record["id"], record["status"]
             completed.append(record)
-        except Interrupted:
+        except Interrupted as err:
             member["run"], member["status"] = _opened(store, replicate), "interrupted"
-            raise
+            raise Interrupted(
+                err.cause,
+                f"{err.outcome} Group {group['id']} stopped at seed {index + 1} of "
+                f"{len(group['seeds'])}: {again_command(group)} again, after that resume, counts "
+                "the seeds trained and trains the rest.",
+                err.run,
+                err.resumable,
+            ) from err
         except Exception as err:
             member["run"], member["status"] = _opened(store, replicate), "failed"
             member["error"] = f"{type(err).__name__}: {err}"
@@ -114,6 +121,7 @@ def run_replicates(
     base = lab.spec.training.seed
     planned = replicate_seeds(base, seeds)
     have = trained_already(lab, planned)
+    refuse_begun(lab, planned, have)
     if console:
         for seed, run in have.items():
             console.print(
@@ -179,6 +187,31 @@ def trained_already(lab: Lab, seeds: list[int]) -> dict[int, str]:
         ):
             have[seed] = record["id"]
     return have
+
+
+def refuse_begun(lab: Lab, seeds: list[int], have: dict[int, str]) -> None:
+    """Refuse to train a seed again that an interrupted run of this spec began: an interrupted
+    `noise` or `run --seeds`, run again, trained it a second time beside the one that waited
+    to be resumed."""
+    spec = {"kind": "variant", "data_version": lab.data_version, "spec": lab.spec.to_dict()}
+    key = arm_key(spec)
+    begun = {
+        seed_of(r): r["id"]
+        for r in lab.store.runs()
+        if r.get("kind") == "variant"
+        and r.get("status") == "interrupted"
+        and seed_of(r) in seeds
+        and seed_of(r) not in have
+        and arm_key(r) == key
+    }
+    if begun:
+        listed = ", ".join(f"seed {seed} by {run}" for seed, run in sorted(begun.items()))
+        first = next(iter(begun.values()))
+        raise TunelabError(
+            f"begun and interrupted: {listed}. `tunelab resume {first}` finishes it, and this "
+            f'command then counts it; or `tunelab invalidate {first} --why "..."` to train the '
+            "seed anew."
+        )
 
 
 def summary(runs: list[dict]) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tunelab.core.errors import Interrupted
+from tunelab.core.errors import Interrupted, TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.replicates import replicate_seeds
 from tunelab.core.spec import validate_spec
@@ -71,12 +71,24 @@ def test_each_replicate_trains_its_own_seed_and_a_failure_stays_in_the_group(tmp
 
 def test_an_interrupted_replicate_stops_the_group_and_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(replicates, "run_variant", fake_run(set(), interrupt_at={1}))
-    with pytest.raises(Interrupted):
+    with pytest.raises(Interrupted) as err:
         replicates.run_replicates(fake_lab(tmp_path), 3, "lora")
+    assert err.value.outcome.startswith("stopped Group g001 stopped at seed 2 of 3: the same ")
+    assert "`tunelab run --seeds 3` again, after that resume, counts the seeds" in err.value.outcome
     (path,) = (tmp_path / ".tunelab" / "groups").glob("g*.json")
     stored = read_json(path)
     assert [m["status"] for m in stored["members"]] == ["completed", "interrupted"]
     assert stored["finished"] == 1
+    # run again before that resume: the interrupted seed is not trained a second time
+    store = Store(tmp_path)
+    cut = store.read_record("r002-lora-s1") | {"status": "interrupted"}
+    store.write_record("r002-lora-s1", cut)
+    with pytest.raises(TunelabError, match=r"begun and interrupted: seed \d+ by r002-lora-s1"):
+        replicates.run_replicates(fake_lab(tmp_path), 3, "lora")
+    store.write_record("r002-lora-s1", cut | {"status": "completed"})  # resumed, completed
+    store.write_record("r001-lora", store.read_record("r001-lora") | {"status": "completed"})
+    group = replicates.run_replicates(fake_lab(tmp_path), 3, "lora")
+    assert [m["trained"] for m in group["members"]] == [False, False, True]
 
 
 def test_under_torchrun_another_rank_trains_each_seed_with_rank_0_and_writes_nothing(
