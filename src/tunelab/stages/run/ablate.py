@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tunelab.core.env import pick_device
-from tunelab.core.errors import TunelabError
+from tunelab.core.errors import Interrupted, TunelabError
 from tunelab.core.lab import Check, Lab, open_records_lab
 from tunelab.core.overrides import apply_overrides, parse_value
 from tunelab.core.param_groups import diff_specs
@@ -123,17 +123,16 @@ def run_ablation(
     for lab in labs:
         lab.device = chosen
     rows = []
-    for value, lab in zip(values, labs, strict=True):
+    for i, (value, lab) in enumerate(zip(values, labs, strict=True)):
         prepared = prepare(lab) if prepare is not None else None
         n = seeds or lab.spec.training.replicates
-        if n > 1:
-            with _one_key(key):
+        with _one_key(key), _stopped_at(key, values, i, seeds):
+            if n > 1:
                 group = run_replicates(lab, n, run_name(key, value), console, parent=parent)
-            rows.append(_row(lab, value, group["runs"][0], group))
-        else:
-            with _one_key(key):
+                rows.append(_row(lab, value, group["runs"][0], group))
+            else:
                 record = run_variant(lab, run_name(key, value), console, parent=parent)
-            rows.append(_row(lab, value, record))
+                rows.append(_row(lab, value, record))
         if isinstance(prepared, dict):
             rows[-1]["check"] = {k: v for k, v in prepared.items() if k != "result"}
     return {"key": key, "values": values, "runs": rows, "data_version": current}
@@ -161,6 +160,29 @@ def _only(key: str, values: list, labs: list[Lab], parent: str | None, current: 
                 "parent in everything else (or name another --parent), then ablate again. "
                 "Nothing was trained."
             )
+
+
+@contextmanager
+def _stopped_at(key: str, values: list, i: int, seeds: int | None):
+    """A stop in value `i`: its run's outcome, and the values left to train (run again whole,
+    ablate had trained the finished values a second time beside the one waiting)."""
+    try:
+        yield
+    except Interrupted as err:
+        rest = [str(v) for v in values[i + 1 :]]
+        more = f" --seeds {seeds}" if seeds else ""
+        left = (
+            f" `tunelab ablate {key}={','.join(rest)}{more}` trains the values not begun."
+            if rest
+            else ""
+        )
+        raise Interrupted(
+            err.cause,
+            f"{err.outcome} ablate stopped at {key}={values[i]} ({i + 1} of {len(values)}); "
+            f"the values before it are trained.{left}",
+            err.run,
+            err.resumable,
+        ) from err
 
 
 @contextmanager

@@ -61,6 +61,33 @@ def test_a_model_ablation_trains_on_the_version_read_when_it_started(make_lab, m
     assert seen == [first, first]
 
 
+def test_a_stop_names_the_value_it_stopped_at_and_the_values_left(make_lab, monkeypatch):
+    """Its message named the run's resume alone; run again whole, ablate trained the finished
+    values a second time."""
+    import pytest
+
+    from tunelab.core.errors import Interrupted
+
+    lab_path = make_lab()
+    lab = open_lab(lab_path, device="cpu")
+    build_data(lab.spec, lab.path, lab.store)
+
+    def fake_variant(variant_lab, name, console, **_):
+        if name.endswith("0.01"):
+            raise Interrupted("Ctrl-C", "run r005-lr-0.01 is interrupted.", "r005-lr-0.01", True)
+        return _record(4, name, variant_lab.data_version)
+
+    monkeypatch.setattr("tunelab.stages.run.variant.run_variant", fake_variant)
+    with pytest.raises(Interrupted) as err:
+        ablate.run_ablation(lab_path, "training.lr=0.001,0.01,0.1,1")
+    assert err.value.run == "r005-lr-0.01" and err.value.resumable
+    assert err.value.outcome == (
+        "run r005-lr-0.01 is interrupted. ablate stopped at training.lr=0.01 (2 of 4); the "
+        "values before it are trained. `tunelab ablate training.lr=0.1,1` trains the values "
+        "not begun."
+    )
+
+
 def test_a_seeded_ablation_s_table_says_its_scores_are_means():
     from rich.console import Console
 
