@@ -375,3 +375,12 @@ def test_a_missing_format_file_is_named_not_made_up(make_lab, capsys):
     assert code == 1 and [p["path"] for p in found["problems"]] == [".tunelab/format.json"]
     code, refused = tl(capsys, "baseline", *where)
     assert code == 2 and "format.json is missing" in refused["error"] and not path.exists()
+
+
+def test_a_lab_no_data_step_has_completed_in_is_told_what_to_run(make_lab, capsys):
+    """A `data` killed before its version was whole left a tunelab.yaml and no store, which
+    fsck called "not a tunelab lab"."""
+    lab = make_lab()
+    code, err = tl(capsys, "fsck", "--lab", str(lab))
+    assert code == 2 and "has a tunelab.yaml and no store yet" in err["error"]
+    assert "run `tunelab data`" in err["error"]

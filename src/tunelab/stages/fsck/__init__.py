@@ -38,6 +38,7 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.errors import TunelabError
 from tunelab.core.files import DamagedFile
 from tunelab.core.layout import FORMAT, MANIFEST
+from tunelab.core.spec import SPEC_FILE
 from tunelab.core.store import Store, read_json
 from tunelab.core.unlogged import record_files, unlogged
 from tunelab.stages.fsck import data, folders, replaced
@@ -47,6 +48,12 @@ from tunelab.stages.fsck.problems import problem_at, rel
 def fsck(lab_path: Path, repair: bool = False, reason: str | None = None) -> dict:
     store = Store(lab_path)
     if not store.root.exists():
+        if (Path(lab_path) / SPEC_FILE).is_file():  # a lab no command has written to yet
+            raise TunelabError(
+                f"{lab_path} has a {SPEC_FILE} and no store yet ({store.root}): no `tunelab "
+                "data` has completed here (one stopped before its version was whole leaves "
+                "none); run `tunelab data`, then fsck has a store to check"
+            )
         raise TunelabError(f"{lab_path} has no store ({store.root}): not a tunelab lab")
     log = store.audit()
     if repair:
