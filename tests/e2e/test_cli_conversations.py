@@ -79,7 +79,10 @@ def test_a_multi_turn_lab_trains_on_its_answers_and_evaluates_its_last_turn(
     assert codes["system_prompt_differs"]["count"] == 6  # validation's system prompt
     earlier = codes["earlier_answer_not_in_format"]  # "A page of documentation." trains too
     assert not earlier["blocking"] and earlier["count"] == 18
-    assert "(e.g. c0 (chats.jsonl:1), turn 2: not a JSON object)" in earlier["message"]
+    said = (
+        "(e.g. c0 (chats.jsonl:1), turn 2: not a JSON object (not JSON: Expecting value at char 0))"
+    )
+    assert said in earlier["message"]
     code, last = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "model.loss_on_turns=last")
     assert "earlier_answer_not_in_format" not in {f["code"] for f in last["findings"]}
     code, cut = tl(capsys, "inspect", "--lab", lab, "--sample", "0", "model.max_length=160")

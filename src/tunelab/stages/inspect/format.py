@@ -56,7 +56,9 @@ def _earlier_answers(renderer: Renderer, rows: list[dict], rule: str) -> list[di
             if turn["role"] != "assistant" or turn.get("weight") == 0:
                 continue
             target, why = target_or_why(turn["content"], task.type)
-            if target is not None:
+            if target is None:
+                why = f"not a JSON object ({why})"
+            else:
                 why = off_format(task, schema, target)
             if why and _kept(renderer, row, i):
                 bad.append((row, i, why))
