@@ -57,9 +57,9 @@ def test_a_worker_ends_once_the_command_it_works_for_is_gone():
     try:
         time.sleep(1.0)  # started, and watching
         assert worker.poll() is None
-        owner.kill()
-        owner.wait()
+        owner.kill()  # not collected yet: a zombie, which a signal of 0 still finds
         assert worker.wait(timeout=10) == 1
+        owner.wait()
     finally:
         for p in (owner, worker):
             p.kill()
