@@ -259,6 +259,8 @@ def listing(store) -> list[dict]:
     # and counted by a later one belongs to both (each had read "1 of 2 planned seeds")
     runs_of = {g["id"]: [m["run"] for m in g.get("members", []) if m.get("run")] for g in groups}
     again = {g["id"]: again_command(g) for g in groups}
+    for earlier, later in _continued(groups):  # the same command, run again: it went on there
+        again[earlier] = f"continued by {later}"
     state = store.audit()  # first: a save a kill cut short is finished before it is read
     records = store.runs()
     rows = [summary(r, store.runs_dir / r["id"]) for r in records]
@@ -271,6 +273,19 @@ def listing(store) -> list[dict]:
             row["group_seeds"] = planned.get(group)  # the seeds it planned, trained or not
             row["group_runs"], row["group_again"] = runs_of.get(group), again.get(group)
         out.append(row)
+    return out
+
+
+def _continued(groups: list[dict]) -> list[tuple[str, str]]:
+    """(a group, the later one that went on with it): the same command (kind, name, the run a
+    noise floor is of, the planned seeds) run again after a stop, which counts the seeds
+    trained and trains the rest in a group of its own."""
+    out, latest = [], {}
+    for g in sorted(groups, key=lambda g: g["id"]):
+        key = (g.get("kind"), g.get("name"), g.get("of"), tuple(g.get("seeds") or []))
+        if key in latest:
+            out.append((latest[key], g["id"]))
+        latest[key] = g["id"]
     return out
 
 

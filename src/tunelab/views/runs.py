@@ -102,12 +102,22 @@ def runs(rows: list[dict], console: Console) -> None:
         console.print(
             f"replicate group {group}: {len(members)} of {planned} planned seeds ({states}): {ids}"
             + (
-                f"; {members[0].get('group_again') or 'the same `tunelab run --seeds N`'} "
-                "trains the seeds it lacks (a resumed one counts once it completes)"
+                _lacking(members[0].get("group_again"))
                 if done < planned and not any(m["status"] == "running" for m in members)
                 else ""
             )
         )
+
+
+def _lacking(again: str | None) -> str:
+    """What goes on with a group that lacks seeds: the command that made it, or the later group
+    that went on with it (`continued by g002`)."""
+    if again and again.startswith("continued by"):
+        return f"; {again}"
+    return (
+        f"; {again or 'the same `tunelab run --seeds N`'} trains the seeds it lacks (a resumed "
+        "one counts once it completes)"
+    )
 
 
 def _seed(row: dict) -> str:

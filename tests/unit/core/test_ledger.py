@@ -130,3 +130,18 @@ def test_a_damaged_heartbeat_falls_back_to_the_record_s_time(lab, beat):
     (run_dir / ledger.HEARTBEAT).write_text(beat)
     assert ledger.effective_status(record, run_dir) == "lost"
     assert ledger.effective_status(record | {"updated": ledger.now()}, run_dir) == "running"
+
+
+def test_a_replicate_group_run_again_after_a_stop_is_continued_by_the_later_one():
+    """Followed to the letter, a stopped noise floor's first group kept saying it lacked a seed
+    and that its command trains it: run again, that command trained nothing."""
+    from tunelab.core.ledger import _continued
+
+    floor = {"kind": "noise", "name": "lora", "of": "r003-lora", "seeds": [7, 11, 13]}
+    groups = [
+        floor | {"id": "g001"},
+        {"id": "g002", "kind": "replicates", "name": "lora", "seeds": [7, 11, 13]},
+        floor | {"id": "g003"},
+        floor | {"id": "g004", "seeds": [7, 11]},  # another floor: two seeds
+    ]
+    assert _continued(groups) == [("g001", "g003")]

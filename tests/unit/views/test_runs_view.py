@@ -101,3 +101,10 @@ def test_each_run_of_a_replicate_group_shows_its_group():
     runs(rows, Console(file=out, width=300))
     said = " ".join(out.getvalue().split())
     assert "`tunelab noise r003-lora --seeds 2` trains the seeds it lacks" in said
+    # the same noise floor run again after that stop went on in a group of its own
+    rows[0]["group_again"] = rows[1]["group_again"] = "continued by g005"
+    out = io.StringIO()
+    runs(rows, Console(file=out, width=300))
+    said = " ".join(out.getvalue().split())
+    assert "(1 completed, 1 interrupted): r003-lora, r004-lora-s1; continued by g005" in said
+    assert "trains the seeds it lacks" not in said
