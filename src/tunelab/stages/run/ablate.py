@@ -25,7 +25,7 @@ from tunelab.core.errors import Interrupted, TunelabError
 from tunelab.core.lab import Check, Lab, open_records_lab
 from tunelab.core.overrides import apply_overrides, parse_value
 from tunelab.core.param_groups import diff_specs
-from tunelab.core.replicates import seed_of
+from tunelab.core.replicates import replicate_seeds, seed_of
 from tunelab.data import build_data
 from tunelab.stages.run.diff import OneChangeError, counted_groups, format_change, resolve_parent
 from tunelab.tasks import get_task
@@ -116,8 +116,12 @@ def run_ablation(
             if console:
                 console.print(f"{key}={value}: data version {lab.data}")
             _refused_with(key, value, lab, checks)
-    from tunelab.stages.run.replicates import run_replicates
+    from tunelab.stages.run.replicates import refuse_begun, run_replicates, trained_already
     from tunelab.stages.run.variant import run_variant
+
+    for lab in labs:  # a value an interrupted run began waits for its resume, not a second run
+        planned = replicate_seeds(lab.spec.training.seed, seeds or lab.spec.training.replicates)
+        refuse_begun(lab, planned, trained_already(lab, planned))
 
     chosen = pick_device(device)
     for lab in labs:

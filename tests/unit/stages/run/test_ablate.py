@@ -66,7 +66,7 @@ def test_a_stop_names_the_value_it_stopped_at_and_the_values_left(make_lab, monk
     values a second time."""
     import pytest
 
-    from tunelab.core.errors import Interrupted
+    from tunelab.core.errors import Interrupted, TunelabError
 
     lab_path = make_lab()
     lab = open_lab(lab_path, device="cpu")
@@ -86,6 +86,15 @@ def test_a_stop_names_the_value_it_stopped_at_and_the_values_left(make_lab, monk
         "values before it are trained. `tunelab ablate training.lr=0.1,1` trains the values "
         "not begun."
     )
+    # run again whole before that resume: the interrupted value is not trained a second time
+    store = Store(lab_path)
+    run_id, _ = store.new_run("lr-0.01")
+    begun = open_lab(lab_path, {"training.lr": 0.01}, device="cpu")
+    record = {"id": run_id, "kind": "variant", "status": "interrupted"}
+    record |= {"data_version": store.current_data(), "spec": begun.spec.to_dict()}
+    store.write_record(run_id, record)
+    with pytest.raises(TunelabError, match=f"begun and interrupted: seed 0 by {run_id}"):
+        ablate.run_ablation(lab_path, "training.lr=0.001,0.01,0.1,1")
 
 
 def test_a_seeded_ablation_s_table_says_its_scores_are_means():
