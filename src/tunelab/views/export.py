@@ -87,8 +87,8 @@ def export(result: dict, console: Console) -> None:
     removed = result.get("leftovers_removed") or []
     if removed:
         console.print(
-            f"  removed {len(removed)} temporary folder(s) that killed exports left in "
-            f"bundles/: {escape(', '.join(removed))}"
+            f"  removed {len(removed)} temporary folder(s) that killed exports left (in bundles/, "
+            f"or beside this bundle): {escape(', '.join(removed))}"
         )
     console.print(f"  check it anywhere: `tunelab verify {escape(shlex.quote(result['bundle']))}`")
 

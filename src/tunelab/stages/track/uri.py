@@ -143,13 +143,28 @@ def _local_sqlite(target: Target) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process has the number
+        return True
+    return True
+
+
 def _created_whole(target: Target, client_class) -> None:
     """A SQLite store that does not exist yet is made whole beside its place, then renamed
     into it: MLflow builds its tables one migration at a time, and a `track` stopped in the
-    middle had left a database every later `track` refused ("table scorers already exists")."""
+    middle had left a database every later `track` refused ("table scorers already exists").
+    A killed `track`'s staged copy (its process gone) is removed first: it stayed for ever."""
     path = _local_sqlite(target)
     if path is None or path.exists():
         return
+    for left in path.parent.glob(f".{path.name}.*.tmp*"):  # a killed track's, and its journal
+        pid = left.name.removeprefix(f".{path.name}.").split(".")[0]
+        if pid.isdigit() and not _running(int(pid)):
+            left.unlink(missing_ok=True)
     staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     staged.unlink(missing_ok=True)
     try:

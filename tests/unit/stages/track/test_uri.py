@@ -38,3 +38,15 @@ def test_a_new_sqlite_store_appears_whole_or_not_at_all(tmp_path):
     assert db.read_bytes() == b"every table" and [p.name for p in tmp_path.iterdir()] == [db.name]
     _created_whole(target, _Stopped)  # a store that exists is MLflow's to open as it is
     assert db.read_bytes() == b"every table"
+
+
+def test_a_killed_tracks_staged_store_is_removed_and_a_running_ones_kept(tmp_path):
+    import os
+
+    db = tmp_path / "mlflow.db"
+    gone = [tmp_path / ".mlflow.db.999999999.tmp", tmp_path / ".mlflow.db.999999999.tmp-journal"]
+    running = tmp_path / f".mlflow.db.{os.getppid()}.tmp"  # a live process's, writing
+    for path in [*gone, running]:
+        path.write_bytes(b"staged")
+    _created_whole(Target(f"sqlite:///{db}", "sqlite", None, "the default"), _Made)
+    assert not any(p.exists() for p in gone) and running.exists() and db.exists()
