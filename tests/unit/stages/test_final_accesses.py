@@ -151,3 +151,15 @@ def test_a_stop_after_the_scoring_says_the_look_is_spent_and_leaves_no_unnamed_p
     monkeypatch.undo()
     again = run_final(lab, "r001-majority", FOR_REPORT)  # a second look: needs its reason
     assert again["n"] == 2 and again["repeated"]
+
+
+def test_fsck_names_test_predictions_no_final_record_names(lab_with_baselines):
+    """A final killed after scoring left its test predictions, and fsck read the lab clean."""
+    lab = open_lab(lab_with_baselines[0])
+    run_final(lab, "r001-majority", FOR_REPORT)
+    assert fsck(lab.path)["passed"]
+    killed = lab.store.root / "finals" / "2-r001-majority.predictions.jsonl"
+    killed.write_text('{"id": "t0"}\n')
+    (problem,) = fsck(lab.path)["problems"]
+    assert problem["path"] == ".tunelab/finals/2-r001-majority.predictions.jsonl"
+    assert problem["problem"].startswith("test predictions no final record names")

@@ -49,7 +49,7 @@ from tunelab.core.digest import sha256_file
 from tunelab.core.errors import Interrupted, TunelabError, stop_cause
 from tunelab.core.files import locked, read_jsonl, write_jsonl
 from tunelab.core.lab import Check, Lab, recorded_lab, recorded_spec
-from tunelab.core.layout import FINALS, FINALS_LOCK
+from tunelab.core.layout import FINAL_PREDICTIONS, FINALS, FINALS_LOCK
 from tunelab.core.ledger import effective_status
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import final_accesses, open_sealed
@@ -60,10 +60,6 @@ from tunelab.stages.final.scorers import head_path, scorer_of
 from tunelab.tasks import get_task, metrics_of
 from tunelab.tasks.resampled import score_interval
 from tunelab.training.protocol import protocol
-
-PREDICTIONS_SUFFIX = ".predictions.jsonl"
-"""Beside a final's record, its per-example predictions on the test split: the score and its
-interval can be recomputed from the lab's files (its sha256 is in the record)."""
 
 
 class FinalError(TunelabError):
@@ -271,7 +267,7 @@ def run_final(
             }
             store.log_event("final", **access)
         predictions, metrics = scorer(rows)
-        scored = out.with_name(f"{out.stem}{PREDICTIONS_SUFFIX}")  # each test example, for audit
+        scored = out.with_name(f"{out.stem}{FINAL_PREDICTIONS}")  # each test example, for audit
         write_jsonl(scored, predictions)
         result = {
             **access,
@@ -297,7 +293,7 @@ def run_final(
         if _opening(store, n, run_id, "final_result"):
             raise  # its result is logged (the next command finishes a cut rename): whole
         # the test predictions of a result never recorded are no one's (fsck read them clean)
-        out.with_name(f"{out.stem}{PREDICTIONS_SUFFIX}").unlink(missing_ok=True)
+        out.with_name(f"{out.stem}{FINAL_PREDICTIONS}").unlink(missing_ok=True)
         store.log_event("final_interrupted", n=n, run=run_id)
         raise Interrupted(
             stop_cause(err),

@@ -11,6 +11,7 @@ from tunelab.core.exports import recorded_export
 from tunelab.core.layout import (
     BUNDLES,
     COMPARISONS,
+    FINAL_PREDICTIONS,
     FINALS,
     GROUPS,
     NOISE,
@@ -94,6 +95,19 @@ def final_predictions(store: Store, not_checked: list[str]) -> tuple[list[dict],
         changed = f"changed since final {record.get('n')} wrote it"
         fix = "restore it from a backup (the test score stands on it)"
         out += hashed(store, "final", store.lab / kept["file"], kept["sha256"], changed, fix)
+    named = {
+        kept["file"]
+        for path in store.numbered(FINALS)
+        if isinstance(kept := (json_of(path) or {}).get("predictions"), dict)
+    }
+    for path in sorted(store.path(FINALS).glob(f"*{FINAL_PREDICTIONS}")):
+        if rel(store, path) not in named:  # a final killed after scoring, before its record
+            problem = (
+                "test predictions no final record names: a final killed after it scored the "
+                "test split, before its result was recorded (its opening is logged: the look "
+                "is spent, and the next final needs --reason)"
+            )
+            out.append(problem_at(store, "leftover", path, problem, "delete it"))
     return out, n
 
 
