@@ -290,3 +290,23 @@ def test_size_measures_a_scratch_model_from_its_seeded_first_weights(tmp_path, c
     spec = open_lab(lab).spec
     drawn = scratch_model(spec.model, lab, spec.training.seed).state_dict()
     assert all(torch.equal(weights[k], drawn[k]) for k in weights) and len(weights) > 10
+
+
+def test_a_stop_while_the_documents_are_packed_leaves_no_lost_run(tmp_path, capsys, monkeypatch):
+    """The packing was recorded after the run's record said `running`: a Ctrl-C there (a large
+    train split takes a while) left the run `lost` where nothing had trained."""
+    from tunelab.stages.run import variant
+
+    lab = tmp_path / "lab"
+    assert tl(capsys, "init", "--lab", str(lab), "--task", "pretrain")[0] == 0
+    write_sources(lab)
+    shrink(lab)
+    assert tl(capsys, "data", "--lab", str(lab))[0] == 0
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(variant, "packing_record", stopped)
+    code, _ = tl(capsys, "run", "--lab", str(lab), "--allow-warnings", "no check yet")
+    assert code == 130
+    assert [r["status"] for r in Store(lab).runs()] == []  # no run was opened

@@ -218,16 +218,26 @@ def run_variant(
         reason=reason.strip() if reason and reason.strip() else None,
         preflight=preflight,
         **({"replicate": replicate} if replicate else {}),
+        **_inputs(renderer, train_set, spec),
     )
-    if renderer.kind == "image":  # what the processor does to every image
-        record["preprocessing"] = renderer.settings
-    if renderer.pack_length is not None:
-        record["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)
     if console:
         console.print(start_line(record, spec, train_set, world))
     return train_and_finish(
         lab, record, run_dir, model, renderer, train_set, sampler, console, world=world
     )
+
+
+def _inputs(renderer, train_set, spec) -> dict:
+    """What the record says of the inputs as trained: what the processor does to every image,
+    how a pretrain lab's documents were packed. Made before the run's record is opened: a
+    Ctrl-C while packing a large train split, after the record said `running`, left the run
+    `lost` where it was `interrupted`."""
+    out = {}
+    if renderer.kind == "image":
+        out["preprocessing"] = renderer.settings
+    if renderer.pack_length is not None:
+        out["packing"] = packing_record(train_set, renderer.pack_length, spec.task.boundaries)
+    return out
 
 
 def train_and_finish(
