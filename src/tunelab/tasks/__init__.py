@@ -79,8 +79,6 @@ def _required_in(required: list[str], schema: dict, where: str) -> None:
     schema forbids (`additionalProperties: false`, no `patternProperties` matching it, no
     `allOf`/`anyOf`/`oneOf` that could add it). A key the schema allows without naming it is
     the user's to require."""
-    import re
-
     root = extraction.followed(schema, schema)
     props = root.get("properties")
     if not isinstance(props, dict) or not props:
@@ -88,7 +86,7 @@ def _required_in(required: list[str], schema: dict, where: str) -> None:
     patterns = root.get("patternProperties") or {}
     combined = any(k in root for k in ("allOf", "anyOf", "oneOf"))
     for name in required:
-        if name in props or any(re.search(p, name) for p in patterns):
+        if name in props or any(_matches(p, name) for p in patterns):
             continue
         head = name.split(".")[0]
         if "." in name and head in props:
@@ -104,6 +102,17 @@ def _required_in(required: list[str], schema: dict, where: str) -> None:
                 "key, so no answer could hold it; add it to the schema's properties, or take it "
                 "out of task.required"
             )
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """Whether a `patternProperties` pattern admits `name`; one Python cannot read (JSON Schema's
+    patterns are ECMA's) is taken to admit it: the check refuses only what it is sure of."""
+    import re
+
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return True
 
 
 def target_text(task_spec: Any, schema: dict | None, example: dict) -> str:

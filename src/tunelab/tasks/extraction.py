@@ -28,6 +28,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.tasks.jsonout import (
     NotJSONError,
     compile_schema,
+    json_kind,
     parse_json,
     schema_error,
     values_equal,
@@ -113,7 +114,7 @@ def score_example(
         if isinstance(value, dict):
             obj = value
         else:
-            error = f"not a JSON object: got {_json_type(value)}"
+            error = f"not a JSON object: got {json_kind(value)}"
 
     schema_valid = obj is not None
     if obj is not None and validator is not None:
@@ -176,11 +177,3 @@ def metrics(per_example: list[dict], required: list[str]) -> dict[str, Any]:
         "per_field": per_field,
         "n": n,
     }
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return {list: "an array", str: "a string"}.get(type(value), "a number")

@@ -83,8 +83,17 @@ def json_object(text: str) -> tuple[dict | None, str | None]:
             return None, f"text after the JSON object ({err})"
         return None, str(err)
     if not isinstance(value, dict):
-        return None, f"a JSON {type(value).__name__}, not an object"
+        return None, f"{json_kind(value)}, not an object"
     return value, None
+
+
+def json_kind(value: Any) -> str:
+    """A parsed JSON value's kind, in JSON's words: `an array`, `a string`, `null`..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return {list: "an array", str: "a string", dict: "an object"}.get(type(value), "a number")
 
 
 def _short(message: str) -> str:

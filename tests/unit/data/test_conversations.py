@@ -200,7 +200,7 @@ def test_an_answers_weight_0_is_kept_and_1_is_the_default():
         (
             {"messages": turns(("user", "q"), ("assistant", "[1]"))},
             "bad_target",
-            "a JSON list, not an object",
+            "an array, not an object",
         ),
         ({"text": "x"}, "missing_field", "messages"),
     ],

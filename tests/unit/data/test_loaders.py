@@ -242,7 +242,7 @@ def test_an_extraction_target_written_as_a_string_is_the_object_it_holds(tmp_pat
     reasons = [r.reason for r in loaded.rejections]
     assert [r.kind for r in loaded.rejections] == ["bad_target"] * 3
     assert "(a Markdown fence around it)" in reasons[0]
-    assert "duplicate key 'a'" in reasons[1] and "a JSON list, not an object" in reasons[2]
+    assert "duplicate key 'a'" in reasons[1] and "an array, not an object" in reasons[2]
     format_lab = load_sources(data, None, tmp_path, generative=True)  # a format target is text
     assert len(format_lab.examples) == 4
 

@@ -212,7 +212,7 @@ def test_metrics_without_required_fields_are_vacuous():
         ('```json\n{"a": 1}\n```', "a Markdown fence around it"),
         ('{"a": 1, "a": 2}', "not JSON: duplicate key 'a'"),
         ('{"a": NaN}', "not JSON: NaN is not valid JSON"),
-        ("[1]", "a JSON list, not an object"),
+        ("[1]", "an array, not an object"),
     ],
 )
 def test_a_training_answer_that_is_no_json_object_says_why(text, why):
