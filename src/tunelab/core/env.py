@@ -152,6 +152,24 @@ def dies_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs: not gone, not another user's (its number taken again), and
+    not a zombie, dead and waiting for its parent to collect it (`os.kill(pid, 0)` says yes to
+    one, and a caller that reads a killed `data`'s output to its end before collecting it had
+    waited on the workers for ever)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:  # no /proc (not Linux): the signal's answer stands
+        return True
+    state = stat[stat.rindex(b")") + 2 :][:1]  # the field after the command's name
+    return state != b"Z"
+
+
 def run_child(command: list[str], **options) -> subprocess.CompletedProcess:
     """`subprocess.run` of a fresh tunelab process that dies with this one (`dies_with_parent`)."""
     return subprocess.run(command, preexec_fn=dies_with_parent, **options)

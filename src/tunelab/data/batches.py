@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from tunelab.core.env import process_alive
+
 BATCH_TEXTS = 2048
 """Texts per batch: large enough for numpy to pay, small enough that the work arrays (several
 integers per word) stay within tens of MB."""
@@ -147,29 +149,11 @@ def _outlive_not(owner: int) -> None:
     import threading
 
     def watch() -> None:
-        while _alive(owner):
+        while process_alive(owner):
             time.sleep(LOOK_EVERY_S)
         os._exit(1)
 
     threading.Thread(target=watch, name="tunelab-owner-watch", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    """Whether process `pid` runs: not gone, not another user's (its number taken again), and
-    not a zombie, dead and waiting for its parent to collect it (`os.kill(pid, 0)` says yes to
-    one, and a caller that reads a killed `data`'s output to its end before collecting it had
-    waited on the workers for ever)."""
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:  # no /proc (not Linux): the signal's answer stands
-        return True
-    state = stat[stat.rindex(b")") + 2 :][:1]  # the field after the command's name
-    return state != b"Z"
 
 
 def _in_worker(fn: Callable[..., np.ndarray], batch: list[str], args: tuple) -> tuple:

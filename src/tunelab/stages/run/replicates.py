@@ -174,35 +174,29 @@ def trained_already(lab: Lab, seeds: list[int]) -> dict[int, str]:
     their parent) whose seed is one of `seeds`, by seed, for `run --seeds` and `noise` to count
     rather than train again: `compare` keeps one run per spec and seed, so a second run of a
     seed would be judged alone, outside the group's arm."""
-    spec = {"kind": "variant", "data_version": lab.data_version, "spec": lab.spec.to_dict()}
-    key, have = arm_key(spec), {}
-    for record in lab.store.runs():
+    have = {}
+    for record in _arm_of(lab):
         seed = seed_of(record)
-        if (
-            record.get("kind") == "variant"
-            and record.get("status") == "completed"
-            and seed in seeds
-            and seed not in have
-            and arm_key(record) == key
-        ):
+        if record.get("status") == "completed" and seed in seeds and seed not in have:
             have[seed] = record["id"]
     return have
+
+
+def _arm_of(lab: Lab) -> list[dict]:
+    """The lab's variants of this spec on this data version (`arm_key`), oldest first."""
+    spec = {"kind": "variant", "data_version": lab.data_version, "spec": lab.spec.to_dict()}
+    key = arm_key(spec)
+    return [r for r in lab.store.runs() if r.get("kind") == "variant" and arm_key(r) == key]
 
 
 def refuse_begun(lab: Lab, seeds: list[int], have: dict[int, str]) -> None:
     """Refuse to train a seed again that an interrupted run of this spec began: an interrupted
     `noise` or `run --seeds`, run again, trained it a second time beside the one that waited
     to be resumed."""
-    spec = {"kind": "variant", "data_version": lab.data_version, "spec": lab.spec.to_dict()}
-    key = arm_key(spec)
     begun = {
         seed_of(r): r["id"]
-        for r in lab.store.runs()
-        if r.get("kind") == "variant"
-        and r.get("status") == "interrupted"
-        and seed_of(r) in seeds
-        and seed_of(r) not in have
-        and arm_key(r) == key
+        for r in _arm_of(lab)
+        if r.get("status") == "interrupted" and seed_of(r) in seeds and seed_of(r) not in have
     }
     if begun:
         listed = ", ".join(f"seed {seed} by {run}" for seed, run in sorted(begun.items()))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from tunelab.core.env import process_alive
 from tunelab.core.errors import TunelabError
 
 INSTALL = "pip install 'tunelab[mlflow]'"
@@ -143,16 +144,6 @@ def _local_sqlite(target: Target) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process has the number
-        return True
-    return True
-
-
 def _created_whole(target: Target, client_class) -> None:
     """A SQLite store that does not exist yet is made whole beside its place, then renamed
     into it: MLflow builds its tables one migration at a time, and a `track` stopped in the
@@ -163,7 +154,7 @@ def _created_whole(target: Target, client_class) -> None:
         return
     for left in path.parent.glob(f".{path.name}.*.tmp*"):  # a killed track's, and its journal
         pid = left.name.removeprefix(f".{path.name}.").split(".")[0]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             left.unlink(missing_ok=True)
     staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     staged.unlink(missing_ok=True)
