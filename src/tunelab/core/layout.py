@@ -75,6 +75,9 @@ INSPECT = "inspect"
 BUNDLES = "bundles"
 LOCK = ".lock"
 """A numbered folder's lock, held while a number is taken (`Store.reserve`)."""
+TRACK_LOCK = ".track.lock"
+"""Held by `track` while it writes the lab into MLflow: a second `track` of the lab waits (both
+would find a run missing and create it, and two stores made at once lost one's runs)."""
 FINALS_LOCK = ".finals.lock"
 """Held by `final` while it reads the access log and logs its opening (in the store's root, so
 a refused final leaves no `finals/` folder)."""

@@ -10,9 +10,13 @@ way is refused too (`lineage`).
 
 from __future__ import annotations
 
+import os
 import shlex
+from contextlib import nullcontext
 from pathlib import Path
 
+from tunelab.core.files import locked
+from tunelab.core.layout import TRACK_LOCK
 from tunelab.core.store import Store
 from tunelab.stages.track.content import lab_content, lab_identity, run_content
 from tunelab.stages.track.lineage import diverged, log_mark
@@ -28,7 +32,19 @@ def track_lab(lab: Path, uri: str | None = None, experiment: str | None = None) 
             f"{store.lab}: not a lab (no .tunelab/ store); give --lab the lab folder, or start "
             "one with `tunelab init` and `tunelab data`"
         )
-    target = resolve(store.lab, uri)
+    with _one_at_a_time(store):
+        return _tracked(store, resolve(store.lab, uri), experiment)
+
+
+def _one_at_a_time(store: Store):
+    """The lab's track lock: a second `track` of this lab waits for the first to finish. A
+    read-only lab (an archived one, tracked into a store elsewhere) takes none."""
+    if not os.access(store.root, os.W_OK):
+        return nullcontext()
+    return locked(store.path(TRACK_LOCK))
+
+
+def _tracked(store: Store, target: Target, experiment: str | None) -> dict:
     mlflow = client(target)
     name = experiment or store.lab.name
     experiment_id, created = open_experiment(mlflow, name, target, store)

@@ -145,10 +145,12 @@ def _local_sqlite(target: Target) -> Path | None:
 
 
 def _created_whole(target: Target, client_class) -> None:
-    """A SQLite store that does not exist yet is made whole beside its place, then renamed
+    """A SQLite store that does not exist yet is made whole beside its place, then linked
     into it: MLflow builds its tables one migration at a time, and a `track` stopped in the
     middle had left a database every later `track` refused ("table scorers already exists").
-    A killed `track`'s staged copy (its process gone) is removed first: it stayed for ever."""
+    A killed `track`'s staged copy (its process gone) is removed first: it stayed for ever.
+    Not renamed: a rename would replace a store another `track` into the same URI made
+    meanwhile and is writing into, and lose what it wrote."""
     path = _local_sqlite(target)
     if path is None or path.exists():
         return
@@ -160,9 +162,20 @@ def _created_whole(target: Target, client_class) -> None:
     staged.unlink(missing_ok=True)
     try:
         client_class(tracking_uri=_sqlite(staged)).search_experiments(max_results=1)
-        os.replace(staged, path)
+        _link_new(staged, path)
     finally:
         staged.unlink(missing_ok=True)
+
+
+def _link_new(staged: Path, path: Path) -> None:
+    """`staged` as `path` unless a store appeared there meanwhile: then that one is used."""
+    try:
+        os.link(staged, path)
+    except FileExistsError:
+        pass  # another `track` made it whole first
+    except OSError:  # a file system without hard links: the narrow window stays
+        if not path.exists():
+            os.replace(staged, path)
 
 
 def _require_sqlalchemy(target: Target) -> None:

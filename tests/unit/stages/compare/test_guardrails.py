@@ -85,3 +85,21 @@ def test_a_drop_of_exactly_the_limit_holds_however_the_floats_round():
     assert status_of({"low": -0.0101, "high": 0.02}, 0.01) == "unresolved"
     assert status_of({"low": -0.05, "high": 0.82 - 0.83}, 0.01) == "unresolved"  # high at -limit
     assert status_of({"low": -0.05, "high": -0.0101}, 0.01) == "broken"
+
+
+def test_a_class_recall_counts_the_changes_among_that_class_gold_examples_alone():
+    """The exact bound of an `every_class` recall guardrail rests on the class's own examples:
+    those whose gold is the class, fixed and made worse among them."""
+
+    def rows(predicted: str) -> dict:
+        gold = ["a"] * 6 + ["b"] * 4
+        return {
+            str(i): {"id": str(i), "gold": g, "predicted": p}
+            for i, (g, p) in enumerate(zip(gold, predicted, strict=True))
+        }
+
+    pair = make_arms([rows("aaaaaabbbb")], [rows("baaaaabbaa")], LABELS, ("r", "v"))
+    assert pair.changed("recall", "a") == (0, 1, 6)  # one of class a's six made worse
+    assert pair.changed("recall", "b") == (0, 2, 4)  # two of b's four
+    fixed = make_arms([rows("bbaaaaaaaa")], [rows("aaaaaabbbb")], LABELS, ("r", "v"))
+    assert fixed.changed("recall", "a") == (2, 0, 6) and fixed.changed("recall", "b") == (4, 0, 4)

@@ -230,3 +230,30 @@ def test_the_comparisons_are_read_once_however_many_runs(lab: Store, tmp_path, m
     names = {r["id"]: r["name"] for r in lab.runs()}
     verdicts = {names[r["id"]]: r["verdict"] for r in done["runs"]}
     assert verdicts["lora"] == "improved" and verdicts["majority"] is None
+
+
+def test_a_second_track_of_the_lab_waits_for_the_first(lab: Store, tmp_path, monkeypatch):
+    """Two tracks at once each found a run missing and created it, and on a new store one
+    lost everything it wrote; the second now waits for the lab's track lock."""
+    import threading
+
+    from tunelab.core.files import locked
+    from tunelab.core.layout import TRACK_LOCK
+    from tunelab.stages.track import track as module
+
+    opened = threading.Event()
+    real = module.client
+
+    def client(target):
+        opened.set()
+        return real(target)
+
+    monkeypatch.setattr(module, "client", client)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with locked(lab.path(TRACK_LOCK)):  # a first track, holding the lab
+        second = threading.Thread(target=track_lab, args=(lab.lab, uri, "tickets"))
+        second.start()
+        assert not opened.wait(3)  # it has not opened MLflow while the first holds the lab
+    second.join(120)
+    assert opened.is_set() and not second.is_alive()
+    assert set(read_back(uri, "tickets")) == {r["id"] for r in lab.runs()} | {"lab"}

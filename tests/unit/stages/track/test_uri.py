@@ -50,3 +50,18 @@ def test_a_killed_tracks_staged_store_is_removed_and_a_running_ones_kept(tmp_pat
         path.write_bytes(b"staged")
     _created_whole(Target(f"sqlite:///{db}", "sqlite", None, "the default"), _Made)
     assert not any(p.exists() for p in gone) and running.exists() and db.exists()
+
+
+def test_a_store_another_track_made_meanwhile_is_kept_not_replaced(tmp_path):
+    """Two `track`s into one new URI: the second's finished copy had been renamed over the
+    store the first was already writing into, and the first's runs were lost."""
+    db = tmp_path / "mlflow.db"
+
+    class _Raced(_Made):
+        def search_experiments(self, max_results: int):
+            super().search_experiments(max_results)
+            db.write_bytes(b"the other's store, runs in it")  # made while this one staged
+
+    _created_whole(Target(f"sqlite:///{db}", "sqlite", None, "the default"), _Raced)
+    assert db.read_bytes() == b"the other's store, runs in it"
+    assert [p.name for p in tmp_path.iterdir()] == [db.name]  # the staged copy is gone
