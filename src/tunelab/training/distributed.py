@@ -36,6 +36,20 @@ class DistributedError(TunelabError):
 
 
 @dataclass(frozen=True)
+class StepTotals:
+    """One optimizer step as every rank read it (`World.step_totals`)."""
+
+    loss: float
+    """The task's loss, normalised as the gradients are."""
+    tokens: int
+    grad_norm: float | None
+    stop: bool
+    """Whether any rank was asked to stop."""
+    balance: float | None
+    """A mixture of experts' load-balancing term, trained on beside `loss`; None otherwise."""
+
+
+@dataclass(frozen=True)
 class World:
     """This process's place among the run's processes (one process: rank 0 of 1)."""
 
@@ -70,7 +84,7 @@ class World:
         per = len(batch) // self.size
         return batch[self.rank * per : (self.rank + 1) * per]
 
-    def step_totals(self, out, stop: bool) -> tuple[float, int, float | None, bool]:
+    def step_totals(self, out, stop: bool) -> StepTotals:
         """One step's loss (normalised as the gradients are: / `divisor`) and tokens summed
         over every rank, its gradient norm, and whether any rank asked to stop, from one
         collective of one small tensor on the training device and one read to the host: the
@@ -81,21 +95,28 @@ class World:
 
         loss = out.loss
         norm = out.grad_norm if out.grad_norm is not None else torch.zeros_like(loss)
+        balance = out.balance if out.balance is not None else torch.zeros_like(loss)
         packed = torch.stack(
             [
                 loss.double(),
                 out.tokens.double(),
                 norm.to(loss.device).double(),
                 loss.new_tensor(1.0 if stop else 0.0).double(),
+                balance.double(),
             ]
         )
         if self.distributed:
             import torch.distributed as dist
 
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-        total, tokens, norms, stops = packed.tolist()
-        grad_norm = norms / self.size if out.grad_norm is not None else None
-        return total / self.divisor, round(tokens), grad_norm, stops > 0
+        total, tokens, norms, stops, balanced = packed.tolist()
+        return StepTotals(
+            loss=total / self.divisor,
+            tokens=round(tokens),
+            grad_norm=norms / self.size if out.grad_norm is not None else None,
+            stop=stops > 0,
+            balance=balanced / self.divisor if out.balance is not None else None,
+        )
 
     def gather(self, value) -> list:
         """Every rank's `value` (picklable), in rank order, on every rank."""

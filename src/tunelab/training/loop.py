@@ -298,8 +298,9 @@ def train(
             )
             # the step's one collective and one read: stop, loss, tokens, gradient norm
             asked = stop is not None and stop.is_set()
-            step_loss, step_tokens, grad_norm, stopping = world.step_totals(out, asked)
-            tokens_seen += step_tokens
+            totals = world.step_totals(out, asked)
+            step_loss, stopping = totals.loss, totals.stop
+            tokens_seen += totals.tokens
             my_tokens = my_tokens + out.tokens  # this rank's, on the device: read at the end
 
             elapsed = time.perf_counter() - start
@@ -307,15 +308,18 @@ def train(
                 "step": step + 1,
                 "loss": step_loss,
                 "lr": lr,
-                "grad_norm": grad_norm,
+                "grad_norm": totals.grad_norm,
                 "tokens": tokens_seen,
                 "seconds": round(elapsed, 3),
             }
+            if totals.balance is not None:  # a mixture of experts' term, trained on beside it
+                entry["balance_loss"] = totals.balance
             history.append(entry)
-            if not math.isfinite(step_loss):  # every rank read the same sum: all stop here
+            trained = step_loss + (totals.balance or 0.0)
+            if not math.isfinite(trained):  # every rank read the same sum: all stop here
                 if run_dir is not None and world.main:
                     log.append(entry)
-                raise non_finite(step + 1, step_loss, history, cfg.lr, cfg.max_grad_norm)
+                raise non_finite(step + 1, trained, history, cfg.lr, cfg.max_grad_norm)
             if validation is not None and validation.due(step + 1, steps):
                 _validate(validation, model, device, pad_id, history, done, console)
             show(step + 1, step_loss, tokens_seen / elapsed)

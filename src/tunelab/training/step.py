@@ -32,7 +32,8 @@ from tunelab.modeling.render import (
 LOSS_NORMALISATION = (
     "sum of losses (per example, or per target token for a causal LM) / the same count over "
     "the whole accumulated global batch; a mixture of experts adds its router's "
-    "load-balancing loss × its coefficient once per target token"
+    "load-balancing loss (each sparse layer's, averaged over the layers) × its coefficient "
+    "once per target token, logged apart as balance_loss (loss is the task's alone)"
 )
 Example = Encoded | Rendered | Packed | Pixels
 
@@ -64,7 +65,18 @@ def make_batch(
 
 
 def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Sum (not mean) of the losses in a microbatch; the caller divides by the global count.
+    """Sum (not mean) of the losses in a microbatch, what the gradient is taken of: the task's
+    and a mixture of experts' load balancing (`summed_losses`)."""
+    task, balance = summed_losses(model, batch)
+    return task if balance is None else task + balance
+
+
+def summed_losses(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The task's summed loss in a microbatch (the caller divides by the global count), and a
+    mixture of experts' load-balancing term summed the same way (`balance_sum`; None for any
+    other model).
 
     A causal LM's logits at position t predict the token at t + 1. Only the positions whose
     next token is a target are projected onto the vocabulary, where the model can be told so
@@ -72,31 +84,52 @@ def summed_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
     on the host: `modeling.loss_positions`, so the device never waits for a count): the same
     loss and gradients, without the logits of the prompt and the padding (for SmolLM2's
     49,152-word vocabulary, most of a step's activation memory; bench/README.md, "loss-only
-    logits"). A mixture of experts adds its load-balancing loss, weighted as transformers
-    weights it."""
+    logits")."""
     labels = batch["labels"]
     if labels.dim() == 1:  # one class per example
-        return F.cross_entropy(forward(model, batch).logits.float(), labels, reduction="sum")
+        logits = forward(model, batch).logits.float()
+        return F.cross_entropy(logits, labels, reduction="sum"), None
     if labels.is_floating_point():  # task multilabel: a 0/1 target per label, one sigmoid each
         logits = forward(model, batch).logits.float()
         # an example's loss is its labels' mean binary cross-entropy (as BCEWithLogitsLoss)
-        return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / labels.size(1)
+        loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum")
+        return loss / labels.size(1), None
     targets = labels[:, 1:]
     if keeps_logits(model):
         out = forward(model, batch, logits_to_keep=batch["logits_to_keep"])
-        aux = getattr(out, "aux_loss", None)
+        routed = getattr(out, "router_logits", None)
         kept = target_logits(out.logits, batch)  # (targets, vocabulary)
         del out  # the rows around the targets' logits go now, before the loss's own copies
         loss = F.cross_entropy(kept.float(), batch["targets"], reduction="sum")
     else:
         out = forward(model, batch)
-        aux = getattr(out, "aux_loss", None)
+        routed = getattr(out, "router_logits", None)
         shifted = out.logits[:, :-1].float().reshape(-1, out.logits.size(-1))
         loss = F.cross_entropy(shifted, targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
-    if aux is not None:  # a mixture of experts' load balancing
-        coef = getattr(_config(model), "router_aux_loss_coef", 0.0)
-        loss = loss + coef * aux.float() * (targets != IGNORE).sum()
-    return loss
+    return loss, balance_sum(model, routed, batch, (targets != IGNORE).sum())
+
+
+def balance_sum(
+    model: torch.nn.Module, routed, batch: dict[str, torch.Tensor], targets: torch.Tensor
+) -> torch.Tensor | None:
+    """A mixture of experts' load-balancing loss × its coefficient, once per target token (as
+    the losses are summed): each sparse layer's Switch Transformer loss (E × Σᵢ fᵢ·Pᵢ, eqs. 4-6;
+    transformers' `load_balancing_loss_func` given that layer alone), averaged over the layers.
+    transformers pools every layer's routing before it measures the balance, which reads two
+    layers that split the experts between them (one on experts 0 and 1, the other on 2 and 3)
+    as balanced: a run whose weight was raised to even its routing found exactly that split.
+    Balanced, each layer's loss is the experts per token. None without router logits."""
+    config = _config(model)
+    experts = getattr(config, "num_experts", None) or getattr(config, "num_local_experts", None)
+    if not routed or not experts:
+        return None
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import load_balancing_loss_func
+
+    mask = None if "position_ids" in batch else batch.get("attention_mask")  # as `forward`
+    per_token = config.num_experts_per_tok
+    layers = [load_balancing_loss_func((g,), experts, per_token, mask) for g in routed]
+    coef = getattr(config, "router_aux_loss_coef", 0.0)
+    return coef * torch.stack(layers).float().mean() * targets
 
 
 def keeps_logits(model: torch.nn.Module) -> bool:
@@ -142,14 +175,20 @@ def _config(model: torch.nn.Module):
 
 def backward(
     model: torch.nn.Module, batch: dict, denominator: float, device: torch.device, precision: str
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Forward, summed loss / `denominator`, backward: one microbatch's share of the gradient.
-    Returns that share of the loss as a 0-d tensor on the device (read by no one here: reading
-    it would make the host wait for the device)."""
+    Returns that share of the task's loss and of the balancing term (None but for a mixture of
+    experts) as 0-d tensors on the device (read by no one here: reading them would make the
+    host wait for the device)."""
     with autocast(device, precision):
-        loss = summed_loss(model, batch) / denominator
+        task, balance = summed_losses(model, batch)
+        loss = (task if balance is None else task + balance) / denominator
     loss.backward()
-    return loss.detach().float()
+    return (task / denominator).detach().float(), _share(balance, denominator)
+
+
+def _share(balance: torch.Tensor | None, denominator: float) -> torch.Tensor | None:
+    return None if balance is None else (balance / denominator).detach().float()
 
 
 def train_mode(model: torch.nn.Module) -> torch.nn.Module:
@@ -197,6 +236,9 @@ class StepResult:
     """Before clipping; None without `max_grad_norm`."""
     tokens: torch.Tensor
     """Non-pad tokens the step's forward passes saw (an image lab: images)."""
+    balance: torch.Tensor | None = None
+    """A mixture of experts' share of its load-balancing term, normalised as `loss` is and
+    trained on beside it; None for any other model."""
 
 
 def _accumulating(model: torch.nn.Module, last: bool):
@@ -238,10 +280,14 @@ def train_step(
     """One optimizer step over `batches` (the microbatches of one global batch), with no read
     from the device: the loss and the token count stay there as tensors."""
     loss = torch.zeros((), device=device)
+    balance = None
     tokens = torch.zeros((), dtype=torch.long, device=device)
     for i, batch in enumerate(batches):
         with _accumulating(model, last=i == len(batches) - 1):
-            loss += backward(model, batch, denominator, device, precision)
+            task, balanced = backward(model, batch, denominator, device, precision)
+        loss += task
+        if balanced is not None:
+            balance = balanced if balance is None else balance + balanced
         tokens += inputs_seen(batch)
     grad_norm = None
     if max_grad_norm is not None:
@@ -250,4 +296,4 @@ def train_step(
     if scheduler is not None:
         scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return StepResult(loss, grad_norm, tokens)
+    return StepResult(loss, grad_norm, tokens, balance)

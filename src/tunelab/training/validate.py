@@ -29,7 +29,7 @@ from itertools import pairwise
 import torch
 
 from tunelab.training.sharding import resharded
-from tunelab.training.step import loss_weight, make_batch, summed_loss, train_mode
+from tunelab.training.step import loss_weight, make_batch, summed_losses, train_mode
 
 
 @dataclass
@@ -52,14 +52,16 @@ class Validation:
 
     @torch.no_grad()
     def measure(self, model: torch.nn.Module, device: torch.device, pad_id: int) -> float:
-        """The mean validation loss (per example or target token), the model left training.
+        """The mean validation loss (per example or target token; a mixture of experts'
+        balancing term left out, as from the training loss logged), the model left training.
         The batches' sums add up on the device in float64 (as Python's floats would add them)
         and are read once, at the end: on a GPU the host never waits between batches."""
         model.eval()
         total, weight = torch.zeros((), dtype=torch.float64, device=device), 0.0
         for start in range(0, len(self.examples), self.batch_size):
             chunk = self.examples[start : start + self.batch_size]
-            total += summed_loss(model, make_batch(chunk, pad_id, device)).double()
+            task, _ = summed_losses(model, make_batch(chunk, pad_id, device))  # no balancing
+            total += task.double()
             weight += sum(loss_weight(e) for e in chunk)
         train_mode(model)
         return float(total) / weight

@@ -16,7 +16,7 @@ from tunelab.modeling.model import apply_method
 from tunelab.modeling.packing import pack
 from tunelab.modeling.scratch import build_scratch, describe, flops_per_token, scratch_config
 from tunelab.training.loop import train
-from tunelab.training.step import make_batch, summed_loss
+from tunelab.training.step import make_batch, summed_loss, summed_losses
 
 TEXTS = [
     "the cat sat on the mat and looked at the dog",
@@ -267,9 +267,12 @@ def test_a_scratch_model_needs_full_training_and_the_pretrain_task():
         )
 
 
-def test_the_router_balancing_loss_is_part_of_the_training_loss(tokenizer):
-    """Per target token, the step's loss is transformers' own: cross-entropy plus the router's
-    load-balancing loss times its coefficient."""
+def test_the_router_balancing_loss_is_trained_on_per_layer_and_logged_apart(tokenizer):
+    """Per target token, the step trains on cross-entropy plus the coefficient times each
+    sparse layer's Switch loss averaged over the layers (transformers' own pools the layers
+    first); the history logs the task's loss and the balancing term apart."""
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import load_balancing_loss_func
+
     model, config = model_for(tokenizer, moe={"num_experts": 4, "router_aux_loss": 0.5})
     assert config.output_router_logits and config.router_aux_loss_coef == 0.5
     rows = [{"id": str(i), "text": t} for i, t in enumerate(TEXTS[:4])]
@@ -277,11 +280,41 @@ def test_the_router_balancing_loss_is_part_of_the_training_loss(tokenizer):
     batch = make_batch(packed, tokenizer.pad_token_id, torch.device("cpu"))
     targets = int((batch["labels"][:, 1:] != -100).sum())
     with torch.no_grad():
-        ours = float(summed_loss(model, batch)) / targets
+        task, balance = summed_losses(model, batch)
+        total = summed_loss(model, batch)
         theirs = model(
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
             labels=batch["labels"],
         )
-    assert float(theirs.aux_loss) > 0
-    assert ours == pytest.approx(float(theirs.loss), rel=1e-5)
+    mask = batch["attention_mask"]
+    layers = [float(load_balancing_loss_func((g,), 4, 2, mask)) for g in theirs.router_logits]
+    assert len(layers) == 2 and float(theirs.aux_loss) > 0
+    cross_entropy = float(theirs.loss) - 0.5 * float(theirs.aux_loss)
+    assert float(task) / targets == pytest.approx(cross_entropy, rel=1e-5)
+    assert float(balance) / targets == pytest.approx(0.5 * sum(layers) / 2, rel=1e-5)
+    assert float(total) == pytest.approx(float(task + balance), rel=1e-6)
+    cfg = TrainingSpec(lr=1e-2, global_batch=2, microbatch=1, budget={"steps": 2})
+    history = train(model, packed, cfg, torch.device("cpu"), tokenizer.pad_token_id)["history"]
+    assert all(h["balance_loss"] >= 0.5 * 2 - 1e-6 for h in history)  # balanced: k per layer
+    assert history[0]["loss"] == pytest.approx(cross_entropy, rel=1e-4)  # the task's alone
+
+
+def test_layers_that_split_the_experts_between_them_are_not_balanced():
+    """Layer 0 sends every token to experts 0 and 1, layer 1 to 2 and 3: pooled, that reads as
+    balanced (2.0, the experts per token); each layer's own loss is 4.0, twice balanced."""
+    from types import SimpleNamespace
+
+    from tunelab.training.step import balance_sum
+
+    n = 100
+    one, other = torch.full((n, 4), -10.0), torch.full((n, 4), -10.0)
+    one[:, :2], other[:, 2:] = 10.0, 10.0
+    even = torch.zeros(n, 4)
+    config = SimpleNamespace(num_experts=4, num_experts_per_tok=2, router_aux_loss_coef=1.0)
+    model = SimpleNamespace(config=config)
+    targets = torch.tensor(10)
+    split = balance_sum(model, (one, other), {}, targets)
+    assert float(split) == pytest.approx(4.0 * 10, rel=1e-4)
+    assert float(balance_sum(model, (even, even), {}, targets)) == pytest.approx(2.0 * 10)
+    assert balance_sum(model, None, {}, targets) is None  # no router logits: a dense model
