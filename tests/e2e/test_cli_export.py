@@ -261,6 +261,31 @@ def test_a_same_shaped_base_with_other_weights_is_refused(exported, tiny_bert, t
     assert str(other) in result["items"][1]["detail"]
 
 
+def test_a_base_with_its_weights_and_another_config_is_refused(
+    exported, tiny_bert, tmp_path, capsys
+):
+    """The bundle hashed the base's config.json and only its weights were compared: a base
+    whose activation was changed verified 'as recorded' and loaded in silence. A changed
+    tokenizer file is said (the bundle's own tokenizer is the one loaded)."""
+    _, bundle = exported
+    other = Path(shutil.copytree(tiny_bert, tmp_path / "tiny-bert-relu"))
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps(config | {"hidden_act": "relu"}))
+    with pytest.raises(TunelabError, match=r"holds its weights, but its config\.json differs"):
+        tunelab.load_bundle(bundle, base=other)
+    code, result = tl(capsys, "verify", str(bundle), "--base", str(other))
+    base = result["items"][1]
+    assert code == 1 and base["name"] == "base" and not base["passed"]
+    assert "config.json: " in base["detail"] and "recorded" in base["detail"]
+    told = Path(shutil.copytree(tiny_bert, tmp_path / "tiny-bert-tokenizer"))
+    with (told / "tokenizer_config.json").open("a") as f:
+        f.write("\n")
+    code, result = tl(capsys, "verify", str(bundle), "--base", str(told))
+    base = result["items"][1]
+    assert code == 0 and base["passed"]
+    assert "(tokenizer_config.json differ from the base's at export" in base["detail"]
+
+
 def test_a_base_that_is_not_where_recorded_asks_for_base(exported, tmp_path, capsys):
     _, bundle = exported
     code, result = tl(capsys, "verify", str(bundle), "--base", str(tmp_path / "gone"))

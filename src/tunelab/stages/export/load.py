@@ -91,7 +91,7 @@ def check_base(info: dict, base: Path) -> dict:
     if is_scratch(info):
         return _check_scratch_base(recorded, base)
     from tunelab.core.spec import ModelSpec
-    from tunelab.modeling.identity import identity
+    from tunelab.modeling.identity import TOKENIZER_FILES, changed_files, identity
 
     require_present(info, base)
     found = identity(ModelSpec(**(info["spec"]["model"] | {"path": str(base)})), base.parent)
@@ -101,6 +101,18 @@ def check_base(info: dict, base: Path) -> dict:
             f"{recorded['weights_sha256']}), but {found['path']} has weights sha256 "
             f"{found['weights_sha256']}. Give the exact base with --base / base=."
         )
+    changed = changed_files(recorded, found)
+    if built := [n for n in changed if n not in TOKENIZER_FILES]:  # config.json
+        raise WrongBaseError(
+            f"the bundle was trained on {recorded['name']} ({recorded['path']}): "
+            f"{found['path']} holds its weights, but its {' and '.join(built)} "
+            f"{'differ' if len(built) > 1 else 'differs'} from the one it trained with "
+            f"(sha256 {_digests(recorded, found, built)}): the same weights may build another "
+            "model (an activation, a norm's epsilon, a position scaling). Put back the base's "
+            "own file, or give the exact base with --base / base=."
+        )
+    if changed:  # the bundle's own tokenizer is the one loaded: said, not refused
+        found = found | {"tokenizer_differs": changed}
     if base.is_dir():  # a bundle an older tunelab made of an encoder-decoder: never sound
         from tunelab.modeling.architecture import require_not_encoder_decoder
 
@@ -112,6 +124,14 @@ def check_base(info: dict, base: Path) -> dict:
                 "it: its predictions do not stand. Train the task again on a supported base."
             ) from None
     return found
+
+
+def _digests(recorded: dict, found: dict, names: list[str]) -> str:
+    before, now = recorded["files"], found["files"]
+    return "; ".join(
+        f"{n}: {(before.get(n) or 'none')[:16]}… recorded, {(now.get(n) or 'none')[:16]}… found"
+        for n in names
+    )
 
 
 def _check_scratch_base(recorded: dict, base: Path) -> dict:

@@ -174,9 +174,10 @@ def _guarded(name: str, check) -> dict:
 
 def _base(info: dict, base: Path) -> dict:
     found = check_base(info, base)
-    return item(
-        "base", True, f"{found['path']}: weights sha256 {found['weights_sha256'][:16]}… as recorded"
-    )
+    detail = f"{found['path']}: weights sha256 {found['weights_sha256'][:16]}… as recorded"
+    if differs := found.get("tokenizer_differs"):
+        detail += f" ({', '.join(differs)} differ from the base's at export: the bundle's own used)"
+    return item("base", True, detail)
 
 
 def _load(bundle: Path, base: Path, device: str, loaded: dict) -> dict:
