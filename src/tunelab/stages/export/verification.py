@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from tunelab.core.errors import no_permission
+from tunelab.core.exports import relisted
 from tunelab.core.layout import EXPORTS
 
 
@@ -48,6 +49,8 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
     if not exports:
         return result | {"recorded": None, "not_recorded": f"no export of {lab} wrote it"}
     export = store.load(exports[-1])
+    if why := relisted(export, Path(bundle)):
+        result = _relisted(result, why)
     try:
         record_verification(store, export, result)
     except OSError as err:  # a lab this user may only read, or a read-only one: the verdict stands
@@ -55,6 +58,21 @@ def verify_and_record(bundle: Path, base: Path | None = None, device: str = "cpu
             raise
         return result | {"recorded": None, "not_recorded": f"{export['file']} may not be written"}
     return result | {"recorded": export["file"]}
+
+
+def _relisted(result: dict, why: str) -> dict:
+    """The verification failed at `files`: the bundle's own listing was rewritten with it."""
+    from tunelab.stages.export.verify import FIXES
+
+    items = [
+        i | {"passed": False, "detail": why} if i["name"] == "files" and i["passed"] else i
+        for i in result["items"]
+    ]
+    return result | {
+        "passed": False,
+        "items": items,
+        "fix": result.get("fix") or FIXES["files"].format(run=result["run"]),
+    }
 
 
 def _require_base(bundle: Path, base: Path | None) -> None:

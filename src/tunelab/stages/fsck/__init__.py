@@ -14,7 +14,8 @@ What it checks, each problem named with its path and what to do:
 - **every final's** per-example predictions on the test split, as its record hashed them;
 - **every run folder**: a folder without `record.json` (an orphan), a completed run whose
   weights or predictions are missing or no longer have the sha256 its record holds;
-- **every bundle** under `bundles/` against its `SHA256SUMS`, and the log's head the bundle
+- **every bundle** under `bundles/` against its `SHA256SUMS`, that listing against the one its
+  export record hashed (a file changed with its line there), and the log's head the bundle
   recorded at export (`lab_log`) still in the log: a log rewritten whole, chain and all, is
   told from the bundle;
 - **leftovers**: hidden temporary folders or files (`.*.tmp`) that a killed command left;

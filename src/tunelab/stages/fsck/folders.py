@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tunelab.core.chain import line_hash
 from tunelab.core.digest import sha256_file
-from tunelab.core.exports import recorded_export
+from tunelab.core.exports import recorded_export, relisted
 from tunelab.core.layout import (
     BUNDLES,
     COMPARISONS,
@@ -212,7 +212,10 @@ def bundles(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
             for name in found["unlisted"]
         ]
         out += _anchored(store, bundle / "tunelab.json")
-        if not recorded_export(store, bundle):
+        if record := recorded_export(store, bundle):
+            if why := relisted(record, bundle):
+                out.append(problem_at(store, "bundle", path, why, again))
+        else:
             problem = (
                 "a bundle that no export record names: its export stopped (a kill) after the "
                 "bundle was whole, before it was recorded"
