@@ -10,7 +10,7 @@ import yaml
 
 from tunelab.core.allowed import past_words
 from tunelab.core.data_sections import Fields
-from tunelab.stages.export.serving import MERGED_CLASS
+from tunelab.stages.export.card_serving import gguf_lines, serving_lines
 from tunelab.tasks import units
 
 # a language model's metrics (bits per byte, loss, perplexity) are not rates: shown as numbers
@@ -157,15 +157,22 @@ def body(info: dict) -> str:
         "",
         _verdict_line(info.get("comparison"), hyp),
     ]
-    if lim.get("trained_past"):
-        lines += ["", f"**Warning:** {past_words(info['run'], lim['trained_past'])}."]
+    lines += warning_lines(info["run"], lim)
     lines += _validation_lines(info.get("training") or {})
     lines += _numbers_lines(info)
-    lines += _serving_lines(info.get("serving"), info["kind"])
-    lines += _gguf_lines(info.get("gguf"), info["method"])
+    lines += serving_lines(info.get("serving"), info["kind"])
+    lines += gguf_lines(info.get("gguf"), info["method"])
     lines += _limitations_lines(lim)
     lines += _use_lines(info)
     return "\n".join(lines)
+
+
+def warning_lines(run: str, lim: dict) -> list[str]:
+    """Beside the verdict: the blocking findings the run trained past, and what the comparison
+    that judged it warned of it (one answer for every example, a probe start that broke)."""
+    said = [past_words(run, lim["trained_past"])] if lim.get("trained_past") else []
+    said += lim.get("warnings") or []
+    return [line for w in said for line in ("", f"**Warning:** {w.rstrip('.')}.")]
 
 
 def _verdict_line(comp: dict | None, hyp: dict) -> str:
@@ -325,59 +332,12 @@ def _guardrail_line(g: dict) -> str:
     return f"{head}, its interval's worst end {margin} {side} the limit, at {g['worst']}."
 
 
-def _serving_lines(serving: dict | None, kind: str) -> list[str]:
-    """The card's Serving section: whether LoRA-only engines load the adapter, and what to
-    serve instead when they do not."""
-    if not serving:
-        return []
-    lines = ["", "## Serving", ""]
-    if serving["plain_lora"] is None:
-        return [*lines, f"Serve {serving['servable']}."]
-    if serving["plain_lora"]:
-        return [
-            *lines,
-            "A plain LoRA (only low-rank matrices of the base's linear layers): an engine that "
-            "serves LoRA adapters for this architecture can take it as it is (which "
-            "architectures an engine serves LoRA for is its own list).",
-        ]
-    lines.append(
-        "**Not a plain LoRA: engines that load only LoRA matrices (vLLM's LoRA loader, for "
-        "one) refuse it.** Why:"
-    )
-    lines += ["", *(f"- {w}" for w in serving["why"]), ""]
-    lines.append(
-        f"Serve {serving['servable']}. The merged folder loads with transformers alone "
-        f"(`{MERGED_CLASS[kind]}.from_pretrained(merged/)`), and `tunelab verify` checks "
-        "that it gives the run's predictions."
-    )
-    return lines
-
-
 def _without(without: dict | None) -> str:
     """` On the 426 test rows without one, macro_f1 is 93.6.`"""
     if not without or without.get("value") is None:
         return ""
     metric, value = without["metric"], _value(without["metric"], without["value"])
     return f" On the {without['n']} test rows without one, {metric} is {value}."
-
-
-def _gguf_lines(gguf: dict | None, method: str) -> list[str]:
-    """The bundle's GGUF file (`export --gguf`), for llama.cpp: what it holds and how it is
-    checked."""
-    if not gguf:
-        return []
-    chat = "its chat template, " if gguf["tokenizer"].get("chat_template") else ""
-    model = "the LoRA merged into the base" if method == "lora" else "the fine-tuned model"
-    return [
-        "",
-        f"`{gguf['file']}`: {model} as one GGUF file for llama.cpp "
-        f"({gguf['architecture']}, {gguf['dtype']}, {gguf['tensors']} tensors), with the run's "
-        f"tokenizer, {chat}BOS and EOS embedded, for `llama-cli -m {gguf['file']}` or a "
-        "llama.cpp-based server to load alone. Whether this file was run in llama.cpp is "
-        "`tunelab verify`'s to say: it reads the file back, and where llama.cpp is built (`make "
-        "gguf-runtime`) generates the validation sample with it; where not, it says "
-        '"not checked".',
-    ]
 
 
 def _validation_lines(training: dict) -> list[str]:

@@ -1,7 +1,8 @@
 """What a bundle's user should know before trusting it, derived from the records alone:
 classes or fields that regressed (with their intervals), every guardrail's margin, how much
-input the model never saw (truncation), typical failures with their inputs, and the blocking
-findings its run was told to train past (`--allow-warnings`)."""
+input the model never saw (truncation), typical failures with their inputs, the blocking
+findings its run was told to train past (`--allow-warnings`), and what the comparison that
+judged it warned of it (one answer for every example, a probe start that broke)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def limitations(
         "truncation": truncation,
         "typical_failures": failures(predictions, rows),
         "trained_past": trained_past(record),
+        "warnings": row.get("warnings") or [],  # the comparison's, of this run
         "source": "comparison " + comparison["id"] if comparison else "no comparison judged it",
     }
 

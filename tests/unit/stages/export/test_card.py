@@ -93,3 +93,17 @@ def test_a_behaviour_written_without_its_full_stop_ends_as_a_sentence():
 
     assert _sentence("Sorts topics better") == "Sorts topics better."
     assert _sentence("Sorts topics better. ") == "Sorts topics better."
+
+
+def test_the_card_repeats_what_the_comparison_warned_of_its_run():
+    """compare's warnings about the run handed over (one answer for every example, a probe
+    start that broke) were in tunelab.json's comparison row alone, not in the card."""
+    from tunelab.stages.export.card import warning_lines
+    from tunelab.stages.export.limitations import limitations
+
+    one = "r003-lora gives all 12 validation examples one answer ('business'): it separates none"
+    row = {"verdict": "no evidence", "warnings": [one]}
+    lim = limitations({}, {"id": "c002", "row": row}, [], {}, {})
+    assert lim["warnings"] == [one]
+    assert warning_lines("r003-lora", lim) == ["", f"**Warning:** {one}."]
+    assert warning_lines("r003-lora", limitations({}, None, [], {}, {})) == []
