@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tunelab.core.exports import BUNDLE_FILE
 from tunelab.core.files import DamagedFile
+from tunelab.core.layout import EXPORTS
 from tunelab.core.store import Store, StoreError, read_json
 
 
@@ -90,6 +91,22 @@ def invalidated(store: Store, run_id: str | None) -> str | None:
     return (record.get("invalidated") or {}).get("why") or "no reason recorded"
 
 
+def exports(store: Store, finals: list[dict]) -> list[dict]:
+    """Every exported bundle (`export`), each with the opening of the test split it carries:
+    its run's last final made before the bundle (a bundle exported before it has none, and its
+    card says so)."""
+    out = []
+    for path in store.numbered(EXPORTS):
+        x = export(path, store)
+        made = [
+            f
+            for f in finals
+            if f.get("run") == x["run"] and not (x["created"] and f.get("time", "") > x["created"])
+        ]
+        out.append(x | {"final": made[-1] if made else None})
+    return out
+
+
 def export(path: Path, store: Store | None = None) -> dict:
     """A bundle as its model card sums it up: the verdict it was handed over with, what
     regressed, how many validation inputs were cut, the form a server loads, and why its run
@@ -107,6 +124,7 @@ def export(path: Path, store: Store | None = None) -> dict:
         "base": {"name": base.get("name"), "weights_sha256": base.get("weights_sha256")},
         "created": record.get("created"),
         "verified": verified if isinstance(verified, dict) else {"passed": verified},
+        "verified_on": _elsewhere(verified, base),
         "verdict": limits.get("verdict"),
         "regressed": [
             f"{r['metric']} {r['scope']}"
@@ -123,3 +141,9 @@ def export(path: Path, store: Store | None = None) -> dict:
         "serve": (record.get("serving") or {}).get("servable"),
         "invalid": invalidated(store, record.get("run")) if store is not None else None,
     }
+
+
+def _elsewhere(verified, base: dict) -> str | None:
+    """The base the last `verify` was given, where it is not the one the bundle records."""
+    given = verified.get("base") if isinstance(verified, dict) else None
+    return given if given and base.get("path") and Path(given) != Path(base["path"]) else None

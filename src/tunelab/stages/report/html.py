@@ -20,7 +20,7 @@ from markupsafe import Markup, escape
 from tunelab.core.digest import sha256_bytes
 from tunelab.core.errors import no_permission
 from tunelab.core.lab import Lab
-from tunelab.core.layout import EXPORTS, SIZING
+from tunelab.core.layout import SIZING
 from tunelab.core.store import atomic_write_text
 from tunelab.stages.report import charts, comparison, handover, images, sections
 from tunelab.stages.report.recorded_spec import recorded_spec
@@ -148,8 +148,8 @@ def gather(lab: Lab) -> dict[str, Any]:
         "confusions": sections.confusions(valid),
         "sizing": [sections.sizing(p) for p in store.numbered(SIZING)],
         "plan": sections.plan(store),
-        "finals": handover.finals(store),
-        "exports": [handover.export(p, store) for p in store.numbered(EXPORTS)],
+        "finals": (finals := handover.finals(store)),
+        "exports": handover.exports(store, finals["rows"]),
     }
 
 
