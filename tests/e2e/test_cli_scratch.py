@@ -138,6 +138,17 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert base["config_class"] == "LlamaConfig" and base["tokenizer"]["source"] == "bpe"
     assert base["params"]["total"] == base["params"]["active"] > 0 and base["flops_per_token"] > 0
 
+    # a value that changes nothing the run trains is refused before anything trains
+    lr = mha["spec"]["training"]["lr"]
+    for change, why in (
+        ("model.arch.moe.experts_per_token=1", "the model has no experts"),
+        (f"training.lr={lr},{lr * 3}", f"training.lr is {mha['id']}'s own value"),
+    ):
+        code, refused = tl(capsys, "ablate", *where, change, "--parent", mha["id"])
+        assert code == 2 and why in refused["error"], refused
+        assert f"would train a copy of {mha['id']}" in refused["error"]
+    assert len(Store(lab).runs()) == 2  # the baseline and mha alone
+
     key = "model.arch.num_key_value_heads"
     code, ablation = tl(capsys, "ablate", *where, f"{key}=2,1", "--parent", mha["id"])
     assert code == 0, ablation

@@ -164,6 +164,24 @@ def _only(key: str, values: list, labs: list[Lab], parent: str | None, current: 
                 "parent in everything else (or name another --parent), then ablate again. "
                 "Nothing was trained."
             )
+        if why := _no_change(key, found, lab, diff_specs(found.get("spec") or {}, expected)):
+            raise OneChangeError(
+                f"ablate {key}={value}: {why}, so its run would train a copy of {found['id']}; "
+                "leave the value out (or change what makes it count). Nothing was trained."
+            )
+
+
+def _no_change(key: str, parent: dict, lab: Lab, diff: dict) -> str | None:
+    """Why a value changes nothing the run trains (the parent's own value; an experts key on
+    a model with none), or None. Such a value had trained a copy of the parent in silence, and
+    an ablation of `moe.experts_per_token` that forgot `num_experts` read "k does not matter"."""
+    if not any(diff[group] for group in counted_groups(diff)):
+        return f"{key} is {parent['id']}'s own value"
+    arch = lab.spec.model.arch
+    experts = key.startswith("model.arch.moe.") and key != "model.arch.moe.num_experts"
+    if experts and arch and not arch.moe.num_experts:
+        return "the model has no experts (model.arch.moe.num_experts is 0)"
+    return None
 
 
 @contextmanager
