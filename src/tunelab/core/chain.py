@@ -100,13 +100,14 @@ def verify(path: Path) -> dict:
         started = True
         expected = line_hash(raw[number - 2]) if number > 1 else GENESIS
         if event["prev"] != expected:
-            problems.append(
-                {
-                    "line": number,
-                    "problem": f"does not follow line {number - 1}: a line at or before it was "
-                    "edited, deleted or reordered",
-                }
+            problem = (
+                f"does not follow line {number - 1}: a line at or before it was edited, deleted "
+                "or reordered"
+                if number > 1
+                else "is not the log's first line (the chain's start): the first line was "
+                "deleted or edited"
             )
+            problems.append({"line": number, "problem": problem})
         if event.get("event") == BREAK:
             breaks.append(
                 {

@@ -96,6 +96,18 @@ def test_a_marked_break_forgives_the_lines_it_names_and_no_others(tmp_path):
     assert verify(store.log_path)["problems"] == []
     store.log_event("step", i=6)
     assert verify(store.log_path)["problems"] == []
+    store.log_event("step", i=7)
+    after = lines(store)
+    after[-2] = after[-2].replace('"i": 6', '"i": 8')  # an edit after the break: not forgiven
+    rewrite(store, after)
+    assert [p["line"] for p in verify(store.log_path)["problems"]] == [len(after)]
+
+
+def test_the_first_line_deleted_is_named_as_the_chain_s_start(tmp_path):
+    store = logged(tmp_path)
+    rewrite(store, lines(store)[1:])
+    (problem,) = verify(store.log_path)["problems"]
+    assert problem["line"] == 1 and "the first line was deleted or edited" in problem["problem"]
 
 
 def _append(args) -> None:
