@@ -123,7 +123,7 @@ class Rendered:
 
     @property
     def loss_tokens(self) -> int:
-        return sum(self.loss_mask)
+        return sum(self.loss_mask[1:])  # position 0 is never predicted (`teaches`)
 
     @property
     def teaches(self) -> bool:

@@ -187,3 +187,16 @@ def test_a_turn_token_marked_special_only_in_tokenizer_json_ends_the_answer():
     turn = tok.convert_tokens_to_ids("<end_of_turn>")
     assert turn not in tok.all_special_ids  # named nowhere but in tokenizer.json
     assert make_template(tok, "chat", "Extract.").end_id == turn
+
+
+@pytest.mark.parametrize("on_prompt", [False, True])
+def test_an_example_weighs_as_many_tokens_as_its_loss_covers(tok, on_prompt):
+    """With `loss_on_prompt` the mask covers position 0, which nothing predicts: the step had
+    divided by one token more than the loss summed (34 for 33)."""
+    from tunelab.training.step import loss_weight, make_batch
+
+    template = make_template(tok, "chat", "Extract.")
+    r = render_example(tok, template, EXAMPLE, TARGET, 128, loss_on_prompt=on_prompt)
+    batch = make_batch([r], tok.pad_token_id or 0, torch.device("cpu"))
+    assert loss_weight(r) == int((batch["labels"][:, 1:] != -100).sum())
+    assert loss_weight(r) == (len(r.input_ids) - 1 if on_prompt else sum(r.loss_mask))

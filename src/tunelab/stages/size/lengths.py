@@ -36,11 +36,8 @@ def measured_lengths(train_set: list, seq_len: int | None, max_length: int) -> d
         },
         "target_tokens": None,
     }
-    counts = [  # a packed sequence (task pretrain) learns its tokens: its labels say which
-        sum(e.loss_mask) if hasattr(e, "loss_mask") else e.loss_tokens
-        for e in train_set
-        if hasattr(e, "loss_mask") or hasattr(e, "loss_tokens")
-    ]
+    # the positions a causal example learns (a packed sequence's labels say which)
+    counts = [e.loss_tokens for e in train_set if hasattr(e, "loss_tokens")]
     if counts:
         out["target_tokens"] = {
             "value": min(representative_length(counts), seq),
