@@ -282,27 +282,30 @@ def device_for(world: World, device: torch.device) -> torch.device:
 
 @contextmanager
 def joined(world: World, device: torch.device) -> Iterator[World]:
-    """The process group for the block (gloo on CPU, nccl on CUDA), left when it ends."""
+    """The process group for the block (gloo on CPU, nccl on CUDA), joined by the first block
+    of the command and kept for the next (`run --seeds`, `noise`, `ablate` train several runs
+    in one command), left at its end (`collect_before_exit`). A group left after each run and
+    joined again raced: the other ranks joined the next run's group while rank 0 still
+    evaluated the last, met the old group's addresses in torchrun's store, and hung or were
+    refused (3 of 4 two-seed runs)."""
     if not world.distributed:
         yield world
         return
     import torch.distributed as dist
 
     backend = "nccl" if device.type == "cuda" else "gloo"
-    if device.type == "cuda":
-        import torch
+    if not dist.is_initialized():
+        if device.type == "cuda":
+            import torch
 
-        torch.cuda.set_device(device)
-        # bound to its GPU at once: a barrier without it warned on every run and guessed the
-        # device from the current context
-        dist.init_process_group(backend, device_id=device)
-    else:
-        dist.init_process_group(backend)
-    try:
-        yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
-        dist.barrier()  # every rank done with the group before any leaves it
-    finally:
-        dist.destroy_process_group()
+            torch.cuda.set_device(device)
+            # bound to its GPU at once: a barrier without it warned on every run and guessed
+            # the device from the current context
+            dist.init_process_group(backend, device_id=device)
+        else:
+            dist.init_process_group(backend)
+    yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
+    dist.barrier()  # every rank done with the block before any goes on
 
 
 def collect_before_exit() -> None:
@@ -314,3 +317,7 @@ def collect_before_exit() -> None:
     import gc
 
     gc.collect()
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():  # the group `joined` kept, left last
+        dist.destroy_process_group()

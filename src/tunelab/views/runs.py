@@ -140,7 +140,8 @@ def replicates(result: dict, console: Console) -> None:
         run(record, console)
     failed = [m for m in result["members"] if m.get("status") == "failed"]
     for m in failed:
-        console.print(f"[red]seed {m['seed']} failed[/] ({m['run'] or 'no run'}): {m['error']}")
+        said = escape(m["error"])  # an error's own brackets (a path `[/...]`) are no markup
+        console.print(f"[red]seed {m['seed']} failed[/] ({m['run'] or 'no run'}): {said}")
     console.print(
         f"[bold]{result['id']}[/]: {result['finished']} of {len(result['seeds'])} seeds "
         f"completed; mean ± sd over them: " + _spread(result["summary"])

@@ -1,5 +1,6 @@
 """The pieces of several-process training that need no process group: who a rank is, what it
-takes of a global batch, what it divides the loss by."""
+takes of a global batch, what it divides the loss by, and when a command joins and leaves the
+group (its calls stood in for)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from tunelab.training.distributed import (
     DistributedError,
     World,
     check_batch,
+    collect_before_exit,
+    joined,
     main_process,
     world_from_env,
 )
@@ -58,3 +61,34 @@ def test_a_global_batch_must_split_evenly_over_processes_and_microbatches():
     check_batch(World(0, 2, 0, "ddp"), 8, 2)
     with pytest.raises(DistributedError, match=r"multiple of 2 processes × training.microbatch"):
         check_batch(World(0, 2, 0, "ddp"), 6, 2)
+
+
+def test_a_command_joins_the_process_group_once_for_all_its_runs(monkeypatch):
+    """`run --seeds` left the group after each seed and joined it again: the other ranks
+    joined the next seed's group while rank 0 still evaluated the last, met the old group's
+    addresses in torchrun's store, and hung or were refused. One group serves every run of the
+    command, with a barrier after each, and is left once, at the command's end."""
+    import torch.distributed as dist
+
+    calls: list[str] = []
+    state = {"up": False}
+
+    def init(backend, **kwargs):
+        calls.append(f"init {backend}")
+        state["up"] = True
+
+    def destroy():
+        calls.append("destroy")
+        state["up"] = False
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: state["up"])
+    monkeypatch.setattr(dist, "init_process_group", init)
+    monkeypatch.setattr(dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(dist, "destroy_process_group", destroy)
+    world = World(rank=1, size=2, local_rank=1, strategy="ddp")
+    for _ in range(2):  # two seeds
+        with joined(world, torch.device("cpu")) as inside:
+            assert inside.backend == "gloo" and inside.rank == 1
+    assert calls == ["init gloo", "barrier", "barrier"]
+    collect_before_exit()
+    assert calls[-1] == "destroy" and not state["up"]

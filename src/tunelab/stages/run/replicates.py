@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from rich.console import Console
+from rich.markup import escape
 
 from tunelab.core.errors import Interrupted, TunelabError
 from tunelab.core.lab import Lab
@@ -101,7 +102,7 @@ def train_seeds(
             if member["run"] is None:  # refused before any run existed: every seed would be
                 raise
             if console:
-                console.print(f"[red]seed {seed} failed[/]: {member['error']}")
+                console.print(f"[red]seed {seed} failed[/]: {escape(member['error'])}")
         finally:
             group["finished"] = len(completed)
             store.save(path, group, "group_member", group=group["id"], seed=seed)

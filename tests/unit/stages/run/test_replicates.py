@@ -27,7 +27,7 @@ def fake_lab(tmp_path: Path) -> Lab:
     return Lab(tmp_path, validate_spec(SPEC), Store(tmp_path), torch.device("cpu"), data="v1")
 
 
-def fake_run(fail_at: set[int], interrupt_at: set[int] = frozenset()):
+def fake_run(fail_at: set[int], interrupt_at: set[int] = frozenset(), error="the GPU caught fire"):
     """A stand-in for run_variant: opens a run for the replicate, then completes, fails or is
     interrupted as told by its index."""
 
@@ -47,7 +47,7 @@ def fake_run(fail_at: set[int], interrupt_at: set[int] = frozenset()):
         if replicate["index"] in interrupt_at:
             raise Interrupted("SIGINT", "stopped")
         if replicate["index"] in fail_at:
-            raise RuntimeError("the GPU caught fire")
+            raise RuntimeError(error)
         return {**record, "status": "completed"}
 
     return run
@@ -67,6 +67,24 @@ def test_each_replicate_trains_its_own_seed_and_a_failure_stays_in_the_group(tmp
     assert group["summary"]["accuracy"]["mean"] == pytest.approx(0.6)
     stored = read_json(tmp_path / ".tunelab" / "groups" / f"{group['id']}.json")
     assert stored["members"] == group["members"]
+
+
+def test_a_failed_seeds_error_is_printed_as_written_brackets_and_all(tmp_path, monkeypatch):
+    """gloo's errors name their source as `[/__w/.../pair.cc:152]`, which rich read as a closing
+    tag: printing the failed seed crashed the command as an internal error."""
+    import io
+
+    from rich.console import Console
+
+    from tunelab.views.runs import replicates as view
+
+    said = "Gloo connectFullMesh failed with [/__w/pytorch/gloo/tcp/pair.cc:152] refused"
+    monkeypatch.setattr(replicates, "run_variant", fake_run(fail_at={1}, error=said))
+    out = io.StringIO()
+    console = Console(file=out, width=300)
+    group = replicates.run_replicates(fake_lab(tmp_path), 2, "lora", console)
+    view(group | {"runs": []}, console)  # the group as `run --seeds` prints it at the end
+    assert out.getvalue().count("[/__w/pytorch/gloo/tcp/pair.cc:152]") == 2
 
 
 def test_an_interrupted_replicate_stops_the_group_and_is_recorded(tmp_path, monkeypatch):
