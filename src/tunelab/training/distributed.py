@@ -293,19 +293,33 @@ def joined(world: World, device: torch.device) -> Iterator[World]:
         return
     import torch.distributed as dist
 
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    if not dist.is_initialized():
-        if device.type == "cuda":
-            import torch
-
-            torch.cuda.set_device(device)
-            # bound to its GPU at once: a barrier without it warned on every run and guessed
-            # the device from the current context
-            dist.init_process_group(backend, device_id=device)
-        else:
-            dist.init_process_group(backend)
+    backend = join(world, device)
     yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
     dist.barrier()  # every rank done with the block before any goes on
+
+
+def join(world: World, device: torch.device) -> str | None:
+    """Join the command's process group unless this process has (its backend; None on one
+    process). `run` and `resume` join before rank 0 opens the run's record: a rank that dies
+    at its start then leaves no record `running` behind (rank 0, blocked in the rendezvous,
+    cannot act on torchrun's SIGTERM and is killed)."""
+    if not world.distributed:
+        return None
+    import torch.distributed as dist
+
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if dist.is_initialized():
+        return backend
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.set_device(device)
+        # bound to its GPU at once: a barrier without it warned on every run and guessed the
+        # device from the current context
+        dist.init_process_group(backend, device_id=device)
+    else:
+        dist.init_process_group(backend)
+    return backend
 
 
 def collect_before_exit() -> None:

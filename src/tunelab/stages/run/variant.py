@@ -55,6 +55,7 @@ from tunelab.training.distributed import (
     World,
     check_batch,
     device_for,
+    join,
     joined,
     world_from_env,
 )
@@ -333,11 +334,13 @@ def _precisions(store) -> list[tuple[str, dict]]:
 
 
 def on_world(lab: Lab) -> tuple[Lab, World]:
-    """This process's world (torchrun's variables), its device, and the batch check, before
-    any record exists."""
+    """This process's world (torchrun's variables), its device, the batch check and the
+    process group joined, before any record exists."""
     world = world_from_env(lab.spec.training.strategy)
     check_batch(world, lab.spec.training.global_batch, lab.spec.training.microbatch)
-    return dataclasses.replace(lab, device=device_for(world, lab.device)), world
+    lab = dataclasses.replace(lab, device=device_for(world, lab.device))
+    join(world, lab.device)  # every rank there before a record is opened
+    return lab, world
 
 
 def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume, version=None):
