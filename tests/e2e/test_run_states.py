@@ -25,9 +25,10 @@ LONG = {
     "seed": 0,
     "checkpoint_every": 1,
 }
-STOPPED = {**LONG, "budget": {"steps": 120}}
+STOPPED = {k: v for k, v in LONG.items() if k != "checkpoint_every"} | {"budget": {"steps": 120}}
 """Stopped by a SIGTERM after step 5, resumed, and trained again straight through: 120 steps
-leave the signal a second or more to land and take 8 s where 400 took 14."""
+leave the signal a second or more to land and take 8 s where 400 took 14. No checkpoint cadence
+(the default): the checkpoint resumed from is the one the stop itself saves."""
 
 
 def start_run(lab: Path, name: str) -> subprocess.Popen:
@@ -114,6 +115,11 @@ def test_sigterm_then_resume_ends_like_an_uninterrupted_run(make_lab, capsys):
     assert resumed["metrics"] == straight["metrics"]
     losses = [h["loss"] for h in resumed["training"]["history"]]
     assert losses == pytest.approx([h["loss"] for h in straight["training"]["history"]], abs=1e-6)
+    for key in ("tokens", "lr"):  # counted on from the stop, the schedule followed through it
+        assert [h[key] for h in resumed["training"]["history"]] == [
+            h[key] for h in straight["training"]["history"]
+        ], key
+    assert resumed["training"]["tokens"] == straight["training"]["tokens"]
     preds = [
         (run_dir.parent / r / "predictions.jsonl").read_text()
         for r in ("r001-stopped", "r002-straight")

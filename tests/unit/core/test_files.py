@@ -37,3 +37,29 @@ def test_a_folder_s_files_take_the_umask_s_mode_whatever_wrote_them(tmp_path):
         (folder / "README.md").write_text("card")
     for name in ("model.safetensors", "README.md"):
         assert os.stat(tmp_path / "bundle" / name).st_mode & 0o777 == 0o666 & ~_UMASK
+
+
+def test_a_record_and_a_log_line_are_fsynced_before_they_count(tmp_path, monkeypatch):
+    """A record's bytes are fsynced before the rename puts them in place and the folder after
+    it; a log line with its folder: a power cut then leaves the old record or the new, and no
+    line the log lost (only checkpoints had a test of it)."""
+    import os
+
+    from tunelab.core.files import append_line, atomic_write_text
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd):
+        where = os.readlink(f"/proc/self/fd/{fd}")
+        synced.append(os.path.relpath(where, tmp_path) + ("*" if os.path.exists(where) else ""))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    atomic_write_text(tmp_path / "record.json", "{}")
+    (record, folder) = synced
+    assert record.startswith(".record.json.") and record.endswith(".tmp*")  # the temporary
+    assert folder == ".*" and (tmp_path / "record.json").read_text() == "{}"
+    synced.clear()
+    append_line(tmp_path / "events.jsonl", "{}")
+    assert synced == ["events.jsonl*", ".*"]
