@@ -157,6 +157,9 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert [list(r["diff"]) for r in runs] == [["attention"], ["attention"]]  # one change
     assert [r["base_model"]["config"]["num_key_value_heads"] for r in runs] == [2, 1]
     assert runs[1]["base_model"]["params"]["total"] < runs[0]["base_model"]["params"]["total"]
+    assert [r["params"]["total"] for r in ablation["runs"]] == [  # each value's size, by its score
+        r["base_model"]["params"]["total"] for r in runs
+    ]
 
     # `--check`: each value's new wiring checked before its run. Experts without a shared one:
     # its empty projections and gate are frozen, and the check (which failed on them as
@@ -180,6 +183,9 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     out = io.StringIO()
     runs_view.ablation(again, Console(file=out, width=160))
     assert "wiring check" in out.getvalue() and "passed, on record" in out.getvalue()
+    size = again["runs"][0]["params"]  # experts: more weights in all than a token uses
+    assert size["total"] > size["active"] and "params (active)" in out.getvalue()
+    assert f"{size['total'] / 1e3:.1f}k ({size['active'] / 1e3:.1f}k)" in out.getvalue()
     # a failed check stops the ablation before that value's run, and says where to look
     import tunelab.stages.check.steps as steps
 

@@ -18,8 +18,11 @@ def ablation(result: dict, console: Console) -> None:
     metric = result["runs"][0]["metric"] + (f", mean of {seeds} seeds" if seeds else "")
     seconds = "train s" + (", all seeds" if seeds else "")
     checked = any("check" in r for r in result["runs"])  # `ablate --check`
+    # a scratch model's architecture changed: each value's size beside its score
+    sized = result["key"].startswith("model.") and all(r.get("params") for r in result["runs"])
     table = Table(
         *columns,
+        *(["params (active)", "FLOPs/token"] if sized else []),
         metric,
         seconds,
         *(["wiring check"] if checked else []),
@@ -32,6 +35,7 @@ def ablation(result: dict, console: Console) -> None:
             r["id"],
             *version,
             str(r["parent"]),
+            *(_size_cells(r) if sized else []),
             metric_value(r["metric"], r["score"]),
             f"{r['seconds']:.0f}",
             *([_check_cell(r.get("check"))] if checked else []),
@@ -43,6 +47,19 @@ def ablation(result: dict, console: Console) -> None:
             f"{result['data_version']} (still the current one)"
         )
     console.print("compare them with the paired statistics: `tunelab compare`")
+
+
+def _size_cells(row: dict) -> list[str]:
+    """`6.82M (4.46M)`, `29.9M`: a value's parameters (active per token, where experts leave
+    some out) and FLOPs per token, set beside its score."""
+    total, active = row["params"]["total"], row["params"]["active"]
+    params = _count(total) + (f" ({_count(active)})" if active != total else "")
+    flops = row.get("flops_per_token")
+    return [params, _count(flops) if flops else "-"]
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
 def _check_cell(check: dict | None) -> str:

@@ -298,9 +298,9 @@ def concentration_note(c: dict, f: dict, metric: str) -> str:
         without = f"{rest:+.4f} (a reduction is the gain)"
     else:
         without = f"{100 * rest:+.1f} points"
+    net = f", net {f['net']} <= {c['k']}" if f["net"] <= c["k"] else ""  # true of 0/1 values
     return (
         f"the gain comes from a handful of examples: without the {c['k']} most improved of "
         f"{c['n']}, the mean change in {measure} over the other {others} is {without} "
-        f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}, net {f['net']} "
-        f"<= {c['k']})"
+        f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}{net})"
     )

@@ -240,6 +240,10 @@ def _row(lab, value, record: dict, group: dict | None = None) -> dict:
         "score": record["metrics"][metric],
         "seconds": record["training"]["seconds"],
     }
+    base = record.get("base_model") or {}
+    if base.get("params"):  # a model built from scratch: its size beside its score
+        row["params"] = {k: base["params"][k] for k in ("total", "active")}
+        row["flops_per_token"] = base.get("flops_per_token")
     if group is not None:
         row["group"] = group["id"]
         row["seeds"] = [{"run": r["id"], "seed": seed_of(r)} for r in group["runs"]]

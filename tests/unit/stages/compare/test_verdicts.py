@@ -183,6 +183,12 @@ def test_a_concentrated_reduction_is_written_as_a_reduction():
         c | {"delta_without_top_k": -0.011, "measure": "accuracy"}, f, "macro_f1"
     )
     assert "the mean change in accuracy over the other 37 is -1.1 points" in said
+    # "net <= k" holds of 0/1 values alone: a mean of bits per byte over documents can be
+    # concentrated with more documents better than worse (it read "net 8 <= 3")
+    spread = {"fixed": {"count": 37}, "broken": {"count": 29}, "net": 8}
+    said = concentration_note(c | {"n": 90}, spread, "bits_per_byte")
+    assert said.endswith("(fixed 37, broken 29)") and "<=" not in said
+    assert concentration_note(c, f, "bits_per_byte").endswith("(fixed 5, broken 35, net -30 <= 3)")
 
 
 def test_a_spread_gain_is_not_concentrated_and_stays_improved(tmp_path):
