@@ -206,6 +206,14 @@ def test_another_device_with_a_given_throughput_is_accepted_and_recorded(tmp_pat
     assert record["variants"]["fit"] == 253  # 506,700 s / 2,000 s
     event = Store(tmp_path).events()[-1]
     assert (event["tokens_per_s"], event["device"]) == (128.0, "H100")
+    # what it did not measure there is said: memory, and every time but the training speed
+    assert any(w.startswith("memory on H100 is not measured") for w in record["warnings"])
+    assert any(
+        w.startswith("the start-up, evaluation, final and export times are cpu's")
+        for w in record["warnings"]
+    )
+    same = run_plan(open_records_lab(reference(tmp_path)), days=7)
+    assert not any("is not measured" in w for w in same["warnings"])
 
 
 def test_a_slower_given_throughput_stretches_every_measured_duration(tmp_path):

@@ -91,7 +91,7 @@ def run_plan(
         "variants": plan["variants"],
         "buffer_rule": plan["buffer_rule"],
         "throughput": fig["throughput"],
-        "warnings": speed_warnings + fig["warnings"] + plan["warnings"],
+        "warnings": speed_warnings + _elsewhere(target, run) + fig["warnings"] + plan["warnings"],
         "based_on": _based_on(run, check, size, version, counts, fig, named=run_id is not None),
         # a what-if (`plan training.budget.steps=...`) says so wherever the plan is shown
         "overrides": {k: lab.overrides[k] for k in sorted(lab.overrides)},
@@ -113,6 +113,22 @@ def run_plan(
         warnings=len(record["warnings"]),
     )
     return record
+
+
+def _elsewhere(target: str, run: dict) -> list[str]:
+    """What a plan for another device than the one measured takes from the measured one: all
+    but the training speed given for it."""
+    measured = run["env"]["device"]
+    if same_device(target, measured):
+        return []
+    peak = (run.get("training") or {}).get("peak_memory_mb")
+    held = f"the run's peak ({peak:,.0f} MiB on {measured['type']})" if peak else "this lab"
+    return [
+        f"memory on {target} is not measured: {held} says nothing of whether the model fits "
+        f"there; `tunelab size` on that machine measures it before the rental is spent",
+        f"the start-up, evaluation, final and export times are {measured['type']}'s, measured "
+        f"here: only the training speed is {target}'s (--tokens-per-second)",
+    ]
 
 
 def new_plan(store: Store) -> tuple[str, Path]:
