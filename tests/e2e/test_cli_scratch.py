@@ -251,12 +251,16 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert "bits_per_byte reduced by" in card
     total = runs[1]["base_model"]["params"]["total"]  # what the model is, in numbers
     assert f"It has {total:,} parameters and trained on sequences of 48 tokens." in card
+    assert 'tunelab.load_bundle("path/to/bundle")' in card  # its base is its own base/
+    assert "| bytes |" not in card and "| tokens |" not in card  # counts, not metrics
+    assert "trained whole: nothing to merge" in card
     code, verified = tl(capsys, "verify", str(bundle))
     assert code == 0 and verified["passed"], verified["items"]
     assert (
         verified["base"] == str(bundle / "base")
         and "every one must" in verified["items"][-1]["detail"]
     )
+    assert ": config and tokenizer sha256 " in verified["items"][1]["detail"]
     model, tokenizer, _ = tunelab.load_bundle(bundle)
     assert type(model).__name__ == "LlamaForCausalLM" and tokenizer.eos_token == "<|endoftext|>"
     other = Path(shutil.copytree(bundle / "base", tmp_path / "other-base"))

@@ -53,7 +53,8 @@ def export(result: dict, console: Console) -> None:
     )
     lim, cut = result["limitations"], result["limitations"]["truncation"]
     console.print(
-        f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); {regressions(lim['regressed'])}"
+        f"  verdict {lim['verdict'] or 'none'} ({lim['source']}); "
+        + (regressions(lim["regressed"]) if lim["verdict"] else "no guardrail was measured")
         + (_cut(cut) if cut else "")
     )
     m = result.get("merge_check")

@@ -63,3 +63,23 @@ def test_a_verdict_says_what_it_does_not_cover():
     text = out.getvalue()
     assert "VERIFIED: bundles/r002" in text and "? gguf" in " ".join(text.split())
     assert "not checked, so not part of that verdict: gguf (llama.cpp runtime not built" in text
+
+
+def test_an_export_no_comparison_judged_says_no_guardrail_was_measured():
+    """It read "no guardrail measured a regression" where no guardrail was measured at all."""
+    from tunelab.views.export import export
+
+    lim = {"verdict": None, "source": "no comparison judged it", "regressed": [], "truncation": {}}
+    result = {
+        "run": "r002-mha",
+        "bundle": "bundles/r002-mha",
+        "files": ["README.md"],
+        "base_model": {"name": "scratch LlamaConfig", "weights_sha256": "ab" * 32},
+        "limitations": lim,
+    }
+    out = io.StringIO()
+    export(result, Console(file=out, width=200))
+    assert "verdict none (no comparison judged it); no guardrail was measured" in out.getvalue()
+    out = io.StringIO()
+    export(result | {"limitations": lim | {"verdict": "improved"}}, Console(file=out, width=200))
+    assert "no guardrail measured a regression" in out.getvalue()

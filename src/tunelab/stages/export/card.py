@@ -206,7 +206,7 @@ def _numbers_lines(info: dict) -> list[str]:
     test = (info.get("final") or {}).get("metrics", {})
     interval = (info.get("final") or {}).get("interval") or {}
     for k, v in info["validation_metrics"].items():
-        if isinstance(v, int | float) and k != "n":
+        if isinstance(v, int | float) and k not in ("n", "bytes", "tokens"):  # counts
             shown = _value(k, test[k]) if k in test else "not opened"
             if k in test and interval.get("metric") == k:  # the examples' noise on the test
                 shown += f" (95%: {_value(k, interval['low'])} to {_value(k, interval['high'])})"
@@ -266,7 +266,9 @@ def _limitations_lines(lim: dict) -> list[str]:
 
 
 def _use_lines(info: dict) -> list[str]:
-    """How to load the bundle, the prompts as trained and the decoding as evaluated."""
+    """How to load the bundle (a model built from scratch: on its own `base/`), the prompts as
+    trained and the decoding as evaluated."""
+    scratch = info["base_model"].get("init") == "scratch"
     lines = [
         "",
         "## Use",
@@ -274,7 +276,8 @@ def _use_lines(info: dict) -> list[str]:
         "```python",
         "import tunelab",
         "",
-        'model, tokenizer, info = tunelab.load_bundle("path/to/bundle", base="path/to/base")',
+        "model, tokenizer, info = tunelab.load_bundle("
+        + ('"path/to/bundle")' if scratch else '"path/to/bundle", base="path/to/base")'),
         "```",
         "",
     ]

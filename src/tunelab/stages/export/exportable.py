@@ -32,11 +32,15 @@ def _instead(record: dict, run_dir: Path) -> str:
         return f"`tunelab resume {record['id']}` finishes it; then export it."
     if record["kind"] == "variant":  # running, or invalidated
         return "Export a completed variant (`tunelab runs` lists them)."
-    probe = " (a LoRA can start from this probe's head: method.head_init: probe)"
-    started = probe if record.get("name") == "probe" else ""
+    if record.get("name") == "probe":  # its head was fitted, on frozen features
+        return (
+            "A probe baseline is a linear head fitted on the frozen base's features, measured "
+            "to judge variants against, not a bundle: train a variant that starts from its head "
+            "(`tunelab run method.head_init=probe`) and export that."
+        )
     return (
         "A baseline is the base model as it is, with nothing trained to hand over: train a "
-        f"variant from it (`tunelab run`){started} and export that."
+        "variant from it (`tunelab run`) and export that."
     )
 
 

@@ -51,7 +51,7 @@ def serving(
         return {
             "plain_lora": None,
             "why": [],
-            "servable": "the bundle's own weights (full fine-tuning: nothing to merge)",
+            "servable": "the bundle's own weights (trained whole: nothing to merge)",
         }
     config = json.loads((bundle / "adapter_config.json").read_text(encoding="utf-8"))
     why = not_plain(config | {"modules_to_save": saved_modules(bundle, config)})

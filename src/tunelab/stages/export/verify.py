@@ -174,7 +174,8 @@ def _guarded(name: str, check) -> dict:
 
 def _base(info: dict, base: Path) -> dict:
     found = check_base(info, base)
-    detail = f"{found['path']}: weights sha256 {found['weights_sha256'][:16]}… as recorded"
+    what = "config and tokenizer" if "config_sha256" in found else "weights"  # built from scratch
+    detail = f"{found['path']}: {what} sha256 {found['weights_sha256'][:16]}… as recorded"
     if differs := found.get("tokenizer_differs"):
         detail += f" ({', '.join(differs)} differ from the base's at export: the bundle's own used)"
     return item("base", True, detail)

@@ -10,8 +10,8 @@ from tunelab.stages.export.exportable import ExportError, check_exportable
     [
         (
             {"id": "r002-probe", "kind": "baseline", "name": "probe", "status": "completed"},
-            "train a variant from it (`tunelab run`) (a LoRA can start from this probe's head: "
-            "method.head_init: probe) and export that.",
+            "not a bundle: train a variant that starts from its head (`tunelab run "
+            "method.head_init=probe`) and export that.",
         ),
         (
             {"id": "r003-lora", "kind": "variant", "status": "interrupted"},
