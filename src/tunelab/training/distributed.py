@@ -255,13 +255,26 @@ def world_from_env(strategy: str) -> World:
     return World(rank, size, local, strategy if size > 1 else None)
 
 
-def check_batch(world: World, global_batch: int, microbatch: int) -> None:
-    """N processes × microbatch × accumulation must make the spec's global batch."""
+def check_batch(world: World, global_batch: int, microbatch: int, resumed: bool = False) -> None:
+    """N processes × microbatch × accumulation must make the spec's global batch. A resumed
+    run keeps its spec: only the number of processes can change, and the counts that fit are
+    named."""
     if global_batch % (world.size * microbatch):
+        fit = [
+            n
+            for n in range(1, global_batch // microbatch + 1)
+            if not global_batch % (n * microbatch)
+        ]
+        fix = (
+            f"a resumed run keeps its spec, so resume it on {', '.join(map(str, fit))} "
+            "processes (--nproc_per_node)"
+            if resumed
+            else "change one of them, or --nproc_per_node"
+        )
         raise DistributedError(
             f"training.global_batch ({global_batch}) must be a multiple of {world.size} "
             f"processes × training.microbatch ({microbatch}), so that every rank takes the "
-            "same share of each global batch; change one of them, or --nproc_per_node"
+            f"same share of each global batch; {fix}"
         )
 
 

@@ -61,6 +61,10 @@ def test_a_global_batch_must_split_evenly_over_processes_and_microbatches():
     check_batch(World(0, 2, 0, "ddp"), 8, 2)
     with pytest.raises(DistributedError, match=r"multiple of 2 processes × training.microbatch"):
         check_batch(World(0, 2, 0, "ddp"), 6, 2)
+    # a resumed run takes no key=value: the process counts that fit are named
+    with pytest.raises(DistributedError) as refused:
+        check_batch(World(0, 3, 0, "ddp"), 8, 2, resumed=True)
+    assert str(refused.value).endswith("so resume it on 1, 2, 4 processes (--nproc_per_node)")
 
 
 def test_a_command_joins_the_process_group_once_for_all_its_runs(monkeypatch):

@@ -38,7 +38,7 @@ def resume_run(
     run_dir = store.run_dir(run_id)
     lab = recorded_lab(store, record)
     lab.device = pick_device(device)
-    lab, world = on_world(lab)
+    lab, world = on_world(lab, resumed=True)
     try:
         renderer, train_set, _, _ = prepare(lab, record["data_version"], "resuming")
         sampler = mixture_sampler(lab, record["data_version"], train_set)

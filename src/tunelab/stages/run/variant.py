@@ -333,11 +333,11 @@ def _precisions(store) -> list[tuple[str, dict]]:
     return out
 
 
-def on_world(lab: Lab) -> tuple[Lab, World]:
+def on_world(lab: Lab, resumed: bool = False) -> tuple[Lab, World]:
     """This process's world (torchrun's variables), its device, the batch check and the
     process group joined, before any record exists."""
     world = world_from_env(lab.spec.training.strategy)
-    check_batch(world, lab.spec.training.global_batch, lab.spec.training.microbatch)
+    check_batch(world, lab.spec.training.global_batch, lab.spec.training.microbatch, resumed)
     lab = dataclasses.replace(lab, device=device_for(world, lab.device))
     join(world, lab.device)  # every rank there before a record is opened
     return lab, world
