@@ -295,20 +295,25 @@ def device_for(world: World, device: torch.device) -> torch.device:
 
 @contextmanager
 def joined(world: World, device: torch.device) -> Iterator[World]:
-    """The process group for the block (gloo on CPU, nccl on CUDA), joined by the first block
-    of the command and kept for the next (`run --seeds`, `noise`, `ablate` train several runs
-    in one command), left at its end (`collect_before_exit`). A group left after each run and
-    joined again raced: the other ranks joined the next run's group while rank 0 still
-    evaluated the last, met the old group's addresses in torchrun's store, and hung or were
-    refused (3 of 4 two-seed runs)."""
+    """The process group for the block (gloo on CPU, nccl on CUDA). A command that trains runs
+    joins it first (`join`, before any record) and keeps it for all of them (`run --seeds`,
+    `noise`, `ablate`), leaving it at its end (`collect_before_exit`): a group left after each
+    run and joined again raced, the other ranks joining the next run's group while rank 0 still
+    evaluated the last, meeting the old group's addresses in torchrun's store, and hanging or
+    being refused (3 of 4 two-seed runs). A block that joined the group itself leaves it."""
     if not world.distributed:
         yield world
         return
     import torch.distributed as dist
 
+    owned = not dist.is_initialized()  # a block on its own (a `size` probe) leaves what it joined
     backend = join(world, device)
-    yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
-    dist.barrier()  # every rank done with the block before any goes on
+    try:
+        yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
+        dist.barrier()  # every rank done with the block before any goes on
+    finally:
+        if owned:
+            dist.destroy_process_group()
 
 
 def join(world: World, device: torch.device) -> str | None:

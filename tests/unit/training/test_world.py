@@ -12,6 +12,7 @@ from tunelab.training.distributed import (
     World,
     check_batch,
     collect_before_exit,
+    join,
     joined,
     main_process,
     world_from_env,
@@ -90,9 +91,14 @@ def test_a_command_joins_the_process_group_once_for_all_its_runs(monkeypatch):
     monkeypatch.setattr(dist, "barrier", lambda: calls.append("barrier"))
     monkeypatch.setattr(dist, "destroy_process_group", destroy)
     world = World(rank=1, size=2, local_rank=1, strategy="ddp")
+    assert join(world, torch.device("cpu")) == "gloo"  # the command, before any record
     for _ in range(2):  # two seeds
         with joined(world, torch.device("cpu")) as inside:
             assert inside.backend == "gloo" and inside.rank == 1
     assert calls == ["init gloo", "barrier", "barrier"]
     collect_before_exit()
     assert calls[-1] == "destroy" and not state["up"]
+    calls.clear()  # a block on its own (a `size` probe's process) leaves what it joined
+    with joined(world, torch.device("cpu")):
+        pass
+    assert calls == ["init gloo", "barrier", "destroy"] and not state["up"]
