@@ -181,7 +181,26 @@ def _no_change(key: str, parent: dict, lab: Lab, diff: dict) -> str | None:
     experts = key.startswith("model.arch.moe.") and key != "model.arch.moe.num_experts"
     if experts and arch and not arch.moe.num_experts:
         return "the model has no experts (model.arch.moe.num_experts is 0)"
+    if key.startswith("model.arch.") and _same_model(parent.get("spec") or {}, arch):
+        return f"it builds {parent['id']}'s own model (a default made explicit)"
     return None
+
+
+def _same_model(parent_spec: dict, arch) -> bool:
+    """Whether a scratch architecture builds the config the parent's built (a key left to its
+    default in one and written in the other: `num_key_value_heads` unset is the heads')."""
+    from tunelab.core.scratch import Arch
+    from tunelab.modeling.scratch import scratch_config
+
+    raw = (parent_spec.get("model") or {}).get("arch")
+    if arch is None or not raw:
+        return False
+    try:
+        theirs = Arch(**raw)
+    except (TypeError, ValueError):  # a spec no longer valid: not the same
+        return False
+    built = [scratch_config(a, 256, 64, {}).to_dict() for a in (theirs, arch)]
+    return built[0] == built[1]
 
 
 @contextmanager

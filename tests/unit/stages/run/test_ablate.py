@@ -144,3 +144,15 @@ def test_a_list_or_mapping_value_names_its_run_by_its_values():
         ("data.dedup.policy", "report", "policy-report"),
     ]
     assert [ablate.run_name(key, value) for key, value, _ in names] == [n for *_, n in names]
+
+
+def test_a_value_that_builds_the_parents_own_model_is_told_apart_from_one_that_does_not():
+    """`num_key_value_heads: 4` on a parent that left it unset (as many as the heads, 4) is the
+    same model: the spec's text differs, the config it builds does not."""
+    from tunelab.core.scratch import Arch
+
+    shape = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4}
+    parent = {"model": {"arch": shape | {"num_key_value_heads": None}}}
+    assert ablate._same_model(parent, Arch(**shape, num_key_value_heads=4))
+    assert not ablate._same_model(parent, Arch(**shape, num_key_value_heads=2))
+    assert not ablate._same_model({"model": {"path": "m"}}, Arch(**shape))  # no arch: not one
