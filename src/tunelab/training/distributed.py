@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from tunelab.core.errors import TunelabError
@@ -307,25 +308,52 @@ def joined(world: World, device: torch.device) -> Iterator[World]:
     import torch.distributed as dist
 
     owned = not dist.is_initialized()  # a block on its own (a `size` probe) leaves what it joined
-    backend = join(world, device)
+    backend = _group(world, device)
     try:
         yield World(world.rank, world.size, world.local_rank, world.strategy, backend)
         dist.barrier()  # every rank done with the block before any goes on
     finally:
         if owned:
-            dist.destroy_process_group()
+            _leave()
+
+
+BETWEEN_RUNS = timedelta(hours=24)
+"""How long the other ranks wait at the start of a command's next run for rank 0, which
+evaluates the last one alone: the process group's own timeout (30 minutes on gloo, 10 on
+NCCL) had failed any evaluation longer than that."""
+
+_between_runs = None
+"""A gloo group with `BETWEEN_RUNS` as its timeout, made with the command's group."""
 
 
 def join(world: World, device: torch.device) -> str | None:
-    """Join the command's process group unless this process has (its backend; None on one
-    process). `run` and `resume` join before rank 0 opens the run's record: a rank that dies
-    at its start then leaves no record `running` behind (rank 0, blocked in the rendezvous,
-    cannot act on torchrun's SIGTERM and is killed)."""
+    """Join the command's process group (its backend; None on one process). `run` and
+    `resume` join before rank 0 opens the run's record: a rank that dies at its start then
+    leaves no record `running` behind (rank 0, blocked in the rendezvous, cannot act on
+    torchrun's SIGTERM and is killed). A later run of the same command (`run --seeds`,
+    `noise`, `ablate`) joins by waiting for every rank, without the group's timeout: rank 0
+    comes once it has evaluated the last run."""
     if not world.distributed:
         return None
     import torch.distributed as dist
 
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    if dist.is_initialized():
+        if _between_runs is not None:
+            dist.barrier(group=_between_runs)
+        return _backend(device)
+    return _group(world, device)
+
+
+def _backend(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def _group(world: World, device: torch.device) -> str:
+    """The process group, made unless it is (with the gloo group that waits between runs)."""
+    global _between_runs
+    import torch.distributed as dist
+
+    backend = _backend(device)
     if dist.is_initialized():
         return backend
     if device.type == "cuda":
@@ -337,6 +365,7 @@ def join(world: World, device: torch.device) -> str | None:
         dist.init_process_group(backend, device_id=device)
     else:
         dist.init_process_group(backend)
+    _between_runs = dist.new_group(backend="gloo", timeout=BETWEEN_RUNS)
     return backend
 
 
@@ -351,5 +380,14 @@ def collect_before_exit() -> None:
     gc.collect()
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():  # the group `joined` kept, left last
-        dist.destroy_process_group()
+    if dist.is_available() and dist.is_initialized():  # the group `join` kept, left last
+        _leave()
+
+
+def _leave() -> None:
+    """Leave the process group (and the group that waits between runs, destroyed with it)."""
+    global _between_runs
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+    _between_runs = None

@@ -72,8 +72,11 @@ def test_a_command_joins_the_process_group_once_for_all_its_runs(monkeypatch):
     """`run --seeds` left the group after each seed and joined it again: the other ranks
     joined the next seed's group while rank 0 still evaluated the last, met the old group's
     addresses in torchrun's store, and hung or were refused. One group serves every run of the
-    command, with a barrier after each, and is left once, at the command's end."""
+    command, left once, at its end; a later run starts with every rank waiting on a gloo group
+    whose timeout outlasts rank 0's evaluation (the group's own, 10 minutes on NCCL, did not)."""
     import torch.distributed as dist
+
+    from tunelab.training import distributed
 
     calls: list[str] = []
     state = {"up": False}
@@ -82,23 +85,34 @@ def test_a_command_joins_the_process_group_once_for_all_its_runs(monkeypatch):
         calls.append(f"init {backend}")
         state["up"] = True
 
+    def new_group(backend, timeout):
+        calls.append(f"group {backend} {timeout.total_seconds() / 3600:g} h")
+        return "between runs"
+
     def destroy():
         calls.append("destroy")
         state["up"] = False
 
     monkeypatch.setattr(dist, "is_initialized", lambda: state["up"])
     monkeypatch.setattr(dist, "init_process_group", init)
-    monkeypatch.setattr(dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(dist, "new_group", new_group)
+    monkeypatch.setattr(dist, "barrier", lambda group=None: calls.append(f"barrier {group}"))
     monkeypatch.setattr(dist, "destroy_process_group", destroy)
-    world = World(rank=1, size=2, local_rank=1, strategy="ddp")
-    assert join(world, torch.device("cpu")) == "gloo"  # the command, before any record
-    for _ in range(2):  # two seeds
-        with joined(world, torch.device("cpu")) as inside:
+    world, cpu = World(rank=1, size=2, local_rank=1, strategy="ddp"), torch.device("cpu")
+    for _ in range(2):  # two seeds: each run joins (before its record), then trains in a block
+        assert join(world, cpu) == "gloo"
+        with joined(world, cpu) as inside:
             assert inside.backend == "gloo" and inside.rank == 1
-    assert calls == ["init gloo", "barrier", "barrier"]
+    assert calls == [
+        "init gloo",
+        "group gloo 24 h",
+        "barrier None",  # the first run's block ends
+        "barrier between runs",  # the second run waits for every rank, rank 0 evaluating
+        "barrier None",
+    ]
     collect_before_exit()
-    assert calls[-1] == "destroy" and not state["up"]
+    assert calls[-1] == "destroy" and not state["up"] and distributed._between_runs is None
     calls.clear()  # a block on its own (a `size` probe's process) leaves what it joined
-    with joined(world, torch.device("cpu")):
+    with joined(world, cpu):
         pass
-    assert calls == ["init gloo", "barrier", "destroy"] and not state["up"]
+    assert calls == ["init gloo", "group gloo 24 h", "barrier None", "destroy"]
