@@ -183,3 +183,20 @@ def test_a_loss_that_stops_being_a_number_stops_the_run_at_that_step(tmp_path):
     lines = (tmp_path / HISTORY).read_text().splitlines()
     step = int(said.split(" at step ")[1].split()[0].rstrip(":"))
     assert len(lines) == step < 30  # the step that failed is the history's last
+
+
+def test_each_steps_history_holds_the_learning_rate_it_took():
+    """The report's learning-rate curve is the history's `lr`: the rate each step took, warmup
+    and decay included (no test read it from `train()`, so a constant one went unseen)."""
+    cfg = TrainingSpec(
+        lr=0.1,
+        global_batch=4,
+        microbatch=2,
+        budget={"steps": 10},
+        warmup_steps=2,
+        schedule="wsd",
+        decay_fraction=0.3,
+    )
+    out = train(Bag(), examples(), cfg, torch.device("cpu"), pad_id=0)
+    factor = lr_factor("wsd", warmup=2, steps=10, decay_fraction=0.3)
+    assert [h["lr"] for h in out["history"]] == pytest.approx([0.1 * factor(s) for s in range(10)])
