@@ -59,7 +59,7 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
         _per_group(result, console)
     for r in result["runs"]:
         if "vs_reference" in r:
-            _variant_notes(r, result["primary_metric"], console)
+            _variant_notes(r, result["primary_metric"], console, reference_arm(result))
     if result.get("multiplicity"):
         console.print(f"[yellow]note[/] {escape(result['multiplicity'])}")
     for c in result.get("verdicts_changed") or []:
@@ -232,11 +232,12 @@ def _times_these(c: dict) -> str:
     return f" ({c['needed_n'] / n:,.0f}x these {n:,})" if n and c["needed_n"] > 10 * n else ""
 
 
-def noise_line(b: dict, metric: str) -> str:
+def noise_line(b: dict, metric: str, against: str = "") -> str:
     """Which noise the judged interval counts: `over the examples alone +2.1 (+0.4, +3.8);
-    with the seeds' noise (sd 1.2, 2 degrees of freedom, from r002 (3 seeds)) -1.9 (...)`."""
+    with the seeds' noise (sd 1.2, 2 degrees of freedom, from r002 (3 seeds)) -1.9 (...)`;
+    `against` says from what, where it is a reference's mean over its seeds."""
     ex = {**b["example"], "delta": b["delta"]}
-    text = f"over the examples alone {delta_value(metric, ex)}"
+    text = f"over the examples alone{against} {delta_value(metric, ex)}"
     seeds = b.get("seeds")
     if not seeds:
         return text + "; seed noise not counted (one seed per arm, no noise record)"
@@ -247,12 +248,17 @@ def noise_line(b: dict, metric: str) -> str:
     )
 
 
-def _variant_notes(r: dict, primary: str, console: Console) -> None:
+def _variant_notes(r: dict, primary: str, console: Console, arm: tuple | None = None) -> None:
     """Under the table, per variant: why it was made, flips, guardrails with their intervals,
-    the parent view, warnings."""
+    the parent view, warnings. Against a reference of several seeds (`arm`), the flips are
+    counted against its first seed and the difference is from its mean: each line says so."""
     console.print(f"[bold]{r['id']}[/]" + (f" — reason: {r['reason']}" if r.get("reason") else ""))
-    console.print(f"  vs {r.get('against', 'reference')}: {_flips_line(r['vs_reference'])}")
-    console.print(f"  {noise_line(r['vs_reference']['bootstrap'], primary)}")
+    ref = r.get("against", "reference")
+    first, mean = (
+        (f"{ref}'s first seed", f" (from {ref}'s mean over {arm[0]} seeds)") if arm else (ref, "")
+    )
+    console.print(f"  vs {first}: {_flips_line(r['vs_reference'])}")
+    console.print(f"  {noise_line(r['vs_reference']['bootstrap'], primary, mean)}")
     if r.get("data_note"):
         console.print(f"  {r['data_note']}")
     for g in r["guardrails"]:

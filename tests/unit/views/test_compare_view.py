@@ -96,6 +96,16 @@ def test_a_reason_shown_above_or_among_the_warnings_is_not_printed_again():
     text = out.getvalue()
     assert "95% CI -0.1000" not in text and "the examples alone exclude zero" in text
     assert text.count("handful") == 1
+    assert "  vs reference: better 1 " in text  # one seed: nothing more to say
+    # against a reference of 2 seeds: the flips are its first seed's, the difference from its
+    # mean (a run identical to its first seed read "better 0, worse 0" beside a difference)
+    out = io.StringIO()
+    _variant_notes(
+        run | {"against": "r001"}, "bits_per_byte", Console(file=out, width=300), (2, 4.1)
+    )
+    text = out.getvalue()
+    assert "  vs r001's first seed: better 1 " in text
+    assert "  over the examples alone (from r001's mean over 2 seeds) -0.0100" in text
 
 
 def test_a_reference_over_several_seeds_says_what_its_variants_are_against():

@@ -299,8 +299,9 @@ def concentration_note(c: dict, f: dict, metric: str) -> str:
     else:
         without = f"{100 * rest:+.1f} points"
     net = f", net {f['net']} <= {c['k']}" if f["net"] <= c["k"] else ""  # true of 0/1 values
+    up, down = ("better", "worse") if measure in lower_is_better else ("fixed", "broken")
     return (
         f"the gain comes from a handful of examples: without the {c['k']} most improved of "
         f"{c['n']}, the mean change in {measure} over the other {others} is {without} "
-        f"(fixed {f['fixed']['count']}, broken {f['broken']['count']}{net})"
+        f"({up} {f['fixed']['count']}, {down} {f['broken']['count']}{net})"
     )

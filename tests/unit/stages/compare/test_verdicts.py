@@ -187,8 +187,10 @@ def test_a_concentrated_reduction_is_written_as_a_reduction():
     # concentrated with more documents better than worse (it read "net 8 <= 3")
     spread = {"fixed": {"count": 37}, "broken": {"count": 29}, "net": 8}
     said = concentration_note(c | {"n": 90}, spread, "bits_per_byte")
-    assert said.endswith("(fixed 37, broken 29)") and "<=" not in said
-    assert concentration_note(c, f, "bits_per_byte").endswith("(fixed 5, broken 35, net -30 <= 3)")
+    assert said.endswith("(better 37, worse 29)") and "<=" not in said  # documents, not 0/1
+    assert concentration_note(c, f, "bits_per_byte").endswith("(better 5, worse 35, net -30 <= 3)")
+    accuracy = concentration_note(c | {"measure": "accuracy"}, f, "macro_f1")
+    assert accuracy.endswith("(fixed 5, broken 35, net -30 <= 3)")
 
 
 def test_a_spread_gain_is_not_concentrated_and_stays_improved(tmp_path):
