@@ -283,7 +283,7 @@ def test_a_base_with_its_weights_and_another_config_is_refused(
     code, result = tl(capsys, "verify", str(bundle), "--base", str(told))
     base = result["items"][1]
     assert code == 0 and base["passed"]
-    assert "(tokenizer_config.json differ from the base's at export" in base["detail"]
+    assert "(tokenizer_config.json differs from the base's at export" in base["detail"]
 
 
 def test_a_base_that_is_not_where_recorded_asks_for_base(exported, tmp_path, capsys):

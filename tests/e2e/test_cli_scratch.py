@@ -253,6 +253,8 @@ def test_a_scratch_ablation_from_init_to_compare(tmp_path, capsys):
     assert f"It has {total:,} parameters and trained on sequences of 48 tokens." in card
     assert 'tunelab.load_bundle("path/to/bundle")' in card  # its base is its own base/
     assert "| bytes |" not in card and "| tokens |" not in card  # counts, not metrics
+    assert "validation bytes" not in card and "validation tokens" not in card  # model-index
+    assert f"# {mqa['id']}: trained from scratch as LlamaConfig" in card
     assert "trained whole: nothing to merge" in card
     code, verified = tl(capsys, "verify", str(bundle))
     assert code == 0 and verified["passed"], verified["items"]

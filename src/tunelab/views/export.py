@@ -49,7 +49,8 @@ def export(result: dict, console: Console) -> None:
     whole = f" (its sha256 {result['sums_sha256'][:16]}…)" if result.get("sums_sha256") else ""
     console.print(
         f"  {len(result['files'])} files, listed with their sha256 in SHA256SUMS{whole}; bound "
-        f"to {base['name']} (weights sha256 {base['weights_sha256'][:16]}…)"
+        f"to {base['name']} ({'weights' if base.get('path') else 'config and tokenizer'} "
+        f"sha256 {base['weights_sha256'][:16]}…)"
     )
     lim, cut = result["limitations"], result["limitations"]["truncation"]
     console.print(

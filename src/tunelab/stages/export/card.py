@@ -16,6 +16,9 @@ from tunelab.tasks import units
 # a language model's metrics (bits per byte, loss, perplexity) are not rates: shown as numbers
 from tunelab.tasks.pretrain import overall_metrics as PLAIN
 
+COUNTS = ("n", "bytes", "tokens")
+"""What a metrics record counts (examples, a language model's bytes and tokens): no result."""
+
 
 def model_card(info: dict) -> str:
     return "---\n" + yaml.safe_dump(front_matter(info), sort_keys=False) + "---\n\n" + body(info)
@@ -28,7 +31,7 @@ def front_matter(info: dict) -> dict:
     metrics = [
         {"type": k, "value": round(v, 4), "name": f"validation {k}"}
         for k, v in info["validation_metrics"].items()
-        if isinstance(v, int | float) and k != "n"
+        if isinstance(v, int | float) and k not in COUNTS
     ]
     final = info.get("final")
     if final:
@@ -39,7 +42,7 @@ def front_matter(info: dict) -> dict:
         metrics += [
             {"type": k, "value": round(v, 4), "name": f"test {k}{marked}"}
             for k, v in final["metrics"].items()
-            if isinstance(v, int | float) and k != "n"
+            if isinstance(v, int | float) and k not in COUNTS
         ]
     return {
         "base_model": base["name"],
@@ -135,7 +138,13 @@ def _built(info: dict) -> str:
 def body(info: dict) -> str:
     spec, lim = info["spec"], info["limitations"]
     hyp = spec.get("hypothesis") or {}
-    lines = [f"# {info['run']}: {info['method']} on {info['base_model']['name']}", ""]
+    scratch = info["base_model"].get("init") == "scratch"
+    how = f"trained from scratch as {info['base_model']['name'].removeprefix('scratch ')}"
+    lines = [
+        f"# {info['run']}: "
+        + (how if scratch else f"{info['method']} on {info['base_model']['name']}"),
+        "",
+    ]
     bound = (
         "It was trained from scratch: its base is the config and tokenizer in `base/`, which "
         "hash to"
@@ -206,7 +215,7 @@ def _numbers_lines(info: dict) -> list[str]:
     test = (info.get("final") or {}).get("metrics", {})
     interval = (info.get("final") or {}).get("interval") or {}
     for k, v in info["validation_metrics"].items():
-        if isinstance(v, int | float) and k not in ("n", "bytes", "tokens"):  # counts
+        if isinstance(v, int | float) and k not in COUNTS:
             shown = _value(k, test[k]) if k in test else "not opened"
             if k in test and interval.get("metric") == k:  # the examples' noise on the test
                 shown += f" (95%: {_value(k, interval['low'])} to {_value(k, interval['high'])})"

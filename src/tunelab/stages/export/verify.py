@@ -177,7 +177,8 @@ def _base(info: dict, base: Path) -> dict:
     what = "config and tokenizer" if "config_sha256" in found else "weights"  # built from scratch
     detail = f"{found['path']}: {what} sha256 {found['weights_sha256'][:16]}… as recorded"
     if differs := found.get("tokenizer_differs"):
-        detail += f" ({', '.join(differs)} differ from the base's at export: the bundle's own used)"
+        verb = "differs" if len(differs) == 1 else "differ"
+        detail += f" ({', '.join(differs)} {verb} from the base's at export: the bundle's own used)"
     return item("base", True, detail)
 
 

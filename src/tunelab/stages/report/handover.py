@@ -124,7 +124,7 @@ def export(path: Path, store: Store | None = None) -> dict:
         "base": {"name": base.get("name"), "weights_sha256": base.get("weights_sha256")},
         "created": record.get("created"),
         "verified": verified if isinstance(verified, dict) else {"passed": verified},
-        "verified_on": _elsewhere(verified, base),
+        "verified_on": _elsewhere(verified, base.get("path") or _own_base(record)),
         "verdict": limits.get("verdict"),
         "regressed": [
             f"{r['metric']} {r['scope']}"
@@ -143,7 +143,13 @@ def export(path: Path, store: Store | None = None) -> dict:
     }
 
 
-def _elsewhere(verified, base: dict) -> str | None:
-    """The base the last `verify` was given, where it is not the one the bundle records."""
+def _elsewhere(verified, bound: str | None) -> str | None:
+    """The base the last `verify` was given, where it is not the one the bundle is bound to."""
     given = verified.get("base") if isinstance(verified, dict) else None
-    return given if given and base.get("path") and Path(given) != Path(base["path"]) else None
+    return given if given and bound and Path(given) != Path(bound) else None
+
+
+def _own_base(record: dict) -> str | None:
+    """A model built from scratch is bound to its bundle's own `base/` (its record names no
+    base path)."""
+    return str(Path(record["bundle"]) / "base") if record.get("bundle") else None

@@ -25,3 +25,19 @@ def test_a_bundle_carries_the_finals_made_before_it_and_says_which_base_verified
     before, after = handover.exports(store, [final, {"run": "r003-full", "time": "0"}])
     assert before["final"] is None and after["final"] == final
     assert before["verified_on"] is None and after["verified_on"] == "/copies/tiny"
+
+
+def test_a_scratch_bundle_verified_on_another_base_says_so(tmp_path):
+    """Its export records no base path (the bundle's own `base/` is its base)."""
+    store = Store(tmp_path)
+    bundle = tmp_path / "bundles" / "r002-mha"
+    scratch = {"name": "scratch LlamaConfig", "path": None, "weights_sha256": "cd" * 32}
+    for name, given in (("1-r002-mha.json", "/copies/base"), ("2-r002-mha.json", bundle / "base")):
+        record = {"run": "r002-mha", "bundle": str(bundle), "base_model": scratch}
+        record |= {"created": "2026-12-07T20:00:00+00:00"}
+        atomic_write_json(
+            store.root / "exports" / name,
+            record | {"verified": {"passed": False, "base": str(given)}},
+        )
+    elsewhere, own = handover.exports(store, [])
+    assert elsewhere["verified_on"] == "/copies/base" and own["verified_on"] is None
