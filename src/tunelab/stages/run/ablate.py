@@ -165,25 +165,32 @@ def _only(key: str, values: list, labs: list[Lab], parent: str | None, current: 
                 "Nothing was trained."
             )
         if why := _no_change(key, found, lab, diff_specs(found.get("spec") or {}, expected)):
+            copy = f"a copy of {found['id']}" if _trained(found) else "the spec as it is"
             raise OneChangeError(
-                f"ablate {key}={value}: {why}, so its run would train a copy of {found['id']}; "
-                "leave the value out (or change what makes it count). Nothing was trained."
+                f"ablate {key}={value}: {why}, so its run would train {copy}; leave the value "
+                "out (or change what makes it count). Nothing was trained."
             )
 
 
 def _no_change(key: str, parent: dict, lab: Lab, diff: dict) -> str | None:
-    """Why a value changes nothing the run trains (the parent's own value; an experts key on
-    a model with none), or None. Such a value had trained a copy of the parent in silence, and
+    """Why a value changes nothing the run trains (a trained parent's own value; an experts key
+    on a model with none), or None. Such a value had trained a copy of the parent in silence, and
     an ablation of `moe.experts_per_token` that forgot `num_experts` read "k does not matter"."""
-    if not any(diff[group] for group in counted_groups(diff)):
+    trained = _trained(parent)  # a baseline's own value is the control: its variant trains it
+    if trained and not any(diff[group] for group in counted_groups(diff)):
         return f"{key} is {parent['id']}'s own value"
     arch = lab.spec.model.arch
     experts = key.startswith("model.arch.moe.") and key != "model.arch.moe.num_experts"
     if experts and arch and not arch.moe.num_experts:
         return "the model has no experts (model.arch.moe.num_experts is 0)"
-    if key.startswith("model.arch.") and _same_model(parent.get("spec") or {}, arch):
+    if trained and key.startswith("model.arch.") and _same_model(parent.get("spec") or {}, arch):
         return f"it builds {parent['id']}'s own model (a default made explicit)"
     return None
+
+
+def _trained(parent: dict) -> bool:
+    """A variant, whose run a value equal to it would repeat (a baseline only evaluated)."""
+    return parent.get("kind") == "variant"
 
 
 def _same_model(parent_spec: dict, arch) -> bool:
