@@ -76,7 +76,8 @@ def child(
 
     from tunelab.core.spec import TrainingSpec
     from tunelab.modeling.render import Encoded
-    from tunelab.training.distributed import joined, world_from_env
+    from tunelab.training.distributed import world_from_env
+    from tunelab.training.process_group import joined
 
     source = str(Path(sys.modules["tunelab"].__file__).parent)
     counts = {"reads": 0, "collectives": 0}

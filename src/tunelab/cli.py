@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     finally:
         if os.environ.get("WORLD_SIZE", "1") != "1":
-            from tunelab.training.distributed import collect_before_exit
+            from tunelab.training.process_group import collect_before_exit
 
             collect_before_exit()
 

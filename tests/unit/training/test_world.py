@@ -11,12 +11,10 @@ from tunelab.training.distributed import (
     DistributedError,
     World,
     check_batch,
-    collect_before_exit,
-    join,
-    joined,
     main_process,
     world_from_env,
 )
+from tunelab.training.process_group import collect_before_exit, join, joined
 
 
 def test_each_rank_takes_its_contiguous_share_and_together_they_take_all():
@@ -76,7 +74,7 @@ def test_a_command_joins_the_process_group_once_for_all_its_runs(monkeypatch):
     whose timeout outlasts rank 0's evaluation (the group's own, 10 minutes on NCCL, did not)."""
     import torch.distributed as dist
 
-    from tunelab.training import distributed
+    from tunelab.training import process_group
 
     calls: list[str] = []
     state = {"up": False}
@@ -111,7 +109,7 @@ def test_a_command_joins_the_process_group_once_for_all_its_runs(monkeypatch):
         "barrier None",
     ]
     collect_before_exit()
-    assert calls[-1] == "destroy" and not state["up"] and distributed._between_runs is None
+    assert calls[-1] == "destroy" and not state["up"] and process_group._between_runs is None
     calls.clear()  # a block on its own (a `size` probe's process) leaves what it joined
     with joined(world, cpu):
         pass

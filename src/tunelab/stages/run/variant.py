@@ -51,19 +51,13 @@ from tunelab.stages.run.diff import (
 )
 from tunelab.stages.run.lines import head_line, start_line
 from tunelab.tasks.targets import row_name
-from tunelab.training.distributed import (
-    World,
-    check_batch,
-    device_for,
-    join,
-    joined,
-    world_from_env,
-)
+from tunelab.training.distributed import World, check_batch, device_for, world_from_env
 from tunelab.training.divergence import start_lost, training_changes
 from tunelab.training.evaluate import evaluate_rows
 from tunelab.training.forgetting import score_guard_sets
 from tunelab.training.loop import sequence_length_of, total_steps, train
 from tunelab.training.precision import resolve as resolve_precision
+from tunelab.training.process_group import join, joined
 from tunelab.training.protocol import protocol
 from tunelab.training.sharding import full_trainable, load_trainable
 from tunelab.training.validate import validation_for

@@ -16,7 +16,7 @@ Arguments come as one JSON string, or ``@path`` to a JSON file.
 
 Several processes: started by `tunelab size --nproc N` as ``python -m torch.distributed.run
 --standalone --nproc_per_node N -m tunelab.stages.size.probe <args>``, each rank joins the
-process group (`training.distributed.joined`), wraps its model as `args["strategy"]` says
+process group (`training.process_group.joined`), wraps its model as `args["strategy"]` says
 (`World.wrap`: DDP, or FSDP2 sharding in place) and measures its own step (its microbatches
 of its share of the global batch, ``step`` mode only), writing its result to
 ``args["out"] + ".rank{R}"``. The peak is reset after the warm-up step as in one process.
@@ -100,7 +100,8 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
     res: dict[str, Any] = {"rss_imports_mb": rss_mb()}
     warm_up_runtime()
     res |= {"rss_framework_mb": rss_mb(), "threads": torch.get_num_threads()}
-    from tunelab.training.distributed import device_for, joined, world_from_env
+    from tunelab.training.distributed import device_for, world_from_env
+    from tunelab.training.process_group import joined
 
     world = world_from_env(args.get("strategy") or "ddp")
     device = device_for(world, torch.device(args.get("device", "cpu")))
