@@ -71,9 +71,17 @@ def cmd_run(args):
         from tunelab.stages.run.replicates import run_replicates
 
         return run_replicates(lab, seeds, args.name, progress(args), **run_args)
+    from tunelab.stages.run.replicates import interrupted_with
     from tunelab.stages.run.variant import run_variant
 
-    return run_variant(lab, args.name, progress(args), **run_args)
+    console, seed = progress(args), lab.spec.training.seed
+    if console and (begun := interrupted_with(lab, seed)):
+        console.print(
+            f"[yellow]warning[/] {begun} began this spec with seed {seed} and was interrupted: "
+            f"`tunelab resume {begun}` continues it from its checkpoint; this run trains the "
+            "seed anew beside it"
+        )
+    return run_variant(lab, args.name, console, **run_args)
 
 
 @command(

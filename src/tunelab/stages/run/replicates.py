@@ -190,6 +190,15 @@ def _arm_of(lab: Lab) -> list[dict]:
     return [r for r in lab.store.runs() if r.get("kind") == "variant" and arm_key(r) == key]
 
 
+def interrupted_with(lab: Lab, seed: int) -> str | None:
+    """An interrupted run of this spec on this data version that began `seed`: a plain `run`
+    trains the seed anew beside it, and says so (`noise`, `run --seeds` and `ablate` refuse)."""
+    return next(
+        (r["id"] for r in _arm_of(lab) if r.get("status") == "interrupted" and seed_of(r) == seed),
+        None,
+    )
+
+
 def refuse_begun(lab: Lab, seeds: list[int], have: dict[int, str]) -> None:
     """Refuse to train a seed again that an interrupted run of this spec began: an interrupted
     `noise` or `run --seeds`, run again, trained it a second time beside the one that waited

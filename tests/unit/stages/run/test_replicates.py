@@ -146,3 +146,16 @@ def test_the_summary_spreads_metrics_not_the_counts_of_the_validation_data():
         for b in (3.40, 3.39)
     ]
     assert set(replicates.summary(runs)) == {"bits_per_byte"}
+
+
+def test_a_plain_run_finds_the_interrupted_run_that_began_its_seed(tmp_path, monkeypatch):
+    """`noise`, `run --seeds` and `ablate` refuse a seed an interrupted run began; a plain `run`
+    trains it anew, and names that run and its resume first."""
+    monkeypatch.setattr(replicates, "run_variant", fake_run(set(), interrupt_at={0}))
+    with pytest.raises(Interrupted):
+        replicates.run_replicates(fake_lab(tmp_path), 2, "lora")
+    store = Store(tmp_path)
+    assert replicates.interrupted_with(fake_lab(tmp_path), 7) is None  # running: not stopped yet
+    store.write_record("r001-lora", store.read_record("r001-lora") | {"status": "interrupted"})
+    assert replicates.interrupted_with(fake_lab(tmp_path), 7) == "r001-lora"
+    assert replicates.interrupted_with(fake_lab(tmp_path), 8) is None  # another seed
