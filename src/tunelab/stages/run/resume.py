@@ -5,6 +5,7 @@ them, its training not repeated."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from tunelab.core.errors import Interrupted, stop_cause
 from tunelab.core.lab import recorded_lab
 from tunelab.core.run_files import trained_to_end
 from tunelab.core.store import Store, now
-from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, find_checkpoint, written_by
+from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, STATE, find_checkpoint, written_by
 from tunelab.stages.run.resumable import resumable_record
 from tunelab.stages.run.variant import (
     build_model,
@@ -69,7 +70,24 @@ def resume_run(
             **({"evaluated_only": True} if trained_to_end(record, run_dir) else {}),
         }
     )
+    if console and checkpoint and not trained_to_end(record, run_dir):
+        console.print(_from_line(run_id, checkpoint, world))
     ledger.reopen_run(lab, record)
     return train_and_finish(
         lab, record, run_dir, model, renderer, train_set, sampler, console, True, world
     )
+
+
+def _from_line(run_id: str, checkpoint: Path, world) -> str:
+    """`resuming r006-one from its checkpoint at step 6, written by 1 process, on 2 (ddp) now`:
+    where the run goes on from, and on what (DCP reshards a checkpoint for another count)."""
+    step = json.loads((checkpoint / STATE).read_text()).get("step")
+    wrote = written_by(checkpoint)
+    before = (wrote["world_size"], wrote.get("strategy"))
+    after = (world.size, world.strategy if world.distributed else None)
+    line = f"resuming {run_id} from its checkpoint at step {step}, written by {_on(*before)}"
+    return line + ("" if after == before else f", on {_on(*after)} now")
+
+
+def _on(size: int, strategy: str | None) -> str:
+    return f"{size} process{'es' if size > 1 else ''}" + (f" ({strategy})" if strategy else "")
