@@ -13,6 +13,7 @@ are YAML, separated by commas outside brackets: `data.cleaning=[],[{rule: whites
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -109,7 +110,7 @@ def run_ablation(
     for value, lab in zip(values, labs, strict=True):
         lab.data = current
         _refused_with(key, value, lab, checks)
-    _only(key, values, labs, parent, current)
+    _only(key, values, labs, parent, current, seeds)
     if data_key:  # each value's own version, built and checked like the rest before any trains
         for value, lab in zip(values, labs, strict=True):
             lab.data = build_data(lab.spec, lab.path, lab.store, current=False)["version"]
@@ -142,7 +143,9 @@ def run_ablation(
     return {"key": key, "values": values, "runs": rows, "data_version": current}
 
 
-def _only(key: str, values: list, labs: list[Lab], parent: str | None, current: str) -> None:
+def _only(
+    key: str, values: list, labs: list[Lab], parent: str | None, current: str, seeds: int | None
+) -> None:
     """Refuse, before anything trains, an ablation whose specs differ from the parent in more
     than `key` (an edit left in tunelab.yaml rode along: a run named for `num_experts` changed
     `num_key_value_heads` too). `data.eval_from`, which ablate pins itself, is not counted."""
@@ -164,28 +167,43 @@ def _only(key: str, values: list, labs: list[Lab], parent: str | None, current: 
                 "parent in everything else (or name another --parent), then ablate again. "
                 "Nothing was trained."
             )
-        if why := _no_change(key, found, lab, diff_specs(found.get("spec") or {}, expected)):
-            copy = f"a copy of {found['id']}" if _trained(found) else "the spec as it is"
+        # a trained parent repeated: on its own data version, and one seed (`--seeds N`
+        # counts the parent's seed and trains the others)
+        repeated = _trained(found) and found.get("data_version") == current
+        repeated = repeated and (seeds or lab.spec.training.replicates) == 1
+        diff = diff_specs(found.get("spec") or {}, expected)
+        if why := _no_change(key, found, lab, diff, repeated):
+            copy = f"a copy of {found['id']}" if repeated else "the spec as it is"
             raise OneChangeError(
-                f"ablate {key}={value}: {why}, so its run would train {copy}; leave the value "
-                "out (or change what makes it count). Nothing was trained."
+                f"ablate {key}={_shown(value)}: {why}, so its run would train {copy}; leave "
+                "the value out. Nothing was trained."
             )
 
 
-def _no_change(key: str, parent: dict, lab: Lab, diff: dict) -> str | None:
-    """Why a value changes nothing the run trains (a trained parent's own value; an experts key
-    on a model with none), or None. Such a value had trained a copy of the parent in silence, and
-    an ablation of `moe.experts_per_token` that forgot `num_experts` read "k does not matter"."""
-    trained = _trained(parent)  # a baseline's own value is the control: its variant trains it
-    if trained and not any(diff[group] for group in counted_groups(diff)):
+def _no_change(key: str, parent: dict, lab: Lab, diff: dict, repeated: bool) -> str | None:
+    """Why a value changes nothing the run trains (`repeated`: a trained parent's own value,
+    on its data and one seed; an experts key on a model with none), or None. Such a value had
+    trained a copy of the parent in silence, and an ablation of `moe.experts_per_token` that
+    forgot `num_experts` read "k does not matter". A baseline's own value is the control: its
+    variant trains it."""
+    if repeated and not any(diff[group] for group in counted_groups(diff)):
         return f"{key} is {parent['id']}'s own value"
     arch = lab.spec.model.arch
     experts = key.startswith("model.arch.moe.") and key != "model.arch.moe.num_experts"
     if experts and arch and not arch.moe.num_experts:
-        return "the model has no experts (model.arch.moe.num_experts is 0)"
-    if trained and key.startswith("model.arch.") and _same_model(parent.get("spec") or {}, arch):
-        return f"it builds {parent['id']}'s own model (a default made explicit)"
+        return (
+            "the model has no experts (model.arch.moe.num_experts is 0; to ablate this key, "
+            "train one with experts first, `tunelab ablate model.arch.moe.num_experts=4`, set "
+            "that in tunelab.yaml and ablate with --parent that run)"
+        )
+    if repeated and key.startswith("model.arch.") and _same_model(parent.get("spec") or {}, arch):
+        return f"it builds {parent['id']}'s own model (the same config, written another way)"
     return None
+
+
+def _shown(value) -> str:
+    """A value as the command line writes it (YAML's `null`, `[]`, `{rule: lowercase}`)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _trained(parent: dict) -> bool:

@@ -156,3 +156,25 @@ def test_a_value_that_builds_the_parents_own_model_is_told_apart_from_one_that_d
     assert ablate._same_model(parent, Arch(**shape, num_key_value_heads=4))
     assert not ablate._same_model(parent, Arch(**shape, num_key_value_heads=2))
     assert not ablate._same_model({"model": {"path": "m"}}, Arch(**shape))  # no arch: not one
+
+
+def test_a_trained_parents_own_value_is_refused_only_where_it_would_repeat_that_run(make_lab):
+    """On the parent's data version and one seed the value trains a copy of it; on a newer
+    version, or under `--seeds N` (the parent's seed counted, the others trained), it does not."""
+    import pytest
+
+    from tunelab.core.lab import open_records_lab
+    from tunelab.stages.run.diff import OneChangeError
+
+    lab_path = make_lab()
+    lab = open_lab(lab_path, device="cpu")
+    version = build_data(lab.spec, lab.path, lab.store)["version"]
+    run_id, _ = lab.store.new_run("lora")
+    parent = {"id": run_id, "kind": "variant", "status": "completed", "data_version": version}
+    lab.store.write_record(run_id, parent | {"spec": lab.spec.to_dict()})
+    lr = lab.spec.training.lr
+    labs = [open_records_lab(lab_path, {"training.lr": value}) for value in (lr, lr * 3)]
+    with pytest.raises(OneChangeError, match=rf"training.lr is {run_id}'s own value, so its run"):
+        ablate._only("training.lr", [lr, lr * 3], labs, run_id, version, None)
+    ablate._only("training.lr", [lr, lr * 3], labs, run_id, version, 2)  # seeds: not a copy
+    ablate._only("training.lr", [lr, lr * 3], labs, run_id, "a-newer-version", None)
