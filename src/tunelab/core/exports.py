@@ -9,10 +9,13 @@ from pathlib import Path
 from tunelab.core.digest import sha256_file
 from tunelab.core.files import DamagedFile, read_json
 from tunelab.core.layout import EXPORTS
-from tunelab.core.sums import SUMS
+from tunelab.core.sums import SUMS, BundleError, listed
 
 BUNDLE_FILE = "tunelab.json"
 """What a bundle says of itself: its run, when it was made, its base..."""
+SCRATCH_BASE = "base"
+"""The folder of a scratch model's bundle that holds its base: `config.json` and
+`tokenizer/`."""
 
 
 def recorded_export(store, bundle: Path) -> dict | None:
@@ -37,8 +40,11 @@ def relisted(record: dict, bundle: Path) -> str | None:
     kept, sums = record.get("sums_sha256"), Path(bundle) / SUMS
     if not kept or not sums.is_file() or (now := sha256_file(sums)) == kept:
         return None
-    names = {line.partition("  ")[2] for line in sums.read_text(errors="replace").splitlines()}
     before = set(record.get("files") or ())
+    try:
+        names = set(listed(bundle))
+    except BundleError:  # a listing that leads outside the bundle: `files` names it
+        names = before
     moved = [
         f"{what} {', '.join(sorted(which))}"
         for what, which in (("not listed now:", before - names), ("listed since:", names - before))

@@ -36,7 +36,7 @@ from tunelab.core.chain import verify
 from tunelab.core.digest import sha256_file
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, no_permission, stop_cause
-from tunelab.core.exports import BUNDLE_FILE, recorded_export
+from tunelab.core.exports import BUNDLE_FILE, SCRATCH_BASE, recorded_export
 from tunelab.core.lab import Lab, recorded_spec
 from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
 from tunelab.core.run_files import require_intact_run
@@ -53,7 +53,6 @@ from tunelab.stages.export.card import model_card
 from tunelab.stages.export.exportable import ExportError, check_exportable
 from tunelab.stages.export.leftovers import remove_leftovers, writing
 from tunelab.stages.export.limitations import limitations
-from tunelab.stages.export.load import SCRATCH_BASE
 from tunelab.stages.export.serving import serving
 from tunelab.stages.export.template_file import template_record
 from tunelab.stages.export.truncation import truncation

@@ -11,6 +11,7 @@ import yaml
 from tunelab.core.allowed import past_words
 from tunelab.core.data_sections import Fields
 from tunelab.stages.export.card_serving import gguf_lines, serving_lines
+from tunelab.stages.export.load import is_scratch
 from tunelab.tasks import units
 
 # a language model's metrics (bits per byte, loss, perplexity) are not rates: shown as numbers
@@ -138,7 +139,7 @@ def _built(info: dict) -> str:
 def body(info: dict) -> str:
     spec, lim = info["spec"], info["limitations"]
     hyp = spec.get("hypothesis") or {}
-    scratch = info["base_model"].get("init") == "scratch"
+    scratch = is_scratch(info)
     how = f"trained from scratch as {info['base_model']['name'].removeprefix('scratch ')}"
     lines = [
         f"# {info['run']}: "
@@ -148,7 +149,7 @@ def body(info: dict) -> str:
     bound = (
         "It was trained from scratch: its base is the config and tokenizer in `base/`, which "
         "hash to"
-        if info["base_model"].get("init") == "scratch"
+        if scratch
         else "It loads only on the base whose weights hash to"
     )
     lines += [
@@ -277,7 +278,7 @@ def _limitations_lines(lim: dict) -> list[str]:
 def _use_lines(info: dict) -> list[str]:
     """How to load the bundle (a model built from scratch: on its own `base/`), the prompts as
     trained and the decoding as evaluated."""
-    scratch = info["base_model"].get("init") == "scratch"
+    scratch = is_scratch(info)
     lines = [
         "",
         "## Use",

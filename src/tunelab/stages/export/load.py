@@ -14,14 +14,10 @@ import os
 from pathlib import Path
 
 from tunelab.core.errors import TunelabError
-from tunelab.core.exports import BUNDLE_FILE
+from tunelab.core.exports import BUNDLE_FILE, SCRATCH_BASE
 from tunelab.core.files import DamagedFile, read_json
 from tunelab.core.layout import CACHE, STORE_DIR
 from tunelab.core.sums import require_plain
-
-SCRATCH_BASE = "base"
-"""The folder of a scratch model's bundle that holds its base: `config.json` and
-`tokenizer/`."""
 
 
 class WrongBaseError(TunelabError):

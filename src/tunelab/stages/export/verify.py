@@ -31,7 +31,7 @@ from tunelab.core import sums as contents
 from tunelab.core.env import child_env, run_child
 from tunelab.core.errors import TunelabError
 from tunelab.stages.export.gguf_file import GGUF_DIR, GGUF_FILE
-from tunelab.stages.export.load import check_base, default_base, read_bundle
+from tunelab.stages.export.load import check_base, default_base, is_scratch, read_bundle
 from tunelab.stages.export.serving import MERGED_CLASS
 from tunelab.stages.export.verify_gguf import check_gguf
 
@@ -174,7 +174,7 @@ def _guarded(name: str, check) -> dict:
 
 def _base(info: dict, base: Path) -> dict:
     found = check_base(info, base)
-    what = "config and tokenizer" if "config_sha256" in found else "weights"  # built from scratch
+    what = "config and tokenizer" if is_scratch(info) else "weights"
     detail = f"{found['path']}: {what} sha256 {found['weights_sha256'][:16]}… as recorded"
     if differs := found.get("tokenizer_differs"):
         verb = "differs" if len(differs) == 1 else "differ"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tunelab.core.exports import BUNDLE_FILE
+from tunelab.core.exports import BUNDLE_FILE, SCRATCH_BASE
 from tunelab.core.files import DamagedFile
 from tunelab.core.layout import EXPORTS
 from tunelab.core.store import Store, StoreError, read_json
@@ -152,4 +152,4 @@ def _elsewhere(verified, bound: str | None) -> str | None:
 def _own_base(record: dict) -> str | None:
     """A model built from scratch is bound to its bundle's own `base/` (its record names no
     base path)."""
-    return str(Path(record["bundle"]) / "base") if record.get("bundle") else None
+    return str(Path(record["bundle"]) / SCRATCH_BASE) if record.get("bundle") else None

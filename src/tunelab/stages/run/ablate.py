@@ -28,7 +28,13 @@ from tunelab.core.overrides import apply_overrides, parse_value
 from tunelab.core.param_groups import diff_specs
 from tunelab.core.replicates import replicate_seeds, seed_of
 from tunelab.data import build_data
-from tunelab.stages.run.diff import OneChangeError, counted_groups, format_change, resolve_parent
+from tunelab.stages.run.diff import (
+    OneChangeError,
+    counted_groups,
+    format_change,
+    recorded_arch,
+    resolve_parent,
+)
 from tunelab.tasks import get_task
 
 
@@ -214,15 +220,10 @@ def _trained(parent: dict) -> bool:
 def _same_model(parent_spec: dict, arch) -> bool:
     """Whether a scratch architecture builds the config the parent's built (a key left to its
     default in one and written in the other: `num_key_value_heads` unset is the heads')."""
-    from tunelab.core.scratch import Arch
     from tunelab.modeling.scratch import scratch_config
 
-    raw = (parent_spec.get("model") or {}).get("arch")
-    if arch is None or not raw:
-        return False
-    try:
-        theirs = Arch(**raw)
-    except (TypeError, ValueError):  # a spec no longer valid: not the same
+    theirs = recorded_arch(parent_spec)  # None: pretrained, or a spec no longer valid
+    if arch is None or theirs is None:
         return False
     built = [scratch_config(a, 256, 64, {}).to_dict() for a in (theirs, arch)]
     return built[0] == built[1]

@@ -143,20 +143,23 @@ DERIVED = (
 property, the key that sets it or None, what it follows)."""
 
 
+def recorded_arch(spec: dict | None):
+    """A recorded spec's scratch architecture (`core.scratch.Arch`), or None: a pretrained
+    model, or a spec no longer valid (diffed as stored)."""
+    from tunelab.core.scratch import Arch
+
+    raw = ((spec or {}).get("model") or {}).get("arch")
+    try:
+        return Arch(**raw) if raw else None
+    except (TypeError, ValueError):
+        return None
+
+
 def derived_changes(parent_spec: dict, child_spec: dict, diff: dict) -> list[str]:
     """What changed with a scratch model's settings without being named in the diff: a width
     that follows others (`experts_per_token` 1 -> 4 also took each expert from 768 to 192
     wide, and the total parameters with it). Empty for pretrained models."""
-    from tunelab.core.scratch import Arch
-
-    arches = []
-    for spec in (parent_spec, child_spec):
-        raw = ((spec or {}).get("model") or {}).get("arch")
-        try:
-            arches.append(Arch(**raw) if raw else None)
-        except (TypeError, ValueError):  # a spec no longer valid is diffed as stored
-            arches.append(None)
-    before, after = arches
+    before, after = recorded_arch(parent_spec), recorded_arch(child_spec)
     if before is None or after is None:
         return []
     named = {c["key"] for changes in diff.values() for c in changes}

@@ -193,21 +193,19 @@ def _arm_of(lab: Lab) -> list[dict]:
 def interrupted_with(lab: Lab, seed: int) -> str | None:
     """An interrupted run of this spec on this data version that began `seed`: a plain `run`
     trains the seed anew beside it, and says so (`noise`, `run --seeds` and `ablate` refuse)."""
-    return next(
-        (r["id"] for r in _arm_of(lab) if r.get("status") == "interrupted" and seed_of(r) == seed),
-        None,
-    )
+    return _interrupted(lab).get(seed)
+
+
+def _interrupted(lab: Lab) -> dict[int, str]:
+    """The interrupted runs of the lab's arm (`_arm_of`), by the seed each began."""
+    return {seed_of(r): r["id"] for r in _arm_of(lab) if r.get("status") == "interrupted"}
 
 
 def refuse_begun(lab: Lab, seeds: list[int], have: dict[int, str]) -> None:
     """Refuse to train a seed again that an interrupted run of this spec began: an interrupted
     `noise` or `run --seeds`, run again, trained it a second time beside the one that waited
     to be resumed."""
-    begun = {
-        seed_of(r): r["id"]
-        for r in _arm_of(lab)
-        if r.get("status") == "interrupted" and seed_of(r) in seeds and seed_of(r) not in have
-    }
+    begun = {s: run for s, run in _interrupted(lab).items() if s in seeds and s not in have}
     if begun:
         listed = ", ".join(f"seed {seed} by {run}" for seed, run in sorted(begun.items()))
         first = next(iter(begun.values()))
