@@ -1,4 +1,4 @@
-"""sha256 digests: of bytes, of a JSON-able value, of a file, of a folder, of a file set.
+"""sha256 digests: of bytes, of a JSON-able value, of a file, of a file set.
 
 Every hash tunelab records (data versions and their files, the sealed test split, a base
 model's identity, a GGUF cache key, a spec's wiring) is one of these, so two records of the
@@ -92,13 +92,3 @@ def sha256_files(files: Iterable[Path]) -> tuple[str, dict[str, str]]:
                 own.update(chunk)
         each[file.name] = own.hexdigest()
     return digest.hexdigest(), each
-
-
-def sha256_path(path: Path) -> str:
-    """A file's sha256; a folder's is over its sorted (relative path, file sha256) list."""
-    if path.is_file():
-        return sha256_file(path)
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{file.relative_to(path).as_posix()}\0{sha256_file(file)}\n".encode())
-    return digest.hexdigest()

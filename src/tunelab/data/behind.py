@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.digest import sha256_path
 from tunelab.data.cleaning import rule_settings
 from tunelab.data.version import settings_of
 
@@ -52,7 +51,7 @@ def _changed_sources(spec: Any, lab: Path, hashes: list[str]) -> list[str]:
         except TunelabError as err:
             out.append(f"data.sources[{i}] ({source.path}): cannot be read now ({err})")
             continue
-        if sha256_path(where.path) != made:
+        if where.sha256() != made:
             out.append(f"data.sources[{i}] ({where.shown}): its content changed")
     return out
 

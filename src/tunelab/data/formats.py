@@ -17,6 +17,7 @@ readers in `csv_rows.py`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,23 +107,37 @@ def _image_folder(
 
 
 def _label_files(path: Path, shown: str) -> Iterator[tuple[Path, str, str] | Rejection]:
-    """(file, file as shown, label) for each file of a folder of label sub-folders. Hidden
-    files (`.DS_Store`, editor swap files) are not data and are skipped."""
+    """(file, file as shown, label) for each file of a folder of label sub-folders
+    (`folder_files`: hidden files are not data); a symbolic link to nothing is quarantined."""
     for file in folder_files(path):
         rel = file.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
         file_shown = f"{shown}/{rel.as_posix()}"
         if len(rel.parts) < 2:
             yield Rejection(file_shown, None, "outside_label_folder", "not inside a label folder")
-            continue
-        yield file, file_shown, rel.parts[0]
+        elif not file.exists():
+            yield Rejection(
+                file_shown,
+                None,
+                "missing_file",
+                f"a symbolic link to a missing file ({os.readlink(file)}): put the file back, "
+                "or delete the link",
+            )
+        else:
+            yield file, file_shown, rel.parts[0]
 
 
 def folder_files(path: Path) -> list[Path]:
-    """Every regular file under a folder, sorted (symbolic links to folders are not entered):
-    what a folder source's hash covers and what its reader may open."""
-    return sorted(p for p in path.rglob("*") if p.is_file())
+    """What a folder source holds, sorted: every regular file under it (symbolic links to
+    folders are not entered) and every symbolic link that leads nowhere (quarantined, not
+    passed over), but hidden ones (`.DS_Store`, `._photo.jpg`, a `.thumbnails/` folder:
+    not data). What a folder source's hash covers (`paths.Located.sha256`) and what its reader
+    may open: a Finder that rewrites `.DS_Store` changes no data version."""
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if (p.is_file() or (p.is_symlink() and not p.exists()))
+        and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
 
 
 def _parquet(

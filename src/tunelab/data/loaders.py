@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.digest import sha256_path
 from tunelab.core.spec import DataSpec, Fields, Source
 from tunelab.core.store import SPLITS
 from tunelab.data.example import Example
@@ -286,7 +285,7 @@ def load_sources(
                 "type": source.type,
                 "path": where.shown,
                 "split": source.split,
-                "sha256": sha256_path(where.path),
+                "sha256": where.sha256(),
                 "rows": rows,
                 **where.record(),
             }

@@ -12,10 +12,13 @@ manifest: the resolved path and, for a folder, the files under it.
 from __future__ import annotations
 
 import errno
+import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunelab.core.digest import sha256_file
 from tunelab.core.spec import Source
 from tunelab.core.spec_paths import spec_path
 from tunelab.core.store import STORE_DIR
@@ -47,6 +50,19 @@ class Located:
     path: Path
     shown: str
     files: list[Path] = field(default_factory=list)
+
+    def sha256(self) -> str:
+        """The content the source was read from: a file's sha256; a folder's over its sorted
+        (relative path, file sha256) list of the files its reader reads (`folder_files`: no
+        hidden files; a symbolic link that leads nowhere by where it points)."""
+        if not self.path.is_dir():
+            return sha256_file(self.path)
+        digest = hashlib.sha256()
+        for file in self.files:
+            rel = file.relative_to(self.path).as_posix()
+            content = sha256_file(file) if file.exists() else f"link:{os.readlink(file)}"
+            digest.update(f"{rel}\0{content}\n".encode())
+        return digest.hexdigest()
 
     def record(self) -> dict[str, Any]:
         """What the manifest keeps of the paths read."""

@@ -102,9 +102,12 @@ def test_folder_loader_labels_from_subfolders(tmp_path: Path) -> None:
         "neg/bad.txt": b"\xff\xfe\xfa",
         "loose.txt": b"no label",
         "pos/.hidden": b"skipped",
+        "neg/._z.txt": b"macOS's resource fork",
+        "neg/.thumbnails/z.txt": b"a viewer's cache",
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(content)
+    (root / "pos" / "gone.txt").symlink_to(tmp_path / "docs" / "pos" / "deleted.txt")
     loaded = load_sources(data_spec([{"type": "folder", "path": "docs"}]), None, tmp_path)
     assert [(e.id, e.label, e.text) for e in loaded.examples] == [
         ("docs/neg/z.txt", "neg", "awful"),
@@ -115,7 +118,45 @@ def test_folder_loader_labels_from_subfolders(tmp_path: Path) -> None:
     assert {(r.file, r.line, r.kind) for r in loaded.rejections} == {
         ("docs/neg/bad.txt", None, "bad_encoding"),
         ("docs/loose.txt", None, "outside_label_folder"),
+        ("docs/pos/gone.txt", None, "missing_file"),  # a link to nothing: said, not passed over
     }
+    gone = next(r for r in loaded.rejections if r.kind == "missing_file")
+    assert "symbolic link to a missing file" in gone.reason and "deleted.txt" in gone.reason
+    assert loaded.sources[0]["files"] == [
+        "loose.txt",
+        "neg/bad.txt",
+        "neg/z.txt",
+        "pos/a.txt",
+        "pos/b.txt",
+        "pos/gone.txt",
+    ]
+
+
+def test_a_folder_s_hash_covers_what_is_read_and_nothing_hidden(tmp_path: Path) -> None:
+    """A Finder rewriting `.DS_Store` (or a viewer its thumbnails) changes no source hash, so
+    no data version; a file's bytes do. Without hidden files the hash is what it always was
+    (the sorted `relative path NUL sha256 NEWLINE` list), so no lab's version id moves."""
+    root = tmp_path / "docs"
+    for rel, text in {"pos/a.txt": "great", "neg/z.txt": "awful"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+    def source_hash() -> str:
+        spec = data_spec([{"type": "folder", "path": "docs"}])
+        return load_sources(spec, None, tmp_path).sources[0]["sha256"]
+
+    plain = source_hash()
+    listed = "".join(
+        f"{rel}\0{hashlib.sha256(text.encode()).hexdigest()}\n"
+        for rel, text in (("neg/z.txt", "awful"), ("pos/a.txt", "great"))
+    )
+    assert plain == hashlib.sha256(listed.encode()).hexdigest()
+    (root / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (root / "pos" / ".thumbnails").mkdir()
+    (root / "pos" / ".thumbnails" / "a.png").write_bytes(b"png")
+    assert source_hash() == plain
+    (root / "pos" / "a.txt").write_text("greater")
+    assert source_hash() != plain
 
 
 def test_unknown_type_lists_the_known_ones(tmp_path: Path) -> None:

@@ -114,11 +114,14 @@ def test_the_store_is_never_a_source(lab: Path) -> None:
         DataError, match=r"inside the lab's store \(\.tunelab/\).*sealed test split"
     ):
         load_sources(spec.data, None, lab)
-    folder = spec_for([{"type": "folder", "path": "."}])
-    with pytest.raises(
-        DataError, match=r"\./?\.tunelab/data/v1/test\.jsonl is inside the lab's store"
-    ):
+    (lab / "docs" / "a").mkdir(parents=True)  # a folder that leads into the store
+    (lab / "docs" / "a" / "x.txt").symlink_to(lab / ".tunelab" / "data" / "v1" / "test.jsonl")
+    folder = spec_for([{"type": "folder", "path": "docs"}])
+    with pytest.raises(DataError, match=r"docs/a/x\.txt is inside the lab's store \(\.tunelab/\)"):
         load_sources(folder.data, None, lab)
+    (lab / "docs" / "a" / "x.txt").unlink()
+    whole = load_sources(spec_for([{"type": "folder", "path": "."}]).data, None, lab)
+    assert not [f for f in whole.sources[0]["files"] if ".tunelab" in f]  # hidden: not data
     os.link(lab / ".tunelab" / "data" / "v1" / "test.jsonl", lab / "rows.jsonl")
     linked = spec_for([{"type": "jsonl", "path": "rows.jsonl"}])  # no path into the store
     with pytest.raises(
