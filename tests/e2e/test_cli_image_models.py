@@ -87,6 +87,22 @@ def test_a_vit_trains_with_lora_and_full_and_hands_over_a_verified_bundle(tmp_pa
     names = [i["name"] for i in verified["items"]]
     assert names == ["files", "base", "load", "preprocessing", "predictions", "merged"]
     assert "AutoModelForImageClassification alone" in verified["items"][-1]["detail"]
+    # the card's "Use" lines, run as written on a transparent picture: the processor alone
+    # refuses RGBA; through tunelab.open_image the bundle answers as it did in its run
+    card = (bundle / "README.md").read_text()
+    code = card.split("## Use", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    first = sample[0]
+    with Image.open(bundle / "verify" / first["row"]["image"]) as img:
+        img.convert("RGBA").save(tmp_path / "photo.png")
+    for placeholder, path in {
+        "path/to/bundle": bundle,
+        "path/to/base": info["base_model"]["path"],
+        "photo.jpg": tmp_path / "photo.png",
+    }.items():
+        code = code.replace(placeholder, str(path))
+    used: dict = {}
+    exec(code, used)
+    assert used["label"] == first["prediction"]["predicted"]
 
     # the same weights with a processor that normalises otherwise: verify names the field
     other = tmp_path / "other-base"

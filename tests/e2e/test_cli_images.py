@@ -71,3 +71,22 @@ def test_an_image_lab_is_built_inspected_and_kept_from_training(tmp_path, capsys
     assert code == 0 and page.count('<img class="sheet" src="data:image/png;base64,') == 4
     assert "icon · train split" in page and "photo · train split" in page
     assert "icon, as the model receives it · train split" in page
+
+
+def test_a_raised_pixel_limit_holds_in_every_stage_after_data(tmp_path, capsys, monkeypatch):
+    """An image above Pillow's own bomb limit but within a raised `data.images.max_pixels`
+    was kept by `data`, then refused by Pillow's default in inspect (and training): every
+    stage opens a lab's images under the limit they were accepted under. Pillow's default is
+    scaled down here, so a 90x70 photo stands for a 180-million-pixel scan."""
+    lab = image_lab(tmp_path / "lab")
+    (lab / "pics/photo/broken.jpg").unlink()
+    spec = yaml.safe_load((lab / "tunelab.yaml").read_text())
+    spec["data"]["images"] = {"max_pixels": 10_000}
+    (lab / "tunelab.yaml").write_text(yaml.safe_dump(spec))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1_000)  # twice that and Pillow refuses
+    code, data = tl(capsys, "data", "--lab", str(lab))
+    assert code == 0 and not data["quarantine"]["reasons"], data
+    code, seen = tl(capsys, "inspect", "--lab", str(lab))
+    assert code == 0, seen
+    assert seen["summary"]["categories"]["photo"]["model_view"]["shape"] == [3, 32, 32]
+    assert Image.MAX_IMAGE_PIXELS == 1_000  # put back after each stage

@@ -17,7 +17,9 @@ An accepted image gives an `ImageInfo`: its size, Pillow mode and format, and th
 `bytes_sha256` (the file: what the version id covers and the name it is stored under),
 `pixels_sha256` (the decoded picture in RGBA with its size: the same picture re-encoded
 losslessly hashes the same) and `dhash` (a 64-bit difference hash for near-duplicates:
-`near_images`). A GIF or an animated WebP is its first frame.
+`near_images`). A GIF or an animated WebP is its first frame; every image is the picture it
+shows (`picture`: upright as its EXIF orientation says, 16-bit grey scaled to 8 bits), whose
+size the row records.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import hashlib
 import io
 import re
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +37,10 @@ import numpy as np
 FORMATS = {"PNG": "png", "JPEG": "jpg", "MPO": "jpg", "WEBP": "webp", "GIF": "gif"}
 """The formats accepted (Pillow's names) and the extension each is stored under. MPO is the
 JPEG that many cameras write (a JPEG with a second picture after it)."""
+EXIF_ORIENTATION = 0x0112
+"""The EXIF tag that says how a camera held the picture (1: upright as stored)."""
+SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+"""Pillow's modes for a 16-bit grey PNG (`I` in older releases): scaled to 8 bits, not clipped."""
 DHASH_SIZE = 8
 """The difference hash compares DHASH_SIZE + 1 columns by DHASH_SIZE rows: 64 bits."""
 _SIGNATURES = {
@@ -73,28 +81,58 @@ class BadImage:
     reason: str
 
 
+@contextmanager
+def pixel_limit(max_pixels: int | None) -> Iterator[None]:
+    """Pillow's decompression-bomb limit set to `max_pixels` (the lab's
+    `data.images.max_pixels`) while images are opened, and put back after; None keeps Pillow's
+    own. Every stage that opens a lab's images opens them under the limit they were accepted
+    under: one that raised it had its images refused by Pillow's default after `tunelab data`
+    kept them."""
+    from PIL import Image
+
+    before = Image.MAX_IMAGE_PIXELS
+    if max_pixels is not None:
+        Image.MAX_IMAGE_PIXELS = max_pixels
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = before
+
+
+def picture(image):
+    """The picture an opened image shows, as every stage reads it: its first frame, turned
+    upright as its EXIF orientation says (a phone stores a portrait photo sideways with a
+    tag, which transformers' own `load_image` applies too), and a 16-bit grey image scaled
+    to 8 bits (Pillow's conversions clip it at 255: white). Loads the pixels."""
+    from PIL import Image, ImageOps
+
+    image.seek(0)
+    image.load()
+    if image.getexif().get(EXIF_ORIENTATION, 1) != 1:
+        image = ImageOps.exif_transpose(image)
+    if image.mode in SIXTEEN_BIT:
+        values = np.asarray(image).astype(np.int64)
+        image = Image.fromarray((np.clip(values, 0, 65535) >> 8).astype(np.uint8), mode="L")
+    return image
+
+
 def decode_image(data: bytes, file: str, max_pixels: int) -> ImageInfo | BadImage:
     """Open and fully decode an image's bytes; `file` is where it came from, as shown."""
     from PIL import Image, UnidentifiedImageError
 
     if not data:
         return BadImage("image_empty", "the file is empty (0 bytes)")
-    before = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = max_pixels
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            try:
-                image = Image.open(io.BytesIO(data))
-            except (Image.DecompressionBombWarning, Image.DecompressionBombError) as err:
-                return _too_large(err, max_pixels)
-            except UnidentifiedImageError:
-                return _unopened(data, None)
-            except Exception as err:  # a header that starts right and breaks off (OSError...)
-                return _unopened(data, err)
-            return _decoded(image, data, file, max_pixels)
-    finally:
-        Image.MAX_IMAGE_PIXELS = before
+    with pixel_limit(max_pixels), warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(io.BytesIO(data))
+        except (Image.DecompressionBombWarning, Image.DecompressionBombError) as err:
+            return _too_large(err, max_pixels)
+        except UnidentifiedImageError:
+            return _unopened(data, None)
+        except Exception as err:  # a header that starts right and breaks off (OSError...)
+            return _unopened(data, err)
+        return _decoded(image, data, file, max_pixels)
 
 
 def _decoded(image, data: bytes, file: str, max_pixels: int) -> ImageInfo | BadImage:
@@ -110,8 +148,8 @@ def _decoded(image, data: bytes, file: str, max_pixels: int) -> ImageInfo | BadI
         if not image.width or not image.height:
             return BadImage("image_empty", f"a picture of {image.width}x{image.height} pixels")
         try:
-            image.load()
-            rgba = image.convert("RGBA")
+            shown = picture(image)
+            rgba = shown.convert("RGBA")
         except (Image.DecompressionBombWarning, Image.DecompressionBombError) as err:
             return _too_large(err, max_pixels)
         except Exception as err:  # Pillow's decoders raise many kinds on damaged data
@@ -120,8 +158,8 @@ def _decoded(image, data: bytes, file: str, max_pixels: int) -> ImageInfo | BadI
             file=file,
             format=image.format,
             mode=image.mode,
-            width=image.width,
-            height=image.height,
+            width=shown.width,
+            height=shown.height,
             bytes_sha256=hashlib.sha256(data).hexdigest(),
             pixels_sha256=pixels_sha256(rgba),
             dhash=dhash(rgba),

@@ -55,13 +55,17 @@ class Pixels:
     label: int
 
 
-def open_rgb(path: Path):
-    """The image's first frame in RGB, transparency flattened onto `ALPHA_BACKGROUND`."""
+def open_rgb(path: Path, max_pixels: int | None = None):
+    """The image's picture (`data.images.picture`: first frame, upright, 8 bits) in RGB,
+    transparency flattened onto `ALPHA_BACKGROUND`: what the model sees. `max_pixels`: the
+    lab's `data.images.max_pixels`, the limit its images were accepted under (None: Pillow's
+    own, for an image from elsewhere)."""
     from PIL import Image
 
-    with Image.open(path) as img:
-        img.seek(0)
-        img.load()
+    from tunelab.data.images import picture, pixel_limit
+
+    with pixel_limit(max_pixels), Image.open(path) as opened:
+        img = picture(opened)
         if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
             rgba = img.convert("RGBA")
             flat = Image.new("RGBA", rgba.size, (*ALPHA_BACKGROUND, 255))
@@ -90,14 +94,20 @@ def differences(recorded: dict, now: dict) -> list[str]:
 
 
 def encode_images(
-    processor, rows: list[dict], labels: list[str], root: Path, progress: Callable | None = None
+    processor,
+    rows: list[dict],
+    labels: list[str],
+    root: Path,
+    progress: Callable | None = None,
+    max_pixels: int | None = None,
 ) -> list[Pixels]:
-    """Every row's image, processed as the model receives it, with its label's index."""
+    """Every row's image, processed as the model receives it, with its label's index
+    (`max_pixels`: the lab's limit, `open_rgb`)."""
     index = {label: i for i, label in enumerate(labels)}
     out: list[Pixels] = []
     for start in range(0, len(rows), ENCODE_CHUNK):
         chunk = rows[start : start + ENCODE_CHUNK]
-        images = [open_rgb(_image_path(root, r)) for r in chunk]
+        images = [open_rgb(_image_path(root, r), max_pixels) for r in chunk]
         values = processor(images=images, return_tensors="pt")["pixel_values"].float()
         out.extend(Pixels(r["id"], values[i], index[r["label"]]) for i, r in enumerate(chunk))
         if progress is not None:
@@ -137,6 +147,9 @@ class ImageRenderer:
     max_length: int | None = None
     pack_length: int | None = None
     template: object = None
+    max_pixels: int | None = None
+    """The lab's `data.images.max_pixels`: its images are opened under the limit they were
+    accepted under."""
     settings: dict = field(init=False)
 
     def __post_init__(self) -> None:
@@ -155,4 +168,6 @@ class ImageRenderer:
         """An image has no prompt for a template to render (`Renderer.require_prompts`)."""
 
     def encode(self, rows: list[dict]) -> list[Pixels]:
-        return encode_images(self.processor, rows, self.labels, self.root)
+        return encode_images(
+            self.processor, rows, self.labels, self.root, max_pixels=self.max_pixels
+        )

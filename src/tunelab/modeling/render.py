@@ -392,5 +392,6 @@ def lab_renderer(spec, lab, labels: list[str], version: str | None = None, root=
 
         if root is None:
             root = lab / STORE_DIR / DATA / version
-        return ImageRenderer(load_processor(spec.model, lab), spec.task, labels, root)
+        processor, limit = load_processor(spec.model, lab), spec.data.images.max_pixels
+        return ImageRenderer(processor, spec.task, labels, root, max_pixels=limit)
     return make_renderer(spec, load_tokenizer(spec.model, lab, version), labels, lab)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from PIL import Image
 from transformers import AutoImageProcessor
@@ -82,3 +83,20 @@ def test_frozen_batch_norm_keeps_its_statistics_in_training_mode() -> None:
     model[1].requires_grad_(True)
     train_mode(model)
     assert model[1].training
+
+
+def test_the_model_sees_a_photo_upright_as_transformers_loads_it(tmp_path) -> None:
+    """A phone's portrait photo (stored sideways, EXIF orientation 6) reaches the model as
+    transformers' own `load_image` gives it to a pipeline that serves the bundle; a 16-bit grey
+    scan scaled to 8 bits, not clipped to white."""
+    from transformers.image_utils import load_image
+
+    sideways = Image.effect_noise((40, 20), 50).convert("RGB")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    sideways.save(tmp_path / "portrait.jpg", exif=exif, quality=95)
+    seen = open_rgb(tmp_path / "portrait.jpg")
+    served = load_image(str(tmp_path / "portrait.jpg")).convert("RGB")
+    assert seen.size == served.size == (20, 40) and seen.tobytes() == served.tobytes()
+    Image.fromarray(np.full((4, 4), 32768, dtype=np.uint16)).save(tmp_path / "scan.png")
+    assert open_rgb(tmp_path / "scan.png").getpixel((1, 1)) == (128, 128, 128)

@@ -275,22 +275,40 @@ def _limitations_lines(lim: dict) -> list[str]:
     return lines
 
 
+IMAGE_USE = [
+    'inputs = processor(images=tunelab.open_image("photo.jpg"), return_tensors="pt")',
+    "with torch.no_grad():",
+    '    label = info["labels"][model(**inputs).logits.argmax(-1).item()]',
+]
+"""An image bundle's inputs, made as training made them, and its answer."""
+
+
 def _use_lines(info: dict) -> list[str]:
     """How to load the bundle (a model built from scratch: on its own `base/`), the prompts as
     trained and the decoding as evaluated."""
-    scratch = is_scratch(info)
+    scratch, image = is_scratch(info), info["kind"] == "image"
     lines = [
         "",
         "## Use",
         "",
         "```python",
+        *(["import torch"] if image else []),
         "import tunelab",
         "",
-        "model, tokenizer, info = tunelab.load_bundle("
+        f"model, {'processor' if image else 'tokenizer'}, info = tunelab.load_bundle("
         + ('"path/to/bundle")' if scratch else '"path/to/bundle", base="path/to/base")'),
+        *(IMAGE_USE if image else []),
         "```",
         "",
     ]
+    if image:
+        lines += [
+            "`tunelab.open_image` gives the processor the picture as training did: the first "
+            "frame, upright as its EXIF orientation says, 16-bit grey scaled to 8 bits, "
+            "transparency flattened onto white (the processor alone refuses RGBA and 16-bit "
+            "images).",
+            "",
+        ]
     if info["kind"] == "causal" and info["task"] != "pretrain":
         lines += [_prompts_as_trained(info), ""]
     decoding = info.get("decoding")

@@ -11,6 +11,7 @@ folder and checked by their hashes the same way (`modeling.scratch_identity.base
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from tunelab.core.errors import TunelabError
@@ -212,7 +213,8 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
         spec = ModelSpec(**(info["spec"]["model"] | {"path": str(base)}))
     kind = info["kind"]
     lab = lab_of(bundle) or bundle  # paths in the spec are absolute; the lab names its cache
-    model = load_trained(spec, lab, bundle, torch.device(device), info["labels"], kind)
+    with _transformers_quiet():
+        model = load_trained(spec, lab, bundle, torch.device(device), info["labels"], kind)
     if kind == "image":  # the image processor the run used, saved in the bundle
         from transformers import AutoImageProcessor
 
@@ -220,6 +222,29 @@ def load_bundle(bundle, base=None, device: str = "cpu"):
 
         return model, AutoImageProcessor.from_pretrained(bundle, backend=IMAGE_BACKEND), info
     return model, _tokenizer(bundle, info), info
+
+
+@contextmanager
+def _transformers_quiet():
+    """transformers' words while the bundle's model is built, off and put back after: its load
+    report said the base's head was "reinit due to size mismatch" (the bundle's trained head
+    then replaces it), a consumer read that their classifier was re-initialised; and its
+    progress bar and deprecation notices. The caller's own settings are left as they were."""
+    import warnings
+
+    from transformers.utils import logging
+
+    level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+            yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
 
 
 def _tokenizer(bundle: Path, info: dict):

@@ -230,7 +230,13 @@ def _predictions(bundle: Path, info: dict, loaded: dict, device: str) -> dict:
     ]
     spec = validate_spec(info["spec"])
     if spec.images:  # the sample's images lie in verify/, as in the data version
-        renderer = ImageRenderer(loaded["tokenizer"], spec.task, info["labels"], bundle / "verify")
+        renderer = ImageRenderer(
+            loaded["tokenizer"],
+            spec.task,
+            info["labels"],
+            bundle / "verify",
+            max_pixels=spec.data.images.max_pixels,
+        )
     else:
         renderer = make_renderer(spec, loaded["tokenizer"], info["labels"], bundle)
     e = spec.evaluation

@@ -50,7 +50,8 @@ def image_view(lab: Lab, rows: list[dict], split: str) -> tuple[dict, list[dict]
     folder = lab.store.path(INSPECT, lab.data_version)
     categories = {}
     for label in sorted(by_label):
-        sheet = contact_sheet(lab.store.data_dir(lab.data_version), by_label[label])
+        version_dir, limit = lab.store.data_dir(lab.data_version), lab.spec.data.images.max_pixels
+        sheet = contact_sheet(version_dir, by_label[label], limit)
         path = folder / f"{split}-{_safe(label)}.png"
         _save_png(sheet, path)
         categories[label] = describe(by_label[label]) | {
@@ -192,8 +193,10 @@ def _mode_findings(by_label: dict[str, list[dict]], finding) -> list[dict]:
     out = []
     converted = (
         "tunelab makes every image RGB before the model's processor (transparency flattened "
-        "onto white), so the mode itself does not reach the model: look at the contact sheets "
-        "for what the flattening leaves"
+        "onto white), but what a mode means can still reach the model: a grey image stays grey "
+        "(R = G = B), a palette keeps its few colours, and a model learns that as easily as the "
+        "mode. Look at the contact sheets: if the mode comes from how the category was "
+        "collected, not from what it shows, collect its images as the others were"
     )
     for label, found in sorted(modes.items()):
         if len(found) == 1:
@@ -216,17 +219,19 @@ def _mode_findings(by_label: dict[str, list[dict]], finding) -> list[dict]:
     return out
 
 
-def contact_sheet(version_dir: Path, rows: list[dict]):
-    """A grid of thumbnails of the first `SHEET_IMAGES` images (by id), each captioned with its
-    size and mode; transparency shown on a checkerboard."""
+def contact_sheet(version_dir: Path, rows: list[dict], max_pixels: int | None = None):
+    """A grid of thumbnails of the first `SHEET_IMAGES` images (by id), each the picture it
+    shows (`data.images.picture`) captioned with its size and mode; transparency shown on a
+    checkerboard. `max_pixels`: the lab's limit, the one its images were accepted under."""
     from PIL import Image
+
+    from tunelab.data.images import picture, pixel_limit
 
     chosen = sorted(rows, key=lambda r: r["id"])[:SHEET_IMAGES]
     images = []
     for row in chosen:
-        with Image.open(version_dir / row["image"]) as img:
-            img.seek(0)
-            images.append(img.convert("RGBA"))
+        with pixel_limit(max_pixels), Image.open(version_dir / row["image"]) as img:
+            images.append(picture(img).convert("RGBA"))
     return sheet_of(images, [f"{r['width']}x{r['height']} {r['mode']}" for r in chosen])
 
 

@@ -2,6 +2,9 @@
 is the user's to mend (exit 2, the file named), not an internal error."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -115,3 +118,23 @@ def test_a_bundle_s_own_tokenizer_code_runs_only_as_the_run_allowed_it(
     code.write_text(TOKENIZATION + "print('another')\n")
     with pytest.raises(TunelabError, match="Python code the run did not allow"):
         _tokenizer(bundle, info)
+
+
+def test_load_bundle_in_a_user_s_process_says_nothing_of_the_head_it_replaces(exported):
+    """In a user's own Python, transformers' load report called the base's head "reinit due
+    to size mismatch" (the bundle's trained head replaces it), with its progress bar: off while
+    the bundle loads, and the user's own logging settings put back after."""
+    _, bundle = exported
+    script = (
+        "import tunelab\n"
+        "from transformers.utils import logging\n"
+        f"tunelab.load_bundle(r'{bundle}')\n"
+        "print(logging.get_verbosity(), logging.is_progress_bar_enabled())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANSFORMERS_", "TQDM"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["30", "True"]  # warning level, bars on: as they were
+    assert "LOAD REPORT" not in done.stderr and "Loading weights" not in done.stderr
