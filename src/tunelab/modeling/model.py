@@ -114,10 +114,11 @@ def load_classifier(
     if loaded and _checkpoint_labels(path, spec, lab) != labels:  # same size, other labels
         redraw(model, layer)
     model.drawn_at_random = drawn_at_random(model, fresh, name)
-    if model.config.pad_token_id is None:
-        # a decoder's classifier (GPT-2, Llama...) pools its last non-pad token and refuses
-        # batches without a pad id in its config: the one batches are padded with
-        model.config.pad_token_id = pad_id(load_tokenizer(spec, lab))
+    # a decoder's classifier (GPT-2, Llama...) pools its last token that is not the config's
+    # pad id (and refuses batches without one): the id batches are padded with, always. A
+    # tokenizer whose pad token was another had it pool a padding position, so every
+    # prediction depended on its batch (the check's `padding` item)
+    model.config.pad_token_id = pad_id(load_tokenizer(spec, lab))
     return model.to(device)
 
 

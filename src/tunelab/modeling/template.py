@@ -125,7 +125,7 @@ def make_template(tokenizer: PreTrainedTokenizerBase, kind: str, instruction: st
         rendered = tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True
         )
-        prefix, suffix = rendered.split(PLACEHOLDER)
+        prefix, suffix = _around_placeholder(rendered, "the user's message")
         bos: list[int] = []
     else:
         prefix, suffix = instruction + PLAIN_INPUT, PLAIN_ANSWER
@@ -166,13 +166,28 @@ def special_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:
     return set(tokenizer.all_special_ids) | {i for i, t in marked.items() if t.special}
 
 
+def _around_placeholder(rendered: str, what: str) -> tuple[str, str]:
+    """What a chat template writes before and after a message's text, given as `PLACEHOLDER`;
+    a template that cuts or drops that text is named, not crashed on."""
+    if rendered.count(PLACEHOLDER) != 1:
+        raise RenderError(
+            f"the model's chat template does not write {what} as it is given (it cuts it, "
+            "leaves it out or writes it twice), so tunelab cannot train on prompts and answers "
+            "as that template renders them; mend the template (chat_template in the model's "
+            "tokenizer_config.json, or its chat_template.jinja), or set model.template: plain"
+        )
+    before, after = rendered.split(PLACEHOLDER)
+    return before, after
+
+
 def end_of_answer(tokenizer: PreTrainedTokenizerBase, kind: str) -> int | None:
     """The token the model must learn to emit after an answer: the chat template's
     end-of-turn token when there is one, else EOS; None when the tokenizer has neither
     (then nothing teaches the model to stop, and `tunelab inspect` blocks training)."""
     if kind == "chat":
         turn = [{"role": "user", "content": "q"}, {"role": "assistant", "content": PLACEHOLDER}]
-        after = tokenizer.apply_chat_template(turn, tokenize=False).split(PLACEHOLDER, 1)[1]
+        rendered = tokenizer.apply_chat_template(turn, tokenize=False)
+        after = _around_placeholder(rendered, "the assistant's answer")[1]
         first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
         if first and first[0] in special_ids(tokenizer):
             return first[0]

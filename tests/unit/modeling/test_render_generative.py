@@ -49,6 +49,22 @@ def test_chat_template_missing_is_an_error(tok):
         make_template(bare, "chat", "x")
 
 
+@pytest.mark.parametrize("cut", ["user", "assistant"])
+def test_a_chat_template_that_cuts_a_message_is_named_not_crashed_on(tok, cut):
+    """A template writing `message['content'][:3]` for one role gave an internal IndexError
+    (inspect exited 1) and check called it a bug of tunelab's."""
+    chopped = AutoTokenizer.from_pretrained(tok.name_or_path)
+    chopped.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+        f"{{% if m['role'] == '{cut}' %}}{{{{ m['content'][:3] }}}}"
+        "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    said = "the user's message" if cut == "user" else "the assistant's answer"
+    with pytest.raises(RenderError, match=f"does not write {said} as it is given.*template: plain"):
+        make_template(chopped, "chat", "Extract.")
+
+
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_truncation_cuts_the_input_text_never_the_target(tok, side):
     template = make_template(tok, "plain", "Extract.")

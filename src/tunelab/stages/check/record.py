@@ -73,6 +73,14 @@ def wiring_hash(spec: Spec) -> str:
     return sha256_json(wiring(spec))
 
 
+LR_ITEMS = {"update", "loss"}
+"""The items whose answer depends on the lr, a field the key leaves out: a check that failed
+only these at another lr says nothing of the run's."""
+LR_FACTOR = 100
+"""A run whose lr is this many times below the one its check passed at is warned: the check
+proved an update at that lr, not at this one."""
+
+
 def checks_dir(store: Store) -> Path:
     return store.path(CHECKS)
 
@@ -127,9 +135,23 @@ def check_status(lab: Lab, data_version: str) -> dict:
         return {"file": None, "passed": None, "warning": _unchecked(lab, data_version)}
     status = {"file": check["file"], "passed": check["passed"], "warning": None}
     here = platform_of(lab.device)
+    checked_lr, lr = (check.get("training") or {}).get("lr"), lab.spec.training.lr
     if not check["passed"]:
         failed = ", ".join(check["failed"])
         status["warning"] = f"the last `tunelab check` of this spec and data FAILED ({failed})"
+        if checked_lr not in (None, lr) and set(check["failed"]) <= LR_ITEMS:
+            status["warning"] += (
+                f" at training.lr {checked_lr:g}, and this run trains at {lr:g}: those items "
+                "answer for the lr too (an update below the weights' resolution), so run "
+                "`tunelab check` at this lr"
+            )
+    elif checked_lr and lr * LR_FACTOR < checked_lr:
+        status["warning"] = (
+            f"`tunelab check` passed at training.lr {checked_lr:g}, and this run's lr {lr:g} is "
+            f"{checked_lr / lr:,.0f} times smaller: an update that small can vanish below the "
+            f"weights' resolution, as the check's update item would say; run `tunelab check "
+            f"training.lr={lr:g}`"
+        )
     elif check["platform"] != here:
         status["warning"] = (
             f"`tunelab check` passed on another platform ({check['platform']}, now {here}): "

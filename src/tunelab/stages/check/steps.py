@@ -15,6 +15,8 @@ the spec's wiring, `record.wiring`, which the record keeps). The items:
   and modules_to_save copies, or everything for full fine-tuning); a new head is not frozen.
 - head_init (only for `method.head_init: probe`): the head fitted from a probe on the slice is
   the model's output (`head.py`); the training items then start from it, as the run does.
+- padding: the slice's shortest example gives the same loss alone as padded in a batch beside
+  its longest (`padding.py`): padding masked, never pooled.
 - train_loop: two optimizer steps of `train.train` on one global batch of the slice, with
   accumulation; the losses are finite.
 - update: by parameter name over those two steps, every tensor the method trains received a
@@ -55,6 +57,7 @@ from tunelab.modeling import model as model_lib
 from tunelab.modeling.render import lab_renderer
 from tunelab.stages.check.environment import check_backend, check_versions, probe_backend
 from tunelab.stages.check.head import head_init_step
+from tunelab.stages.check.padding import padding_step
 from tunelab.stages.check.record import (
     check_path,
     check_status,
@@ -341,6 +344,7 @@ STEPS = [
     (("render",), _render),
     (("targets",), _targets),
     (("trainable_set",), _trainable),
+    (("padding",), padding_step),
     (("train_loop", "update", "loss"), training_step),
     (("evaluation",), evaluation_step),
     (("reload",), reload_step),

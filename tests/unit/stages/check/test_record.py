@@ -179,3 +179,33 @@ def test_a_damaged_check_record_warns_the_run_to_check_again(make_lab):
     # another spec's damaged record is passed over when naming what the newest check covered
     other = lab_at(lab.store.lab, "training.compile=true")
     assert "no `tunelab check` has run" in check_status(other, VERSION)["warning"]
+
+
+def test_the_lr_a_check_ran_at_is_weighed_against_the_run_s(make_lab):
+    """The key leaves the lr out, yet the update and loss items answer for it: a what-if check
+    at lr 1e-30 failed them and replaced the spec's passing check, and the run at the spec's
+    own lr was told its check FAILED; a run at 1e-30 after a passing check was told nothing."""
+    path = make_lab()
+    lab = lab_at(path)
+    record = write_check(lab) | {"training": {"lr": 1e-30}, "passed": False}
+    atomic_write_json(check_path(lab.store, lab.spec, VERSION), record | {"failed": ["update"]})
+    warning = check_status(lab, VERSION)["warning"]
+    assert (
+        f"FAILED (update) at training.lr 1e-30, and this run trains at {lab.spec.training.lr:g}"
+        in (warning)
+    )
+    assert warning.endswith("run `tunelab check` at this lr")
+    atomic_write_json(
+        check_path(lab.store, lab.spec, VERSION), record | {"failed": ["update", "reload"]}
+    )  # a failure that is not the lr's is said as it is
+    assert check_status(lab, VERSION)["warning"].endswith("FAILED (update, reload)")
+
+    passed = write_check(lab) | {"training": {"lr": 1e-3}}
+    atomic_write_json(check_path(lab.store, lab.spec, VERSION), passed)
+    assert check_status(lab_at(path, "training.lr=1e-4"), VERSION)["warning"] is None
+    tiny = check_status(lab_at(path, "training.lr=1e-30"), VERSION)
+    assert (
+        tiny["passed"]
+        and "passed at training.lr 0.001, and this run's lr 1e-30 is" in (tiny["warning"])
+    )
+    assert tiny["warning"].endswith("run `tunelab check training.lr=1e-30`")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +28,7 @@ NAMES = [
     "render",
     "targets",
     "trainable_set",
+    "padding",
     "train_loop",
     "update",
     "loss",
@@ -101,7 +103,7 @@ def test_clean_classification_lab_passes_and_reloads_in_a_fresh_process(make_lab
     # every item carries its step's seconds; the record gives each step's once, in order
     assert all(isinstance(i["seconds"], float) and i["seconds"] >= 0 for i in result["items"])
     assert {i["name"]: i["step"] for i in result["items"]}["loss"] == "train_loop"
-    assert list(result["timing"]) == [*NAMES[:6], "evaluation", "reload"]
+    assert list(result["timing"]) == [*NAMES[:7], "evaluation", "reload"]
     assert result["timing"]["reload"] == reload["seconds"]
     # each step's seconds and the total are rounded to 0.01 apiece: the sum may pass the total
     # by half a hundredth per rounding, no more
@@ -288,3 +290,43 @@ def test_the_slice_takes_every_category_in_turn():
         {"id": f"{s}{i}", "label": "", "source": s} for s in ("code", "prose") for i in range(9)
     ]
     assert [r["source"] for r in spread(sources, 4)] == ["code", "prose", "code", "prose"]
+
+
+def test_a_decoder_classifier_pools_no_padding_whatever_pad_its_tokenizer_names(
+    make_lab, tiny_llama, tmp_path, monkeypatch
+):
+    """A tokenizer whose pad token is not the config's pad_token_id had a decoder's classifier
+    pool a padding position (it reads its last token that is not the config's pad), so every
+    prediction depended on its batch, and every item passed. The loader now gives the config
+    the id batches are padded with, and the `padding` item fails where it is not."""
+    import json
+    import shutil
+
+    base = Path(shutil.copytree(tiny_llama, tmp_path / "llama-pad"))
+    config = json.loads((base / "tokenizer_config.json").read_text())
+    (base / "tokenizer_config.json").write_text(json.dumps(config | {"pad_token": "the"}))
+    method = {"type": "lora", "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    lab = ready(
+        make_lab(),
+        f"model.path={base}",
+        f"method={json.dumps(method | {'modules_to_save': ['score']})}",
+    )
+    items = by_name(run_check(lab))
+    assert items["padding"]["passed"], items["padding"]
+    pad = items["padding"]["detail"].rsplit("× token ", 1)[1]
+    assert pad != "2" and "apart and" in items["padding"]["detail"]  # the tokenizer's own pad
+
+    real = model_lib.load_classifier
+
+    def as_before(*args, **kwargs):  # the config's pad_token_id left as the checkpoint had it
+        model = real(*args, **kwargs)
+        model.config.pad_token_id = 2
+        return model
+
+    monkeypatch.setattr(model_lib, "load_classifier", as_before)
+    padding = by_name(run_check(lab))["padding"]
+    assert not padding["passed"] and padding["gap"] > padding["allowed"]
+    assert (
+        f"the tokenizer's pad id {pad}, but the model's config says pad_token_id 2"
+        in (padding["detail"])
+    )
