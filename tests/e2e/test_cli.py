@@ -33,6 +33,7 @@ def test_the_whole_classification_lab(make_lab, capsys):
     assert lora["trainable"]["target_modules"] == {"query": 2, "value": 2}
     assert lora["training"]["accumulation"] == 2
     assert "adapter_model.safetensors" in lora["weights"]["files"]
+    assert 0 < lora["evaluation_seconds"] < 60  # what `plan` times a final from
     assert lora["env"]["packages"]["torch"] and lora["data_version"] == report["version"]
 
     code, full = tl(capsys, "run", "--lab", lab, "--name", "full", "method.type=full")

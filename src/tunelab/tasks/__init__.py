@@ -27,6 +27,10 @@ class Task(Protocol):
     group_key: str | None
     lower_is_better: frozenset[str]
     """Metrics where less is better (`compare` reports their reductions as gains)."""
+    evaluation_imports: tuple[str, ...]
+    """Modules its scoring imports when it first runs (lazily, so commands start light): a
+    `size` probe imports them before it reads the framework's memory, as a run has by its end
+    (sklearn.metrics: 100 MiB of a classifier's process, which a run peaked that far above)."""
 
 
 TASKS: dict[str, Task] = {

@@ -11,6 +11,7 @@ default_metric = "macro_f1"
 group_scope = "every_class"
 group_key = "per_class"
 lower_is_better: frozenset[str] = frozenset()
+evaluation_imports = ("sklearn.metrics",)
 
 
 def metrics(gold: list[str], predicted: list[str], labels: list[str]) -> dict:

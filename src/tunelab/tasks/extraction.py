@@ -44,6 +44,7 @@ default_metric = "exact_match"
 group_scope = "every_field"
 group_key = "per_field"
 lower_is_better: frozenset[str] = frozenset()
+evaluation_imports: tuple[str, ...] = ()
 
 
 def render_target(target: dict, schema: dict | None = None) -> str:

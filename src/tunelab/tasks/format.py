@@ -43,6 +43,7 @@ default_metric = "format_valid"
 group_scope = None
 group_key = None
 lower_is_better: frozenset[str] = frozenset()
+evaluation_imports: tuple[str, ...] = ()
 
 
 def render_target(target: Any) -> str:

@@ -2,9 +2,8 @@
 
 An example is an image and one label (`tunelab.data.images` reads and hashes it); a prediction
 is a label, scored exactly as `classification` scores one, so the hypothesis and guardrails
-name the same metrics (accuracy, macro_f1; per class f1, precision, recall). The model side
-is not there yet: `Spec.require_model_task` refuses an image lab in the commands that load a
-model, before anything loads.
+name the same metrics (accuracy, macro_f1; per class f1, precision, recall). The model side is
+`modeling.image_model` and `modeling.pixels`.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from __future__ import annotations
 from tunelab.tasks.classification import (
     class_metrics,
     default_metric,
+    evaluation_imports,
     group_key,
     group_scope,
     lower_is_better,
@@ -24,6 +24,7 @@ name = "image_classification"
 __all__ = [
     "class_metrics",
     "default_metric",
+    "evaluation_imports",
     "group_key",
     "group_scope",
     "lower_is_better",

@@ -39,6 +39,7 @@ default_metric = "micro_f1"
 group_scope = "every_class"
 group_key = "per_class"
 lower_is_better: frozenset[str] = frozenset()
+evaluation_imports: tuple[str, ...] = ()
 
 THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))
 """The thresholds tried on validation: 0.05, 0.10, ..., 0.95."""

@@ -34,6 +34,7 @@ default_metric = "bits_per_byte"
 group_scope = "every_source"
 group_key = "per_source"
 lower_is_better = frozenset({"bits_per_byte", "loss", "perplexity"})
+evaluation_imports: tuple[str, ...] = ()
 
 LN2 = math.log(2)
 

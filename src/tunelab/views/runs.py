@@ -287,7 +287,7 @@ def run(record: dict, console: Console) -> None:
     rate = "img/s" if unit == "images" else "tok/s"
     console.print(
         f"[bold]{record['id']}[/] {record['status']}: {t['steps']} steps, {t['tokens']:,} {unit} "
-        f"in {t['seconds']:.0f}s ({t['tokens_per_s']:,.0f} {rate}, peak memory "
+        f"in {_seconds(t['seconds'])} ({t['tokens_per_s']:,.0f} {rate}, peak memory "
         f"{t['peak_memory_mb']:,.0f} MiB), final loss {t['final_loss']:.4f}"
     )
     console.print(f"  validation: {metric_line(m)}")
@@ -364,3 +364,8 @@ def _validation_curve(t: dict, console: Console) -> None:
         console.print(f"  [yellow]warning[/] {escape(kept['not_kept'])}")
     if v.get("overfitting"):
         console.print(f"  [yellow]warning[/] overfitting: {v['overfitting']['message']}")
+
+
+def _seconds(seconds: float) -> str:
+    """`3.2s` under ten seconds (a short run read "902 tokens in 0s"), `57s` above."""
+    return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"

@@ -292,6 +292,25 @@ def test_export_and_verify_records_are_used_when_they_exist(tmp_path):
     assert figures["export_s"]["seconds"] == 1200.0 and figures["verify_s"]["seconds"] == 600.0
 
 
+def test_a_final_is_timed_from_the_run_s_evaluation_not_its_whole_overhead(tmp_path):
+    """eval_row_s was the run's whole time outside its steps (its model's load, its saving)
+    over the validation rows, so a final on a test split larger than validation counted the
+    load once per row: 62 s planned against 6.2 s measured. A run records its evaluation's
+    seconds: 40 s for 100 rows here, so the final is 200 × 0.4 + the reload's 180 s."""
+    store = make_lab(tmp_path)
+    run_id = add_run(store)
+    record = store.read_record(run_id) | {"evaluation_seconds": 40.0}
+    store.write_record(run_id, record)
+    add_check(store)
+    figures = run_plan(open_records_lab(tmp_path), days=7)["based_on"]["figures"]
+    assert figures["eval_row_s"] == {
+        "seconds": 0.4,
+        "source": "r001-lora evaluation_seconds / the 100 rows it evaluated",
+    }
+    assert figures["final_s"]["seconds"] == 200 * 0.4 + 180
+    assert figures["verify_s"]["seconds"] == 180 + 100 * 0.4
+
+
 def test_without_a_check_the_run_stands_in_and_it_says_so(tmp_path):
     add_run(make_lab(tmp_path))
     record = run_plan(open_records_lab(tmp_path), days=7)
@@ -320,6 +339,21 @@ def test_the_run_measured_on_the_target_device_is_preferred(tmp_path):
     record = run_plan(open_records_lab(tmp_path), days=7, device="h100")
     assert record["based_on"]["run"]["id"] == "r002-gpu"
     assert (record["measured_on"], record["throughput"]["tokens_per_s"]) == ("cuda", 640.0)
+
+
+def test_a_newer_run_of_other_settings_is_passed_over_for_one_of_the_spec_s(tmp_path):
+    """A quick what-if run (4 tokens, a batch of 1), newer than the runs at the spec's own
+    length and batch, had timed every variant of the plan at its own speed: 30 times slow."""
+    store = make_lab(tmp_path)
+    spec_run = add_run(store, "lora")
+    quick = add_run(store, "quick", seconds=320)
+    record = store.read_record(quick)
+    record["spec"]["training"] |= {"global_batch": 1, "microbatch": 1}
+    store.write_record(quick, record)
+    add_check(store)
+    planned = run_plan(open_records_lab(tmp_path), days=7)
+    assert planned["based_on"]["run"]["id"] == spec_run
+    assert not any("other settings" in w for w in planned["warnings"])
 
 
 def test_a_named_run_is_used_instead_of_the_newest(tmp_path):

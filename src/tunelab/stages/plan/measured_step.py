@@ -47,6 +47,11 @@ def same_model(spec: dict):
     return lambda run: not step_changes(run, spec)[0]
 
 
+def step_distance(spec: dict):
+    """A run's count of changes, from its step to the one `spec` trains, that move the speed."""
+    return lambda run: len(step_changes(run, spec)[1])
+
+
 def require_measured_step(run: dict, spec: dict, tokens_per_second: float | None) -> list[str]:
     """Refuse a plan for another model than `run` measured (unless its speed is given); the
     warnings for another step of the same model."""

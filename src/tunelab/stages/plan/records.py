@@ -3,9 +3,11 @@
 - the reference run: the one the user names (`--run`; the demos name the run they hand
   over), else the newest completed variant with a timed training (`training.steps`,
   `seconds`, `tokens`), preferring one measured on the target device, then one of the model
-  the spec builds (`measured_step`), then one on the current data version, then one of the
-  spec's method, then one never stopped and resumed (its `ended - created` counts the time it
-  sat stopped);
+  the spec builds (`measured_step`), then one with the fewest settings that move the speed
+  changed from the spec's (the length, the batch, the precision...: a quick what-if run of 4
+  tokens had timed every variant 30 times too slow), then one on the current data version,
+  then one of the spec's method, then one never stopped and resumed (its `ended - created`
+  counts the time it sat stopped);
 - the newest `tunelab check` and `tunelab size` records measured on the same device type as
   that run (a passed check before a failed one);
 - export and verify durations, when records of them exist: `.tunelab/exports/*.json`
@@ -34,10 +36,12 @@ def reference_run(
     method: str,
     run_id: str | None = None,
     same_model=None,
+    step_changes=None,
 ) -> dict:
     """The completed variant the plan measures from: `run_id`'s, else the best-ranked one (see
     the module docstring); `same_model` (a run's test) ranks first the runs of the model the
-    plan is for."""
+    plan is for, and `step_changes` (a run's count of settings that move the speed, such as
+    the length and the batch) then those that trained the step the plan is for."""
     if run_id is not None:
         return named_run(runs, run_id)
     usable = [
@@ -55,6 +59,7 @@ def reference_run(
         (
             same_device(target, r["env"]["device"]),
             same_model is None or same_model(r),
+            -step_changes(r) if step_changes else 0,  # a what-if of 4 tokens timed them all
             r.get("data_version") == version,
             (r.get("spec") or {}).get("method", {}).get("type") == method,
             not r.get("resumed"),  # a resumed run's wall clock holds the time it sat stopped

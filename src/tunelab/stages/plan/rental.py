@@ -21,7 +21,7 @@ from tunelab.core.sections import RentalSpec
 from tunelab.core.store import Store, now
 from tunelab.stages.plan.figures import figures
 from tunelab.stages.plan.layout import layout
-from tunelab.stages.plan.measured_step import require_measured_step, same_model
+from tunelab.stages.plan.measured_step import require_measured_step, same_model, step_distance
 from tunelab.stages.plan.records import (
     PlanError,
     finished_exports,
@@ -57,7 +57,13 @@ def run_plan(
     counts = {split: c["n"] for split, c in store.data_manifest(version)["counts"].items()}
     planned = lab.spec.to_dict()
     run = reference_run(
-        store.runs(), target, version, lab.spec.method.type, run_id, same_model(planned)
+        store.runs(),
+        target,
+        version,
+        lab.spec.method.type,
+        run_id,
+        same_model(planned),
+        step_distance(planned),
     )
     measured = run["env"]["device"]
     if tokens_per_second is None and not same_device(target, measured):

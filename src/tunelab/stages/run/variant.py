@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 from pathlib import Path
 
 import torch
@@ -285,9 +286,11 @@ def train_and_finish(
         if console:
             console.print(f"[dim]evaluating on {len(val_rows)} validation rows…[/]")
         primary = lab.spec.hypothesis.metric if lab.spec.hypothesis else None
+        began = time.perf_counter()  # `plan` times a final's evaluation from it
         predictions, record["metrics"] = evaluate_rows(  # multilabel: threshold chosen here
             model, renderer, val_rows, e.batch_size, e.max_new_tokens, lab.device, None, primary
         )
+        record["evaluation_seconds"] = round(time.perf_counter() - began, 3)
         write_jsonl(run_dir / PREDICTIONS, predictions)
         record["predictions_sha256"] = sha256_file(run_dir / PREDICTIONS)
         if forgetting := guard_paths(lab.spec):

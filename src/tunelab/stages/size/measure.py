@@ -239,6 +239,7 @@ def _probe_args(
         "model_dir": str(model_dir),
         "model_type": _model_type(model_dir),
         "kind": spec.model_kind,
+        "task": spec.task.type,
         "num_labels": num_labels,
         "dtype": spec.model.dtype,
         "trust_remote_code": spec.model.trust_remote_code,

@@ -82,7 +82,13 @@ def measure_one_process(
         p.base, fitted, overhead, memory_limit_mb, p.device, p.say, p.probe
     )
     processes = 1  # `run` trains in one process; the advice says only what it can do
-    speed = largest.get("tokens_per_s") or plain["tokens_per_s"]
+    # the speed at the largest microbatch where that was measured, else at the spec's
+    speed, speed_at = largest.get("tokens_per_s"), largest["value"]
+    if not speed:
+        speed, speed_at = plain["tokens_per_s"], p.mb
+    told = advice(global_batch, largest["value"], processes, speed, p.seq, speed_at)
+    if not told["fits"]:
+        told["reason"] = _over_at_any_microbatch(main, largest) or told["reason"]
     return {
         "estimate": {
             "components_mb": {c: mb_of(v) for c, v in main["components"].items()},
@@ -100,8 +106,27 @@ def measure_one_process(
         "gradient_check": check,
         "calibration": calibration,
         "largest_microbatch": largest,
-        "advice": advice(global_batch, largest["value"], processes, speed, p.seq, p.mb),
+        "advice": told,
     }
+
+
+FIXED = ("framework", "weights", "gradients", "optimizer_state")
+"""The estimate's parts that no microbatch, length or activation checkpointing changes."""
+
+
+def _over_at_any_microbatch(estimate: dict, largest: dict) -> str | None:
+    """Why nothing fits when the fixed part alone is over the budget (it advised activation
+    checkpointing, which its own measured row showed saving nothing there), else None."""
+    budget = largest.get("budget_mb")
+    fixed = mb_of(sum(estimate["components"][k] for k in FIXED))
+    if budget is None or fixed <= budget:
+        return None
+    return (
+        f"the fixed part alone, {fixed:,.1f} MiB (the framework, the weights, their gradients "
+        f"and the optimizer's state, at any microbatch), is over the budget of {budget:,.0f} "
+        "MiB: no microbatch, length or activation checkpointing fits; take a machine with more "
+        "memory, or model.dtype: bfloat16 (half the weights)"
+    )
 
 
 def _variants(p: Probing) -> tuple[list[dict], float]:

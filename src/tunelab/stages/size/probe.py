@@ -1,18 +1,17 @@
 """One sizing measurement in a fresh process: ``python -m tunelab.stages.size.probe '<json args>'``.
 
-`tunelab size` starts one of these per configuration so that no measurement sees the memory
-of another. The process records its resident memory at each stage (after the imports, after
-loading the model), runs a warm-up training step (so AdamW's state exists), then measures
-`steps` more full steps (forward, loss, backward, clipping, AdamW step) exactly as `train.py`
-does them, and writes a JSON result to ``args["out"]``.
+`tunelab size` starts one of these per configuration so that no measurement sees another's
+memory. It records its resident memory after the imports (the task's evaluation's too) and
+after loading the model, runs a warm-up step (so AdamW's state exists), then measures `steps`
+more full steps (forward, loss, backward, clipping, AdamW) as `train.py` does them, and writes
+a JSON result to ``args["out"]``.
 
-Peak memory: on CUDA `torch.cuda.max_memory_allocated` / `max_memory_reserved` (reset after
-the warm-up); on CPU the process's peak resident set size (Linux `VmHWM`, reset after the
-warm-up by writing 5 to `/proc/self/clear_refs`; `ru_maxrss` when the reset is not allowed).
+Peak memory, reset after the warm-up: on CUDA `torch.cuda.max_memory_allocated` /
+`max_memory_reserved`; on CPU the peak resident set (`VmHWM`, reset by writing 5 to
+`/proc/self/clear_refs`; `ru_maxrss` when that is not allowed).
 
-Modes: ``step`` (the default), ``grad_check`` (accumulated versus one-batch gradients on the
-given examples) and ``max_microbatch`` (CUDA: the largest microbatch that runs, by trying).
-Arguments come as one JSON string, or ``@path`` to a JSON file.
+Modes: ``step`` (default), ``grad_check`` (accumulated vs one-batch gradients), ``max_microbatch``
+(CUDA: the largest microbatch that runs, by trying). Arguments: JSON, or ``@path`` to a file.
 
 Several processes: started by `tunelab size --nproc N` as ``python -m torch.distributed.run
 --standalone --nproc_per_node N -m tunelab.stages.size.probe <args>``, each rank joins the
@@ -93,11 +92,16 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
 
     import tunelab.modeling.model
     import tunelab.training.loop  # noqa: F401  (part of the framework overhead)
+    from tunelab.tasks import get_task
+
+    loaded = get_task(args.get("task", "classification")).evaluation_imports
+    for name in loaded:  # a run's evaluation has them by its end
+        importlib.import_module(name)
 
     if args.get("model_type"):  # the architecture's module, imported lazily by transformers
         with contextlib.suppress(ImportError):  # else counted with the model's own load
             importlib.import_module(architecture_module(args["model_type"]))
-    res: dict[str, Any] = {"rss_imports_mb": rss_mb()}
+    res: dict[str, Any] = {"rss_imports_mb": rss_mb(), "evaluation_imports": list(loaded)}
     warm_up_runtime()
     res |= {"rss_framework_mb": rss_mb(), "threads": torch.get_num_threads()}
     from tunelab.training.distributed import device_for, world_from_env

@@ -55,6 +55,8 @@ def test_probe_subprocess_reports_a_peak_above_its_baseline(tiny_bert, tmp_path,
     assert r["peak_reset"] and 0 < r["rss_framework_mb"] < r["rss_loaded_mb"]
     assert r["peak_rss_mb"] >= r["rss_after_warmup_mb"] > r["rss_loaded_mb"]
     assert r["trainable_params"] < r["params"] and r["tokens_per_step"] == 4 * 24
+    # a classifier's run imports sklearn.metrics to score (100 MiB): in the framework here too
+    assert r["evaluation_imports"] == ["sklearn.metrics"]
     ((probe, env),) = seen
     assert Path(probe["out"]).parent.parent == scratch  # its result went into the lab ...
     assert Path(env["HF_MODULES_CACHE"]).parent.parent == scratch  # ... and any remote code
