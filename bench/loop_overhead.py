@@ -75,7 +75,7 @@ def child(
         device = torch.device("cuda", torch.cuda.current_device())
 
     from tunelab.core.spec import TrainingSpec
-    from tunelab.modeling.render import Encoded
+    from tunelab.modeling.classifier_inputs import Encoded
     from tunelab.training.distributed import world_from_env
     from tunelab.training.process_group import joined
 

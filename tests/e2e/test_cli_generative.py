@@ -65,6 +65,10 @@ def test_the_whole_extraction_lab(make_extraction_lab, capsys):
     assert gguf["file"] == "gguf/model.gguf" and gguf["architecture"] == "llama"
     assert gguf["tokenizer"]["chat_template"] and gguf["tokenizer"]["eos"] is not None
     assert gguf["llama_cpp"].startswith("not run at export: `tunelab verify` generates")
+    import gguf as gguf_package  # the name llama.cpp shows: the run and its base, no tmp path
+
+    fields = gguf_package.GGUFReader(str(Path(exported["bundle"]) / gguf["file"])).fields
+    assert fields["general.name"].contents() == f"{run['id']} (tiny-llama, fine-tuned by tunelab)"
     card = " ".join((Path(exported["bundle"]) / "README.md").read_text().split())
     assert "`gguf/model.gguf`: the LoRA merged into the base as one GGUF file" in card
     assert "(llama, f32, " in card and "its chat template, BOS and EOS embedded" in card

@@ -322,7 +322,7 @@ def _read_source(
             else:
                 seen[item.id] = item.origin
                 item.source = name
-                item.body = hold(item.body)
+                item.body = _held(hold, item.body)
                 out.examples.append(item)
                 words += isinstance(raw, str) and not raw.strip().lstrip("-").isdigit()
                 if isinstance(raw, int) and not isinstance(raw, bool):
@@ -335,3 +335,17 @@ def _read_source(
         quarantine_numbers(out, numbers)
     out.rows_read += rows
     return rows
+
+
+def _held(hold: Callable[[str], Any], text: str) -> Any:
+    """`hold(text)`, its scratch file's failure said as the store's, not the source's: a
+    read-only store or a full disk read "data/documents.jsonl cannot be read"."""
+    try:
+        return hold(text)
+    except OSError as err:
+        where = err.filename or "its scratch file"
+        raise DataError(
+            f"the texts past data.texts_in_memory_mb go to a scratch file in the lab's store, "
+            f"and {where} cannot be written ({err.strerror or err}): free space there, or make "
+            "the store writable, or raise data.texts_in_memory_mb"
+        ) from None

@@ -64,10 +64,15 @@ def permute(weights: torch.Tensor, heads: int) -> torch.Tensor:
 
 
 def write_gguf(
-    model: torch.nn.Module, tokenizer, path: Path, dtype: str = "f16", pre: str | None = None
+    model: torch.nn.Module,
+    tokenizer,
+    path: Path,
+    dtype: str = "f16",
+    pre: str | None = None,
+    name: str = "tunelab merged model",
 ) -> dict:
     """Write `model` (a transformers LlamaForCausalLM or Qwen2ForCausalLM, merged) and
-    `tokenizer` to `path`;
+    `tokenizer` to `path`, named `name` (`general.name`, what llama.cpp shows);
     returns what was written (architecture, dtype, tensors, the tokenizer's special ids, the
     chat template's presence, the pre-tokenizer name)."""
     import gguf
@@ -82,6 +87,7 @@ def write_gguf(
     if dtype not in DTYPES:
         raise TunelabError(f"--gguf {dtype!r}: choose one of {list(DTYPES)}")
     writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name(name)
     _hyperparameters(writer, config, dtype)
     special = _tokenizer(writer, tokenizer, pre or "default")
     names = _tensors(writer, model, config, dtype)
@@ -102,7 +108,6 @@ def _hyperparameters(writer, config, dtype: str) -> None:
     import gguf
 
     heads = config.num_attention_heads
-    writer.add_name(getattr(config, "_name_or_path", "") or "tunelab merged model")
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
     writer.add_block_count(config.num_hidden_layers)

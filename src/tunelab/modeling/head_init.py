@@ -30,9 +30,10 @@ import torch
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import Spec
+from tunelab.modeling.classifier_inputs import Encoded, classifier_batch
 from tunelab.modeling.feature_cache import FeatureCache
 from tunelab.modeling.probe import Head, fit_head
-from tunelab.modeling.render import Encoded, classifier_batch, lab_renderer
+from tunelab.modeling.render import lab_renderer
 
 
 def head_layer(model: torch.nn.Module, n_labels: int) -> tuple[str, torch.nn.Linear]:

@@ -15,6 +15,7 @@ k is the number of classes, or 1 for two classes (scikit-learn's binary form: a 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,8 @@ import numpy as np
 import torch
 
 from tunelab.core.errors import TunelabError
-from tunelab.modeling.render import Encoded, collate, encode_classification, pad_id
+from tunelab.modeling.classifier_inputs import Encoded, collate, encode_classification
+from tunelab.modeling.render import pad_id
 
 HEAD_FILE = "probe_head.safetensors"
 HEAD_FORMAT = "1"
@@ -36,11 +38,15 @@ def embed(
     batch_size: int,
     device: torch.device,
     pad_id: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
-    """Mean of the last hidden states over real (unpadded) tokens, one row per example."""
+    """Mean of the last hidden states over real (unpadded) tokens, one row per example;
+    `progress(done, total)` after each batch."""
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
     rows: list[np.ndarray | None] = [None] * len(examples)
     for start in range(0, len(order), batch_size):
+        if progress is not None:
+            progress(start, len(order))
         idx = order[start : start + batch_size]
         batch = collate([examples[i] for i in idx], pad_id, device)
         hidden = encoder(
@@ -61,11 +67,12 @@ def features(
     max_length: int,
     batch_size: int,
     device: torch.device,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """The probe's input for `rows`: each text encoded as every classifier sees it (cut to
     `max_length`), then embedded by the frozen encoder."""
     encoded = encode_classification(tokenizer, rows, labels, max_length)
-    return embed(encoder, encoded, batch_size, device, pad_id(tokenizer))
+    return embed(encoder, encoded, batch_size, device, pad_id(tokenizer), progress)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Example -> tokens: the one place that decides what the model sees, for training and evaluation.
 
-Classification encodes the text alone (truncated on the right to `max_length`) with the label
-as a class index; microbatches are padded dynamically to their longest member.
+Classification encodes the text alone (`classifier_inputs`: truncated on the right to
+`max_length`, the label as a class index); a generative task renders its prompt and target
+with a loss mask; microbatches are padded dynamically to their longest member.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from tunelab.core.errors import TunelabError
+from tunelab.modeling.classifier_inputs import encode_classification
 from tunelab.modeling.loss_positions import IGNORE, target_index
 from tunelab.modeling.template import Template, make_template
 from tunelab.modeling.transfer import to_device
@@ -28,71 +30,6 @@ def pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
         "cannot be padded; give it one (`tokenizer.pad_token = ...`, then `save_pretrained` "
         "into model.path)"
     )
-
-
-@dataclass(frozen=True)
-class Encoded:
-    id: str
-    input_ids: list[int]
-    label: int | tuple[float, ...]
-    """The class index; for task multilabel, one 0.0/1.0 per label in the lab's order."""
-    truncated: bool
-
-
-def encode_classification(
-    tokenizer: PreTrainedTokenizerBase,
-    examples: list[dict],
-    labels: list[str],
-    max_length: int,
-) -> list[Encoded]:
-    index = {label: i for i, label in enumerate(labels)}
-    out = []
-    ids = tokenizer([e["text"] for e in examples], truncation=False)["input_ids"]
-    for example, full in zip(examples, ids, strict=True):
-        kept = full if len(full) <= max_length else _truncate(full, max_length, tokenizer)
-        if "labels" in example:  # task multilabel: a 0/1 per label, one sigmoid each
-            from tunelab.tasks.multilabel import target_vector
-
-            target = target_vector(example["labels"], index)
-        else:
-            target = index[example["label"]]
-        out.append(Encoded(example["id"], kept, target, len(full) > max_length))
-    return out
-
-
-def _truncate(ids: list[int], max_length: int, tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Cut on the right but keep the closing special token (e.g. [SEP]) when the model has one."""
-    last = ids[-1]
-    if last in tokenizer.all_special_ids:
-        return [*ids[: max_length - 1], last]
-    return ids[:max_length]
-
-
-def collate(batch: list[Encoded], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """Pad a microbatch on the right to its own longest sequence (dynamic padding)."""
-    width = max(len(e.input_ids) for e in batch)
-    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, e in enumerate(batch):
-        input_ids[row, : len(e.input_ids)] = torch.tensor(e.input_ids)
-        attention[row, : len(e.input_ids)] = 1
-    labels = torch.tensor([e.label for e in batch])
-    return to_device(
-        {"input_ids": input_ids, "attention_mask": attention, "labels": labels}, device
-    )
-
-
-def classifier_batch(examples: list, pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """A classifier's inputs for a batch, without labels: texts (`Encoded`) padded, or images
-    (`pixels.Pixels`) stacked; `model(**batch)` takes either."""
-    from tunelab.modeling.pixels import Pixels, collate_pixels
-
-    if isinstance(examples[0], Pixels):
-        batch = collate_pixels(examples, device)
-    else:
-        batch = collate(examples, pad_id, device)
-    batch.pop("labels")
-    return batch
 
 
 # --- generative: prompt + target -> tokens with a loss mask ------------------------------------

@@ -15,13 +15,8 @@ import torch
 import transformers
 from packaging.version import Version
 
-from tunelab.modeling.render import (
-    Encoded,
-    Renderer,
-    classifier_batch,
-    collate_prompts,
-    encode_classification,
-)
+from tunelab.modeling.classifier_inputs import Encoded, classifier_batch, encode_classification
+from tunelab.modeling.render import Renderer, collate_prompts
 from tunelab.tasks import score, score_outputs
 
 # The KV cache's name in a causal LM's forward and output: transformers 5.24 renamed

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from tunelab.modeling.render import Encoded, Renderer, classifier_batch, encode_classification
+from tunelab.modeling.classifier_inputs import Encoded, classifier_batch, encode_classification
+from tunelab.modeling.render import Renderer
 from tunelab.tasks.multilabel import score_probabilities
 
 

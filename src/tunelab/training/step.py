@@ -18,16 +18,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from tunelab.modeling.classifier_inputs import Encoded, collate
 from tunelab.modeling.loss_positions import IGNORE, target_logits
 from tunelab.modeling.packing import Packed, collate_packed
 from tunelab.modeling.pixels import Pixels, collate_pixels
-from tunelab.modeling.render import (
-    Encoded,
-    Rendered,
-    collate,
-    collate_causal,
-    collate_causal_packed,
-)
+from tunelab.modeling.render import Rendered, collate_causal, collate_causal_packed
 
 LOSS_NORMALISATION = (
     "sum of losses (per example, or per target token for a causal LM) / the same count over "

@@ -117,12 +117,18 @@ def _verdict_table(result: dict, metrics: list[str]) -> Table:
             continue
         b = vs["bootstrap"]
         test = vs.get("mcnemar")
+        # a test of the arms' first seeds, beside an interval over all of them: said so
+        first = (
+            " (1st seeds)"
+            if len(b.get("values_a") or ()) + len(b.get("values_b") or ()) > 2
+            else ""
+        )
         table.add_row(
             r["id"],
             *values,
             seeds,
             delta_value(primary, b, named=False),
-            *([units.p_value(test["p_value"]) if test else "-"] if mcnemar else []),
+            *([units.p_value(test["p_value"]) + first if test else "-"] if mcnemar else []),
             _guards_cell(r["guardrails"]),
             verdict_text(r["verdict"]),
         )

@@ -306,3 +306,20 @@ def test_a_tsv_field_that_starts_with_a_quote_says_what_the_file_is_and_the_fix(
     (bad,) = loaded.rejections
     assert bad.reason.startswith("not valid TSV (tab-separated, quoted as CSV): ")
     assert "quote the whole field and double each quote inside it" in bad.reason
+
+
+def test_a_scratch_file_that_cannot_be_written_is_the_store_s_not_the_source_s(tmp_path):
+    """A full disk (or a read-only store) while texts were set aside read "r.jsonl cannot be
+    read (No space left on device)": the user was sent to a file that reads fine."""
+    import errno
+
+    write_lines(tmp_path / "r.jsonl", [j({"text": "x", "label": "a"})])
+
+    def full(text: str):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(DataError) as caught:
+        load_sources(data_spec([{"type": "jsonl", "path": "r.jsonl"}]), None, tmp_path, hold=full)
+    said = str(caught.value)
+    assert "cannot be read" not in said and "r.jsonl" not in said
+    assert "scratch file in the lab's store" in said and "No space left on device" in said

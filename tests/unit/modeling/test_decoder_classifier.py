@@ -15,9 +15,10 @@ from transformers.pytorch_utils import Conv1D
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import LoraMethod, ModelSpec
+from tunelab.modeling.classifier_inputs import collate, encode_classification
 from tunelab.modeling.model import apply_method, load_classifier, load_encoder, load_tokenizer
 from tunelab.modeling.probe import features
-from tunelab.modeling.render import collate, encode_classification, pad_id
+from tunelab.modeling.render import pad_id
 
 LABELS = ["business", "sport"]
 CPU = torch.device("cpu")

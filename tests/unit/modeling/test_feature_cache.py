@@ -10,10 +10,10 @@ from peft import TaskType
 from conftest import topic_rows
 from tunelab.cli import main
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.modeling.classifier_inputs import encode_classification
 from tunelab.modeling.feature_cache import FeatureCache
 from tunelab.modeling.head_init import head_layer, init_from_probe
 from tunelab.modeling.model import apply_method, load_classifier, load_tokenizer
-from tunelab.modeling.render import encode_classification
 
 CPU = torch.device("cpu")
 LABELS = ["business", "sport", "tech"]

@@ -73,10 +73,11 @@ def test_a_qwen2_is_written_with_its_biases_and_without_the_permutation(tiny, tm
 
 def test_the_metadata_names_the_template_and_special_tokens(tiny, tmp_path):
     model, tokenizer = tiny
-    write_gguf(model, tokenizer, tmp_path / "m.gguf", "f16", pre="smollm")
+    write_gguf(model, tokenizer, tmp_path / "m.gguf", "f16", pre="smollm", name="r003-lora (x)")
     fields = gguf.GGUFReader(str(tmp_path / "m.gguf")).fields
     value = {k: fields[k].contents() for k in fields}
     assert value["general.architecture"] == "llama"
+    assert value["general.name"] == "r003-lora (x)"  # not a temporary folder's path
     assert value["tokenizer.chat_template"] == tokenizer.chat_template
     assert value["tokenizer.ggml.eos_token_id"] == tokenizer.eos_token_id
     assert value["tokenizer.ggml.pre"] == "smollm" and value["tokenizer.ggml.model"] == "gpt2"

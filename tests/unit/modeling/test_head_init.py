@@ -8,10 +8,10 @@ from peft import TaskType
 from conftest import topic_rows
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec, validate_spec
+from tunelab.modeling.classifier_inputs import collate, encode_classification
 from tunelab.modeling.head_init import folded, head_features, head_layer, init_from_probe
 from tunelab.modeling.model import apply_method, load_classifier, load_tokenizer
 from tunelab.modeling.probe import fit_head
-from tunelab.modeling.render import collate, encode_classification
 
 CPU = torch.device("cpu")
 

@@ -7,6 +7,7 @@ import torch
 from peft import TaskType
 
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.modeling.classifier_inputs import encode_classification
 from tunelab.modeling.identity import identity
 from tunelab.modeling.model import (
     ModelError,
@@ -15,7 +16,6 @@ from tunelab.modeling.model import (
     load_tokenizer,
     load_trained_classifier,
 )
-from tunelab.modeling.render import encode_classification
 from tunelab.modeling.safety import ModelFolderError, RemoteCodeWarning, require_safetensors
 from tunelab.modeling.saved import save_trained
 from tunelab.training.evaluate import predict_classifier

@@ -12,6 +12,7 @@ from sklearn.preprocessing import StandardScaler
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.spec import FullMethod, LoraMethod, ModelSpec
+from tunelab.modeling.classifier_inputs import collate, encode_classification
 from tunelab.modeling.head_init import head_features, head_layer, init_from_probe
 from tunelab.modeling.model import apply_method, load_classifier, load_tokenizer
 from tunelab.modeling.multilabel_head import (
@@ -22,7 +23,6 @@ from tunelab.modeling.multilabel_head import (
     save_multilabel_head,
 )
 from tunelab.modeling.probe import HEAD_FILE, fit_head, load_head, save_head
-from tunelab.modeling.render import collate, encode_classification
 from tunelab.training.step import summed_loss
 
 CPU = torch.device("cpu")

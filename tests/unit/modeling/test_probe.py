@@ -55,3 +55,33 @@ def test_a_file_that_is_not_a_head_is_refused_naming_it(tmp_path):
     bad.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}garbage")
     with pytest.raises(TunelabError, match=r"probe_head\.safetensors: not a probe head"):
         load_head(bad)
+
+
+def test_a_long_embedding_says_how_far_it_has_come(tiny_bert, monkeypatch):
+    """A 100,000-row probe embedded for minutes after one line: the baseline now says how far
+    it has come every few seconds (here every call: the clock's step is set to 0)."""
+    import io
+
+    import torch
+    from rich.console import Console
+
+    from tunelab.core.spec import ModelSpec
+    from tunelab.modeling.model import load_encoder, load_tokenizer
+    from tunelab.modeling.probe import features
+    from tunelab.stages.baseline import measure
+
+    monkeypatch.setattr(measure, "PROGRESS_S", 0.0)
+    out = io.StringIO()
+    say = measure.every_few_seconds(Console(file=out, width=200), "embedding train")
+    spec = ModelSpec(path=str(tiny_bert))
+    encoder = load_encoder(spec, tiny_bert, torch.device("cpu"))
+    rows = [{"id": str(i), "text": f"note {i} on rates", "label": "a"} for i in range(5)]
+    tok = load_tokenizer(spec, tiny_bert)
+    x = features(encoder, tok, rows, ["a"], 16, 2, torch.device("cpu"), say)
+    assert x.shape[0] == 5
+    lines = out.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "embedding train: 0 of 5",
+        "embedding train: 2 of 5",
+        "embedding train: 4 of 5",
+    ]

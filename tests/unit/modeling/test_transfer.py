@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from tunelab.modeling.render import Encoded, collate
+from tunelab.modeling.classifier_inputs import Encoded, collate
 from tunelab.modeling.transfer import to_device
 
 

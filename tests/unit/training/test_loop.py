@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from tunelab.core.spec import TrainingSpec
-from tunelab.modeling.render import Encoded, collate
+from tunelab.modeling.classifier_inputs import Encoded, collate
 from tunelab.training.loop import example_order, lr_factor, total_steps, train
 
 

@@ -18,6 +18,7 @@ is not measured again, and when every baseline the lab has is there the command 
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,11 +139,39 @@ def measure_probe(lab: Lab, at: Conditions, console: Console | None = None) -> d
             console.print(f"[dim]embedding {n} train and {m} validation examples…[/]")
         e, length = spec.evaluation, spec.model.max_length
         x_train, x_val = (
-            features(encoder, tokenizer, rows, at.labels, length, e.batch_size, lab.device)
-            for rows in (at.train, at.validation)
+            features(
+                encoder,
+                tokenizer,
+                rows,
+                at.labels,
+                length,
+                e.batch_size,
+                lab.device,
+                every_few_seconds(console, f"embedding {split}") if console else None,
+            )
+            for rows, split in ((at.train, "train"), (at.validation, "validation"))
         )
         _fit_probe(lab, record, run_dir, at, x_train, x_val)
     return record
+
+
+PROGRESS_S = 10.0
+"""How often a long embedding says how far it has come."""
+
+
+def every_few_seconds(console: Console, what: str):
+    """`progress(done, total)` that prints `embedding train: 30,720 of 69,142 (20 s)` once
+    every `PROGRESS_S` (a 100,000-row split embedded for minutes without a word)."""
+    began = last = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_S:
+            last = now
+            console.print(f"[dim]{what}: {done:,} of {total:,} ({now - began:.0f} s)[/]")
+
+    return progress
 
 
 PROBE_FEATURES = {

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from tunelab.modeling.classifier_inputs import classifier_batch
 from tunelab.modeling.head_init import init_from_probe
-from tunelab.modeling.render import classifier_batch
 from tunelab.stages.check.record import item
 from tunelab.training.divergence import start_lost, training_changes
 from tunelab.training.step import make_batch, summed_loss, train_mode

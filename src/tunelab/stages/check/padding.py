@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from tunelab.modeling.render import Encoded, Rendered
+from tunelab.modeling.classifier_inputs import Encoded
+from tunelab.modeling.render import Rendered
 from tunelab.stages.check.record import item
 from tunelab.training.step import autocast, make_batch, summed_losses
 

@@ -10,7 +10,7 @@ from collections import Counter
 from tunelab.core.allowed import past_words, trained_past
 from tunelab.stages.compare.compute import compute_differences, text_differences
 from tunelab.stages.compare.platform import env_differences, process_differences
-from tunelab.stages.compare.rules import concentration_note
+from tunelab.stages.compare.rules import concentration_note, several_seeds
 from tunelab.stages.compare.two_level import SEEDS
 
 SAID_AGAIN = frozenset({"answer_longer_than_generation", "scored_past_trained_length"})
@@ -24,7 +24,7 @@ def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
     out = []
     c = versus["concentration"]
     if c["concentrated"]:
-        out.append(concentration_note(c, versus["flips"], versus["metric"]))
+        out.append(concentration_note(c, versus["flips"], versus["metric"], several_seeds(versus)))
     env = env_differences(before.get("env"), run.get("env")) + process_differences(before, run)
     if env:
         out.append(

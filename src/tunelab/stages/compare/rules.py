@@ -212,7 +212,11 @@ def verdict(
     `judged`: the run judged and how many seeds it has (for what would resolve a guardrail). A
     concentrated gain is added to the reasons, never a verdict."""
     c = versus["concentration"]
-    extra = [concentration_note(c, versus["flips"], versus["metric"])] if c["concentrated"] else []
+    extra = (
+        [concentration_note(c, versus["flips"], versus["metric"], several_seeds(versus))]
+        if c["concentrated"]
+        else []
+    )
     if hypothesis is None:
         return None, [
             "the reference was recorded without a hypothesis: metrics only, no verdict "
@@ -288,10 +292,19 @@ def verdict(
     return NO_EVIDENCE, [*reasons, *unresolved, *extra]
 
 
-def concentration_note(c: dict, f: dict, metric: str) -> str:
+def several_seeds(versus: dict) -> bool:
+    """Either arm of a pair has several seeds: its flips, McNemar's test and concentration are
+    its first seeds', beside an interval over all of them."""
+    b = versus.get("bootstrap") or {}
+    return len(b.get("values_a") or ()) + len(b.get("values_b") or ()) > 2
+
+
+def concentration_note(c: dict, f: dict, metric: str, first_seeds: bool = False) -> str:
     """Where the gain comes from, in the units of each example's value (`measure`: a
     classifier's correctness, so accuracy, beside a macro-F1 primary): without the most improved
-    examples, the mean change over the others (it read "it is -1.1 points" beside macro-F1)."""
+    examples, the mean change over the others (it read "it is -1.1 points" beside macro-F1).
+    `first_seeds`: the arms have several seeds, and this is their first seeds' (it sat beside a
+    five-seed interval that excluded zero, unlabelled)."""
     rest, others = c["delta_without_top_k"], c["n"] - c["k"]
     measure = c.get("measure", metric)  # a record before it said which
     if measure in lower_is_better:
@@ -300,8 +313,9 @@ def concentration_note(c: dict, f: dict, metric: str) -> str:
         without = f"{100 * rest:+.1f} points"
     net = f", net {f['net']} <= {c['k']}" if f["net"] <= c["k"] else ""  # true of 0/1 values
     up, down = ("better", "worse") if measure in lower_is_better else ("fixed", "broken")
+    between = ", between the arms' first seeds" if first_seeds else ""
     return (
-        f"the gain comes from a handful of examples: without the {c['k']} most improved of "
-        f"{c['n']}, the mean change in {measure} over the other {others} is {without} "
-        f"({up} {f['fixed']['count']}, {down} {f['broken']['count']}{net})"
+        f"the gain comes from a handful of examples{between}: without the {c['k']} most "
+        f"improved of {c['n']}, the mean change in {measure} over the other {others} is "
+        f"{without} ({up} {f['fixed']['count']}, {down} {f['broken']['count']}{net})"
     )

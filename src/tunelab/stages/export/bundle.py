@@ -263,7 +263,8 @@ def _write_bundle(
     if gguf:
         from tunelab.stages.export.gguf_file import write_bundle_gguf
 
-        info["gguf"] = write_bundle_gguf(bundle, spec, lab, gguf)
+        name = f"{record['id']} ({info['base_model']['name']}, fine-tuned by tunelab)"
+        info["gguf"] = write_bundle_gguf(bundle, spec, lab, gguf, name)
     atomic_write_json(bundle / BUNDLE_FILE, info)
     atomic_write_text(bundle / "README.md", model_card(info))
     return info, base

@@ -18,7 +18,9 @@ from tunelab.core.errors import TunelabError
 GGUF_DIR, GGUF_FILE = "gguf", "model.gguf"
 
 
-def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
+def write_bundle_gguf(bundle: Path, spec, lab, dtype: str, name: str) -> dict:
+    """`name`: the file's `general.name` (the run and its base, where it had been the path of a
+    temporary merged folder that no receiver has)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from tunelab.modeling.gguf_write import write_gguf
@@ -46,7 +48,7 @@ def write_bundle_gguf(bundle: Path, spec, lab, dtype: str) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(bundle)
     (bundle / GGUF_DIR).mkdir(exist_ok=True)
     path = bundle / GGUF_DIR / GGUF_FILE
-    written = write_gguf(model.cpu().eval(), tokenizer, path, dtype, _pre(spec, lab))
+    written = write_gguf(model.cpu().eval(), tokenizer, path, dtype, _pre(spec, lab), name)
     return written | {
         "file": f"{GGUF_DIR}/{GGUF_FILE}",
         "llama_cpp": "not run at export: `tunelab verify` generates the validation sample in "

@@ -51,7 +51,8 @@ def merge_and_check(bundle: Path, spec, lab, labels: list[str], sample: list[dic
 def _inputs(spec, lab, bundle: Path, labels: list[str], rows: list[dict], device):
     """The model inputs of the sample's rows (an image lab's images lie in the bundle's
     verify/), and the tokenizer or image processor that made them."""
-    from tunelab.modeling.render import classifier_batch, encode_classification, lab_renderer
+    from tunelab.modeling.classifier_inputs import classifier_batch, encode_classification
+    from tunelab.modeling.render import lab_renderer
     from tunelab.training.step import make_batch
 
     renderer = lab_renderer(spec, lab.path, labels, root=bundle / "verify")

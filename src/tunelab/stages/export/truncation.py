@@ -9,7 +9,8 @@ from tunelab.core.lab import Lab
 def truncation(spec, lab: Lab, manifest: dict, rows: dict, tokenizer) -> dict | None:
     """Validation inputs cut to fit `model.max_length`, as the trainer renders them (a
     language model's documents are scored in windows, never cut)."""
-    from tunelab.modeling.render import encode_classification, make_renderer
+    from tunelab.modeling.classifier_inputs import encode_classification
+    from tunelab.modeling.render import make_renderer
 
     values = list(rows.values())
     if spec.images:  # an image is resized, never cut to a length

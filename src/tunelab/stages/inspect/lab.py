@@ -16,15 +16,10 @@ import torch
 
 from tunelab.core.lab import Lab
 from tunelab.data.balance import describe, imbalance
+from tunelab.modeling.classifier_inputs import encode_classification
 from tunelab.modeling.loss_positions import IGNORE
 from tunelab.modeling.model import load_tokenizer
-from tunelab.modeling.render import (
-    Rendered,
-    Renderer,
-    collate_causal,
-    encode_classification,
-    make_renderer,
-)
+from tunelab.modeling.render import Rendered, Renderer, collate_causal, make_renderer
 from tunelab.modeling.template import RenderError
 from tunelab.modeling.token_text import token_texts
 from tunelab.stages.inspect.findings import finding, row_finding
@@ -260,7 +255,6 @@ def _prompt_findings(renderer: Renderer, rendered: list, rejected: list[dict]) -
 
 def _encoder_view(renderer: Renderer, rows: list[dict], sample: int, cap: int | None):
     encoded = encode_classification(renderer.tokenizer, rows, renderer.labels, renderer.max_length)
-    full = renderer.tokenizer([r["text"] for r in rows])["input_ids"]
     truncated = [e for e in encoded if e.truncated]
     findings = []
     if truncated:
@@ -271,7 +265,10 @@ def _encoder_view(renderer: Renderer, rows: list[dict], sample: int, cap: int | 
                 f"inputs cut to model.max_length={renderer.max_length}",
             )
         )
-    summary = {"tokens": _percentiles([len(f) for f in full]), "inputs_truncated": len(truncated)}
+    summary = {
+        "tokens": _percentiles([e.tokens for e in encoded]),
+        "inputs_truncated": len(truncated),
+    }
     categories = [r["label"] for r in rows]
     picks = _sample(categories, sample, total=cap)
     summary["shown"] = {"examples": len(picks), "categories": len(set(categories))}
@@ -284,7 +281,7 @@ def _encoder_view(renderer: Renderer, rows: list[dict], sample: int, cap: int | 
                 "id": e.id,
                 "category": rows[i]["label"],
                 "tokens": _tokens(renderer, e.input_ids, [0] * len(e.input_ids)),
-                "truncated_from": len(full[i]) if e.truncated else None,
+                "truncated_from": e.tokens if e.truncated else None,
                 "target": rows[i]["label"],
                 "loss": "one sigmoid per label (binary cross-entropy), on the label set"
                 if "labels" in rows[i]  # task multilabel

@@ -32,10 +32,12 @@ OFF_SCALE = 10
 """A loss past this many times the highest first loss of the runs drawn leaves the axis."""
 
 
-def loss_ceiling(histories: list[tuple[str, list[dict]]]) -> float | None:
-    """Where the loss axis ends when a run's loss goes far past where every run began: just
-    above the highest loss within `OFF_SCALE` times the highest first loss (None: nowhere).
-    A run starts at its highest loss as a rule, so the others' curves are drawn whole."""
+def loss_limits(histories: list[tuple[str, list[dict]]]) -> tuple[float, float] | None:
+    """The loss axis's ends when a run's loss goes far past where every run began: from just
+    below the lowest loss to just above the highest within `OFF_SCALE` times the highest
+    first loss (None: matplotlib's own). A run starts at its highest loss as a rule, so the
+    others' curves are drawn whole; the bottom is set too, since matplotlib's margin below the
+    blown-up run's range had run the axis to -275,000."""
     finite = [
         [x for x in (num(h.get("loss")) for h in history) if math.isfinite(x)]
         for _, history in histories
@@ -47,7 +49,9 @@ def loss_ceiling(histories: list[tuple[str, list[dict]]]) -> float | None:
     within = [x for losses in finite for x in losses if x <= bound]
     if all(x <= bound for losses in finite for x in losses):
         return None
-    return 1.15 * max(within)
+    low, high = min(within), max(within)
+    margin = 0.05 * (high - low)
+    return low - margin, 1.15 * high
 
 
 def curves(
@@ -61,7 +65,8 @@ def curves(
     history as far as it was written)."""
     earlier, named = histories[:-NAMED], histories[-NAMED:]
     stopped = stopped or {}
-    ceiling = loss_ceiling(histories)
+    limits = loss_limits(histories)
+    ceiling = limits[1] if limits else None
     with style():
         fig = Figure(figsize=(WIDTH, 3.8), layout="constrained")
         loss_ax, lr_ax = fig.subplots(1, 2)
@@ -105,8 +110,8 @@ def curves(
                 )
         title = "training loss (validation loss dashed)" if validated else "training loss"
         loss_ax.set(title=title, xlabel="step")
-        if ceiling is not None:
-            loss_ax.set_ylim(top=ceiling)
+        if limits is not None:
+            loss_ax.set_ylim(*limits)
         lr_ax.set(title="learning rate", xlabel="step")
         lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
         handles, labels = loss_ax.get_legend_handles_labels()

@@ -290,9 +290,9 @@ def measure_steps(model, args: dict[str, Any], device, vocab: int | None = None)
 
 def grad_check(model, args: dict[str, Any], device) -> dict[str, Any]:
     """Gradients of one batch of k x microbatch examples against k accumulated microbatches,
-    with train.py's normalisation and with a per-microbatch mean. Dropout is off (eval mode) so
-    both see the same function; the examples keep their own (unequal) lengths."""
-    from tunelab.modeling.render import Encoded, Rendered
+    with train.py's normalisation and a per-microbatch mean; dropout off, unequal lengths."""
+    from tunelab.modeling.classifier_inputs import Encoded
+    from tunelab.modeling.render import Rendered
     from tunelab.training.step import backward, loss_weight, make_batch, train_mode
 
     rows = args["examples"]

@@ -13,7 +13,8 @@ def synthetic_examples(args: dict[str, Any], vocab: int, n: int) -> list:
     not given, `estimate.target_tokens`)."""
     import torch
 
-    from tunelab.modeling.render import Encoded, Rendered
+    from tunelab.modeling.classifier_inputs import Encoded
+    from tunelab.modeling.render import Rendered
 
     s = int(args["seq_len"])
     gen = torch.Generator().manual_seed(args.get("seed", 0))

@@ -6,6 +6,7 @@ Fitted the same way every time, so that a second `track` compares like with like
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import datetime
@@ -27,10 +28,11 @@ def flatten(spec: dict) -> dict[str, str]:
 
 
 def scalars(metrics: dict, prefix: str = "") -> dict[str, float]:
-    """The numbers of a metrics record, nested keys joined by `/` (lists and text left out)."""
+    """The numbers of a metrics record, nested keys joined by `/` (lists and text left out),
+    each key one level (`part`)."""
     out: dict[str, float] = {}
     for key, value in metrics.items():
-        path = f"{prefix}/{name(str(key))}" if prefix else name(str(key))
+        path = f"{prefix}/{part(str(key))}" if prefix else part(str(key))
         if isinstance(value, dict):
             out |= scalars(value, path)
         elif number(value):
@@ -45,6 +47,20 @@ def name(text: str) -> str:
     """A metric, param or tag key MLflow accepts: letters, digits, `_ - . : /` and spaces;
     anything else (a class label such as `food & drink`) becomes `_`."""
     return _UNSAFE.sub("_", text)[:KEY_LENGTH] or "_"
+
+
+_UNSAFE_PART = re.compile(r"[^\w.\- :]")
+
+
+def part(key: str) -> str:
+    """One level of a metric's key: as it is where MLflow takes it; else its characters fitted
+    (`name`, and a `/` too: a label `a/b` made two levels) and the first 6 hex digits of its
+    sha256 added, so that two labels fitted alike (`R&D`, `R+D`: both `R_D`) keep a metric
+    each, where the second had overwritten the first in silence."""
+    fitted = _UNSAFE_PART.sub("_", key)
+    if fitted == key and key:
+        return key[:KEY_LENGTH]
+    return f"{fitted[: KEY_LENGTH - 7]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}"
 
 
 def millis(when: str | None) -> int | None:

@@ -147,7 +147,7 @@ def test_the_loss_with_dropout_on_takes_the_steps_mode_and_leaves_every_buffer_a
 
     import torch
 
-    from tunelab.modeling.render import Encoded
+    from tunelab.modeling.classifier_inputs import Encoded
     from tunelab.stages.check.head import _loss_in_training_mode
 
     class Tiny(torch.nn.Module):

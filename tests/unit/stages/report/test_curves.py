@@ -25,17 +25,20 @@ def test_a_run_whose_loss_blew_up_leaves_the_scale_and_the_others_stay_readable(
     and the other run's curve was a flat line at zero."""
     import math
 
-    from tunelab.stages.report.curves import loss_ceiling
+    from tunelab.stages.report.curves import loss_limits
 
     calm = [{"step": s, "loss": 1.2 / s, "lr": 1e-3} for s in range(1, 9)]
     blown = [{"step": 1, "loss": 0.9, "lr": 1e6}, {"step": 2, "loss": 3.3e6, "lr": 1e6}]
     blown += [{"step": s, "loss": math.nan, "lr": 1e6} for s in range(3, 9)]
     runs = [("r003-lora", calm), ("r004-nan", blown)]
-    ceiling = loss_ceiling(runs)
-    assert ceiling is not None and 1.2 < ceiling < 2.0  # just above the calm run's losses
+    bottom, ceiling = loss_limits(runs)
+    assert 1.2 < ceiling < 2.0  # just above the calm run's losses
+    # and just below them: matplotlib's own margin under the blown-up run's range had run
+    # the axis down to -275,000, every other curve a line at its top
+    assert 0.05 < bottom < 1.2 / 8
     page = curves(runs, run_colours(["r003-lora", "r004-nan"]))
     assert "r004-nan (off the scale) (its loss stopped being a number)" in page
-    assert "r003-lora (off" not in page and loss_ceiling([runs[0]]) is None
+    assert "r003-lora (off" not in page and loss_limits([runs[0]]) is None
 
 
 def test_named_runs_take_turns_of_line_style_not_only_colour():

@@ -16,8 +16,9 @@ from rich.console import Console
 from tunelab.cli import main
 from tunelab.core.lab import open_lab
 from tunelab.core.spec import LoraMethod, ModelSpec
+from tunelab.modeling.classifier_inputs import Encoded
 from tunelab.modeling.model import load_causal
-from tunelab.modeling.render import Encoded, Rendered
+from tunelab.modeling.render import Rendered
 from tunelab.stages.size import advice as sizing_advice
 from tunelab.stages.size import lengths, probe
 from tunelab.stages.size import measure as sizing

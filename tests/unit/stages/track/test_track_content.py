@@ -50,10 +50,21 @@ def test_metrics_keep_their_numbers_under_names_mlflow_accepts():
     )
     assert found == {
         "accuracy": 0.5,
-        "per_class/food _ drink/f1": 0.25,
-        "per_class/food _ drink/support": 3.0,
+        "per_class/food _ drink-88c42d/f1": 0.25,  # fitted, and its own digest's start
+        "per_class/food _ drink-88c42d/support": 3.0,
     }
     assert name("ünïcode ok/a.b-c:d_e") == "ünïcode ok/a.b-c:d_e"
+
+
+def test_labels_fitted_alike_keep_a_metric_each():
+    """`R&D` and `R+D` were both `R_D`: the second overwrote the first in silence, and a label
+    with a `/` made two levels of the key."""
+    found = scalars(
+        {"per_class": {k: {"f1": v} for k, v in (("R&D", 0.1), ("R+D", 0.2), ("a/b", 0.3))}}
+    )
+    assert len(found) == 3 and sorted(found.values()) == [0.1, 0.2, 0.3]
+    assert all(key.count("/") == 2 for key in found)
+    assert scalars({"per_class": {"sport": {"f1": 0.5}}}) == {"per_class/sport/f1": 0.5}
 
 
 def test_the_history_is_the_records_once_ended_else_the_file_as_far_as_it_was_written(lab):
@@ -88,7 +99,7 @@ def test_a_judged_run_carries_its_state_parent_data_and_verdict(lab):
     assert wanted.tags["tunelab.verdict_interval"] == interval
     points = {(p.key, p.step): p.value for p in wanted.points}
     assert points[("train/loss", 4)] == 0.3 and points[("validation/accuracy", 4)] == 0.9
-    assert points[("validation/per_class/food _ drink/support", 4)] == 10.0
+    assert points[("validation/per_class/food _ drink-88c42d/support", 4)] == 10.0
     assert not any(key.startswith("validation/confusion") for key, _ in points)
     start = wanted.start or 0  # each step at its `seconds` after the run's start
     steps = {p.timestamp - start for p in wanted.points if p.key == "train/loss"}
