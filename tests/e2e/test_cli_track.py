@@ -11,6 +11,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from tunelab.cli import main
+from tunelab.core.layout import FINALS
 from tunelab.core.store import Store
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lab-format2"
@@ -50,7 +51,13 @@ def test_track_writes_the_lab_into_mlflow_once(tmp_path, capsys, monkeypatch):
         loss = mlflow.get_metric_history(held[run_id].info.run_id, "train/loss")
         assert [(m.step, m.value) for m in loss] == [(s["step"], s["loss"]) for s in steps]
         files = [f.path for f in mlflow.list_artifacts(held[run_id].info.run_id)]
-        assert files == ["record.json"]
+        finals = [f for f in store.records(FINALS) if f["run"] == run_id]
+        assert files == (["finals", "record.json"] if finals else ["record.json"])
+        if finals:  # the sealed test split's score, once `final` opened it for this run
+            assert run.metrics["test/macro_f1"] == finals[-1]["metrics"]["macro_f1"]
+            assert run.tags["tunelab.final"] == str(finals[-1]["n"])
+        else:
+            assert not [k for k in run.metrics if k.startswith("test/")]
     lora = next(i for i in records if i.endswith("-lora"))
     verdict = store.judgement(lora)
     assert verdict is not None and held[lora].data.tags["tunelab.verdict"] == verdict[1]["verdict"]

@@ -201,7 +201,7 @@ def cmd_invalidate(args):
 @command(
     "final",
     "open the sealed test split once for a chosen run",
-    "compare:final",
+    "final:final",
     arg("run", help="the chosen run id, e.g. r004-lora"),
     arg("--reason", help="required after the first opening of the test split; recorded"),
     BASE,

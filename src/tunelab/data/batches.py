@@ -50,6 +50,13 @@ def reporting(say: Callable[[str], None]) -> Iterator[None]:
         _REPORT.pop()
 
 
+def tell(what: str) -> None:
+    """Say a stage inside a long step as it begins (`reporting`), where it counts nothing: the
+    datatrove engine's stages had run for minutes with no word."""
+    if _REPORT:
+        _REPORT[-1](what)
+
+
 def _reporter(total: int) -> Callable[[int], None]:
     said = [time.monotonic()]
 

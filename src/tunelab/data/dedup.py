@@ -153,13 +153,29 @@ def near_datatrove_clusters(
     where = {"dir": scratch, "prefix": ".datatrove-", "suffix": ".tmp"} if scratch else {}
 
     def pairs(texts: Sequence[str]) -> list[tuple[int, int, float]]:
-        normalised = [normalise(t) for t in texts]
+        normalised = _Normalised(texts)  # as read: every text at once is a corpus in memory
         with tempfile.TemporaryDirectory(**(where or {"prefix": "tunelab-datatrove-"})) as work:
             return datatrove_pairs(
                 normalised, spec.shingle, spec.num_perm, spec.threshold, Path(work), _cores()
             )
 
     return _text_clusters(splits, pairs)
+
+
+@dataclass(frozen=True)
+class _Normalised(Sequence):
+    """The texts, each normalised as it is read (`normalise`), none kept."""
+
+    texts: Sequence[str]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, i):
+        return normalise(self.texts[i])
+
+    def __iter__(self):
+        return (normalise(t) for t in self.texts)
 
 
 def _cores() -> int:

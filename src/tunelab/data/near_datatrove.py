@@ -63,7 +63,10 @@ import numpy as np
 
 from tunelab.core.errors import TunelabError
 from tunelab.data import near
+from tunelab.data.batches import tell
 
+WRITE_ROWS = 10_000
+"""Documents written to datatrove's input a batch at a time (bounds the texts held)."""
 FOLDERS = ("documents", "signatures", "buckets", "logs")
 """What a run writes under `workdir`; each is replaced by the next run."""
 INSTALL = "pip install 'tunelab[datatrove]'"
@@ -112,8 +115,10 @@ def datatrove_pairs(
     for path in folder.values():
         if path.exists():
             shutil.rmtree(path)
+    tell(f"datatrove: writing {len(present):,} documents")
     starts = _write_documents(texts, present, folder["documents"], workers)
     executor = _quiet_executor()
+    tell(f"datatrove: MinHash signatures in {workers} worker(s)")
     signature = MinhashDedupSignature(
         str(folder["signatures"]), config=config, language=_Words(shingle)
     )
@@ -124,6 +129,7 @@ def datatrove_pairs(
         logging_dir=str(folder["logs"] / "signatures"),
         skip_completed=False,
     ).run()
+    tell(f"datatrove: {bands} band buckets")
     buckets = MinhashDedupBuckets(str(folder["signatures"]), str(folder["buckets"]), config=config)
     executor(
         [buckets],
@@ -132,9 +138,12 @@ def datatrove_pairs(
         logging_dir=str(folder["logs"] / "buckets"),
         skip_completed=False,
     ).run()
-    sigs = _signatures(folder["signatures"], present, starts, len(texts), bands, rows)
     candidates = _candidates(folder["buckets"], present, starts)
-    return near.checked_pairs(candidates, sigs, threshold)
+    tell(f"datatrove: checking {len(candidates):,} candidate pairs")
+    docs = np.unique(candidates)  # only a candidate's text needs its signature read back
+    sigs = _signatures(folder["signatures"], present, starts, docs, bands, rows)
+    found = near.checked_pairs(np.searchsorted(docs, candidates), sigs, threshold)
+    return [(int(docs[i]), int(docs[j]), s) for i, j, s in found]
 
 
 def require_datatrove() -> None:
@@ -217,20 +226,31 @@ def _write_documents(
     folder.mkdir(parents=True)
     files = min(workers, len(present))
     starts = np.linspace(0, len(present), files + 1).round().astype(np.int64)
+    schema = pa.schema([("id", pa.string()), ("text", pa.string())])
     for rank in range(files):
-        rows = present[starts[rank] : starts[rank + 1]].tolist()
-        table = pa.table({"id": [str(i) for i in rows], "text": [texts[i] for i in rows]})
-        pq.write_table(table, folder / f"{rank:05d}.parquet")
+        with pq.ParquetWriter(folder / f"{rank:05d}.parquet", schema) as writer:
+            for at in range(starts[rank], starts[rank + 1], WRITE_ROWS):
+                rows = present[at : min(at + WRITE_ROWS, starts[rank + 1])].tolist()
+                texts_of = [texts[i] for i in rows]  # a batch at a time: not a file's texts
+                writer.write_table(
+                    pa.table({"id": [str(i) for i in rows], "text": texts_of}, schema=schema)
+                )
     return starts
 
 
 def _signatures(
-    folder: Path, present: np.ndarray, starts: np.ndarray, n: int, bands: int, rows: int
+    folder: Path,
+    present: np.ndarray,
+    starts: np.ndarray,
+    docs: np.ndarray,
+    bands: int,
+    rows: int,
 ) -> np.ndarray:
-    """datatrove's MinHash values, one row per text (all zero for a text left out), read
-    back from its sorted per-band files: (rows values, document's place in its file)."""
+    """datatrove's MinHash values of the texts `docs` (sorted), one row each, read back from
+    its sorted per-band files: (rows values, document's place in its file). Only those of a
+    candidate pair: every text's took 1 KB each (a gigabyte at a million texts)."""
     record = np.dtype([("values", "<u8", (rows,)), ("doc", "<u4")])
-    sigs = np.zeros((n, bands * rows), dtype=np.uint64)
+    sigs = np.zeros((len(docs), bands * rows), dtype=np.uint64)
     for band, rank in itertools.product(range(bands), range(len(starts) - 1)):
         found = np.fromfile(folder / f"bucket_{band:03d}" / f"{rank:05d}.minhash.sig", record)
         if len(found) != starts[rank + 1] - starts[rank]:
@@ -239,7 +259,10 @@ def _signatures(
                 f"expected one per document ({starts[rank + 1] - starts[rank]})"
             )
         index = present[starts[rank] + found["doc"].astype(np.int64)]
-        sigs[index, band * rows : (band + 1) * rows] = found["values"]
+        at = np.searchsorted(docs, index)
+        hit = at < len(docs)
+        hit[hit] = docs[at[hit]] == index[hit]
+        sigs[at[hit], band * rows : (band + 1) * rows] = found["values"][hit]
     return sigs
 
 

@@ -37,6 +37,7 @@ from tunelab.stages.run.variant import run_variant
 from tunelab.views import check as check_view
 from tunelab.views import compare as compare_view
 from tunelab.views import data as data_view
+from tunelab.views import final as final_view
 from tunelab.views import inspect as inspect_view
 from tunelab.views import runs as runs_view
 from tunelab.views import style
@@ -144,7 +145,7 @@ def run(lab: Path, console: Console, quiet: bool = False, overrides: dict | None
     report.section("The sealed final")
     chosen, reason = choose_for_final(result, out)
     final = run_final(handle, chosen, reason)
-    compare_view.final(final, out)
+    final_view.final(final, out)
 
     report.section("The handover: export, verify, a rental plan, the lab report")
     handed = handover(report, chosen)

@@ -1,4 +1,4 @@
-"""The human views of `compare` and `final`: variants beside the reference, verdicts, the test."""
+"""The human view of `compare`: variants beside the reference, and their verdicts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from rich.table import Table
 
 from tunelab.core.replicates import arm_means, reference_arm
 from tunelab.tasks import units
-from tunelab.views.runs import changed_keys, metric_line
+from tunelab.views.runs import changed_keys
 from tunelab.views.style import (
     GUARD_STYLE,
     PLAIN,
@@ -67,8 +67,15 @@ def compare(result: dict, console: Console, metric_tables: bool = True) -> None:
             f"[yellow]note[/] {c['run']}: {escape(c['now'])}, where {c['comparison']} read "
             f"{escape(c['was'])}: {escape(c['why'])}"
         )
-    if result.get("rules", {}).get("noise"):
-        console.print(f"noise records counted: {', '.join(result['rules']['noise'])}")
+    rules = result.get("rules", {})
+    if rules.get("noise"):
+        console.print(f"noise records counted: {', '.join(rules['noise'])}")
+    elif elsewhere := rules.get("noise_elsewhere"):
+        which = ", ".join(f"{n['id']} (data version {n['data_version']})" for n in elsewhere)
+        console.print(
+            f"[yellow]note[/] not counted: noise record {which}, measured on other validation "
+            f"examples; `tunelab noise {result['reference']} --seeds 3` measures this version's"
+        )
     if result.get("left_out"):
         left = ", ".join(f"{r['run']} ({r['status']})" for r in result["left_out"])
         console.print(f"[dim]not judged, not completed: {left}[/]")
@@ -130,9 +137,15 @@ def _verdict_table(result: dict, metrics: list[str]) -> Table:
             delta_value(primary, b, named=False),
             *([units.p_value(test["p_value"]) + first if test else "-"] if mcnemar else []),
             _guards_cell(r["guardrails"]),
-            verdict_text(r["verdict"]),
+            verdict_text(r["verdict"]) + _below(r["verdict"], b),
         )
     return table
+
+
+def _below(verdict: str | None, b: dict) -> str:
+    """Beside "no evidence" whose interval is above zero: a real gain smaller than the
+    hypothesis asked, which the cell had called as it calls an interval across zero."""
+    return " (a gain, below min_effect)" if verdict == "no evidence" and b["low"] > 0 else ""
 
 
 def _arm_means(result: dict, console: Console) -> None:
@@ -263,6 +276,11 @@ def _variant_notes(r: dict, primary: str, console: Console, arm: tuple | None = 
     first, mean = (
         (f"{ref}'s first seed", f" (from {ref}'s mean over {arm[0]} seeds)") if arm else (ref, "")
     )
+    if r.get("repeat_of"):  # the JSON said so; the terminal and report had not
+        console.print(
+            f"  a repeat of {r['repeat_of']} (the same spec and seed): not a seed of its arm, "
+            "judged alone; what it differs by is the arithmetic's order, not a change"
+        )
     console.print(f"  vs {first}: {_flips_line(r['vs_reference'])}")
     console.print(f"  {noise_line(r['vs_reference']['bootstrap'], primary, mean)}")
     if r.get("data_note"):
@@ -294,68 +312,6 @@ def _variant_notes(r: dict, primary: str, console: Console, arm: tuple | None = 
                     console.print(f"    [yellow]warning[/] (vs parent) {w}")
     for w in r.get("warnings", []):
         console.print(f"  [yellow]warning[/] {w}")
-
-
-def final(result: dict, console: Console) -> None:
-    """The one look at the test split: its metrics beside validation, and the access."""
-    m, primary = result["metrics"], result.get("primary_metric")
-    console.print(
-        f"[bold]final {result['run']}[/] on the sealed test split of {result['data_version']}"
-        f" ({m['n']} examples, sha256 {result['test_sha256'][:12]}… verified)"
-    )
-    console.print(f"  test: {metric_line(m)}")
-    if interval := result.get("interval"):
-        console.print(f"  {_interval_line(interval)}")
-    val = result.get("validation_metrics") or {}
-    if primary and primary in val and primary in m:
-        # of the values as shown: 66.6% -> 72.5% read "+6.0 points" from the unrounded ones
-        gap = round(m[primary], 4) - round(val[primary], 4) if primary in PLAIN else None
-        shown = round(100 * m[primary], 1) - round(100 * val[primary], 1)
-        change = f"{gap:+.4f}, lower is better" if gap is not None else f"{shown:+.1f} points"
-        console.print(
-            f"  {primary.replace('_', ' ')}: validation {metric_value(primary, val[primary], '%')}"
-            f" -> test {metric_value(primary, m[primary], '%')} ({change})"
-        )
-    copied = result.get("copied_in_validation")
-    if copied and copied["rows"]:
-        console.print(
-            f"  [yellow]note[/] {copied['rows']} of the {m['n']} test rows have an exact or near "
-            f"copy in validation ({copied['pairs']} pairs, {copied['file']}): a run chosen on "
-            "validation was chosen partly on them, so the test score is not wholly independent "
-            "of the choice" + _without(copied.get("without"))
-        )
-    access = f"access {result['n']} recorded in {result['file']}"
-    if result["repeated"]:
-        earlier = ", ".join(f"{e['run']} ({e['time']})" for e in result["earlier"])
-        console.print(
-            f"  [yellow]repeated[/] {access}; earlier: {earlier}; reason: {result['reason']}"
-        )
-    else:
-        console.print(f"  {access}; any later look needs --reason and is listed in the handover")
-
-
-def _interval_line(interval: dict) -> str:
-    """`macro f1 95% interval 91.2% to 95.6% over the 445 test examples (their noise, not
-    the seeds')`: how far another sample of this size could move the score."""
-    metric = interval["metric"]
-    low, high = (metric_value(metric, interval[k], "%") for k in ("low", "high"))
-    alike = interval.get("unseen")  # every example scored alike: the exact binomial bound
-    how = "; every one scored alike, so the exact binomial bound" if alike else ""
-    if "right" in interval and not alike:  # a share of examples right: Clopper-Pearson
-        how = f"; {interval['right']} of {interval['n']} right, the exact binomial interval"
-    return (
-        f"{metric.replace('_', ' ')} {interval['level']:.0%} interval {low} to {high} over the "
-        f"{interval['n']} test examples (their noise, not the seeds'{how})"
-    )
-
-
-def _without(without: dict | None) -> str:
-    """`; without them (426 rows): macro f1 93.6%`, the test score the choice did not see."""
-    if not without or without.get("value") is None:
-        return ""
-    metric = without["metric"]
-    value = metric_value(metric, without["value"], "%")
-    return f"; without them ({without['n']} rows): {metric.replace('_', ' ')} {value}"
 
 
 def _per_group(result: dict, console: Console) -> None:

@@ -71,12 +71,18 @@ def _rows(report: dict, console: Console) -> None:
     if cost:
         rate = report["rows_read"] / max(cost["seconds"], 1e-9)
         workers = cost["worker_peak_memory_gib"]
+        # under datatrove tunelab's workers only hash contents; its own workers are not seen
+        datatrove = (report.get("duplicates") or {}).get("engine") == "datatrove"
+        kind = (
+            "content-hashing workers; datatrove's own not counted"
+            if datatrove
+            else ("signature workers")
+        )
         console.print(
             f"  took {cost['seconds']:,.1f} s ({rate:,.0f} rows/s), peak memory "
             f"{cost['peak_memory_gib']:.2f} GiB"
             + (
-                f" (+ {workers:.2f} GiB in each of {cost.get('signature_workers') or 'the'} "
-                "signature workers)"
+                f" (+ {workers:.2f} GiB in each of {cost.get('signature_workers') or 'the'} {kind})"
                 if workers
                 else ""
             )

@@ -149,6 +149,12 @@ def test_the_cost_line_says_how_many_signature_workers_each_peak_is_for(tmp_path
     with out.capture() as seen:
         data_view(report, out)
     assert "peak memory 0.32 GiB (+ 0.23 GiB in each of 2 signature workers)" in seen.get()
+    # under datatrove tunelab's workers hash contents alone, and datatrove's are not seen
+    report["duplicates"]["engine"] = "datatrove"
+    with out.capture() as seen:
+        data_view(report, out)
+    said = " ".join(seen.get().split())
+    assert "(+ 0.23 GiB in each of 2 content-hashing workers; datatrove's own not counted)" in said
 
 
 def test_a_near_pairs_similarity_is_called_an_estimate(tmp_path):

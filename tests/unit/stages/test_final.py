@@ -229,7 +229,7 @@ def test_the_final_counts_the_test_rows_that_have_a_copy_in_validation(make_lab,
     run chosen on validation was chosen partly on it. The final counts those rows and says so."""
     from tunelab.core.store import read_jsonl
     from tunelab.data.content import normalise
-    from tunelab.views.compare import final as final_view
+    from tunelab.views.final import final as final_view
     from tunelab.views.style import console
 
     rows = topic_rows()
@@ -281,7 +281,7 @@ def test_the_final_view_shows_bits_per_byte_as_it_is():
 
     from rich.console import Console
 
-    from tunelab.views.compare import final as final_view
+    from tunelab.views.final import final as final_view
 
     result = {
         "run": "r002-full",

@@ -165,7 +165,7 @@ def test_the_final_view_says_where_the_bound_comes_from():
 
     from rich.console import Console
 
-    from tunelab.views.compare import _interval_line
+    from tunelab.views.final import _interval_line
 
     spec = task(type="format", regex=r"\d+")
     predictions = [{"id": str(i), "output": "no", "target": str(i)} for i in range(16)]

@@ -159,7 +159,7 @@ def test_final_s_change_from_validation_is_of_the_values_it_shows():
 
     from rich.console import Console
 
-    from tunelab.views.compare import final
+    from tunelab.views.final import final
 
     result = {
         "run": "r003-lora",

@@ -30,11 +30,16 @@ class Arms:
         self.reference_lead = self._lead.get(reference["id"], reference["id"])
         self._by_id = {r["id"]: r for r in runs}
         usable = []
+        self.elsewhere: list[dict] = []
+        """Noise records measured on other validation examples (an older data version): not
+        counted, and said (compare had read "no noise record" with one in the lab)."""
         for record in store.noise_records():  # its completed runs on these examples
             runs = [r for r in record.get("runs", []) if r in self._by_id]
             version = (record.get("family") or {}).get("data_version")
             if len(runs) >= 2 and version and same_eval(version):
                 usable.append({**record, "runs": runs})
+            elif len(runs) >= 2 and version:
+                self.elsewhere.append({"id": record["id"], "data_version": version})
         counted: set[str] = set()  # a seed's run counts once: the most seeds first, then oldest
         kept = set()
         for record in sorted(usable, key=lambda r: -len(r["runs"])):

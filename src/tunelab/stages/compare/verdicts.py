@@ -132,6 +132,7 @@ def compare(
         "seed_rule": SEED_RULE,
         "arms": {lead: [r["id"] for r in members] for lead, members in arms.by_lead.items()},
         "noise": arms.used_noise,
+        "noise_elsewhere": arms.elsewhere,
         "differing": differing,
         "reason": reason.strip() if reason and reason.strip() else None,
         "accepted_unresolved": accept_unresolved,

@@ -5,7 +5,9 @@ keys, values as the spec writes them), metric points (the loss history by step a
 `train/lr`, ...; the evaluation metrics at the last step as `validation/accuracy`,
 `validation/per_class/sport/f1`, ...; a forgetting set's scores, which a guardrail judges, as
 `guard/general/news.jsonl/bits_per_byte`), `tunelab.*` tags, its record.json, and MLflow's status
-and times. The lab itself becomes one more, `lab`: the report page and every comparison record.
+and times; once `tunelab final` opened the test split for it, its test metrics (`test/...`,
+the last look), which look that was (`tunelab.final`), and the final's record. The lab
+itself becomes one more, `lab`: the report page and every comparison record.
 
 Names and values are fitted to MLflow's rules (`names`), so that a second `track` compares
 like with like. Times are the records' own (a run's `created`, a step's `seconds` after it),
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunelab.core.digest import sha256_file
-from tunelab.core.layout import HISTORY, RECORD
+from tunelab.core.layout import FINALS, HISTORY, RECORD
 from tunelab.core.ledger import effective_status
 from tunelab.core.store import Store
 from tunelab.stages.track.names import TAG_LENGTH, flatten, millis, name, number, scalars
@@ -63,9 +65,14 @@ class Wanted:
     end: int | None = None
 
 
-def run_content(store: Store, record: dict, comparisons: list[dict] | None = None) -> Wanted:
-    """One tunelab run as an MLflow run (see the module docstring); `comparisons`: the lab's,
-    read once for every run (`Store.judgement`)."""
+def run_content(
+    store: Store,
+    record: dict,
+    comparisons: list[dict] | None = None,
+    finals: list[dict] | None = None,
+) -> Wanted:
+    """One tunelab run as an MLflow run (see the module docstring); `comparisons` and
+    `finals`: the lab's, read once for every run (`Store.judgement`, `Store.records`)."""
     run_dir = store.runs_dir / record["id"]
     state = effective_status(record, run_dir)
     start, end = millis(record.get("created")), millis(record.get("ended"))
@@ -84,12 +91,22 @@ def run_content(store: Store, record: dict, comparisons: list[dict] | None = Non
     for on, scored in (record.get("guard") or {}).items():  # the forgetting sets' guardrail
         for key, value in scalars(scored.get("metrics") or {}, f"guard/{name(on)}").items():
             points.append(Point(key, value, last, when))
+    tags = run_tags(store, record, state, comparisons)
+    artifacts = {RECORD: _file(run_dir / RECORD)}
+    own = [f for f in finals or [] if f.get("run") == record["id"] and f.get("metrics")]
+    if own:  # the sealed test split, opened for this run by `tunelab final`: its last look
+        final = own[-1]
+        at = millis(final.get("time")) or when
+        for key, value in scalars(final["metrics"]).items():
+            points.append(Point(f"test/{key}", value, last, at))
+        tags |= _final_tags(final)
+        artifacts[f"{FINALS}/{Path(final['file']).name}"] = _file(store.lab / final["file"])
     return Wanted(
         name=record["id"],
-        tags=run_tags(store, record, state, comparisons),
+        tags=tags,
         params=flatten(record.get("spec") or {}),
         points=points,
-        artifacts={RECORD: _file(run_dir / RECORD)},
+        artifacts=artifacts,
         status=STATUS.get(state, "RUNNING"),
         start=start,
         end=end if state != "running" else None,
@@ -125,6 +142,15 @@ def run_tags(
                 f"{metric} {boot['delta']:+.4f} ({boot['low']:+.4f}, {boot['high']:+.4f}), "
                 f"{boot.get('basis', 'examples')}"
             )
+    return {k: str(v)[:TAG_LENGTH] for k, v in tags.items() if v not in (None, "")}
+
+
+def _final_tags(final: dict) -> dict[str, str]:
+    """Which look at the test split a run's test metrics are: `final` 1 of the lab's, or a
+    repeated one (whose score is no unbiased estimate)."""
+    tags = {"tunelab.final": str(final["n"]), "tunelab.final_reason": final.get("reason")}
+    if final.get("repeated"):
+        tags["tunelab.final_repeated"] = "true: the test split had been opened before"
     return {k: str(v)[:TAG_LENGTH] for k, v in tags.items() if v not in (None, "")}
 
 

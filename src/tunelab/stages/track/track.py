@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from tunelab.core.files import locked
-from tunelab.core.layout import TRACK_LOCK
+from tunelab.core.layout import FINALS, TRACK_LOCK
 from tunelab.core.store import Store
 from tunelab.stages.track.content import lab_content, lab_identity, run_content
 from tunelab.stages.track.lineage import diverged, log_mark
@@ -51,8 +51,9 @@ def _tracked(store: Store, target: Target, experiment: str | None) -> dict:
     have = tracked_runs(mlflow, experiment_id)
     rows = []
     comparisons = store.comparisons()  # read once: each run's verdict is looked up in them
+    finals = store.records(FINALS)  # and its test metrics, once `tunelab final` opened them
     for record in store.runs():
-        wanted = run_content(store, record, comparisons)
+        wanted = run_content(store, record, comparisons, finals)
         row = sync(mlflow, experiment_id, wanted, have.get(record["id"]))
         rows.append({"id": record["id"], **_shown(wanted.tags), **row})
     wanted = lab_content(store)

@@ -71,7 +71,23 @@ def resolve(lab: Path, given: str | None) -> Target:
     if path.suffix.lower() in SQLITE_SUFFIXES:
         _writable(path, source)
         return Target(_sqlite(path), "sqlite", (path.parent / ARTIFACTS).as_uri(), source)
+    _file_store(path, source)
     return Target(path.as_uri(), "file", None, source)
+
+
+def _file_store(path: Path, source: str) -> None:
+    """Refuse a folder that holds other things than an MLflow file store (its `.trash/`, an
+    experiment's `meta.yaml`): a mistyped `--mlflow docs` or `--mlflow .` had scattered
+    MLflow's tree among the user's files."""
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if (path / ".trash").is_dir() or any(path.glob("*/meta.yaml")):
+        return
+    raise TrackError(
+        f"{path} ({source}) holds other files and is not an MLflow file store (no .trash/, no "
+        "experiment's meta.yaml): give a new or empty folder, or a database such as "
+        "--mlflow mlflow.db"
+    )
 
 
 def _writable(db: Path, source: str) -> None:

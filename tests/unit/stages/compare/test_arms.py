@@ -4,12 +4,15 @@ say which noise was counted, and a noise record that widens a single seed's inte
 from __future__ import annotations
 
 import copy
+import io
 
 from compare_labs import add_run, make_lab, predictions
+from rich.console import Console
 
 from tunelab.core.replicates import family
 from tunelab.core.store import atomic_write_json
 from tunelab.stages.compare.verdicts import compare
+from tunelab.views.compare import compare as show
 
 RAILS = [{"metric": "accuracy", "scope": "overall", "max_drop": 0.5}]
 
@@ -97,7 +100,21 @@ def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
     assert boot["basis"] == "seeds and examples" and boot["seeds"]["sources"] == ["noise n001"]
     assert boot["high"] - boot["low"] > 2 * (boot["example"]["high"] - boot["example"]["low"])
     assert after["verdict"] == "within seed noise" and after["noise"] == ["noise n001"]
-    assert result["rules"]["noise"] == ["n001"]
+    assert result["rules"]["noise"] == ["n001"] and result["rules"]["noise_elsewhere"] == []
+    # measured on other validation examples (an older data version): not counted, and said
+    # (compare read "no noise record" with one in the lab)
+    old = family(record) | {"data_version": "v0"}
+    atomic_write_json(
+        lab.store.root / "noise" / "n001.json", {"id": "n001", "runs": noisy, "family": old}
+    )
+    result = compare(lab)
+    assert result["rules"]["noise"] == []
+    assert result["rules"]["noise_elsewhere"] == [{"id": "n001", "data_version": "v0"}]
+    out = io.StringIO()
+    show(result, Console(file=out, width=300))
+    assert "not counted: noise record n001 (data version v0), measured on other validation" in (
+        out.getvalue()
+    )
 
 
 def test_noise_records_that_share_runs_count_once_the_one_with_most_seeds(tmp_path):
@@ -173,3 +190,36 @@ def test_seeds_that_tie_have_not_measured_the_seeds_noise(tmp_path):
     assert row["verdict"] == "no evidence"
     assert any("McNemar's exact test gives p = 0.125" in r for r in row["reasons"])
     assert any("seeds that tie" in r and "as on one seed" in r for r in row["reasons"])
+
+
+def test_a_repeat_of_the_reference_is_said_as_one(tmp_path):
+    """A run of the reference's own spec and seed was judged as a variant ("+2.5, no
+    evidence") with `repeat_of` in the JSON alone: the terminal now says what it is."""
+    lab = make_lab(tmp_path, RAILS)
+    add_run(lab, "probe", "baseline", predictions(dict.fromkeys("abc", 0.6)))
+    first = add_run(lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.8)))
+    again = add_run(lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.82)))
+    result = compare(lab)
+    row = next(r for r in result["runs"] if r["id"] == again)
+    assert row["repeat_of"] == first
+    out = io.StringIO()
+    show(result, Console(file=out, width=300))
+    assert f"a repeat of {first} (the same spec and seed): not a seed of its arm" in (
+        out.getvalue()
+    )
+
+
+def test_a_real_gain_below_the_minimum_effect_is_not_shown_as_nothing(tmp_path):
+    """A gain of +11.3 (+2.4, +20.3) below a min_effect of 15 read "no evidence", the word of an
+    interval across zero: the table now says it is a gain, below what was asked."""
+    from compare_labs import HYPOTHESIS
+
+    lab = make_lab(tmp_path, RAILS, HYPOTHESIS | {"min_effect": 0.5})
+    add_run(lab, "probe", "baseline", predictions(dict.fromkeys("abc", 0.6)))
+    lora = add_run(lab, "lora", "variant", predictions(dict.fromkeys("abc", 0.95)))
+    result = compare(lab)
+    row = next(r for r in result["runs"] if r["id"] == lora)
+    assert row["verdict"] == "no evidence" and row["vs_reference"]["bootstrap"]["low"] > 0
+    out = io.StringIO()
+    show(result, Console(file=out, width=300))
+    assert "no evidence (a gain, below min_effect)" in out.getvalue()

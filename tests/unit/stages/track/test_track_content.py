@@ -174,3 +174,32 @@ def test_a_forgetting_sets_scores_are_tracked_beside_the_validation_metrics(tmp_
     points = {p.key: p.value for p in run_content(store, record).points}
     assert points["validation/exact_match"] == 0.867
     assert points["guard/general/bbc_news.jsonl/bits_per_byte"] == 1.16
+
+
+def test_a_run_s_final_brings_its_test_metrics_and_which_look_it_was(lab):
+    """After `tunelab final`, MLflow held no test score: the team that looks there saw
+    validation alone. The run's last final gives `test/...` points, `tunelab.final` (a repeated
+    look said so) and the final's record; before any final, nothing of the test split."""
+    from tunelab.core.layout import FINALS
+    from tunelab.core.store import atomic_write_json
+
+    runs = {r["name"]: r for r in lab.runs()}
+    lora = runs["lora"]
+    before = run_content(lab, lora, finals=lab.records(FINALS))
+    assert not [p for p in before.points if p.key.startswith("test/")]
+    assert "tunelab.final" not in before.tags
+    for n, repeated in ((1, False), (2, True)):
+        file = f".tunelab/{FINALS}/{n}-{lora['id']}.json"
+        final = {"n": n, "run": lora["id"], "reason": "ship it", "repeated": repeated}
+        final |= {"file": file, "metrics": {"accuracy": 0.7 + n / 100, "n": 30}}
+        atomic_write_json(lab.lab / file, final)
+    wanted = run_content(lab, lora, finals=lab.records(FINALS))
+    points = {p.key: p.value for p in wanted.points if p.key.startswith("test/")}
+    assert points == {"test/accuracy": 0.72, "test/n": 30.0}  # the last look's
+    assert (
+        wanted.tags["tunelab.final"] == "2"
+        and "opened before" in (wanted.tags["tunelab.final_repeated"])
+    )
+    assert f"{FINALS}/2-{lora['id']}.json" in wanted.artifacts
+    other = run_content(lab, runs["probe"], finals=lab.records(FINALS))
+    assert not [p for p in other.points if p.key.startswith("test/")]

@@ -65,3 +65,20 @@ def test_a_store_another_track_made_meanwhile_is_kept_not_replaced(tmp_path):
     _created_whole(Target(f"sqlite:///{db}", "sqlite", None, "the default"), _Raced)
     assert db.read_bytes() == b"the other's store, runs in it"
     assert [p.name for p in tmp_path.iterdir()] == [db.name]  # the staged copy is gone
+
+
+def test_a_folder_of_other_files_is_not_taken_for_a_file_store(tmp_path):
+    """`--mlflow docs` (or `.`) wrote MLflow's tree among the user's own files."""
+    from tunelab.stages.track.uri import TrackError, resolve
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.txt").write_text("mine")
+    with pytest.raises(TrackError, match=r"holds other files and is not an MLflow file store"):
+        resolve(tmp_path, str(docs))
+    assert list(docs.iterdir()) == [docs / "notes.txt"]
+    assert resolve(tmp_path, str(tmp_path / "new")).kind == "file"  # a new folder
+    (tmp_path / "empty").mkdir()
+    assert resolve(tmp_path, str(tmp_path / "empty")).kind == "file"
+    (docs / ".trash").mkdir()  # MLflow's own file store: taken
+    assert resolve(tmp_path, str(docs)).kind == "file"
