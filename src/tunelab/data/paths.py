@@ -93,9 +93,10 @@ def locate(source: Source, i: int, lab: Path, allow_outside: bool) -> Located:
     except ValueError:  # outside, allowed: relative as the spec gives it, else by its name
         shown = str(given) if not given.is_absolute() else (source.name or given.name)
     files = folder_files(real) if real.is_dir() else []
-    for file in files:
+    for file in files:  # a link to nothing reads nothing: quarantined, wherever it pointed
         rel = file.relative_to(real).as_posix()
-        _check_place(file.resolve(), lab_real, allow_outside, where, f"{shown}/{rel}")
+        if file.exists():
+            _check_place(file.resolve(), lab_real, allow_outside, where, f"{shown}/{rel}")
     return Located(real, shown, files)
 
 

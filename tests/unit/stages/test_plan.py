@@ -364,7 +364,7 @@ def test_a_named_run_is_used_instead_of_the_newest(tmp_path):
     default = run_plan(open_records_lab(tmp_path), days=7)
     named = run_plan(open_records_lab(tmp_path), days=7, run_id=chosen)
     assert default["based_on"]["run"]["id"] == "r002-ablation"
-    assert default["based_on"]["run"]["chosen"].startswith("the newest completed variant")
+    assert default["based_on"]["run"]["chosen"].startswith("the best-ranked completed variant")
     assert (named["based_on"]["run"]["id"], named["based_on"]["run"]["chosen"]) == (
         chosen,
         "named (--run)",

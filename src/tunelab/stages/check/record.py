@@ -148,7 +148,7 @@ def check_status(lab: Lab, data_version: str) -> dict:
     elif checked_lr and lr * LR_FACTOR < checked_lr:
         status["warning"] = (
             f"`tunelab check` passed at training.lr {checked_lr:g}, and this run's lr {lr:g} is "
-            f"{checked_lr / lr:,.0f} times smaller: an update that small can vanish below the "
+            f"{checked_lr / lr:.3g} times smaller: an update that small can vanish below the "
             f"weights' resolution, as the check's update item would say; run `tunelab check "
             f"training.lr={lr:g}`"
         )

@@ -50,6 +50,7 @@ from rich.markup import escape
 
 from tunelab.core.env import fingerprint
 from tunelab.core.errors import TunelabError
+from tunelab.core.files import DamagedFile
 from tunelab.core.lab import Lab
 from tunelab.core.spec import FullMethod
 from tunelab.core.store import now
@@ -59,9 +60,11 @@ from tunelab.stages.check.environment import check_backend, check_versions, prob
 from tunelab.stages.check.head import head_init_step
 from tunelab.stages.check.padding import padding_step
 from tunelab.stages.check.record import (
+    LR_ITEMS,
     check_path,
     check_status,
     item,
+    latest_check,
     platform_of,
     wiring,
     wiring_hash,
@@ -144,6 +147,7 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
         if not i["passed"] and not i.get("skipped") and not i.get("not_checked")
     ]
     skipped = [i["name"] for i in items if i.get("skipped")]
+    path = _beside_a_pass(store, spec, version, path, failed)
     not_checked = [i for i in items if i.get("not_checked")]
     backend["warnings"] += [f"{i['name']} {i['detail']}" for i in not_checked]
     backend["warnings"] += [f"{i['name']}: {i['warning']}" for i in items if i.get("warning")]
@@ -178,6 +182,22 @@ def run_check(lab: Lab, console: Console | None = None, rows: int = SLICE_ROWS) 
         file=result["file"],
     )
     return result
+
+
+def _beside_a_pass(store, spec, version: str, path: Path, failed: list[str]) -> Path:
+    """Where a check is saved: its key's file; but a check that failed only the items the lr
+    answers for (`LR_ITEMS`), at another lr than a passing check of the same key, goes beside
+    it (`…-lr1e-30.json`): a what-if at lr 1e-30 had replaced the spec's passing record, and
+    the run at the spec's own lr was told to check again."""
+    if not failed or not set(failed) <= LR_ITEMS:
+        return path
+    try:
+        kept = latest_check(store, spec, version)
+    except DamagedFile:
+        return path
+    if kept and kept["passed"] and (kept.get("training") or {}).get("lr") != spec.training.lr:
+        return path.with_name(f"{path.stem}-lr{spec.training.lr:g}.json")
+    return path
 
 
 def wiring_checked(lab: Lab, console: Console | None = None) -> dict:
@@ -356,11 +376,15 @@ run fits it before its first step, so the check's training steps start from it t
 
 
 def steps_for(spec) -> list:
-    """`STEPS`, with `HEAD_INIT` where the spec's head starts from a probe."""
+    """`STEPS`, with `HEAD_INIT` where the spec's head starts from a probe, and without
+    `padding` where nothing is padded (images, a pretrain lab's packed documents)."""
+    steps = STEPS
+    if spec.images or spec.task.type == "pretrain":
+        steps = [s for s in steps if s[0] != ("padding",)]
     if getattr(spec.method, "head_init", "new") != "probe":
-        return STEPS
-    at = [names for names, _ in STEPS].index(("trainable_set",)) + 1
-    return [*STEPS[:at], HEAD_INIT, *STEPS[at:]]
+        return steps
+    at = [names for names, _ in steps].index(("trainable_set",)) + 1
+    return [*steps[:at], HEAD_INIT, *steps[at:]]
 
 
 PREREQUISITES = {"render", "targets"}

@@ -38,7 +38,7 @@ class Arms:
             version = (record.get("family") or {}).get("data_version")
             if len(runs) >= 2 and version and same_eval(version):
                 usable.append({**record, "runs": runs})
-            elif len(runs) >= 2 and version:
+            elif version and not same_eval(version) and len(record.get("runs", [])) >= 2:
                 self.elsewhere.append({"id": record["id"], "data_version": version})
         counted: set[str] = set()  # a seed's run counts once: the most seeds first, then oldest
         kept = set()

@@ -159,7 +159,10 @@ def _based_on(run, check, size, version: str, counts: dict, fig: dict, named: bo
     return {
         "run": {
             "id": run["id"],
-            "chosen": "named (--run)" if named else "the newest completed variant (records.py)",
+            "chosen": "named (--run)"
+            if named
+            else "the best-ranked completed variant (records.reference_run: device, model, "
+            "the spec's step, data version, method, never resumed, then the newest)",
             "device": run["env"]["device"],
             "data_version": run.get("data_version"),
             "method": (run.get("spec") or {}).get("method", {}).get("type"),

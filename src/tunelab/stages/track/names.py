@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from datetime import datetime
 
 from tunelab.core.param_groups import flatten as dotted
@@ -31,8 +32,10 @@ def scalars(metrics: dict, prefix: str = "") -> dict[str, float]:
     """The numbers of a metrics record, nested keys joined by `/` (lists and text left out),
     each key one level (`part`)."""
     out: dict[str, float] = {}
+    fitted = Counter(_fitted(str(k)) for k in metrics)
     for key, value in metrics.items():
-        path = f"{prefix}/{part(str(key))}" if prefix else part(str(key))
+        level = part(str(key), fitted[_fitted(str(key))] > 1)
+        path = f"{prefix}/{level}" if prefix else level
         if isinstance(value, dict):
             out |= scalars(value, path)
         elif number(value):
@@ -52,15 +55,19 @@ def name(text: str) -> str:
 _UNSAFE_PART = re.compile(r"[^\w.\- :]")
 
 
-def part(key: str) -> str:
-    """One level of a metric's key: as it is where MLflow takes it; else its characters fitted
-    (`name`, and a `/` too: a label `a/b` made two levels) and the first 6 hex digits of its
-    sha256 added, so that two labels fitted alike (`R&D`, `R+D`: both `R_D`) keep a metric
-    each, where the second had overwritten the first in silence."""
-    fitted = _UNSAFE_PART.sub("_", key)
-    if fitted == key and key:
-        return key[:KEY_LENGTH]
+def part(key: str, shared: bool = False) -> str:
+    """One level of a metric's key: its characters fitted (`name`, and a `/` too: a label `a/b`
+    made two levels); where another key of its level fits alike (`shared`: `R&D` and `R+D`
+    both `R_D`, the second had overwritten the first in silence), the first 6 hex digits of
+    its sha256 added. A label fitted alone keeps the key a lab tracked before had."""
+    fitted = _fitted(key)
+    if not shared:
+        return fitted[:KEY_LENGTH]
     return f"{fitted[: KEY_LENGTH - 7]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}"
+
+
+def _fitted(key: str) -> str:
+    return _UNSAFE_PART.sub("_", key) or "_"
 
 
 def millis(when: str | None) -> int | None:

@@ -209,3 +209,21 @@ def test_the_lr_a_check_ran_at_is_weighed_against_the_run_s(make_lab):
         and "passed at training.lr 0.001, and this run's lr 1e-30 is" in (tiny["warning"])
     )
     assert tiny["warning"].endswith("run `tunelab check training.lr=1e-30`")
+
+
+def test_a_what_if_check_that_failed_on_the_lr_goes_beside_the_spec_s_passing_one(make_lab):
+    """`tunelab check training.lr=1e-30` failed update and loss and replaced the passing record
+    of the spec's own lr: the run at that lr was then told to check again."""
+    from tunelab.stages.check.steps import _beside_a_pass
+
+    path = make_lab()
+    lab = lab_at(path)
+    passed = write_check(lab) | {"training": {"lr": lab.spec.training.lr}}
+    atomic_write_json(check_path(lab.store, lab.spec, VERSION), passed)
+    what_if = lab_at(path, "training.lr=1e-30")
+    main = check_path(what_if.store, what_if.spec, VERSION)
+    beside = _beside_a_pass(what_if.store, what_if.spec, VERSION, main, ["update", "loss"])
+    assert beside != main and beside.name == f"{main.stem}-lr1e-30.json"
+    assert _beside_a_pass(what_if.store, what_if.spec, VERSION, main, ["reload"]) == main
+    assert _beside_a_pass(lab.store, lab.spec, VERSION, main, ["update"]) == main  # its own lr
+    assert check_status(lab, VERSION)["warning"] is None  # the spec's pass still stands

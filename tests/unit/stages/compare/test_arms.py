@@ -103,10 +103,9 @@ def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
     assert result["rules"]["noise"] == ["n001"] and result["rules"]["noise_elsewhere"] == []
     # measured on other validation examples (an older data version): not counted, and said
     # (compare read "no noise record" with one in the lab)
-    old = family(record) | {"data_version": "v0"}
-    atomic_write_json(
-        lab.store.root / "noise" / "n001.json", {"id": "n001", "runs": noisy, "family": old}
-    )
+    old = family(record) | {"data_version": "v0"}  # as `tunelab noise` made it there: its
+    elsewhere = {"id": "n001", "runs": ["r090-lr", "r091-lr"], "family": old}  # runs on v0
+    atomic_write_json(lab.store.root / "noise" / "n001.json", elsewhere)
     result = compare(lab)
     assert result["rules"]["noise"] == []
     assert result["rules"]["noise_elsewhere"] == [{"id": "n001", "data_version": "v0"}]

@@ -76,7 +76,7 @@ def test_every_run_metric_tag_and_artifact_reads_back_and_a_second_track_adds_no
     assert lora["history"]["train/loss"] == [(s, 1.2 / s) for s in (1, 2, 3, 4)]
     assert lora["history"]["train/tokens"] == [(s, 64.0 * s) for s in (1, 2, 3, 4)]
     assert lora["history"]["validation/accuracy"] == [(4, 0.9)]
-    assert lora["history"]["validation/per_class/food _ drink-88c42d/f1"] == [(4, 0.9)]
+    assert lora["history"]["validation/per_class/food _ drink/f1"] == [(4, 0.9)]
     assert lora["tags"]["tunelab.verdict"] == "improved"
     assert lora["tags"]["tunelab.comparison"] == "c001"
     assert lora["info"].status == "FINISHED"
