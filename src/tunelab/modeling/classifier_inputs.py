@@ -5,6 +5,7 @@ training, evaluation, the probe, export and verify (`render.Renderer` holds the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -35,12 +36,16 @@ def encode_classification(
     examples: list[dict],
     labels: list[str],
     max_length: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Encoded]:
     """Each example's text as the classifier reads it, cut to `max_length`, a few thousand at a
-    time (`ENCODE_CHUNK`): only the kept tokens of each stay."""
+    time (`ENCODE_CHUNK`): only the kept tokens of each stay; `progress(done, total)` before
+    each chunk."""
     index = {label: i for i, label in enumerate(labels)}
     out = []
     for start in range(0, len(examples), ENCODE_CHUNK):
+        if progress is not None:
+            progress(start, len(examples))
         chunk = examples[start : start + ENCODE_CHUNK]
         ids = tokenizer([e["text"] for e in chunk], truncation=False)["input_ids"]
         for example, full in zip(chunk, ids, strict=True):

@@ -68,10 +68,12 @@ def features(
     batch_size: int,
     device: torch.device,
     progress: Callable[[int, int], None] | None = None,
+    tokenising: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """The probe's input for `rows`: each text encoded as every classifier sees it (cut to
-    `max_length`), then embedded by the frozen encoder."""
-    encoded = encode_classification(tokenizer, rows, labels, max_length)
+    `max_length`), then embedded by the frozen encoder; `tokenising` and `progress` hear how
+    far each has come."""
+    encoded = encode_classification(tokenizer, rows, labels, max_length, tokenising)
     return embed(encoder, encoded, batch_size, device, pad_id(tokenizer), progress)
 
 

@@ -66,22 +66,26 @@ def test_a_long_embedding_says_how_far_it_has_come(tiny_bert, monkeypatch):
     from rich.console import Console
 
     from tunelab.core.spec import ModelSpec
+    from tunelab.modeling import classifier_inputs
     from tunelab.modeling.model import load_encoder, load_tokenizer
     from tunelab.modeling.probe import features
     from tunelab.stages.baseline import measure
 
     monkeypatch.setattr(measure, "PROGRESS_S", 0.0)
+    monkeypatch.setattr(classifier_inputs, "ENCODE_CHUNK", 2)
     out = io.StringIO()
     say = measure.every_few_seconds(Console(file=out, width=200), "embedding train")
+    tokenising = measure.every_few_seconds(Console(file=out, width=200), "tokenising train")
     spec = ModelSpec(path=str(tiny_bert))
     encoder = load_encoder(spec, tiny_bert, torch.device("cpu"))
     rows = [{"id": str(i), "text": f"note {i} on rates", "label": "a"} for i in range(5)]
     tok = load_tokenizer(spec, tiny_bert)
-    x = features(encoder, tok, rows, ["a"], 16, 2, torch.device("cpu"), say)
+    x = features(encoder, tok, rows, ["a"], 16, 2, torch.device("cpu"), say, tokenising)
     assert x.shape[0] == 5
     lines = out.getvalue().splitlines()
-    assert [line.split(" (")[0] for line in lines] == [
-        "embedding train: 0 of 5",
+    assert [line.split(" (")[0] for line in lines] == [  # each from its own first call
+        "tokenising train: 2 of 5",
+        "tokenising train: 4 of 5",
         "embedding train: 2 of 5",
         "embedding train: 4 of 5",
     ]

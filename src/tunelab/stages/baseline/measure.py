@@ -148,6 +148,7 @@ def measure_probe(lab: Lab, at: Conditions, console: Console | None = None) -> d
                 e.batch_size,
                 lab.device,
                 every_few_seconds(console, f"embedding {split}") if console else None,
+                every_few_seconds(console, f"tokenising {split}") if console else None,
             )
             for rows, split in ((at.train, "train"), (at.validation, "validation"))
         )
@@ -161,13 +162,16 @@ PROGRESS_S = 10.0
 
 def every_few_seconds(console: Console, what: str):
     """`progress(done, total)` that prints `embedding train: 30,720 of 69,142 (20 s)` once
-    every `PROGRESS_S` (a 100,000-row split embedded for minutes without a word)."""
-    began = last = time.monotonic()
+    every `PROGRESS_S` from its first call (a 100,000-row split was tokenised and embedded for
+    minutes without a word)."""
+    began = last = None
 
     def progress(done: int, total: int) -> None:
-        nonlocal last
+        nonlocal began, last
         now = time.monotonic()
-        if now - last >= PROGRESS_S:
+        if began is None:  # the clock starts with the work, not when the reporter is made
+            began = last = now
+        elif now - last >= PROGRESS_S:
             last = now
             console.print(f"[dim]{what}: {done:,} of {total:,} ({now - began:.0f} s)[/]")
 
