@@ -129,3 +129,11 @@ def reference_arm(comparison: dict) -> tuple[int, float] | None:
     primary = comparison["primary_metric"]
     ref = next((r for r in comparison["runs"] if r["id"] == comparison["reference"]), {})
     return _seed_mean(ref, primary)
+
+
+def several_seeds(versus: dict) -> bool:
+    """Either arm of a comparison's pair (a row's `vs_reference`) has several seeds: its
+    flips, McNemar's test and concentration are its first seeds', beside an interval over
+    all of them."""
+    b = versus.get("bootstrap") or {}
+    return len(b.get("values_a") or ()) + len(b.get("values_b") or ()) > 2

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tunelab.core.replicates import arm_means, reference_arm
+from tunelab.core.replicates import arm_means, reference_arm, several_seeds
 from tunelab.tasks import units
 from tunelab.views.runs import changed_keys
 from tunelab.views.style import (
@@ -125,11 +125,7 @@ def _verdict_table(result: dict, metrics: list[str]) -> Table:
         b = vs["bootstrap"]
         test = vs.get("mcnemar")
         # a test of the arms' first seeds, beside an interval over all of them: said so
-        first = (
-            " (1st seeds)"
-            if len(b.get("values_a") or ()) + len(b.get("values_b") or ()) > 2
-            else ""
-        )
+        first = " (1st seeds)" if several_seeds(vs) else ""
         table.add_row(
             r["id"],
             *values,

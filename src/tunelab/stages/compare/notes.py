@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections import Counter
 
 from tunelab.core.allowed import past_words, trained_past
+from tunelab.core.replicates import several_seeds
 from tunelab.stages.compare.compute import compute_differences, text_differences
 from tunelab.stages.compare.platform import env_differences, process_differences
-from tunelab.stages.compare.rules import concentration_note, several_seeds
+from tunelab.stages.compare.rules import concentration_note
 from tunelab.stages.compare.two_level import SEEDS
 
 SAID_AGAIN = frozenset({"answer_longer_than_generation", "scored_past_trained_length"})

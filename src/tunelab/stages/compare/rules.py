@@ -20,6 +20,7 @@ alone, and the verdict says which:
 
 from __future__ import annotations
 
+from tunelab.core.replicates import several_seeds
 from tunelab.core.spec import Hypothesis
 from tunelab.stages.compare.guardrails import BROKEN, HOLDS, ROUNDING, UNRESOLVED, describe
 from tunelab.stages.compare.two_level import SEEDS
@@ -290,13 +291,6 @@ def verdict(
     elif boot["delta"] < hypothesis.min_effect - ROUNDING:
         reasons.append("the estimate is below the minimum effect")
     return NO_EVIDENCE, [*reasons, *unresolved, *extra]
-
-
-def several_seeds(versus: dict) -> bool:
-    """Either arm of a pair has several seeds: its flips, McNemar's test and concentration are
-    its first seeds', beside an interval over all of them."""
-    b = versus.get("bootstrap") or {}
-    return len(b.get("values_a") or ()) + len(b.get("values_b") or ()) > 2
 
 
 def concentration_note(c: dict, f: dict, metric: str, first_seeds: bool = False) -> str:

@@ -18,6 +18,7 @@ from tunelab.core.lab import recorded_lab
 from tunelab.core.run_files import trained_to_end
 from tunelab.core.store import Store, now
 from tunelab.modeling.checkpoint_files import CHECKPOINT_DIR, STATE, find_checkpoint, written_by
+from tunelab.stages.run.lines import processes_text
 from tunelab.stages.run.resumable import resumable_record
 from tunelab.stages.run.variant import (
     build_model,
@@ -85,9 +86,6 @@ def _from_line(run_id: str, checkpoint: Path, world) -> str:
     wrote = written_by(checkpoint)
     before = (wrote["world_size"], wrote.get("strategy"))
     after = (world.size, world.strategy if world.distributed else None)
-    line = f"resuming {run_id} from its checkpoint at step {step}, written by {_on(*before)}"
-    return line + ("" if after == before else f", on {_on(*after)} now")
-
-
-def _on(size: int, strategy: str | None) -> str:
-    return f"{size} process{'es' if size > 1 else ''}" + (f" ({strategy})" if strategy else "")
+    line = f"resuming {run_id} from its checkpoint at step {step}, written by "
+    line += processes_text(*before)
+    return line + ("" if after == before else f", on {processes_text(*after)} now")
