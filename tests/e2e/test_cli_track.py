@@ -30,6 +30,7 @@ def test_track_writes_the_lab_into_mlflow_once(tmp_path, capsys, monkeypatch):
     assert "-> MLflow experiment 'topics' (id 1, new)" in shown
     assert f"store sqlite:///{lab}/mlflow.db (the default)" in shown
     assert "3 new, 0 updated, 0 unchanged" in shown and "worse" in shown
+    assert "report page" not in shown  # written just now: the lab as it stands
 
     mlflow = MlflowClient(tracking_uri=f"sqlite:///{lab}/mlflow.db")
     experiment = mlflow.get_experiment_by_name("topics")
@@ -67,7 +68,12 @@ def test_track_writes_the_lab_into_mlflow_once(tmp_path, capsys, monkeypatch):
     assert main(["track", *where, "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["counts"] == {"new": 0, "updated": 0, "unchanged": 3, "skipped": 0}
-    assert not any(again["added"].values())
+    assert not any(again["added"].values()) and again["lab_run"]["stale_report"] is None
+    store.log_event("invalidated", run=lora)  # the lab moved on after its page was written
+    assert main(["track", *where]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "report page: lab-report.html was written before 1 later event (the last: " in shown
+    assert "`tunelab report`, then `tunelab track` again, uploads the lab as it stands" in shown
     assert main(["track", *where]) == 0
     assert "0 new, 0 updated, 3 unchanged: nothing added" in capsys.readouterr().out
     assert len(mlflow.search_runs([experiment.experiment_id])) == len(records) + 1

@@ -122,7 +122,8 @@ class Built:
         if self.guard:
             warnings += overlap_warnings(self.guard, (ex.text for ex in self.splits["train"]))
         warnings += opened_test_warnings(self.store, self.splits, self.version)
-        warnings += [w for w in [held_out_copies(self.dedup.pairs)] if w]
+        sizes = {split: len(rows) for split, rows in self.dedup.splits.items()}
+        warnings += [w for w in [held_out_copies(self.dedup.pairs, sizes)] if w]
         return warnings
 
     def _content_warnings(self) -> list[str]:

@@ -349,21 +349,30 @@ def _action(pair: dict[str, Any], drop: set[str], policy: str) -> str:
     return "kept: no train copy to remove" if "train" not in pair["kind"] else "kept (first copy)"
 
 
-def held_out_copies(pairs: list[dict[str, Any]]) -> str | None:
+def held_out_copies(pairs: list[dict[str, Any]], sizes: dict[str, int]) -> str | None:
     """A warning when exact copies stay within or between validation and test: the policy
     removes train's copies only, so the sealed test split counts such an example twice and
-    validation, which chooses the run, shares it with the test."""
+    validation, which chooses the run, shares it with the test. `sizes`: each split's rows,
+    to say what share of a split repeats a row before it (each later copy in a split is one
+    pair with its first, `pairs_of`)."""
+    exact = [p for p in pairs if p["method"] == "exact"]
     kept = Counter(
         "-".join((p["a"]["split"], p["b"]["split"]))
-        for p in pairs
-        if p["method"] == "exact" and "train" not in (p["a"]["split"], p["b"]["split"])
+        for p in exact
+        if "train" not in (p["a"]["split"], p["b"]["split"])
     )
     if not kept:
         return None
-    shown = ", ".join(f"{kind} {n}" for kind, n in sorted(kept.items()))
+    shown = ", ".join(f"{kind} {n:,}" for kind, n in sorted(kept.items()))
+    shares = [
+        f"{kept[f'{s}-{s}']:,} of {s}'s {sizes[s]:,} rows ({kept[f'{s}-{s}'] / sizes[s]:.1%})"
+        for s in ("validation", "test")
+        if kept.get(f"{s}-{s}") and sizes.get(s)
+    ]
+    repeats = f"; {' and '.join(shares)} repeat a row before them in their split" if shares else ""
     return (
-        f"exact copies kept outside train ({shown} pairs): dedup removes train's copies only, "
-        "so the sealed test split counts such an example more than once, and validation, which "
-        "chooses the run, shares some of the test's; the pairs are in the duplicates file. "
-        "Remove the copies from the sources to count each once"
+        f"exact copies kept outside train ({shown} pairs{repeats}): dedup removes train's "
+        "copies only, so the sealed test split counts such an example more than once, and "
+        "validation, which chooses the run, shares some of the test's; the pairs are in the "
+        "duplicates file. Remove the copies from the sources to count each once"
     )

@@ -35,6 +35,11 @@ def track(result: dict, console: Console) -> None:
                 f"[yellow]{r.get('id', 'lab')}[/]: MLflow holds other values for "
                 f"{', '.join(r['conflicts'][:5])}; params never change in MLflow, left as they are"
             )
+    if lab and lab.get("stale_report"):
+        console.print(
+            f"[yellow]report page[/]: {escape(lab['stale_report'])}; `tunelab report`, then "
+            "`tunelab track` again, uploads the lab as it stands"
+        )
     c, a = result["counts"], result["added"]
     line = f"{c['new']} new, {c['updated']} updated, {c['unchanged']} unchanged"
     line += f", {c['skipped']} deleted in MLflow (left so)" if c["skipped"] else ""

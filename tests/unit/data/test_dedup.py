@@ -77,9 +77,14 @@ def test_duplicates_only_inside_eval_splits_are_reported_not_removed() -> None:
     assert result.counts() == {"validation-validation": 1, "test-test": 1}
     test_pair = next(p for p in result.pairs if p["kind"] == "test-test")
     assert test_pair["snippet"] is None  # the sealed split's text is never shown
-    warning = held_out_copies(result.pairs)  # the report had counted them, said nothing
-    assert warning.startswith("exact copies kept outside train (test-test 1, validation-")
-    assert held_out_copies(deduplicate(splits_of(train=[ex("t", "x")]), DedupSpec()).pairs) is None
+    sizes = {"train": 1, "validation": 2, "test": 2}
+    warning = held_out_copies(result.pairs, sizes)  # the report had counted them, said nothing
+    assert warning.startswith(
+        "exact copies kept outside train (test-test 1, validation-validation 1 pairs; 1 of "
+        "validation's 2 rows (50.0%) and 1 of test's 2 rows (50.0%) repeat a row before them"
+    )
+    alone = deduplicate(splits_of(train=[ex("t", "x")]), DedupSpec()).pairs
+    assert held_out_copies(alone, {"train": 1}) is None
 
 
 def test_report_policy_removes_nothing() -> None:

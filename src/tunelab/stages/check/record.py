@@ -51,8 +51,10 @@ holds only whether each is set."""
 
 
 def item(name: str, passed: bool, detail: str, **data) -> dict:
-    """One line of a check: its name, whether it passed, what it found, and its data."""
-    return {"name": name, "passed": bool(passed), "detail": detail, **data}
+    """One line of a check: its name, whether it passed (null where it was not checked), what
+    it found, and its data."""
+    outcome = None if data.get("not_checked") else bool(passed)
+    return {"name": name, "passed": outcome, "detail": detail, **data}
 
 
 def wiring(spec: Spec) -> dict:
@@ -96,9 +98,9 @@ def latest_check(store: Store, spec: Spec, data_version: str) -> dict | None:
     return read_json(path) if path.exists() else None
 
 
-def newest_check_of(store: Store, data_version: str) -> dict | None:
-    """The newest check of any spec on this data version, or None; a record that no longer
-    reads checked nothing that can be shown, so it is passed over."""
+def checks_of(store: Store, data_version: str) -> list[dict]:
+    """Every check of any spec on this data version; a record that no longer reads checked
+    nothing that can be shown, so it is passed over."""
     folder = checks_dir(store)
     records = []
     for path in folder.glob(f"{data_version}-*.json") if folder.is_dir() else []:
@@ -106,8 +108,25 @@ def newest_check_of(store: Store, data_version: str) -> dict | None:
             records.append(read_json(path))
         except (OSError, DamagedFile):
             continue
-    records = [r for r in records if isinstance(r, dict) and r.get("data_version") == data_version]
-    return max(records, key=lambda r: r.get("created") or "", default=None)
+    return [r for r in records if isinstance(r, dict) and r.get("data_version") == data_version]
+
+
+def newest_check_of(store: Store, data_version: str) -> dict | None:
+    """The newest check of any spec on this data version, or None."""
+    return max(checks_of(store, data_version), key=lambda r: r.get("created") or "", default=None)
+
+
+def closest_check_of(store: Store, data_version: str, spec: Spec) -> dict | None:
+    """The check on this data version whose wiring differs from `spec`'s in the fewest fields
+    (the newest of those; one that did not record its wiring counts as farthest), or None."""
+    now = wiring(spec)
+
+    def distance(record: dict) -> int:
+        return len(wiring_changes(record["wiring"], now)) if record.get("wiring") else 1 << 30
+
+    found = checks_of(store, data_version)
+    newest_first = sorted(found, key=lambda r: r.get("created") or "", reverse=True)
+    return min(newest_first, key=distance, default=None)
 
 
 def platform_of(device: torch.device) -> dict:
@@ -176,16 +195,16 @@ CHANGES_SHOWN = 4
 
 
 def _unchecked(lab: Lab, data_version: str) -> str:
-    """Why no check covers this run: none on this data version, or the newest one checked
+    """Why no check covers this run: none on this data version, or the closest one checked
     other wiring (named field by field when its record keeps what it checked)."""
     head = "no `tunelab check` has run for this spec and data version"
     ask = "(minutes, on a slice) to catch wiring errors before a long run"
-    other = newest_check_of(lab.store, data_version)
+    other = closest_check_of(lab.store, data_version, lab.spec)
     if other is None:
         return f"{head}: run it first {ask}"
     if other.get("wiring") is None:  # a record from before checks kept their wiring
         return (
-            f"{head}: the latest one on it ({other.get('file')}) was written by an earlier "
+            f"{head}: the closest one on it ({other.get('file')}) was written by an earlier "
             "tunelab that did not record what it checked, so it is not known to cover this "
             f"spec. Run it again {ask}"
         )
@@ -193,7 +212,7 @@ def _unchecked(lab: Lab, data_version: str) -> str:
     what = "other wiring: " + "; ".join(changes[:CHANGES_SHOWN]) if changes else "other wiring"
     more = len(changes) - CHANGES_SHOWN
     what += f"; and {more} more" if more > 0 else ""
-    return f"{head}: the latest one on it ({other.get('file')}) checked {what}. Run it again {ask}"
+    return f"{head}: the closest one on it ({other.get('file')}) checked {what}. Run it again {ask}"
 
 
 def wiring_changes(before: dict | None, now: dict) -> list[str]:

@@ -41,7 +41,9 @@ TIMEOUT_S = 1800
 
 
 def item(name: str, passed: bool, detail: str, **data) -> dict:
-    return {"name": name, "passed": bool(passed), "detail": detail, **data}
+    """One line of the checklist; one that did not run (`not_checked`) has `passed` null."""
+    outcome = None if data.get("not_checked") else bool(passed)
+    return {"name": name, "passed": outcome, "detail": detail, **data}
 
 
 def verify_bundle(bundle: Path, base: Path | None = None, device: str = "cpu") -> dict:

@@ -175,6 +175,33 @@ def lab_content(store: Store) -> Wanted | None:
     return Wanted(LAB_RUN, tags, artifacts=artifacts, start=start, end=end)
 
 
+def stale_report(store: Store) -> str | None:
+    """Why the lab's report page, uploaded as it is, is not the lab as it stands (None when it
+    is, or there is no page): a page is current when its sha256 is the one the log's last
+    `report` event of it wrote and nothing but reports was logged after that."""
+    page = store.lab / REPORT
+    if not page.is_file():
+        return None
+    events = store.events()
+    digest = sha256_file(page)
+    written = [
+        i
+        for i, e in enumerate(events)
+        if e.get("event") == "report" and e.get("file") == REPORT and e.get("sha256") == digest
+    ]
+    if not written:
+        return f"{REPORT} is not a page `tunelab report` logged in this lab (edited, or copied in)"
+    later = [e for e in events[written[-1] + 1 :] if e.get("event") != "report"]
+    if not later:
+        return None
+    last = later[-1]
+    what = " ".join(str(last[k]) for k in ("event", "run") if last.get(k))
+    return (
+        f"{REPORT} was written before {len(later)} later event{'s' if len(later) > 1 else ''} "
+        f"(the last: {what} at {last.get('time', '?')})"
+    )
+
+
 def history(run_dir: Path, record: dict) -> list[dict]:
     """The run's loss history, one entry a step (the last of any step written twice): the
     record's when the run has ended, else `history.jsonl` as far as it was written."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from tunelab.core.files import locked
 from tunelab.core.layout import FINALS, TRACK_LOCK
 from tunelab.core.store import Store
-from tunelab.stages.track.content import lab_content, lab_identity, run_content
+from tunelab.stages.track.content import lab_content, lab_identity, run_content, stale_report
 from tunelab.stages.track.lineage import diverged, log_mark
 from tunelab.stages.track.sync import LAB_KEY, sync, tracked_runs
 from tunelab.stages.track.uri import Target, TrackError, client, resolve
@@ -61,6 +61,7 @@ def _tracked(store: Store, target: Target, experiment: str | None) -> dict:
     if wanted is not None:
         lab_row = sync(mlflow, experiment_id, wanted, have.get(LAB_KEY))
         lab_row["artifacts_held"] = sorted(wanted.artifacts)
+        lab_row["stale_report"] = stale_report(store)  # uploaded as it is, but said
     for key, value in log_mark(store).items():  # how far this lab had gone when tracked
         mlflow.set_experiment_tag(experiment_id, key, value)
     every = [*rows, *([lab_row] if lab_row else [])]

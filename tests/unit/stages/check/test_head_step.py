@@ -43,7 +43,7 @@ def test_a_slice_without_every_label_is_not_checked_never_passed(make_lab, no_re
     lab = ready(make_lab(), "method.head_init=probe")
     result = run_check(lab, rows=2)
     head = by_name(result)["head_init"]
-    assert head["not_checked"] and not head["passed"]
+    assert head["not_checked"] and head["passed"] is None
     assert "`tunelab check --rows" in head["detail"] and "head_init" not in result["failed"]
     assert any(w.startswith("head_init not checked") for w in result["warnings"])
 
@@ -60,7 +60,7 @@ def test_a_loss_fitted_already_is_not_checked_and_a_rise_from_it_is_said():
     from tunelab.stages.check.update import loss_item
 
     rose = loss_item(0.0047, 1.0709, [0.01, 0.4], 16, 16)
-    assert rose["not_checked"] and not rose["passed"]
+    assert rose["not_checked"] and rose["passed"] is None
     assert rose["detail"].startswith("not checked: the loss starts at 0.0047, fitted already")
     assert rose["detail"].endswith("a rise that undoes the fit (lr too high?)")
     held = loss_item(0.0047, 0.0047, [0.01, 0.004], 16, 16)
@@ -113,7 +113,7 @@ def test_a_rise_after_a_probe_start_that_dropout_undid_is_not_checked_never_fail
 
     lost = {"first": 142.5, "probe": 0.11, "prior": 0.6, "message": "m"}
     rose = loss_item(0.1355, 2.0623, [203.4167, 239.7396], 4, 8, lost)
-    assert rose["not_checked"] and not rose["passed"]
+    assert rose["not_checked"] and rose["passed"] is None
     assert (
         "steps trained from losses of 203.4167, 239.7396, not from the fitted 0.1355"
         in (rose["detail"])

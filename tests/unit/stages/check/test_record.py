@@ -141,6 +141,19 @@ def test_the_warning_lists_a_few_changes_and_counts_the_rest(make_lab):
     assert "training.threads" not in warning
 
 
+def test_the_warning_names_the_closest_check_not_the_newest(make_lab):
+    """It named the newest: after a what-if check of three switches, a run one switch from the
+    spec's own check was told of the what-if's three."""
+    path = make_lab()
+    own = write_check(lab_at(path))
+    what_if = lab_at(path, "training.group_by_length=true", "model.attention=eager")
+    newer = write_check(what_if) | {"created": "9999-01-01T00:00:00Z"}
+    atomic_write_json(check_path(what_if.store, what_if.spec, VERSION), newer)
+    warning = check_status(lab_at(path, "training.compile=true"), VERSION)["warning"]
+    assert f"the closest one on it ({own['file']}) checked other wiring: " in warning
+    assert "training.compile false, now true. Run it again" in warning
+
+
 def test_a_check_recorded_before_wiring_was_kept_still_warns_in_words(make_lab):
     """It said the old check had covered "another task, model, method or training switch", of
     an unchanged spec: the record does not say what it checked."""

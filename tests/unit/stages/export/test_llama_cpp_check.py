@@ -58,7 +58,7 @@ def test_verify_gguf_item_says_not_checked_never_passed(no_llama_cpp, tiny_llama
         return {"passed": True, "differ": []}
 
     found = check_gguf(tmp_path, _info(tiny_llama), "cpu", reproduced, item)
-    assert not found["passed"] and found["agreed"] == found["n"] == 1  # not checked: no pass
+    assert found["passed"] is None and found["agreed"] == found["n"] == 1  # not checked: no pass
     assert (
         "llama.cpp: not checked: llama.cpp runtime not built (make gguf-runtime)"
         in (found["detail"])

@@ -11,8 +11,15 @@ from pathlib import Path
 
 from tracked_lab import build_lab, finished, lab  # noqa: F401 (pytest finds the fixtures here)
 
+from tunelab.core.digest import sha256_file
 from tunelab.core.store import Store
-from tunelab.stages.track.content import history, lab_content, lab_identity, run_content
+from tunelab.stages.track.content import (
+    history,
+    lab_content,
+    lab_identity,
+    run_content,
+    stale_report,
+)
 from tunelab.stages.track.names import flatten, name, scalars
 from tunelab.stages.track.uri import resolve
 
@@ -120,6 +127,19 @@ def test_the_lab_run_holds_the_report_and_the_comparisons_or_is_not_made(lab, tm
     assert lab_content(Store(bare)) is None
     assert lab_identity(Store(bare)) is None
     assert len(lab_identity(lab) or "") == 16
+
+
+def test_a_report_page_older_than_the_lab_or_not_logged_is_said(lab):
+    page = lab.lab / "lab-report.html"
+    assert "not a page `tunelab report` logged" in stale_report(lab)  # written by hand
+    lab.log_event("report", file="lab-report.html", sha256=sha256_file(page))
+    assert stale_report(lab) is None
+    lab.log_event("report", file="elsewhere.html", sha256="0" * 64)  # another page: no change
+    assert stale_report(lab) is None
+    lab.log_event("run_started", run="r009-late")
+    assert "written before 1 later event (the last: run_started r009-late at" in stale_report(lab)
+    page.unlink()
+    assert stale_report(lab) is None
 
 
 def test_the_store_is_the_labs_sqlite_unless_told(tmp_path, monkeypatch):
