@@ -78,7 +78,7 @@ def cmd_run(args):
     if console and (begun := interrupted_with(lab, seed)):
         console.print(
             f"[yellow]warning[/] {begun} began this spec with seed {seed} and was interrupted: "
-            f"`tunelab resume {begun}` continues it from its checkpoint; this run trains the "
+            f"`tunelab resume {begun}` finishes it; this run trains the "
             "seed anew beside it"
         )
     return run_variant(lab, args.name, console, **run_args)

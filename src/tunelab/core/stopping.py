@@ -5,7 +5,7 @@ Three modes, each a context manager that restores the handlers it replaced:
 - `interrupt_on_signals` (the CLI, around every command): either signal raises
   `KeyboardInterrupt("Ctrl-C")` or `KeyboardInterrupt("SIGTERM")` at once, wherever the command
   is (loading, evaluating, saving). A signal the process was started with ignored (`nohup`, a
-  background job) stays ignored.
+  background job) stays ignored, here and in `graceful_stop`.
 - `graceful_stop` (around training): the first signal sets the `StopRequest` it yields, and the
   loop finishes its step, checkpoints and raises `TrainingInterrupted`; a second one raises
   `KeyboardInterrupt` at once, except a second SIGTERM within `SAME_STOP_S` of the first: that
@@ -73,7 +73,7 @@ def graceful_stop(console=None) -> Iterator[StopRequest]:
         if console:
             console.print("[yellow]stopping after this step (checkpoint, then exit)…[/]")
 
-    with _handlers(handler):
+    with _handlers(handler, keep_ignored=True):
         yield stop
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tunelab.core.run_files import trained_to_end
+
 CHECKPOINT_DIR = "checkpoint"
 STATE = "state.json"
 """The loop's state, written last: its presence marks a whole checkpoint."""
@@ -17,6 +19,12 @@ def written_by(path: Path) -> dict:
     """The processes that wrote the checkpoint at `path` (one process unless it says)."""
     state = json.loads((path / STATE).read_text())
     return state.get("written_by") or {"world_size": 1, "strategy": None}
+
+
+def can_resume(record: dict, run_dir: Path) -> bool:
+    """Whether `tunelab resume` has something to go on from in `run_dir`: a whole checkpoint,
+    or the weights saved as training ended (then it evaluates them)."""
+    return trained_to_end(record, run_dir) or find_checkpoint(run_dir / CHECKPOINT_DIR) is not None
 
 
 def find_checkpoint(path: Path) -> Path | None:

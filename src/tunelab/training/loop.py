@@ -184,11 +184,13 @@ def _microbatches(examples: list, mine: list[int], cfg: TrainingSpec, pad_id: in
     ]
 
 
-def _validate(validation, model, device, pad_id: int, history: list[dict], done: int, console):
+def _validate(validation, model, device, pad_id: int, history: list[dict], console):
     """The validation loss at this step, into its history entry (the last), and the
-    overfitting warning when its rise against the training loss says so."""
+    overfitting warning when its rise against the training loss says so. The training loss
+    beside it is the mean since the last point (or the start: a resumed run's history holds
+    the steps before its stop too)."""
     entry = history[-1]
-    since = validation.points[-1]["step"] if validation.points else done
+    since = validation.points[-1]["step"] if validation.points else 0
     entry["validation_loss"] = validation.measure(model, device, pad_id)
     warning = validation.record(
         model, entry["step"], entry["validation_loss"], window_loss(history, since)
@@ -321,7 +323,7 @@ def train(
                     log.append(entry)
                 raise non_finite(step + 1, trained, history, cfg.lr, cfg.max_grad_norm)
             if validation is not None and validation.due(step + 1, steps):
-                _validate(validation, model, device, pad_id, history, done, console)
+                _validate(validation, model, device, pad_id, history, console)
             show(step + 1, step_loss, tokens_seen / elapsed)
             if run_dir is None:
                 continue

@@ -31,11 +31,15 @@ def test_either_signal_raises_at_once_naming_itself(sig, name):
 
 
 def test_a_signal_the_process_ignores_stays_ignored():
+    """In training too: a background run's training had stopped on the terminal's Ctrl-C."""
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         with interrupt_on_signals():
             signal.raise_signal(signal.SIGINT)  # nothing happens
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            with graceful_stop() as stop:
+                signal.raise_signal(signal.SIGINT)
+                assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and not stop.is_set()
     finally:
         signal.signal(signal.SIGINT, before)
 

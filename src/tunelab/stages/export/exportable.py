@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.ledger import described
+from tunelab.modeling.checkpoint_files import can_resume
 
 
 class ExportError(TunelabError):
@@ -29,6 +30,11 @@ def _instead(record: dict, run_dir: Path) -> str:
     """What to do instead: finish the run, or train a variant to hand over."""
     status = described(record, run_dir).split()[1]
     if record["kind"] == "variant" and status in ("interrupted", "lost", "failed"):
+        if not can_resume(record, run_dir):  # `resume` would refuse it: start it over
+            return (
+                "It kept no checkpoint to resume from: train it again (`tunelab run`, with "
+                "training.checkpoint_every for a long run), then export that run."
+            )
         return f"`tunelab resume {record['id']}` finishes it; then export it."
     if record["kind"] == "variant":  # running, or invalidated
         return "Export a completed variant (`tunelab runs` lists them)."

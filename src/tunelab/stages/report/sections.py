@@ -11,7 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from tunelab.core.layout import PLANS
-from tunelab.core.ledger import summary
+from tunelab.core.ledger import effective_status, summary
 from tunelab.core.run_files import written_history
 from tunelab.core.store import RUN_STATES, Store, StoreError, read_json
 from tunelab.data.split_columns import split_columns
@@ -165,7 +165,8 @@ def curves(records: list[dict], colours: dict[str, str], store: Store) -> Markup
         history = (r.get("training") or {}).get("history")
         if not history and r.get("status") != "completed":
             history = written_history(store.runs_dir / r["id"])
-            stopped[r["id"]] = r.get("status") or "stopped"
+            # as `runs` says it: a run recorded as running whose process died is lost
+            stopped[r["id"]] = effective_status(r, store.runs_dir / r["id"])
         if history:
             histories.append((r["id"], history))
     return Markup(loss_curves(histories, colours, stopped)) if histories else None

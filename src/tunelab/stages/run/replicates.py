@@ -19,8 +19,10 @@ from rich.markup import escape
 from tunelab.core.errors import Interrupted, TunelabError
 from tunelab.core.lab import Lab
 from tunelab.core.layout import GROUPS
+from tunelab.core.ledger import effective_status
 from tunelab.core.replicates import COUNTS, again_command, arm_key, replicate_seeds, seed_of
 from tunelab.core.store import Store, now
+from tunelab.modeling.checkpoint_files import can_resume
 from tunelab.stages.run.variant import run_variant
 from tunelab.training.distributed import main_process
 
@@ -197,8 +199,15 @@ def interrupted_with(lab: Lab, seed: int) -> str | None:
 
 
 def _interrupted(lab: Lab) -> dict[int, str]:
-    """The interrupted runs of the lab's arm (`_arm_of`), by the seed each began."""
-    return {seed_of(r): r["id"] for r in _arm_of(lab) if r.get("status") == "interrupted"}
+    """The runs of the lab's arm (`_arm_of`) that stopped (interrupted, or lost to a kill -9)
+    and that `resume` can finish, by the seed each began. One with nothing to resume from is
+    left out: its seed is trained anew, as `resume` itself would advise."""
+    stopped = {}
+    for r in _arm_of(lab):
+        run_dir = lab.store.run_dir(r["id"])
+        if effective_status(r, run_dir) in ("interrupted", "lost") and can_resume(r, run_dir):
+            stopped.setdefault(seed_of(r), r["id"])
+    return stopped
 
 
 def refuse_begun(lab: Lab, seeds: list[int], have: dict[int, str]) -> None:

@@ -23,7 +23,7 @@ from tunelab.core.lab import Lab
 from tunelab.core.layout import PREDICTIONS, WEIGHTS
 from tunelab.core.run_files import trained_to_end
 from tunelab.core.run_names import check_run_name
-from tunelab.core.stopping import graceful_stop
+from tunelab.core.stopping import graceful_stop, held
 from tunelab.core.store import atomic_dir, write_jsonl
 from tunelab.data.behind import behind, behind_words
 from tunelab.data.guard_sets import guard_paths
@@ -259,7 +259,7 @@ def train_and_finish(
         if resume and trained_to_end(record, run_dir):  # stopped while evaluating: evaluate again
             model = _load_trained(lab, record, run_dir, renderer)
         else:
-            record["training"], model = _train(
+            record["training"], model, late = _train(
                 lab,
                 world or World(),
                 model,
@@ -275,11 +275,15 @@ def train_and_finish(
             changes = training_changes(model)
             history = record["training"]["history"]
             record["training"]["start_lost"] = start_lost(history, head, changes=changes)
-            # saved before the evaluation, so a stop while evaluating loses no training
-            with atomic_dir(run_dir / WEIGHTS, replace=True) as weights:
-                files = save_trained(model, weights)
-            hashes = {f: sha256_file(run_dir / WEIGHTS / f) for f in files}  # `fsck` reads
-            record["weights"] = {"dir": WEIGHTS, "files": files, "sha256": hashes}
+            # saved before the evaluation, so a stop while evaluating loses no training; a
+            # stop while they are written waits for them (no checkpoint may exist to go back to)
+            with held():
+                with atomic_dir(run_dir / WEIGHTS, replace=True) as weights:
+                    files = save_trained(model, weights)
+                hashes = {f: sha256_file(run_dir / WEIGHTS / f) for f in files}  # `fsck` reads
+                record["weights"] = {"dir": WEIGHTS, "files": files, "sha256": hashes}
+            if late:  # asked for during the last step's validation, after the loop's last look
+                raise KeyboardInterrupt(late)
         e = lab.spec.evaluation
         val_rows = lab.store.read_split(record["data_version"], "validation")
         lab.store.log_event("run_evaluating", run=record["id"], rows=len(val_rows))
@@ -342,8 +346,9 @@ def on_world(lab: Lab, resumed: bool = False) -> tuple[Lab, World]:
 
 def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, resume, version=None):
     """The training of the run on every rank (graceful on Ctrl-C and SIGTERM), with what the
-    record keeps of the processes; returns it and the trained model as one unsharded module
-    (under FSDP, rank 0 gathers the trained tensors into a fresh copy of the model)."""
+    record keeps of the processes; returns it, the trained model as one unsharded module
+    (under FSDP, rank 0 gathers the trained tensors into a fresh copy of the model), and the
+    signal of a stop that came after the loop's last look (None if none did)."""
     cfg = lab.spec.training
     with joined(world, lab.device) as world, graceful_stop(console) as stop:
         run_dir = world.broadcast(run_dir)  # rank 0 opened the run; its shards go there too
@@ -376,14 +381,14 @@ def _train(lab, world, model, renderer, train_set, sampler, console, run_dir, re
         if world.main:
             model, _ = build_model(lab, renderer.labels, version)
             load_trainable(model, gathered)
-    return training, model
+    return training, model, stop.cause if stop.is_set() else None
 
 
 def follow(lab, world, model, renderer, train_set, sampler, run_dir=None, version=None) -> dict:
     """A rank other than 0: trains its share of every step (writing its shards of a
     checkpoint, and reading them on resume) and measures the validation loss with the others
     (`training.validate_every`), evaluates nothing else; the CLI prints nothing."""
-    training, _ = _train(
+    training, _, _ = _train(
         lab, world, model, renderer, train_set, sampler, None, run_dir, bool(run_dir), version
     )
     return {"rank": world.rank, "training": {k: training[k] for k in ("steps", "tokens")}}

@@ -14,8 +14,13 @@ from tunelab.stages.export.exportable import ExportError, check_exportable
             "method.head_init=probe`) and export that.",
         ),
         (
-            {"id": "r003-lora", "kind": "variant", "status": "interrupted"},
+            {"id": "r003-lora", "kind": "variant", "status": "interrupted", "checkpoint": "c"},
             "`tunelab resume r003-lora` finishes it; then export it.",
+        ),
+        (  # `resume` would refuse it: it had been told to resume it
+            {"id": "r003-lora", "kind": "variant", "status": "interrupted"},
+            "It kept no checkpoint to resume from: train it again (`tunelab run`, with "
+            "training.checkpoint_every for a long run), then export that run.",
         ),
         (
             {"id": "r003-lora", "kind": "variant", "status": "invalid"},
@@ -24,6 +29,9 @@ from tunelab.stages.export.exportable import ExportError, check_exportable
     ],
 )
 def test_a_refusal_says_what_to_do_instead(tmp_path, record, said):
+    if record.get("checkpoint"):  # a whole one: `resume` goes on from it
+        (tmp_path / "checkpoint").mkdir()
+        (tmp_path / "checkpoint" / "state.json").write_text("{}")
     with pytest.raises(ExportError) as refused:
         check_exportable(record, tmp_path)
     assert str(refused.value).endswith(said)

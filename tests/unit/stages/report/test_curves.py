@@ -81,6 +81,12 @@ def test_a_run_that_stopped_is_drawn_as_far_as_it_wrote_its_history(tmp_path):
     stopped = {"id": "r004-long", "status": "interrupted"}
     page = section([done, stopped], run_colours(["r003-lora", "r004-long"]), store)
     assert "r004-long (interrupted)" in page and "r003-lora" in page
+    # killed (-9): recorded as running by a process that is gone, drawn as `runs` says it
+    import socket
+
+    gone = {"host": socket.gethostname(), "pid": 2**22 + 1}  # above Linux's largest pid
+    killed = stopped | {"status": "running", "process": gone, "updated": "2026-01-01T00:00:00Z"}
+    assert "r004-long (lost)" in section([killed], run_colours(["r004-long"]), store)
     assert (
         section([stopped | {"id": "r005-x"}], run_colours(["r005-x"]), store) is None
     )  # none written

@@ -93,6 +93,8 @@ def test_a_stop_names_the_value_it_stopped_at_and_the_values_left(make_lab, monk
     record = {"id": run_id, "kind": "variant", "status": "interrupted"}
     record |= {"data_version": store.current_data(), "spec": begun.spec.to_dict()}
     store.write_record(run_id, record)
+    (store.run_dir(run_id) / "checkpoint").mkdir()  # a whole one: `resume` goes on from it
+    (store.run_dir(run_id) / "checkpoint" / "state.json").write_text("{}")
     with pytest.raises(TunelabError, match=f"begun and interrupted: seed 0 by {run_id}"):
         ablate.run_ablation(lab_path, "training.lr=0.001,0.01,0.1,1")
 

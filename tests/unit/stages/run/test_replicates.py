@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,9 @@ def fake_run(fail_at: set[int], interrupt_at: set[int] = frozenset(), error="the
             "training": {"seconds": 1.0},
         }
         lab.store.write_record(run_id, record)
+        checkpoint = lab.store.run_dir(run_id) / "checkpoint"  # whole: `resume` goes on from it
+        checkpoint.mkdir()
+        (checkpoint / "state.json").write_text("{}")
         if replicate["index"] in interrupt_at:
             raise Interrupted("SIGINT", "stopped")
         if replicate["index"] in fail_at:
@@ -159,3 +164,14 @@ def test_a_plain_run_finds_the_interrupted_run_that_began_its_seed(tmp_path, mon
     store.write_record("r001-lora", store.read_record("r001-lora") | {"status": "interrupted"})
     assert replicates.interrupted_with(fake_lab(tmp_path), 7) == "r001-lora"
     assert replicates.interrupted_with(fake_lab(tmp_path), 8) is None  # another seed
+    # killed (-9): recorded as running by a process that is gone, so lost, and resumable too
+    # (it had been trained again beside itself by `noise`, without a word)
+    gone = {"host": socket.gethostname(), "pid": 2**22 + 1}  # above Linux's largest pid
+    store.write_record(
+        "r001-lora", store.read_record("r001-lora") | {"status": "running", "process": gone}
+    )
+    assert store.read_record("r001-lora")["status"] == "running"
+    assert replicates.interrupted_with(fake_lab(tmp_path), 7) == "r001-lora"
+    # nothing to resume from: `resume` would refuse it, so its seed is trained anew
+    shutil.rmtree(store.run_dir("r001-lora") / "checkpoint")
+    assert replicates.interrupted_with(fake_lab(tmp_path), 7) is None
