@@ -67,7 +67,7 @@ def test_track_writes_the_lab_into_mlflow_once(tmp_path, capsys, monkeypatch):
 
     assert main(["track", *where, "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert again["counts"] == {"new": 0, "updated": 0, "unchanged": 3, "skipped": 0}
+    assert again["counts"] == {"new": 0, "updated": 0, "unchanged": 3, "skipped": 0, "doubted": 0}
     assert not any(again["added"].values()) and again["lab_run"]["stale_report"] is None
     store.log_event("invalidated", run=lora)  # the lab moved on after its page was written
     assert main(["track", *where]) == 0

@@ -20,6 +20,7 @@ from pathlib import Path
 from tunelab.core.chain import verify
 from tunelab.core.digest import sha256_file
 from tunelab.core.files import _fsync, locked
+from tunelab.core.layout import chained_from
 from tunelab.core.unlogged import unlogged
 
 
@@ -31,7 +32,7 @@ def audit(store) -> dict:
     first (`finish_staged`), and `finished` names those records."""
     log = store.log_path
     with locked(log, shared=True) if log.exists() else nullcontext():
-        state = verify(log)
+        state = verify(log, chained_from(store.format))
         last = vouching(store)
         problems = _mismatched(store, last)
     finished = finish_staged(store, problems) if problems else []

@@ -5,7 +5,9 @@ the file, so commands that log at the same moment are chained in one order and n
 a line. `verify` walks the log: a line whose `prev` is not the hash of the line before it means
 a line before it was edited, deleted or reordered, and is named by its number. A log written
 before the chain (lines without `prev`) is read as it is, and the chain starts at its first new
-event, which links to the last old line; the report says how many lines came before.
+event, which links to the last old line; the report says how many lines came before. Which
+lines may be old is the store's `format.json`'s to say: none in a lab begun in format 2, those
+before its `since_line` in one upgraded from format 1.
 
 An edit can only be taken back into the chain by `tunelab fsck --repair --reason R`, which
 appends a `chain_break` event that names the lines it forgives and why. (A chain alone does not
@@ -73,10 +75,13 @@ def _unlinked(event: dict) -> str:
     return "has no link to the line before it (inserted?)"
 
 
-def verify(path: Path) -> dict:
+def verify(path: Path, chained_from: int | None = None) -> dict:
     """The chain's state: `lines`, `unchained` (old lines before the chain began), `problems`
     (each `{line, problem}`), `breaks` (each `{line, reason, forgives}`) and `head` (the hash of
-    the last line, None for an empty log)."""
+    the last line, None for an empty log). `chained_from`: the line from which the store's
+    format says every line is linked (`layout.chained_from`; None where it does not know): a
+    line there without `prev` is a problem, not an old line, so stripping every `prev` does
+    not turn the chain off."""
     if not path.exists():
         return {"lines": 0, "unchained": 0, "problems": [], "breaks": [], "head": None}
     raw = [line for line in path.read_bytes().split(b"\n") if line.strip()]
@@ -92,7 +97,7 @@ def verify(path: Path) -> dict:
             started = started or number > 1
             continue
         if "prev" not in event:
-            if started:
+            if started or (chained_from is not None and number >= chained_from):
                 problems.append({"line": number, "problem": _unlinked(event)})
             else:
                 unchained += 1

@@ -91,6 +91,18 @@ def number_of(path: Path) -> int:
     return int(found.group(1)) if found else -1
 
 
+def chained_from(found: dict) -> int | None:
+    """The first line of the event log that must carry its link (`core.chain`), from the
+    store's format record: 1 in a lab begun in format 2, `since_line` in one upgraded from
+    format 1, None for a format-1 lab (any line may be old)."""
+    return found.get("since_line", 1) if found["format"] >= 2 else None
+
+
+def begun_in_format_2(found: dict) -> bool:
+    """A lab whose every record was written in format 2 (so carries `store_format`)."""
+    return found["format"] >= 2 and "since_line" not in found
+
+
 def read_format(root: Path) -> dict:
     """The store's `format.json`: `{"format": N, ...}`; format 1 for a store written before
     the format was recorded (or no store yet)."""

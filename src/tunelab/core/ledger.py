@@ -45,7 +45,12 @@ def open_run(lab: Lab, name: str, kind: str, data_version: str, **fields) -> tup
         | ({"started": started} if (started := command_started()) else {}),
         **fields,
     }
-    lab.store.write_record(run_id, record, "run_started", kind=kind)
+    try:
+        lab.store.write_record(run_id, record, "run_started", kind=kind)
+    except BaseException:  # refused or stopped: the folder reserved for it goes, still empty
+        with suppress(OSError):
+            run_dir.rmdir()
+        raise
     return record, run_dir
 
 
@@ -264,7 +269,7 @@ def listing(store) -> list[dict]:
     state = store.audit()  # first: a save a kill cut short is finished before it is read
     records = store.runs()
     rows = [summary(r, store.runs_dir / r["id"]) for r in records]
-    doubt = _doubted(store, records, state)
+    doubt = doubted(store, records, state)
     out = []
     for r in rows:
         group = r["group"] or member_of.get(r["id"])
@@ -289,7 +294,7 @@ def _continued(groups: list[dict]) -> list[tuple[str, str]]:
     return out
 
 
-def _doubted(store, records: list[dict], state: dict) -> dict[str, str]:
+def doubted(store, records: list[dict], state: dict) -> dict[str, str]:
     """The runs whose record the event log does not vouch for, with why: edited after the event
     that wrote it, or (store format 2) in no event at all: a log cut short or deleted. Their
     values are what the file holds now, not what the run measured (`tunelab fsck`)."""

@@ -129,7 +129,17 @@ class Store(NumberedRecords):
         """Write `record` to `path` (checked against its declared shape, `core.records`) and
         log `event` with the file's sha256, both under the log's lock: a record edited
         afterwards no longer matches its last event (`audit`), and is not written again over
-        the edit (`require_as_logged`), which the new event would vouch for."""
+        the edit (`require_as_logged`), which the new event would vouch for. A save that
+        fails gives back the number it was to fill (`reserve`'s empty file): a refused or
+        full-disk `compare` had left an empty `c002.json` for fsck to name."""
+        try:
+            self._save(path, record, event, **fields)
+        except BaseException:
+            if path.is_file() and path.stat().st_size == 0:  # the reservation, still empty
+                path.unlink(missing_ok=True)
+            raise
+
+    def _save(self, path: Path, record: dict, event: str, **fields: Any) -> None:
         from tunelab.core.audit import require_as_logged
         from tunelab.core.records import check_record
 

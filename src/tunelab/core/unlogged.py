@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunelab.core.files import DamagedFile, read_json
+from tunelab.core.layout import begun_in_format_2, read_format
 
 RECORD_GLOBS = (
     "runs/*/record.json",
@@ -27,8 +28,10 @@ def record_files(root: Path) -> list[Path]:
 
 def unlogged(root: Path, lab: Path, hashed: set[str]) -> list[Path]:
     """The records of store format 2 whose path (relative to `lab`) is not in `hashed`, the
-    records the log's events hold a sha256 of (`Store.audit`). One that does not read is left
-    to `fsck`, which names it."""
+    records the log's events hold a sha256 of (`Store.audit`). In a lab begun in format 2
+    that is every record: one without `store_format` there is no older record, but one put
+    there by hand. One that does not read is left to `fsck`, which names it."""
+    every = begun_in_format_2(read_format(root))
     out = []
     for path in record_files(root):
         if str(path.relative_to(lab)) in hashed:
@@ -37,6 +40,6 @@ def unlogged(root: Path, lab: Path, hashed: set[str]) -> list[Path]:
             record = read_json(path)
         except DamagedFile:
             continue
-        if isinstance(record, dict) and record.get("store_format", 1) >= 2:
+        if isinstance(record, dict) and (every or record.get("store_format", 1) >= 2):
             out.append(path)
     return out

@@ -43,6 +43,8 @@ def track(result: dict, console: Console) -> None:
     c, a = result["counts"], result["added"]
     line = f"{c['new']} new, {c['updated']} updated, {c['unchanged']} unchanged"
     line += f", {c['skipped']} deleted in MLflow (left so)" if c["skipped"] else ""
+    if c.get("doubted"):
+        line += f", {c['doubted']} not tracked (records the lab's log does not vouch for)"
     if any(a.values()):
         kinds = ("params", "param"), ("metrics", "metric point"), ("tags", "tag")
         added = [_count(a[k], word) for k, word in (*kinds, ("artifacts", "artifact"))]

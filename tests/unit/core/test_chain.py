@@ -122,3 +122,21 @@ def test_writers_in_several_processes_keep_one_whole_chain(tmp_path):
         pool.map(_append, [(str(tmp_path), w) for w in range(4)])
     state = verify(Store(tmp_path).log_path)
     assert state["lines"] == 80 and state["problems"] == []
+
+
+def test_a_lab_begun_chained_has_no_old_lines_to_strip_its_links_into(tmp_path):
+    """Deleting `prev` from every line (one `sed`) had read as a log from before the chain:
+    a deleted line and an edited one then passed. The store's format says where the chain
+    begins: line 1 in a lab begun in format 2, `since_line` in one upgraded."""
+    store = logged(tmp_path)
+    stripped = [
+        json.dumps({k: v for k, v in json.loads(x).items() if k != "prev"}) for x in lines(store)
+    ]
+    rewrite(store, stripped[:2] + stripped[3:])  # and line 3 deleted
+    assert verify(store.log_path)["problems"] == []  # a log the format does not speak for
+    found = verify(store.log_path, chained_from=1)
+    assert [p["line"] for p in found["problems"]] == [1, 2, 3, 4] and found["unchained"] == 0
+    assert "has no link to the line before it" in found["problems"][0]["problem"]
+    upgraded = verify(store.log_path, chained_from=3)  # two lines from format 1, then chained
+    assert [p["line"] for p in upgraded["problems"]] == [3, 4] and upgraded["unchained"] == 2
+    assert Store(tmp_path).audit()["problems"]  # the lab's own format.json: begun chained

@@ -258,3 +258,44 @@ def test_a_save_killed_between_its_line_and_its_rename_is_finished_not_called_an
     assert store.read_record(run_id)["status"] == "invalid" and not killed.exists()
     assert decoy.exists()  # left for fsck to name
     assert store.audit()["finished"] == []  # done once
+
+
+def test_a_save_that_fails_gives_its_reserved_number_back(tmp_path, monkeypatch):
+    """A refused or full-disk `compare` left an empty `c002.json` (and `run` an empty run
+    folder) while saying nothing was written; fsck then named them as leftovers (hS F4)."""
+    store = Store(tmp_path)
+    store.log_event("data")
+    _, path = store.reserve("comparisons", "c")
+    with pytest.raises(StoreError, match="not a comparison record"):
+        store.save(path, {"id": "c001"}, "compare")
+    assert not path.exists()
+    real_write = os.write
+
+    def full(fd, data):
+        if os.fstat(fd).st_ino == (store.root / "events.jsonl").stat().st_ino:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+
+    from types import SimpleNamespace
+
+    import torch
+
+    from tunelab.core import ledger
+    from tunelab.core.spec import validate_spec
+
+    spec = validate_spec(
+        {
+            "hypothesis": {"behaviour": "b", "metric": "accuracy", "min_effect": 0.02},
+            "guardrails": [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}],
+            "data": {"sources": [{"type": "jsonl", "path": "d"}]},
+            "model": {"path": "m"},
+        }
+    )
+    lab = SimpleNamespace(store=store, spec=spec, device=torch.device("cpu"))
+    with pytest.raises(OSError, match="No space"):
+        ledger.open_run(lab, "lora", "variant", "v1")
+    monkeypatch.undo()
+    assert [p.name for p in store.runs_dir.iterdir()] == [".lock"]  # the folder's lock alone
+    assert store.new_run("lora")[0] == "r001-lora"  # the number was given back, not skipped

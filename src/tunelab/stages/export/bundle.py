@@ -38,7 +38,7 @@ from tunelab.core.env import fingerprint
 from tunelab.core.errors import Interrupted, no_permission, stop_cause
 from tunelab.core.exports import BUNDLE_FILE, SCRATCH_BASE, recorded_export
 from tunelab.core.lab import Lab, recorded_spec
-from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS
+from tunelab.core.layout import BUNDLES, EXPORTS, FINALS, PREDICTIONS, chained_from
 from tunelab.core.run_files import require_intact_run
 from tunelab.core.seal import final_accesses
 from tunelab.core.store import (
@@ -159,7 +159,7 @@ def export_run(
 def _log_anchor(store) -> dict:
     """The lab's event log as this bundle saw it: its lines and the hash of the last one (the
     chain's head), so a later rewrite of the lab's past can be told from the bundle."""
-    state = verify(store.log_path)
+    state = verify(store.log_path, chained_from(store.format))
     return {"lines": state["lines"], "head": state["head"], "unchained": state["unchained"]}
 
 

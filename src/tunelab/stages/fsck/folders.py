@@ -48,6 +48,8 @@ def comparison_inputs(store: Store, not_checked: list[str]) -> tuple[list[dict],
                 record["id"]
             )
     for path, digests in judged.items():
+        if _invalidated(path.parent):  # as fsck advised: no verdict stands on it any more
+            continue
         if not path.is_file():
             ids = sorted(
                 {c for cs in digests.values() for c in cs}, key=lambda c: number_of(Path(c))
@@ -133,11 +135,18 @@ def run_folders(store: Store, not_checked: list[str]) -> tuple[list[dict], int]:
             )
             continue
         record = json_of(folder / RECORD)
+        if record.get("status") == "invalid":  # `tunelab invalidate`: no command uses its
+            continue  # files, and one lost (fsck's advice was to invalidate) stays lost
         if record.get("status") == "completed":
             out += _run_files(store, folder, record, not_checked)
         else:  # weights saved before a stop, or a checkpoint: `resume` reads them
             out += _saved_weights(store, folder, record) + _checkpoint(store, folder, record)
     return out, n
+
+
+def _invalidated(folder: Path) -> bool:
+    """Whether the run in `folder` was marked invalid (`tunelab invalidate`)."""
+    return (folder / RECORD).is_file() and json_of(folder / RECORD).get("status") == "invalid"
 
 
 def _checkpoint(store: Store, folder: Path, record: dict) -> list[dict]:

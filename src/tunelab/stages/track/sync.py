@@ -119,6 +119,11 @@ def _missing_points(mlflow, run_id: str, wanted: Wanted, logged: set[str]) -> li
     return missing
 
 
+def untracked(info, why: str) -> dict:
+    """The row of a run left out on purpose (`info`: its MLflow run's, where it has one)."""
+    return _done(info.run_id if info is not None else "", False, skipped=why)
+
+
 def _done(run_id: str, new: bool, skipped: str | None = None, **added) -> dict:
     row = {
         "mlflow_run": run_id,

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from tunelab.core.files import locked
 from tunelab.core.layout import FINALS, TRACK_LOCK
+from tunelab.core.ledger import doubted
 from tunelab.core.store import Store
 from tunelab.stages.track.content import lab_content, lab_identity, run_content, stale_report
 from tunelab.stages.track.lineage import diverged, log_mark
-from tunelab.stages.track.sync import LAB_KEY, sync, tracked_runs
+from tunelab.stages.track.sync import LAB_KEY, sync, tracked_runs, untracked
 from tunelab.stages.track.uri import Target, TrackError, client, resolve
 
 
@@ -52,9 +53,16 @@ def _tracked(store: Store, target: Target, experiment: str | None) -> dict:
     rows = []
     comparisons = store.comparisons()  # read once: each run's verdict is looked up in them
     finals = store.records(FINALS)  # and its test metrics, once `tunelab final` opened them
-    for record in store.runs():
+    state = store.audit()  # first: a save a kill cut short is finished before it is read
+    records = store.runs()
+    doubt = doubted(store, records, state)  # what the file holds now, not what was measured
+    for record in records:
         wanted = run_content(store, record, comparisons, finals)
-        row = sync(mlflow, experiment_id, wanted, have.get(record["id"]))
+        if record["id"] in doubt:  # MLflow only adds points: a value sent is never taken back
+            why = f"not tracked: its record is {doubt[record['id']]} (`tunelab fsck`)"
+            row = untracked(getattr(have.get(record["id"]), "info", None), why)
+        else:
+            row = sync(mlflow, experiment_id, wanted, have.get(record["id"]))
         rows.append({"id": record["id"], **_shown(wanted.tags), **row})
     wanted = lab_content(store)
     lab_row = None
@@ -77,7 +85,8 @@ def _tracked(store: Store, target: Target, experiment: str | None) -> dict:
             "new": sum(r["new"] for r in rows),
             "updated": sum(r["changed"] and not r["new"] for r in rows),
             "unchanged": sum(not r["changed"] and not r["skipped"] for r in rows),
-            "skipped": sum(bool(r["skipped"]) for r in rows),
+            "skipped": sum(bool(r["skipped"]) and r["id"] not in doubt for r in rows),
+            "doubted": sum(r["id"] in doubt for r in rows),
         },
         "added": {kind: sum(r[kind] for r in every) for kind in ("params", "metrics", "tags")}
         | {"artifacts": sum(len(r["artifacts"]) for r in every)},

@@ -10,7 +10,6 @@ from compare_labs import add_run, make_lab, predictions
 from rich.console import Console
 
 from tunelab.core.replicates import family
-from tunelab.core.store import atomic_write_json
 from tunelab.stages.compare.verdicts import compare
 from tunelab.views.compare import compare as show
 
@@ -79,6 +78,16 @@ def test_close_seeds_let_a_clear_gain_read_improved(tmp_path):
     assert row["verdict"] == "improved"
 
 
+def save_noise(lab, noise_id: str, runs: list[str], fam: dict) -> None:
+    """A noise record as `tunelab noise` saves it: with its event (one written by hand is in
+    no event of the log, which `compare` refuses)."""
+    path = lab.store.root / "noise" / f"{noise_id}.json"
+    path.parent.mkdir(exist_ok=True)
+    shown = str(path.relative_to(lab.store.lab))
+    record = {"id": noise_id, "created": "2026-01-01T00:00:00Z", "file": shown, "of": runs[0]}
+    lab.store.save(path, record | {"group": "g001", "runs": runs, "family": fam}, "noise")
+
+
 def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
     lab = make_lab(tmp_path, RAILS)
     add_run(lab, "probe", "baseline", predictions(dict.fromkeys("abc", 0.6)))
@@ -90,10 +99,7 @@ def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
     noisy = lr_seeds(lab, (5, 0.95), (6, 0.55))
     record = lab.store.read_record(noisy[0])
     assert family(record) == family(lab.store.read_record(single))
-    atomic_write_json(
-        lab.store.root / "noise" / "n001.json",
-        {"id": "n001", "runs": noisy, "family": family(record)},
-    )
+    save_noise(lab, "n001", noisy, family(record))
     result = compare(lab)
     after = next(r for r in result["runs"] if r["id"] == single)
     boot = after["vs_reference"]["bootstrap"]
@@ -104,8 +110,7 @@ def test_a_noise_record_of_the_family_widens_a_single_seed(tmp_path):
     # measured on other validation examples (an older data version): not counted, and said
     # (compare read "no noise record" with one in the lab)
     old = family(record) | {"data_version": "v0"}  # as `tunelab noise` made it there: its
-    elsewhere = {"id": "n001", "runs": ["r090-lr", "r091-lr"], "family": old}  # runs on v0
-    atomic_write_json(lab.store.root / "noise" / "n001.json", elsewhere)
+    save_noise(lab, "n001", ["r090-lr", "r091-lr"], old)  # runs on v0
     result = compare(lab)
     assert result["rules"]["noise"] == []
     assert result["rules"]["noise_elsewhere"] == [{"id": "n001", "data_version": "v0"}]
@@ -125,9 +130,7 @@ def test_noise_records_that_share_runs_count_once_the_one_with_most_seeds(tmp_pa
     noisy = lr_seeds(lab, (5, 0.95), (6, 0.55), (7, 0.7))
     fam = family(lab.store.read_record(noisy[0]))
     for n, runs in (("n001", noisy[:2]), ("n002", noisy[:2]), ("n003", noisy), ("n004", noisy[1:])):
-        atomic_write_json(
-            lab.store.root / "noise" / f"{n}.json", {"id": n, "runs": runs, "family": fam}
-        )
+        save_noise(lab, n, runs, fam)
     result = compare(lab)
     after = next(r for r in result["runs"] if r["id"] == single)
     assert after["vs_reference"]["bootstrap"]["seeds"]["sources"] == ["noise n003"]

@@ -55,7 +55,7 @@ def test_every_run_metric_tag_and_artifact_reads_back_and_a_second_track_adds_no
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     first = track_lab(lab.lab)
     assert first["uri"] == f"sqlite:///{lab.lab}/mlflow.db" and first["experiment"]["new"]
-    assert first["counts"] == {"new": 4, "updated": 0, "unchanged": 0, "skipped": 0}
+    assert first["counts"] == {"new": 4, "updated": 0, "unchanged": 0, "skipped": 0, "doubted": 0}
     held = read_back(first["uri"], "tickets")
     records = {r["id"]: r for r in lab.runs()}
     assert set(held) == {*records, "lab"}
@@ -88,7 +88,7 @@ def test_every_run_metric_tag_and_artifact_reads_back_and_a_second_track_adds_no
     assert (lab.lab / "mlartifacts").is_dir()  # beside the database, not where pytest runs
 
     again = track_lab(lab.lab)
-    assert again["counts"] == {"new": 0, "updated": 0, "unchanged": 4, "skipped": 0}
+    assert again["counts"] == {"new": 0, "updated": 0, "unchanged": 4, "skipped": 0, "doubted": 0}
     assert again["added"] == {"params": 0, "metrics": 0, "tags": 0, "artifacts": 0}
     assert not again["lab_run"]["changed"]
     assert _plain(read_back(first["uri"], "tickets")) == _plain(held)
@@ -96,6 +96,20 @@ def test_every_run_metric_tag_and_artifact_reads_back_and_a_second_track_adds_no
 
 def _plain(held: dict) -> dict:
     return {name: {k: v for k, v in run.items() if k != "info"} for name, run in held.items()}
+
+
+def test_a_record_the_log_does_not_vouch_for_is_not_tracked(lab: Store, tmp_path, capsys):
+    """A hand-typed score had gone into MLflow as measured, where MLflow only adds points:
+    `runs` marked it, `compare` refused it, `track` published it (hS F3)."""
+    lora = next(r for r in lab.runs() if r["name"] == "lora")
+    path = lab.run_dir(lora["id"]) / "record.json"
+    path.write_text(json.dumps(lora | {"metrics": lora["metrics"] | {"accuracy": 0.99}}))
+    uri = str(tmp_path / "mlruns")
+    assert main(["track", "--lab", str(lab.lab), "--mlflow", uri, "--experiment", "desk"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"{lora['id']} " in shown and "not tracked: its record is edited after the log" in shown
+    assert "3 new, 0 updated, 0 unchanged, 1 not tracked (records the lab's log does not" in shown
+    assert lora["id"] not in read_back(uri, "desk")
 
 
 def test_a_run_that_finished_since_gets_only_what_it_lacks(lab: Store, finished, tmp_path):
@@ -107,7 +121,7 @@ def test_a_run_that_finished_since_gets_only_what_it_lacks(lab: Store, finished,
     (lab.lab / "lab-report.html").write_text("<html><body>the lab, later</body></html>\n")
 
     second = track_lab(lab.lab, uri, "desk")
-    assert second["counts"] == {"new": 0, "updated": 1, "unchanged": 3, "skipped": 0}
+    assert second["counts"] == {"new": 0, "updated": 1, "unchanged": 3, "skipped": 0, "doubted": 0}
     row = next(r for r in second["runs"] if r["id"] == live)
     assert row["params"] == 0 and row["artifacts"] == ["record.json"]
     assert row["metrics"] == 2 * 5 + 11  # steps 3, 4 of five series; 11 validation numbers
@@ -151,7 +165,7 @@ def test_a_run_deleted_in_mlflow_stays_deleted(lab: Store, tmp_path):
     gone = first["runs"][0]
     MlflowClient(tracking_uri=first["uri"]).delete_run(gone["mlflow_run"])
     again = track_lab(lab.lab, uri, "desk")
-    assert again["counts"] == {"new": 0, "updated": 0, "unchanged": 3, "skipped": 1}
+    assert again["counts"] == {"new": 0, "updated": 0, "unchanged": 3, "skipped": 1, "doubted": 0}
     assert "deleted in MLflow" in again["runs"][0]["skipped"]
     assert len(read_back(first["uri"], "desk")) == 5  # no second run for it
 

@@ -1,0 +1,57 @@
+"""The store's format record speaks for its past: in a lab begun in format 2, a record dropped
+in without `store_format` is no format-1 record, and a log stripped of every link is no log from
+before the chain. Both had read `clean` (hS F1, F5)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import tl
+
+
+def test_a_forged_record_and_a_log_stripped_of_its_links_are_named(make_lab, capsys):
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    runs = lab / ".tunelab" / "runs"
+    shutil.copytree(runs / "r003-lora", runs / "r004-forged")
+    forged = json.loads((runs / "r003-lora" / "record.json").read_text())
+    forged |= {"id": "r004-forged", "metrics": forged["metrics"] | {"macro_f1": 0.99}}
+    del forged["store_format"]  # as a format-1 record would be
+    (runs / "r004-forged" / "record.json").write_text(json.dumps(forged))
+    code, found = tl(capsys, "fsck", *where)
+    named = [p["path"] for p in found["problems"] if p["check"] == "records"]
+    assert code == 1 and named == [".tunelab/runs/r004-forged/record.json"], found["problems"]
+    code, refused = tl(capsys, "compare", *where)
+    assert code == 2 and "r004-forged/record.json in no event of the log" in refused["error"]
+    shutil.rmtree(runs / "r004-forged")
+    assert tl(capsys, "fsck", *where)[0] == 0
+
+    log = lab / ".tunelab" / "events.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    stripped = [json.dumps({k: v for k, v in e.items() if k != "prev"}) for e in lines]
+    del stripped[2]  # and a line deleted
+    log.write_text("\n".join(stripped) + "\n")
+    code, found = tl(capsys, "fsck", *where)
+    broken = [p for p in found["problems"] if "has no link to the line before it" in p["problem"]]
+    assert code == 1 and len(broken) == len(stripped), found["problems"]
+    assert tl(capsys, "compare", *where)[0] == 2
+
+
+def test_a_run_whose_files_were_lost_is_let_go_by_invalidating_it(make_lab, capsys):
+    """fsck's advice for lost weights, `tunelab invalidate` the run, had left fsck failing for
+    good: it then checked the invalid run's weights as a stopped run's (hS F2)."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"], ["run", "--name", "lora"], ["compare"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    run = lab / ".tunelab" / "runs" / "r003-lora"
+    shutil.rmtree(run / "weights")
+    (run / "predictions.jsonl").unlink()  # which comparison c001 judged
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 1 and all("invalidate" in p["fix"] for p in found["problems"]), found
+    assert tl(capsys, "invalidate", "r003-lora", "--why", "its disk died", *where)[0] == 0
+    code, clean = tl(capsys, "fsck", *where)
+    assert code == 0 and clean["problems"] == []
