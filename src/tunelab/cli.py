@@ -24,6 +24,7 @@ from tunelab.core.errors import (
     TunelabError,
     disk_full,
     no_permission,
+    not_a_folder,
     out_of_memory,
     stop_cause,
 )
@@ -53,8 +54,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tunelab")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tunelab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"tunelab {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     parser.set_defaults(commands=sub.choices)  # each command's own parser, for its usage line
     for name, cmd in COMMANDS.items():
@@ -152,7 +163,12 @@ def _main(argv: list[str] | None) -> int:
 
             traceback.print_exc()
         # no space, no memory: the user's to fix (and nothing was corrupted)
-        if resource := disk_full(err) or out_of_memory(err) or no_permission(err):
+        if (
+            resource := disk_full(err)
+            or out_of_memory(err)
+            or no_permission(err)
+            or not_a_folder(err)
+        ):
             _error(args, str(resource))
             return EXIT_USAGE
         hint = "" if debug else f" (rerun with --debug or {DEBUG_VARIABLE}=1 for the traceback)"

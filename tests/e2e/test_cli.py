@@ -48,7 +48,9 @@ def test_the_whole_classification_lab(make_lab, capsys):
     assert result["reference"] == "r002-probe" or result["reference"] == "r001-majority"
     assert json.loads((Path(lab) / result["file"]).read_text()) == result  # the record
     code, err = tl(capsys, "compare", "--lab", lab, "hypothesis.min_effect=0")
-    assert code == 2 and "recorded with the runs" in err["error"]
+    assert code == 2 and "recorded with them, so that a verdict cannot be" in err["error"]
+    code, err = tl(capsys, "compare", "--lab", lab, "training.lr=1")  # it had been dropped
+    assert code == 2 and "`tunelab compare` takes no key=value: it judges" in err["error"]
 
     code, runs = tl(capsys, "runs", "--lab", lab)
     assert code == 0

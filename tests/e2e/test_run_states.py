@@ -185,6 +185,14 @@ def test_invalidate_keeps_the_run_with_its_reason(make_lab, capsys):
         "why": "leaked labels",
         "previous_status": "completed",
     }
+    code, again = tl(capsys, "invalidate", "--lab", lab, "r001-lora", "--why", "again")
+    assert code == 2 and again["error"] == (  # it had replaced the first reason in the record
+        "r001-lora is invalid already (leaked labels): its record keeps that reason; nothing "
+        "was changed"
+    )
+    # `noise` on a folder that is no lab: it had said "`tunelab run` first"
+    code, refused = tl(capsys, "noise", "--lab", f"{lab}-typo")
+    assert code == 2 and refused["error"].startswith(f"{lab}-typo is not a tunelab lab")
 
 
 def test_kill_9_leaves_a_lost_run(make_lab, capsys):

@@ -100,7 +100,12 @@ def _lines(console, start: float):
         type=count,
         help="examples per category (default 2, at most 24 examples in all unless given)",
     ),
-    arg("--split", default="train", choices=["train", "validation"]),
+    arg(
+        "--split",
+        default="train",
+        choices=["train", "validation"],
+        help="the split to show (default train; the sealed test split is never shown)",
+    ),
     overrides=True,
 )
 def cmd_inspect(args):
@@ -142,7 +147,8 @@ def cmd_baseline(args):
         "--rows",
         type=positive,
         default=16,
-        help="train rows in the slice; validation: a quarter (16)",
+        help="train rows in the slice (default 16); it takes a quarter as many validation rows "
+        "(at least 1)",
     ),
     overrides=True,
     device=True,

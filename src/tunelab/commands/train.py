@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tunelab.commands.opening import (
     BASE,
+    lab_store,
     needs_base,
     needs_one_change,
     needs_plan,
@@ -144,7 +145,8 @@ def cmd_noise(args):
     from tunelab.stages.noise import measure_noise
 
     checks = MODEL_CHECKS  # on the run's recorded spec, as `resume` makes them
-    return measure_noise(args.lab, args.run, args.seeds, progress(args), args.device, checks)
+    lab = lab_store(args.lab).lab  # a mistyped --lab had read "`tunelab run` first"
+    return measure_noise(lab, args.run, args.seeds, progress(args), args.device, checks)
 
 
 @command(
@@ -158,13 +160,15 @@ def cmd_noise(args):
         metavar="REASON",
         help="let an unresolved guardrail pass for `improved`; the reason is recorded",
     ),
-    overrides=True,
+    no_overrides=": it judges the runs as they were recorded, under the hypothesis and "
+    "guardrails recorded with them, so that a verdict cannot be changed after the fact (to test "
+    "other rules, train the variants under a spec that states them)",
 )
 def cmd_compare(args):
     lab = opened_records(args)
     from tunelab.stages.compare.verdicts import compare
 
-    return compare(lab, args.against, args.reason, args.accept_unresolved, lab.overrides)
+    return compare(lab, args.against, args.reason, args.accept_unresolved)
 
 
 @command(

@@ -123,6 +123,27 @@ def no_permission(err: BaseException) -> NoPermission | None:
     return None
 
 
+class NotAFolder(TunelabError):
+    """A path the user gave runs through a file where a folder must be (`--out x.py/page`)."""
+
+
+def not_a_folder(err: BaseException) -> NotAFolder | None:
+    """`err` as a NotAFolder when it (or an error it came from) is an `OSError` of a folder
+    made or entered where a file is (`mkdir` on a file's path, a file as a path's folder);
+    None for any other error."""
+    for seen in _chain(err):
+        code = getattr(seen, "errno", None) if isinstance(seen, OSError) else None
+        where = getattr(seen, "filename", None)
+        blocked = code == errno.EEXIST and where and os.path.isfile(where)
+        if code == errno.ENOTDIR or blocked:
+            return NotAFolder(
+                f"{where or 'a path given'}: {os.strerror(code)}: a file is where that path "
+                "needs a folder. Give a path whose folders are folders (or move the file); "
+                "nothing was written there."
+            )
+    return None
+
+
 class OutOfMemory(TunelabError):
     """The device (or the host) ran out of memory for what the spec asks."""
 

@@ -67,6 +67,12 @@ def invalidate(store, run_id: str, why: str) -> dict:
     if not why.strip():
         raise TunelabError("invalidate needs --why: say what makes the run invalid")
     record = store.read_record(run_id)
+    if record["status"] == "invalid":  # a second reason had replaced the first in the record
+        first = (record.get("invalidated") or {}).get("why")
+        raise TunelabError(
+            f"{run_id} is invalid already ({first}): its record keeps that reason; nothing was "
+            "changed"
+        )
     was = effective_status(record, store.run_dir(run_id))  # `lost`, where its process is gone
     record["invalidated"] = {"why": why, "time": now(), "previous_status": was}
     record["status"] = "invalid"

@@ -72,7 +72,7 @@ def measure_noise(
     refuse_begun(lab, wanted, have)
     measured = _measured(store, [have.get(s) for s in wanted])
     if measured:  # these seeds are trained and measured already: no group, no second record
-        return {**measured, "trained": 0, "unchanged": True}
+        return {**measured, "trained": 0, "unchanged": True, "warnings": tie_warnings(measured)}
     group, path = open_group(
         store, "noise", record["name"], seed_of(record), wanted, of=record["id"]
     )
@@ -109,7 +109,20 @@ def measure_noise(
         "seconds": sum(r["training"]["seconds"] for r in runs if r["id"] not in have.values()),
     }
     store.save(out, result, "noise", noise=noise_id, of=record["id"], runs=result["runs"])
-    return result
+    return result | {"warnings": tie_warnings(result)}
+
+
+def tie_warnings(result: dict) -> list[str]:
+    """A spread of 0 (the seeds tie on a metric) measured nothing: said, with the command that
+    can measure it."""
+    tied = [k for k, v in result["spread"]["overall"].items() if v.get("range") == 0]  # sd: 1e-17
+    if not tied:
+        return []
+    return [
+        f"the seeds tie on {', '.join(tied)}: a spread of 0 measured nothing of how far a new "
+        "seed moves it, and compare judges such a spread as not measured; more seeds (`tunelab "
+        f"noise {result['of']} --seeds {len(result['runs']) + 2}`) can measure it"
+    ]
 
 
 def _measured(store: Store, runs: list[str | None]) -> dict | None:

@@ -198,14 +198,8 @@ def noise(result: dict, console: Console) -> None:
             f"the true sd lies between {rough['low_factor']:g} and {rough['high_factor']:g} "
             "times it (95%, chi-square); compare's intervals count that (t on those degrees)"
         )
-    tied = [k for k, v in result["spread"]["overall"].items() if v.get("range") == 0]  # sd: 1e-17
-    if tied:
-        console.print(
-            f"[yellow]warning[/] the seeds tie on {', '.join(tied)}: a spread of 0 measured "
-            "nothing of how far a new seed moves it, and compare judges such a spread as not "
-            f"measured; more seeds (`tunelab noise {result['of']} --seeds "
-            f"{len(result['runs']) + 2}`) can measure it"
-        )
+    for warning in result.get("warnings") or []:  # in --json too
+        console.print(f"[yellow]warning[/] {escape(warning)}")
     said = "already measured, these very seeds: " if result.get("unchanged") else "written to "
     console.print(
         f"{said}{result['file']}; `tunelab compare` counts it in every comparison where "

@@ -83,13 +83,14 @@ def test_a_forgetting_guardrails_text_is_spread_over_the_seeds_that_scored_it():
 
 
 def test_the_floor_says_how_rough_its_sd_is_and_that_tied_seeds_measured_nothing():
-    from tunelab.stages.noise import sd_interval
+    from tunelab.stages.noise import sd_interval, tie_warnings
 
     assert sd_interval(1) == {"df": 1, "level": 0.95, "low_factor": 0.446, "high_factor": 31.91}
     assert (sd_interval(2)["low_factor"], sd_interval(2)["high_factor"]) == (0.521, 6.285)
     # three seeds of 0.36: np.std reads 6.8e-17 of them, not 0
     tied = [{"metrics": {"accuracy": 0.36, "macro_f1": m, "n": 50}} for m in (0.7, 0.72, 0.7)]
     record = floor(spread(tied, "classification")) | {"sd_interval": sd_interval(2)}
+    record["warnings"] = tie_warnings(record)  # in the result, so `--json` carries it too
     text = io.StringIO()
     show_noise(record, Console(file=text, width=300))
     shown = text.getvalue()

@@ -4,22 +4,8 @@ recorded under other rules."""
 
 from __future__ import annotations
 
-from tunelab.core.errors import TunelabError
 from tunelab.core.sections import recorded_rules
 from tunelab.core.spec import Guardrail, Hypothesis
-
-FROZEN = ("hypothesis", "guardrails")
-"""The spec sections a comparison takes from its reference's record."""
-
-
-def refuse_frozen_overrides(overrides: dict) -> None:
-    frozen = sorted(k for k in overrides if k.split(".")[0] in FROZEN)
-    if frozen:
-        raise TunelabError(
-            f"compare does not take {frozen} on the command line: it judges with the hypothesis "
-            "and guardrails recorded with the runs, so that a verdict cannot be changed after "
-            "the fact. To test other rules, train the variants under a spec that states them."
-        )
 
 
 def frozen_rules(record: dict) -> tuple[Hypothesis | None, list[Guardrail]]:

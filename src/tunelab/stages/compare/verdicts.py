@@ -38,7 +38,6 @@ from tunelab.data.same_eval import SameEval
 from tunelab.stages.compare.changes import verdict_changes
 from tunelab.stages.compare.frozen import (
     frozen_rules,
-    refuse_frozen_overrides,
     rule_differences,
     spec_rules_note,
 )
@@ -57,9 +56,7 @@ def compare(
     against: str | None = None,
     reason: str | None = None,
     accept_unresolved: str | None = None,
-    overrides: dict | None = None,
 ) -> dict:
-    refuse_frozen_overrides(overrides or {})
     store = lab.store
     store.require_intact_log("compare")
     version = lab.data_version

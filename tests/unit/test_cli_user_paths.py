@@ -1,0 +1,35 @@
+"""Small parts of the command-line contract: a path the user gave that runs through a file is
+the user's to fix (exit 2), and the version is asked for without a command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tunelab.cli import main
+
+
+@pytest.mark.parametrize(
+    "command", [["init", "--lab", "{file}"], ["report", "--out", "{file}/r.html"]]
+)
+def test_a_path_through_a_file_is_the_user_s_to_fix(tmp_path, capsys, command, make_lab):
+    """`init --lab setup.py`, `report --out setup.py/r.html`: 'internal error:
+    FileExistsError', exit 1, for a typo (hU F1)."""
+    file = tmp_path / "setup.py"
+    file.write_text("print()\n")
+    given = [part.replace("{file}", str(file)) for part in command]
+    if command[0] == "report":
+        given += ["--lab", str(make_lab())]
+    assert main([*given, "--json"]) == 2
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said.startswith(f"{file}: File exists: a file is where that path needs a folder.")
+
+
+def test_the_version_is_asked_for_without_a_command(capsys):
+    """`tunelab --version` had been refused: "the following arguments are required"."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"tunelab {version('tunelab')}\n"
