@@ -49,6 +49,9 @@ def test_the_bundle_holds_the_handover_and_peft_loads_it(exported, tiny_bert, ca
     card = (bundle / "README.md").read_text()
     assert card.startswith("---\nbase_model: tiny-bert\nlibrary_name: peft\n")
     assert "model-index:" in card and "## Limitations" in card
+    # it had said the adapter "loads only on" its base, which PEFT's own loader never checks
+    said = " ".join(card.split())
+    assert "`tunelab.load_bundle` and `tunelab verify` refuse any other base; PEFT's own" in said
     # the new head is kept whole (modules_to_save): LoRA-only engines refuse it, merged/ serves
     assert info["serving"]["plain_lora"] is False
     assert info["serving"]["why"][0].startswith("modules_to_save ['classifier'")

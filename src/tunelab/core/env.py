@@ -57,7 +57,21 @@ def device_of(device: torch.device) -> dict:
             "name": torch.cuda.get_device_name(device),
             "count": torch.cuda.device_count(),
         }
-    return {"type": device.type, "name": platform.processor() or platform.machine(), "count": 1}
+    return {"type": device.type, "name": cpu_name(), "count": 1}
+
+
+def cpu_name() -> str:
+    """The CPU's model (`AMD EPYC 7R13 Processor`), where the system says it; else its
+    architecture (`x86_64`: Linux's `platform.processor()` is empty, so it had named every CPU
+    alike)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith(("model name", "Model")) and ":" in line:
+                    return line.split(":", 1)[1].strip() or platform.machine()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def pick_device(requested: str | None = None) -> torch.device:

@@ -25,7 +25,7 @@ from tunelab.data.label_spelling import case_warnings, missing_mark_warnings, nu
 from tunelab.data.loaders import Loaded, Rejection
 from tunelab.data.opened import opened_test_warnings
 from tunelab.data.source_summary import across_sources, source_counts, sources_missing
-from tunelab.data.split import Splits, straddling_groups
+from tunelab.data.split import Splits, straddling_groups, uneven_groups
 from tunelab.data.usable import check_usable, more_rows, tally_sources
 from tunelab.data.version import same_rows
 
@@ -134,6 +134,8 @@ class Built:
         data, warnings = spec.data, []
         if data.fields.group is not None and presplit:
             warnings += straddling_groups(splits)
+        elif data.fields.group is not None:  # whole groups: the asked shares may not be met
+            warnings += uneven_groups(splits, data.split)
         if self.conflicts.groups and data.dedup.conflicts == "report":
             warnings.append(
                 f"{len(self.conflicts.groups)} {'image' if spec.images else 'text'}(s) have "

@@ -167,3 +167,28 @@ def straddling_groups(splits: Splits) -> list[str]:
     if not straddling:
         return []
     return [f"{len(straddling)} group(s) appear in more than one split, e.g. {straddling[:5]}"]
+
+
+UNEVEN = 0.05
+"""How far (in shares of the rows) a grouped split may fall from the asked share unsaid."""
+
+
+def uneven_groups(splits: Splits, spec: SplitSpec) -> list[str]:
+    """A warning when splitting whole groups left a split's share of the rows more than UNEVEN
+    from what `data.split` asks (9 groups for 60/20/20 gave 44/33/22, unsaid)."""
+    total = sum(len(rows) for rows in splits.values())
+    if not total:
+        return []
+    asked = {"train": spec.train, "validation": spec.validation, "test": spec.test}
+    got = {s: len(splits[s]) / total for s in SPLITS}
+    if all(abs(got[s] - asked[s]) <= UNEVEN for s in SPLITS):
+        return []
+    groups = len({str(ex.group) for rows in splits.values() for ex in rows})
+    shares = "/".join(f"{100 * got[s]:.0f}" for s in SPLITS)
+    wanted = "/".join(f"{100 * asked[s]:.0f}" for s in SPLITS)
+    return [
+        f"the split by data.fields.group gives {shares}% of the rows to train/validation/test "
+        f"where data.split asks {wanted}%: each of the {groups} groups goes whole to one split, "
+        "so the shares cannot come closer; more, smaller groups (or another data.split.seed) "
+        "can"
+    ]

@@ -16,6 +16,7 @@ from tunelab.data.split import (
     presplit_examples,
     split_examples,
     straddling_groups,
+    uneven_groups,
 )
 
 SPLITS = ("train", "validation", "test")
@@ -176,6 +177,19 @@ def test_a_group_in_two_splits_of_a_users_split_is_warned() -> None:
     assert straddling_groups(presplit_examples(rows)) == [
         "1 group(s) appear in more than one split, e.g. ['g']"
     ]
+
+
+def test_a_grouped_split_far_from_the_asked_shares_is_warned() -> None:
+    """Nine groups for 60/20/20 came out 44/33/22 without a word (hV F6)."""
+    asked = SplitSpec(train=0.6, validation=0.2, test=0.2)
+    few = make_rows({"a": 90}, groups=4)
+    splits = split_examples(few, asked, grouped=True)
+    assert [len(splits[s]) for s in SPLITS] == [46, 22, 22]
+    (warning,) = uneven_groups(splits, asked)
+    assert warning.startswith("the split by data.fields.group gives 51/24/24% of the rows to ")
+    assert "where data.split asks 60/20/20%: each of the 4 groups goes whole" in warning
+    many = make_rows({"a": 90}, groups=45)  # groups of two: within a few rows of the shares
+    assert uneven_groups(split_examples(many, asked, grouped=True), asked) == []
 
 
 def test_rows_already_in_id_order_come_back_as_they_are_else_sorted_naturally() -> None:

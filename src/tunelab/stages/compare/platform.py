@@ -26,9 +26,14 @@ def process_differences(a: dict, b: dict) -> list[str]:
     return out
 
 
+ARCHITECTURES = frozenset({"x86_64", "aarch64", "arm64", "AMD64", "i386", "i686", ""})
+"""A CPU's recorded name before records named its model: no model to compare."""
+
+
 def env_differences(a: dict | None, b: dict | None) -> list[str]:
     """What differs between two environment records: torch, transformers and peft versions,
-    the torch build (CUDA / ROCm) and the device type. Empty when either is unknown."""
+    the torch build (CUDA / ROCm), the device's type and model, the GPU driver, and tunelab's
+    own version and commit (each where both records say). Empty when either is unknown."""
     if not a or not b:
         return []
     out = []
@@ -39,7 +44,14 @@ def env_differences(a: dict | None, b: dict | None) -> list[str]:
     for key, name in (("torch_cuda", "CUDA build"), ("torch_hip", "ROCm build")):
         if a.get(key) != b.get(key):
             out.append(f"{name} {a.get(key)} -> {b.get(key)}")
-    da, db = (a.get("device") or {}).get("type"), (b.get("device") or {}).get("type")
-    if da != db:
-        out.append(f"device {da} -> {db}")
+    da, db = a.get("device") or {}, b.get("device") or {}
+    if da.get("type") != db.get("type"):
+        out.append(f"device {da.get('type')} -> {db.get('type')}")
+    elif da.get("name") != db.get("name") and not {da.get("name"), db.get("name")} & ARCHITECTURES:
+        out.append(f"device {da.get('name')} -> {db.get('name')}")  # an A100, then an H100
+    for key, name in (("cuda_driver", "GPU driver"), ("tunelab", "tunelab")):
+        if a.get(key) and b.get(key) and a[key] != b[key]:
+            out.append(f"{name} {a[key]} -> {b[key]}")
+    if a.get("git_commit") and b.get("git_commit") and a["git_commit"] != b["git_commit"]:
+        out.append(f"tunelab commit {a['git_commit'][:12]} -> {b['git_commit'][:12]}")
     return out

@@ -150,12 +150,18 @@ def body(info: dict) -> str:
         "It was trained from scratch: its base is the config and tokenizer in `base/`, which "
         "hash to"
         if scratch
-        else "It loads only on the base whose weights hash to"
+        else "It was trained on the base whose weights hash to"
+    )
+    checked = (
+        "`tunelab verify` checks it"
+        if scratch
+        else "`tunelab.load_bundle` and `tunelab verify` refuse any other base; PEFT's own "
+        "`PeftModel.from_pretrained` does not check, and loads it on any base of the same shape"
     )
     lines += [
         f"Trained by tunelab on data version `{info['data_version']}` for the task "
         f"`{info['task']}`. {bound} "
-        f"`{info['base_model']['weights_sha256']}` (`tunelab verify` checks it).{_built(info)}",
+        f"`{info['base_model']['weights_sha256']}` ({checked}).{_built(info)}",
         "",
         "## Hypothesis",
         "",

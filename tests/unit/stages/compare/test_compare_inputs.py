@@ -95,6 +95,28 @@ def test_runs_from_different_platforms_are_flagged(tmp_path):
     assert "CUDA build None -> 12.4" in warning and "checks are redone" in warning
 
 
+def test_another_gpu_model_driver_or_tunelab_is_another_platform_too():
+    """Moved from an A100 to an H100 with another driver and tunelab, it was no new platform
+    (hV F2); a CPU named by its architecture alone, as records did, has no model to compare."""
+    from tunelab.stages.compare.platform import env_differences
+
+    a = env("2.5.1", "cuda") | {"cuda_driver": "535", "tunelab": "0.1.0", "git_commit": "a" * 40}
+    a["device"] = {"type": "cuda", "name": "NVIDIA A100", "count": 1}
+    b = a | {"cuda_driver": "550", "tunelab": "0.2.0", "git_commit": "b" * 40}
+    b["device"] = {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 8}
+    assert env_differences(a, b) == [
+        "device NVIDIA A100 -> NVIDIA H100 80GB HBM3",
+        "GPU driver 535 -> 550",
+        "tunelab 0.1.0 -> 0.2.0",
+        f"tunelab commit {'a' * 12} -> {'b' * 12}",
+    ]
+    old, new = env("2.5.1", "cpu"), env("2.5.1", "cpu")
+    old["device"]["name"], new["device"]["name"] = "x86_64", "AMD EPYC 7R13 Processor"
+    assert env_differences(old, new) == []
+    new["tunelab"], old["git_commit"] = "0.1.0", "c" * 40  # either record silent: no change
+    assert env_differences(old, new) == []
+
+
 def test_a_different_evaluation_protocol_is_flagged(tmp_path):
     lab = make_lab(tmp_path, [{"metric": "accuracy", "scope": "overall", "max_drop": 0.1}])
     same = predictions({"a": 0.8, "b": 0.8, "c": 0.8})
