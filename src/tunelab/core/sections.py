@@ -260,14 +260,20 @@ class Budget(_Section):
     tokens: int | None = Field(None, gt=0)
     """Training tokens (task `pretrain`: steps = ceil(tokens / (global_batch × sequence
     length)), so variants with other packing see the same number of tokens)."""
+    seconds: float | None = Field(None, gt=0)
+    """A cap on the training time, beside one of the above: training ends after the first step
+    that finishes past it (a resumed run's earlier time counted). The schedule is laid out over
+    the steps of the budget, so a run the cap cut short did not finish its decay, and says so;
+    on another machine the same cap trains another number of steps."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Budget:
         given = [k for k in ("steps", "epochs", "tokens") if getattr(self, k) is not None]
         if len(given) != 1:
+            cap = "; seconds caps the time of any of them" if self.seconds else ""
             raise ValueError(
                 "give exactly one of steps or epochs (or tokens, for task pretrain); "
-                f"got {' and '.join(given) or 'none'}"
+                f"got {' and '.join(given) or 'none'}{cap}"
             )
         return self
 

@@ -43,6 +43,8 @@ class StepTotals:
     grad_norm: float | None
     stop: bool
     """Whether any rank was asked to stop."""
+    out_of_time: bool
+    """Whether any rank's training time passed `training.budget.seconds`."""
     balance: float | None
     """A mixture of experts' load-balancing term, trained on beside `loss`; None otherwise."""
 
@@ -82,7 +84,7 @@ class World:
         per = len(batch) // self.size
         return batch[self.rank * per : (self.rank + 1) * per]
 
-    def step_totals(self, out, stop: bool) -> StepTotals:
+    def step_totals(self, out, stop: bool, out_of_time: bool = False) -> StepTotals:
         """One step's loss (normalised as the gradients are: / `divisor`) and tokens summed
         over every rank, its gradient norm, and whether any rank asked to stop, from one
         collective of one small tensor on the training device and one read to the host: the
@@ -101,18 +103,20 @@ class World:
                 norm.to(loss.device).double(),
                 loss.new_tensor(1.0 if stop else 0.0).double(),
                 balance.double(),
+                loss.new_tensor(1.0 if out_of_time else 0.0).double(),
             ]
         )
         if self.distributed:
             import torch.distributed as dist
 
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-        total, tokens, norms, stops, balanced = packed.tolist()
+        total, tokens, norms, stops, balanced, late = packed.tolist()
         return StepTotals(
             loss=total / self.divisor,
             tokens=round(tokens),
             grad_norm=norms / self.size if out.grad_norm is not None else None,
             stop=stops > 0,
+            out_of_time=late > 0,
             balance=balanced / self.divisor if out.balance is not None else None,
         )
 

@@ -199,6 +199,22 @@ def _validate(validation, model, device, pad_id: int, history: list[dict], conso
         console.print(f"[yellow]warning[/] overfitting: {warning}")
 
 
+def _time_cap(cap: float | None, steps: int, planned: int, seconds: float) -> dict | None:
+    """What `training.budget.seconds` did: None without one; else the steps trained of those
+    the budget laid the schedule over, and what a cut short run did not reach."""
+    if cap is None:
+        return None
+    out = {"seconds": cap, "steps": steps, "of": planned, "cut": steps < planned}
+    if steps < planned:
+        out["message"] = (
+            f"training.budget.seconds {cap:g} ended training after step {steps} of the "
+            f"{planned} the schedule was laid out over ({seconds:.0f}s trained): its learning "
+            "rate had not finished its decay, and on another machine the same cap trains "
+            "another number of steps"
+        )
+    return out
+
+
 def _checkpoint(path, model, optimizer, scheduler, state: dict, world, validation, log) -> None:
     """A checkpoint of this step (`state`: step, tokens, seconds), with the history a resume
     reads back on disk first, and `training.keep: best`'s weights and step beside it, for a
@@ -269,6 +285,7 @@ def train(
     elif run_dir is not None and world.main:
         (run_dir / HISTORY).unlink(missing_ok=True)  # a fresh start: no earlier attempt's lines
     heartbeat = Heartbeat()
+    cap = cfg.budget.seconds
     peak_source = start_peak(device)  # this run's peak, not an earlier run's in this process
     start = time.perf_counter() - elapsed_before
     started, my_tokens = time.perf_counter(), 0  # this rank, since this process started
@@ -300,7 +317,8 @@ def train(
             )
             # the step's one collective and one read: stop, loss, tokens, gradient norm
             asked = stop is not None and stop.is_set()
-            totals = world.step_totals(out, asked)
+            late = cap is not None and time.perf_counter() - start >= cap
+            totals = world.step_totals(out, asked, late)
             step_loss, stopping = totals.loss, totals.stop
             tokens_seen += totals.tokens
             my_tokens = my_tokens + out.tokens  # this rank's, on the device: read at the end
@@ -322,14 +340,17 @@ def train(
                 if run_dir is not None and world.main:
                     log.append(entry)
                 raise non_finite(step + 1, trained, history, cfg.lr, cfg.max_grad_norm)
-            if validation is not None and validation.due(step + 1, steps):
+            ending = step + 1 == steps or totals.out_of_time  # the last step trained
+            if validation is not None and (validation.due(step + 1, steps) or ending):
                 _validate(validation, model, device, pad_id, history, console)
             show(step + 1, step_loss, tokens_seen / elapsed)
             if run_dir is None:
+                if totals.out_of_time:  # `training.budget.seconds`: every rank ends here
+                    break
                 continue
             if world.main:  # the history line, and at most every few seconds a heartbeat
                 log.append(entry)
-                if heartbeat.due(step + 1 == steps or stopping):
+                if heartbeat.due(ending or stopping):
                     beat = {"step": step + 1, "of": steps, "loss": step_loss, "pid": os.getpid()}
                     atomic_write_json(run_dir / HEARTBEAT, beat | {"time": now()})
             every = cfg.checkpoint_every
@@ -338,6 +359,9 @@ def train(
                 _checkpoint(checkpoint, model, optimizer, scheduler, state, world, validation, log)
             if stopping:
                 raise TrainingInterrupted(step + 1, checkpoint, getattr(stop, "cause", None))
+            if totals.out_of_time:
+                break
+    planned, steps = steps, history[-1]["step"]
     seconds = time.perf_counter() - start
     kept = validation.restore(model, steps) if validation is not None else None
     model.eval()
@@ -366,6 +390,7 @@ def train(
         "final_loss": history[-1]["loss"],
         "history": history,
         "mixture": sampler.record(steps) if sampler is not None else None,
+        "time_cap": _time_cap(cap, steps, planned, seconds),
         "validation": validation.summary() if validation is not None else None,
         "kept": kept,
         "diverged": diverged(history),

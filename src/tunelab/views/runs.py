@@ -290,8 +290,8 @@ def run(record: dict, console: Console) -> None:
         console.print(f"  routing (each expert layer's shares of its tokens): {shares}")
         if routing.get("warning"):
             console.print(f"  [bold yellow]warning[/] {escape(routing['warning'])}")
-    for said in ("start_lost", "diverged"):
-        if t.get(said):
+    for said in ("start_lost", "diverged", "time_cap"):
+        if (t.get(said) or {}).get("message"):
             console.print(f"  [bold yellow]warning[/] {escape(t[said]['message'])}")
     _validation_curve(t, console)
     chosen = t.get("precision") or {}

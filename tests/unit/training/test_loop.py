@@ -200,3 +200,35 @@ def test_each_steps_history_holds_the_learning_rate_it_took():
     out = train(Bag(), examples(), cfg, torch.device("cpu"), pad_id=0)
     factor = lr_factor("wsd", warmup=2, steps=10, decay_fraction=0.3)
     assert [h["lr"] for h in out["history"]] == pytest.approx([0.1 * factor(s) for s in range(10)])
+
+
+def test_a_time_cap_ends_training_after_the_step_that_passes_it():
+    """`training.budget.seconds`, the SPEC's time budget (hV F1): beside steps, it ends
+    training at the first step that finishes past it, measured there, and says what it cut."""
+    from tunelab.training.validate import Validation
+
+    cut = TrainingSpec(lr=0.05, global_batch=6, microbatch=3, budget={"steps": 40, "seconds": 1e-9})
+    v = Validation(examples(6), every=10, keep="last")
+    out = train(Bag(), examples(), cut, torch.device("cpu"), pad_id=0, validation=v)
+    assert out["steps"] == len(out["history"]) == 1 and out["examples_seen"] == 6
+    assert [p["step"] for p in out["validation"]["points"]] == [1]  # the last step: measured
+    assert out["time_cap"] | {"message": None} == {
+        "seconds": 1e-9,
+        "steps": 1,
+        "of": 40,
+        "cut": True,
+        "message": None,
+    }
+    assert out["time_cap"]["message"].startswith(
+        "training.budget.seconds 1e-09 ended training after step 1 of the 40 the schedule"
+    )
+    roomy = TrainingSpec(lr=0.05, global_batch=6, microbatch=3, budget={"steps": 5, "seconds": 1e6})
+    whole = train(Bag(), examples(), roomy, torch.device("cpu"), pad_id=0)
+    assert whole["steps"] == 5 and whole["time_cap"] == {
+        "seconds": 1e6,
+        "steps": 5,
+        "of": 5,
+        "cut": False,
+    }
+    with pytest.raises(ValueError, match="got none; seconds caps the time of any of them"):
+        TrainingSpec(budget={"seconds": 60})

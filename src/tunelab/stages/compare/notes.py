@@ -35,9 +35,9 @@ def pair_warnings(before: dict, run: dict, versus: dict) -> list[str]:
         )
     out.extend(compute_differences(before, run))
     out.extend(text_differences(before, run))
-    for said in ("start_lost", "diverged"):
+    for said in ("start_lost", "diverged", "time_cap"):
         went = (run.get("training") or {}).get(said)
-        if went:
+        if went and went.get("message"):  # a time cap that cut nothing says nothing
             out.append(f"{run['id']}: {went['message']}")
     out.extend(_validation_notes(run))
     past = trained_past(run)

@@ -99,6 +99,14 @@ def figures(
         )
     reload_s, row_s = fig["reload_s"][0], fig["eval_row_s"][0]
     fig["variant_s"] = (steps * fig["step_s"][0] + overhead, f"{steps} steps × step_s + overhead_s")
+    cap = training.budget.seconds
+    if cap is not None and steps * fig["step_s"][0] > cap:  # the cap ends it first
+        fig["variant_s"] = (cap + overhead, f"training.budget.seconds {cap:g} + overhead_s")
+        warnings.append(
+            f"training.budget.seconds {cap:g} ends each variant before the {steps} steps of its "
+            f"budget (about {cap / fig['step_s'][0]:.0f} at step_s): its schedule does not "
+            "finish its decay"
+        )
     test, val = counts.get("test", 0), counts["validation"]
     fig["final_s"] = (test * row_s + reload_s, f"{test} test rows × eval_row_s + reload_s")
     fig["export_s"] = _measured_or(exports["export"], scale, reload_s, "reload_s")

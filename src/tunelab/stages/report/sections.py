@@ -146,7 +146,7 @@ def _note(record: dict, status: str) -> str:
             f"decides at threshold {chosen['value']:g} on every label, chosen on "
             f"{chosen.get('chosen_on', 'validation')} for {chosen.get('metric', 'its metric')}"
         )
-    for warning in ("diverged", "start_lost"):  # as `runs` and `compare` warn of them
+    for warning in ("diverged", "start_lost", "time_cap"):  # as `runs` and `compare` warn
         if (training.get(warning) or {}).get("message"):
             said.append(training[warning]["message"])
     if went:
