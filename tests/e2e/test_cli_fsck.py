@@ -218,6 +218,13 @@ def test_a_data_version_the_store_names_but_lost_is_named(make_lab, capsys):
     assert gone[".tunelab/runs/r001-majority/record.json"].endswith(f"{version}, which is gone")
     assert tl(capsys, "data", *where)[0] == 0  # the advice: the same sources build it again
     assert tl(capsys, "fsck", *where)[1]["passed"]
+    (data / "CURRENT").write_text("../runs/r001-majority\n")  # a path: it read "gone" (hS F6)
+    code, found = tl(capsys, "fsck", *where)
+    named = {p["path"]: p for p in found["problems"] if p["check"] == "data"}
+    assert named[".tunelab/data/CURRENT"]["problem"] == "holds '../runs/r001-majority', no version"
+    assert named[".tunelab/data/CURRENT"]["fix"].startswith("run `tunelab data` again")
+    code, refused = tl(capsys, "inspect", *where)
+    assert code == 2 and "not a data version id: it was edited" in refused["error"]
 
 
 def test_an_edited_record_is_not_written_again_over_the_edit(make_lab, capsys):

@@ -55,3 +55,19 @@ def test_a_run_whose_files_were_lost_is_let_go_by_invalidating_it(make_lab, caps
     assert tl(capsys, "invalidate", "r003-lora", "--why", "its disk died", *where)[0] == 0
     code, clean = tl(capsys, "fsck", *where)
     assert code == 0 and clean["problems"] == []
+
+
+def test_a_run_does_not_build_on_an_edited_baseline(make_lab, capsys):
+    """`compare`, `final` and `export` refused the lab, while `run` trained on from the edited
+    probe's record without a word (hS F8)."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    probe = lab / ".tunelab" / "runs" / "r002-probe" / "record.json"
+    edited = json.loads(probe.read_text())
+    edited["metrics"]["macro_f1"] = 0.5
+    probe.write_text(json.dumps(edited))
+    code, refused = tl(capsys, "run", *where, "--name", "lora")
+    assert code == 2 and f"{probe}: changed after line" in refused["error"], refused
+    assert "`tunelab run` does not build on it" in refused["error"]

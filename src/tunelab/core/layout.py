@@ -91,6 +91,11 @@ def number_of(path: Path) -> int:
     return int(found.group(1)) if found else -1
 
 
+VERSION_ID = re.compile(r"[0-9A-Za-z_-]+")
+"""What a data version's id may be: a folder's name, no path (`data.version` writes the first
+12 hex digits of its content's sha256); CURRENT holding `../runs/r003` had been read as one."""
+
+
 def chained_from(found: dict) -> int | None:
     """The first line of the event log that must carry its link (`core.chain`), from the
     store's format record: 1 in a lab begun in format 2, `since_line` in one upgraded from

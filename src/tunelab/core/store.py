@@ -248,7 +248,14 @@ class Store(NumberedRecords):
         path = self.root / layout.DATA / layout.CURRENT
         if not path.exists():
             raise StoreError(f"{self.lab}: no data version yet. Run `tunelab data` first.")
-        return path.read_text().strip()
+        named = path.read_text().strip()
+        if not layout.VERSION_ID.fullmatch(named):  # `../runs/r003`: a path, read as a folder
+            raise StoreError(
+                f"{path}: holds {named[:40]!r}, not a data version id: it was edited. Run "
+                "`tunelab data` again (it writes the version it builds), or write the version "
+                "of the log's last `data` event into it."
+            )
+        return named
 
     def data_manifests(self) -> list[Path]:
         """Every data version's manifest file, in order of its version id (the folders a

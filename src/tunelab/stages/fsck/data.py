@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tunelab.core.audit import vouching
-from tunelab.core.layout import CURRENT, DATA, MANIFEST, RECORD
+from tunelab.core.layout import CURRENT, DATA, MANIFEST, RECORD, VERSION_ID
 from tunelab.core.store import Store
 from tunelab.stages.fsck.problems import hashed, json_of, problem_at, rel
 
@@ -41,11 +41,18 @@ def _versions_named(store: Store) -> list[dict]:
         "restore the version's folder from a backup, or run `tunelab data` again with the "
         "sources and spec that built it"
     )
-    return [
-        problem_at(store, "data", by, f"names data version {version}, which is gone", fix)
-        for version, by in named.items()
-        if not (store.path(DATA) / version / MANIFEST).is_file()
-    ]
+    edited = (
+        "run `tunelab data` again (it writes the version it builds), or write the version of "
+        "the log's last `data` event into it"
+    )
+    out = []
+    for version, by in named.items():
+        if not VERSION_ID.fullmatch(version):  # a path, not a version's folder name
+            out.append(problem_at(store, "data", by, f"holds {version[:40]!r}, no version", edited))
+        elif not (store.path(DATA) / version / MANIFEST).is_file():
+            gone = f"names data version {version}, which is gone"
+            out.append(problem_at(store, "data", by, gone, fix))
+    return out
 
 
 def _data_steps(store: Store) -> list[dict]:

@@ -10,7 +10,9 @@ The groups, and which keys fall in each, are `tunelab.core.param_groups`'s.
 
 from __future__ import annotations
 
+from tunelab.core.audit import require_as_logged
 from tunelab.core.errors import TunelabError
+from tunelab.core.layout import RECORD
 from tunelab.core.param_groups import NO_CHANGE, UNCOUNTED, diff_specs, order
 from tunelab.core.param_groups import change_text as format_change
 from tunelab.core.store import Store, StoreError
@@ -189,7 +191,15 @@ def resolve_parent(store: Store, data_version: str, parent: str | None) -> dict 
     """The parent's record: the named run, or by default the newest completed baseline
     evaluated on `data_version`'s validation split (on that version, or on another whose
     validation is the same: `data.eval_from`); None when there is none yet. A named parent
-    must be completed."""
+    must be completed, and either must be as the log wrote it: a run is built on it (its
+    spec for the one-change rule, a probe's head), as `compare` judges from it."""
+    record = _parent(store, data_version, parent)
+    if record is not None:  # an edited baseline had been built on without a word (hS F8)
+        require_as_logged(store, store.runs_dir / record["id"] / RECORD, "`tunelab run`")
+    return record
+
+
+def _parent(store: Store, data_version: str, parent: str | None) -> dict | None:
     if parent is None:
         same_eval = SameEval(store, data_version)
         baselines = [
