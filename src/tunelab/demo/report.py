@@ -112,8 +112,11 @@ def open_demo(
     progress = None if quiet else style.console(stderr=True)
     started = time.perf_counter()
     moved = set_aside(lab)
-    write_spec(lab, apply_overrides(spec, overrides or {}), title, paths)
+    write_spec(lab, spec, title, paths)
     materials = before(lab) if before is not None else None
+    if overrides:  # checked as any command's are, named as the command line's (a bad one had
+        open_lab(lab, overrides)  # been blamed on a line of the spec the demo wrote)
+        write_spec(lab, apply_overrides(spec, overrides), title, paths)
     handle = open_lab(lab)
     s = handle.spec
     out.print(Rule(f"[bold]tunelab demo: {title}"))

@@ -124,3 +124,15 @@ def test_the_demo_says_early_when_the_model_reads_only_the_texts_beginnings(make
     assert said.startswith("The model reads at most 8 tokens of a text (model.max_length): ")
     assert f"of {n} validation texts are longer" in said
     assert cut_note(open_lab(path, {"model.max_length": 64})) is None  # none cut: nothing said
+
+
+def test_a_bad_override_is_named_as_the_command_line_s(tmp_path):
+    """It was blamed on "line 57" of the spec the demo had written (hU F8), which it left
+    invalid in the lab folder."""
+    from tunelab.core.spec import SPEC_FILE, SpecError
+
+    lab = tmp_path / "demo"
+    with pytest.raises(SpecError, match=r"nope.x=1 \(command line\)"):
+        run_demo("classification", lab, Console(quiet=True), quiet=True, overrides={"nope.x": 1})
+    assert open_lab(lab).spec.task.type == "classification"  # the demo's own spec, valid
+    assert "nope" not in (lab / SPEC_FILE).read_text()
