@@ -71,3 +71,30 @@ def test_a_run_does_not_build_on_an_edited_baseline(make_lab, capsys):
     code, refused = tl(capsys, "run", *where, "--name", "lora")
     assert code == 2 and f"{probe}: changed after line" in refused["error"], refused
     assert "`tunelab run` does not build on it" in refused["error"]
+
+
+def test_a_format_1_lab_s_records_are_listed_as_not_checked(make_lab, capsys):
+    """README says fsck lists a format-1 lab's records as not checked; it said only `clean`
+    (hS F7)."""
+    lab = make_lab()
+    where = ["--lab", str(lab)]
+    for command in (["data"], ["baseline"]):
+        assert tl(capsys, *command, *where)[0] == 0
+    store = lab / ".tunelab"  # as a tunelab before store format 2 left it
+    log = store / "events.jsonl"
+    old = [json.loads(line) for line in log.read_text().splitlines()]
+    drop = ("prev", "record_sha256")
+    log.write_text(
+        "".join(json.dumps({k: v for k, v in e.items() if k not in drop}) + "\n" for e in old)
+    )
+    for path in (store / "runs").glob("*/record.json"):
+        path.write_text(
+            json.dumps(
+                {k: v for k, v in json.loads(path.read_text()).items() if k != "store_format"}
+            )
+        )
+    (store / "format.json").unlink()
+    code, found = tl(capsys, "fsck", *where)
+    assert code == 0 and found["problems"] == [], found["problems"]
+    (said,) = [n for n in found["not_checked"] if "before store format 2" in n]
+    assert said.startswith("2 record(s) written before store format 2, which the log holds no")
