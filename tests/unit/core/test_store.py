@@ -160,6 +160,18 @@ def test_an_event_cut_short_is_taken_back_and_a_torn_line_stays_apart(tmp_path, 
         store.events(strict=True)
 
 
+def fill_the_log(store: Store, monkeypatch) -> None:
+    """A full disk for the event log's writes alone, from now on (until `monkeypatch.undo`)."""
+    real_write = os.write
+
+    def full(fd, data):
+        if os.fstat(fd).st_ino == (store.root / "events.jsonl").stat().st_ino:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+
+
 def test_a_record_whose_line_a_full_disk_stopped_stays_as_the_log_vouches(tmp_path, monkeypatch):
     """A full disk while the event line was appended left the new record in place and no line
     for it: every later command took the lab's past for edited, and only `fsck --repair`
@@ -169,14 +181,7 @@ def test_a_record_whose_line_a_full_disk_stopped_stays_as_the_log_vouches(tmp_pa
     record = {"id": run_id, "kind": "variant", "status": "running", "data_version": "v1"}
     store.write_record(run_id, record | {"spec": {}})
     before = (run_dir / "record.json").read_bytes()
-    real_write = os.write
-
-    def full(fd, data):
-        if os.fstat(fd).st_ino == (store.root / "events.jsonl").stat().st_ino:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", full)
+    fill_the_log(store, monkeypatch)
     done = record | {"spec": {}, "status": "completed"}
     with pytest.raises(OSError, match="No space"):
         store.write_record(run_id, done)
@@ -269,14 +274,7 @@ def test_a_save_that_fails_gives_its_reserved_number_back(tmp_path, monkeypatch)
     with pytest.raises(StoreError, match="not a comparison record"):
         store.save(path, {"id": "c001"}, "compare")
     assert not path.exists()
-    real_write = os.write
-
-    def full(fd, data):
-        if os.fstat(fd).st_ino == (store.root / "events.jsonl").stat().st_ino:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", full)
+    fill_the_log(store, monkeypatch)
 
     from types import SimpleNamespace
 
