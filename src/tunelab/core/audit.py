@@ -92,7 +92,10 @@ def require_intact_log(store, command: str) -> dict:
     from tunelab.core.store import StoreError
 
     state = audit(store)
-    found = [f"line {p['line']} {p['problem']}" for p in state["problems"]]
+    lines: dict[str, list[int]] = {}  # a log stripped of its links: one problem, many lines
+    for p in state["problems"]:
+        lines.setdefault(p["problem"], []).append(p["line"])
+    found = [f"{_numbered(at)} {problem}" for problem, at in lines.items()]
     found += [f"{p['record']} {p['problem']}" for p in state["records"]]
     found += [
         f"{path.relative_to(store.lab)} in no event of the log"
@@ -111,6 +114,14 @@ def require_intact_log(store, command: str) -> dict:
             "(recorded in the log)."
         )
     return state
+
+
+def _numbered(at: list[int]) -> str:
+    """`line 3`, or `lines 1, 2, 3, 4, 5 and 3 more`."""
+    if len(at) == 1:
+        return f"line {at[0]}"
+    more = f" and {len(at) - 5} more" if len(at) > 5 else ""
+    return f"lines {', '.join(map(str, at[:5]))}{more}"
 
 
 def vouching(store) -> dict[str, tuple[int, str]]:
