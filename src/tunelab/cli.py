@@ -235,7 +235,7 @@ def _usage_error(err: UsageError, argv: list[str]) -> int:
     object every command prints on stdout."""
     if "--json" in argv:
         command = next((a for a in argv if a in COMMANDS), None)
-        print(json.dumps({"error": err.message, "command": command, "internal": False}))
+        _say(json.dumps({"error": err.message, "command": command, "internal": False}))
     else:
         err.parser.print_usage(sys.stderr)
         print(f"{err.parser.prog}: error: {err.message}", file=sys.stderr)
@@ -262,6 +262,15 @@ def _follower() -> bool:
     return not main_process()
 
 
+def _say(line: str) -> None:
+    """An error's JSON line on stdout; a reader that stopped reading (`| head -c 100`) gets
+    the rest of it nowhere, and the command keeps its own exit code (a traceback had ended it)."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+
+
 def _error(args: argparse.Namespace, message: str, internal: bool = False) -> None:
     if _follower():  # under torchrun rank 0 reports on stdout; another rank's own words go to
         # stderr, so `--json` reads one object (a refusal printed once per rank was not JSON)
@@ -269,7 +278,7 @@ def _error(args: argparse.Namespace, message: str, internal: bool = False) -> No
         print(f"error ({args.command}, rank {rank}): {message}", file=sys.stderr)
         return
     if args.json:
-        print(json.dumps({"error": message, "command": args.command, "internal": internal}))
+        _say(json.dumps({"error": message, "command": args.command, "internal": internal}))
         return
     # plain text, one line, not wrapped: a log or a pipe keeps it whole; on a terminal the word
     # "error" is bold red unless NO_COLOR is set (no rich here: 0.1 s of import for one line)

@@ -4,6 +4,8 @@ the user's to fix (exit 2), and the version is asked for without a command."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -33,3 +35,17 @@ def test_the_version_is_asked_for_without_a_command(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out == f"tunelab {version('tunelab')}\n"
+
+
+@pytest.mark.parametrize("wrong", [["frob"], ["runs", "x=1"], ["runs", "--lab", "no/such/lab"]])
+def test_an_error_to_a_reader_that_stopped_reading_keeps_its_exit_code(tmp_path, wrong):
+    """`tunelab compare x=1 --json | head -c 50` ended in a BrokenPipeError traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunelab.cli", *wrong, "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # as `head` does before the line is written
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 2 and "Traceback" not in stderr, stderr
