@@ -49,3 +49,10 @@ def test_an_error_to_a_reader_that_stopped_reading_keeps_its_exit_code(tmp_path,
     proc.stdout.close()  # as `head` does before the line is written
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 2 and "Traceback" not in stderr, stderr
+
+
+def test_a_reason_without_repair_is_refused_not_dropped(tmp_path, capsys):
+    """`fsck --reason x` exited 1 with the lab's problems and said nothing of the reason."""
+    assert main(["fsck", "--lab", str(tmp_path), "--reason", "moved disks", "--json"]) == 2
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said == "--reason goes with --repair: `tunelab fsck --repair --reason R`"

@@ -190,4 +190,8 @@ def cmd_demo(args):
 def cmd_fsck(args):
     from tunelab.stages.fsck import fsck
 
+    if args.reason is not None and not args.repair:  # it had been dropped in silence
+        from tunelab.core.errors import TunelabError
+
+        raise TunelabError("--reason goes with --repair: `tunelab fsck --repair --reason R`")
     return fsck(args.lab, args.repair, args.reason)

@@ -75,6 +75,14 @@ def _unlinked(event: dict) -> str:
     return "has no link to the line before it (inserted?)"
 
 
+def _too_late(chained_from: int) -> str:
+    return (
+        "was written by store format 2 (it holds a link or a record's sha256), yet format.json "
+        f"says the chain began at line {chained_from}: format.json was edited (restore it from "
+        "a backup)"
+    )
+
+
 def verify(path: Path, chained_from: int | None = None) -> dict:
     """The chain's state: `lines`, `unchained` (old lines before the chain began), `problems`
     (each `{line, problem}`), `breaks` (each `{line, reason, forgives}`) and `head` (the hash of
@@ -86,7 +94,7 @@ def verify(path: Path, chained_from: int | None = None) -> dict:
         return {"lines": 0, "unchained": 0, "problems": [], "breaks": [], "head": None}
     raw = [line for line in path.read_bytes().split(b"\n") if line.strip()]
     problems, breaks, forgiven = [], [], set()
-    unchained, started = 0, False
+    unchained, started, claimed_late = 0, False, False
     for number, line in enumerate(raw, 1):
         try:
             event = json.loads(line)
@@ -96,6 +104,10 @@ def verify(path: Path, chained_from: int | None = None) -> dict:
             problems.append({"line": number, "problem": "not a JSON event (damaged or edited)"})
             started = started or number > 1
             continue
+        early = chained_from is not None and number < chained_from
+        if early and not claimed_late and ({"prev", "record_sha256"} & event.keys()):
+            claimed_late = True  # only format 2 writes these: the format record was edited
+            problems.append({"line": number, "problem": _too_late(chained_from)})
         if "prev" not in event:
             if started or (chained_from is not None and number >= chained_from):
                 problems.append({"line": number, "problem": _unlinked(event)})

@@ -140,3 +140,16 @@ def test_a_lab_begun_chained_has_no_old_lines_to_strip_its_links_into(tmp_path):
     upgraded = verify(store.log_path, chained_from=3)  # two lines from format 1, then chained
     assert [p["line"] for p in upgraded["problems"]] == [3, 4] and upgraded["unchained"] == 2
     assert Store(tmp_path).audit()["problems"]  # the lab's own format.json: begun chained
+
+
+def test_a_format_record_that_moves_the_chain_s_start_past_format_2_lines_is_named(tmp_path):
+    """One key, `since_line: 1000`, had turned the stripped log back into old lines (hW N2):
+    a line that holds a record's sha256 was written by format 2, so the claim is false."""
+    store = logged(tmp_path)
+    events = [{k: v for k, v in json.loads(x).items() if k != "prev"} for x in lines(store)]
+    events[1]["record_sha256"] = "0" * 64  # as `Store.save` writes it
+    rewrite(store, [json.dumps(e) for e in events])
+    assert verify(store.log_path, chained_from=None)["problems"] == []  # a format-1 log
+    found = verify(store.log_path, chained_from=1000)
+    assert [p["line"] for p in found["problems"]] == [2]
+    assert "format.json was edited" in found["problems"][0]["problem"]

@@ -141,6 +141,13 @@ def run_ablation(
             if n > 1:
                 group = run_replicates(lab, n, run_name(key, value), console, parent=parent)
                 rows.append(_row(lab, value, group["runs"][0], group))
+            elif done := trained_already(lab, [lab.spec.training.seed]):
+                # trained by an earlier ablate (a stopped one, resumed, as its refusal said):
+                # counted, not trained again as a repeat compare would judge alone
+                record = lab.store.read_record(next(iter(done.values())))
+                if console:
+                    console.print(f"{key}={value}: trained already by {record['id']}, counted")
+                rows.append(_row(lab, value, record) | {"counted": True})
             else:
                 record = run_variant(lab, run_name(key, value), console, parent=parent)
                 rows.append(_row(lab, value, record))

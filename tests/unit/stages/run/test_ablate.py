@@ -97,6 +97,13 @@ def test_a_stop_names_the_value_it_stopped_at_and_the_values_left(make_lab, monk
     (store.run_dir(run_id) / "checkpoint" / "state.json").write_text("{}")
     with pytest.raises(TunelabError, match=f"begun and interrupted: seed 0 by {run_id}"):
         ablate.run_ablation(lab_path, "training.lr=0.001,0.01,0.1,1")
+    # resumed, as the refusal said: the next ablate counts it, where it had trained it again
+    # (a repeat of the same spec and seed, which compare judges alone; hW N3)
+    resumed = record | _record(5, "lr-0.01", record["data_version"]) | {"id": run_id}
+    store.write_record(run_id, resumed | {"status": "completed"})
+    found = ablate.run_ablation(lab_path, "training.lr=0.001,0.01,0.1,1")
+    counted = [r for r in found["runs"] if r.get("counted")]
+    assert [(r["value"], r["id"]) for r in counted] == [(0.01, run_id)]
 
 
 def test_a_seeded_ablation_s_table_says_its_scores_are_means():
