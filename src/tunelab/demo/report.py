@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.rule import Rule
 
 from tunelab.core.lab import Lab, open_lab
+from tunelab.core.layout import FINALS
 from tunelab.core.spec import SPEC_FILE, apply_overrides
 from tunelab.demo.assets import set_aside
 from tunelab.stages.compare.rules import BROKEN_VERDICT, LOSSES
@@ -194,7 +195,16 @@ def handover(report: DemoReport, run_id: str, merge: bool = False) -> dict:
         f"[bold]Handed over[/]: the bundle {bundle['bundle']} ({state}); "
         f"the lab report {page['file']}"
     )
-    return {"export": bundle, "verify": verified, "plan": plan, "report": page}
+    sealed = None
+    if not [f for f in lab.store.records(FINALS) if f.get("run") == run_id]:  # said, not left
+        test = sealed = lab.store.data_manifest(lab.data_version)["counts"]["test"]["n"]
+        out.print(
+            f"The {test:,} test rows stay sealed: its numbers above are validation's, and "
+            f"`tunelab final {run_id} --lab {shlex.quote(str(lab.path))}` opens the test split "
+            "once for it."
+        )
+    result = {"export": bundle, "verify": verified, "plan": plan, "report": page}
+    return result | {"test_sealed": sealed}  # the test rows no final opened for the run
 
 
 def seed_note(result: dict) -> str:

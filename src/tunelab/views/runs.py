@@ -314,10 +314,11 @@ def run(record: dict, console: Console) -> None:
         )
         if processes.get("shared_cores"):
             console.print(f"  [bold yellow]warning[/] {escape(processes['shared_cores'])}")
+    drawn_as = "packed sequences" if record.get("packing") else "rows"  # not the data table's rows
     for stage in (t.get("mixture") or {}).get("stages", []):
         drawn = ", ".join(
-            f"{name} {c['rows']} rows ({c['share']:.0%}; {c['distinct']} of {c['available']} "
-            "distinct)"
+            f"{name} {c['rows']} {drawn_as} ({c['share']:.0%}; {c['distinct']} of "
+            f"{c['available']} distinct)"
             for name, c in stage["sampled"].items()
         )
         first, end = stage["steps"]

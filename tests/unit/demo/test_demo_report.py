@@ -136,3 +136,16 @@ def test_a_bad_override_is_named_as_the_command_line_s(tmp_path):
         run_demo("classification", lab, Console(quiet=True), quiet=True, overrides={"nope.x": 1})
     assert open_lab(lab).spec.task.type == "classification"  # the demo's own spec, valid
     assert "nope" not in (lab / SPEC_FILE).read_text()
+
+
+def test_a_folder_of_empty_caches_is_no_earlier_lab_to_set_aside(tmp_path):
+    """Torch makes the compile cache the CLI points into the lab on import: every first demo
+    said "the previous demo lab was moved" and left an empty one beside it (hX F2)."""
+    from tunelab.demo.assets import set_aside
+
+    lab = tmp_path / "classification"
+    (lab / ".tunelab" / "cache" / "torchinductor").mkdir(parents=True)
+    assert set_aside(lab) is None and lab.is_dir()
+    (lab / "tunelab.yaml").write_text("x: 1\n")  # a lab: renamed with its time, never deleted
+    moved = set_aside(lab)
+    assert moved is not None and (moved / "tunelab.yaml").is_file() and not lab.exists()
